@@ -1,0 +1,70 @@
+// wtconvKernel.h — the fused WTConv inference kernels' interface (CUDA runtime types only).
+//
+// Operator (shared/DESIGN.md §2, fused formulation), input x (B, C, H, W) NCHW contiguous:
+//   y = W~b * x + b~b + R,   R(y,x) = sum_{l=1..L} 2^-l [F_l^LL + s_y F_l^LH + s_x F_l^HL + s_y s_x F_l^HH](y>>l, x>>l)
+// evaluated at the kept pixels (s*i, s*j) only; output (B, C, ceil(H/s), ceil(W/s)) NCHW contiguous.
+// Weights are the folded fp32 weights of wtconv_export/folding.py (FoldedWTConv):
+//   baseWeight (C, k, k), baseBias (C), waveletWeight (L, 4C, k, k) with channel 4c+s = subband s of c.
+//
+// Launches never allocate, synchronise or touch the default stream: they run inside TensorRT's
+// enqueue and inside CUDA graph capture. Deep-level coefficients live in the caller's workspace.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace wtconv
+{
+
+enum class DataType : int32_t
+{
+    kFLOAT32 = 0,
+    kFLOAT16 = 1,
+    kBFLOAT16 = 2,
+};
+
+constexpr int32_t kMaxKernelSize = 15; // odd k in 1..15
+constexpr int32_t kMaxLevels = 8;      // wt_levels in 1..8
+
+struct WTConvParams
+{
+    DataType dtype{DataType::kFLOAT32}; // dtype of input and output; accumulation is fp32
+    int64_t batch{0};                   // B >= 1
+    int64_t channels{0};                // C >= 1
+    int64_t height{0};                  // H >= 1 (input)
+    int64_t width{0};                   // W >= 1 (input)
+    int32_t kernelSize{0};              // odd, 1..kMaxKernelSize
+    int32_t levels{0};                  // 1..kMaxLevels
+    int32_t stride{1};                  // >= 1
+
+    void const* input{nullptr};          // (B, C, H, W), dtype
+    void* output{nullptr};               // (B, C, ceil(H/stride), ceil(W/stride)), dtype
+    float const* baseWeight{nullptr};    // (C, k, k)
+    float const* baseBias{nullptr};      // (C)
+    float const* waveletWeight{nullptr}; // (levels, 4C, k, k)
+    void* workspace{nullptr};            // >= wtconvWorkspaceBytes(*this) bytes, 256-byte aligned
+    size_t workspaceBytes{0};
+};
+
+inline int64_t outputSize(int64_t inputSize, int32_t stride)
+{
+    return (inputSize + stride - 1) / stride;
+}
+
+// Bytes of device workspace a launch with these sizes needs (only the size fields are read).
+// Returns 0 when the sizes are invalid (checkShape explains why).
+size_t wtconvWorkspaceBytes(WTConvParams const& params);
+
+// Checks sizes, k, levels, stride and dtype (not pointers). On failure returns cudaErrorInvalidValue
+// and writes a message naming the parameter, what was expected and what was given into
+// message[0..messageBytes) when message is not null.
+cudaError_t checkShape(WTConvParams const& params, char* message, size_t messageBytes);
+
+// Checks everything checkShape checks, plus non-null pointers and workspace size; then launches on
+// `stream`. Returns cudaSuccess, the validation error (nothing launched) or the launch error.
+cudaError_t wtconvForward(WTConvParams const& params, cudaStream_t stream, char* message = nullptr,
+                          size_t messageBytes = 0);
+
+} // namespace wtconv

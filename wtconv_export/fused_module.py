@@ -1,0 +1,51 @@
+"""FusedWTConv2d: an inference module holding folded weights and calling the custom operator."""
+
+import torch
+import torch.nn as nn
+
+from .folding import FoldedWTConv, fold_wtconv
+from .ops import fused_wtconv2d
+
+
+class FusedWTConv2d(nn.Module):
+    """Drop-in inference replacement of a WTConv2d: y = fused_wtconv2d(x, folded weights).
+
+    The folded weights are fp32 buffers (DESIGN.md §2); the input may be fp32, fp16 or bf16.
+    """
+
+    def __init__(self, folded: FoldedWTConv):
+        super().__init__()
+        self.kernel_size, self.wt_levels, self.stride = folded.kernel_size, folded.wt_levels, folded.stride
+        self.in_channels = folded.channels
+        bw, bb, ww = folded.tensors()
+        self.register_buffer("base_weight", bw)
+        self.register_buffer("base_bias", bb)
+        self.register_buffer("wavelet_weight", ww)
+
+    @classmethod
+    def from_wtconv(cls, module) -> "FusedWTConv2d":
+        return cls(fold_wtconv(module))
+
+    def folded(self) -> FoldedWTConv:
+        return FoldedWTConv(self.kernel_size, self.wt_levels, self.stride, self.base_weight.cpu(),
+                            self.base_bias.cpu(), self.wavelet_weight.cpu())
+
+    def extra_repr(self) -> str:
+        return f"{self.in_channels}, kernel_size={self.kernel_size}, wt_levels={self.wt_levels}, stride={self.stride}"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f"FusedWTConv2d: input must be (B, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        return fused_wtconv2d(x, self.base_weight, self.base_bias, self.wavelet_weight,
+                              self.kernel_size, self.wt_levels, self.stride)
+
+
+def fuse_wtconv_layers(model: nn.Module) -> nn.Module:
+    """Replace every WTConv2d in ``model`` (in place) by a FusedWTConv2d; returns the model."""
+    from .wtconv2d import WTConv2d
+    for name, child in list(model.named_children()):
+        if isinstance(child, WTConv2d):
+            setattr(model, name, FusedWTConv2d.from_wtconv(child).to(child.base_conv.weight.device))
+        else:
+            fuse_wtconv_layers(child)
+    return model
