@@ -1,0 +1,130 @@
+"""The build / bench / triton-repo commands and engine validation through the wtconv-trt command line: argument
+handling and every error path that can be reached without TensorRT (exit status 2, one clear line)."""
+
+import argparse
+
+import pytest
+
+from engine_helpers import fake_engine, tiny_onnx
+from wtconv_export import cli
+
+OUR_COMMANDS = [("build", "trt_engine.commands.build"), ("bench", "trt_engine.commands.bench"),
+                ("triton-repo", "trt_engine.commands.triton_repo")]
+
+
+def tensorrt_missing():
+    from trt_engine.tensorrt_api import tensorrt_available
+    return not tensorrt_available()
+
+
+needs_no_tensorrt = pytest.mark.skipif(not tensorrt_missing(), reason="TensorRT is installed here: these tests check "
+                                                                      "the messages given without it")
+
+
+@pytest.fixture
+def run_cli(monkeypatch, capsys):
+    """Run 'wtconv-trt ARGS' with only this issue's subcommands registered (the others are tested elsewhere)."""
+    monkeypatch.setattr(cli, "SUBCOMMANDS", OUR_COMMANDS)
+
+    def run(*argv):
+        status = cli.main([str(a) for a in argv])
+        out = capsys.readouterr()
+        return status, out.out, out.err
+    return run
+
+
+def test_subcommands_are_registered():
+    names = [name for name, _ in cli.SUBCOMMANDS]
+    for name, module in OUR_COMMANDS:
+        assert (name, module) in cli.SUBCOMMANDS, f"{name} missing from wtconv_export.cli.SUBCOMMANDS"
+    assert names.index("build") < names.index("bench") < names.index("triton-repo")
+
+
+@pytest.mark.parametrize("command", [name for name, _ in OUR_COMMANDS])
+def test_help(command, run_cli, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(command, "--help")
+    assert exit_info.value.code == 0
+    assert "usage: wtconv-trt " + command in capsys.readouterr().out
+
+
+@needs_no_tensorrt
+def test_build_without_tensorrt(tmp_path, run_cli):
+    onnx = tiny_onnx(tmp_path / "m.onnx")
+    status, out, err = run_cli("build", onnx, "--precision", "fp32", "--shapes", "input:1x1x8x8/2x1x8x8/4x1x8x8")
+    assert status == 2
+    assert "TensorRT is not installed" in err and "pip install tensorrt" in err
+    assert "standard ONNX operators only" in out     # the no-WTConv2d warning still reaches the user
+    assert not (tmp_path / "m.fp32.engine").exists()
+
+
+def test_build_input_errors(tmp_path, run_cli):
+    status, _, err = run_cli("build", tmp_path / "missing.onnx")
+    assert status == 2 and "does not exist; export one" in err
+    with_nodes = tiny_onnx(tmp_path / "w.onnx", wtconv_nodes=2)
+    status, _, err = run_cli("build", with_nodes)
+    assert status == 2 and "2 WTConv2d nodes, which need our TensorRT plugin: pass --plugin" in err
+    status, _, err = run_cli("build", with_nodes, "--plugin", tmp_path / "nope.so")
+    assert status == 2 and "plugin library" in err and "does not exist" in err
+    plain = tiny_onnx(tmp_path / "p.onnx")
+    status, _, err = run_cli("build", plain, "--shapes", "input:4x1x8x8/2x1x8x8/8x1x8x8")
+    assert status == 2 and "min <= opt <= max" in err
+    status, _, err = run_cli("build", plain, "--shapes", "input:1x3x8x8/1x3x8x8/1x3x8x8")
+    assert status == 2 and "fixed at 1" in err
+    status, _, err = run_cli("build", plain, "--engine", tmp_path / "no" / "such" / "dir.engine")
+    assert status == 2 and "does not exist" in err
+    with pytest.raises(SystemExit):
+        run_cli("build", plain, "--precision", "int8")
+
+
+@needs_no_tensorrt
+def test_bench_without_tensorrt(tmp_path, run_cli):
+    engine, _ = fake_engine(tmp_path)
+    status, _, err = run_cli("bench", "--engine", engine)
+    assert status == 2 and "TensorRT is not installed" in err
+
+
+def test_bench_engine_errors(tmp_path, run_cli):
+    engine, _ = fake_engine(tmp_path)
+    status, _, err = run_cli("bench", "--engine", engine, "--shape", "64x1x32x32")
+    assert status == 2 and "outside every optimisation profile" in err
+    engine.write_bytes(engine.read_bytes()[:-1])
+    status, _, err = run_cli("bench", "--engine", engine)
+    assert status == 2 and "truncated, corrupt or was replaced" in err
+    status, _, err = run_cli("bench", "--engine", tmp_path / "other.engine")
+    assert status == 2 and "no manifest" in err
+
+
+@needs_no_tensorrt
+def test_engine_validation_without_tensorrt(tmp_path):
+    from trt_engine.tensorrt_api import TensorRTUnavailable
+    from trt_engine.validate import run_engine_validation
+
+    engine, _ = fake_engine(tmp_path)
+    args = argparse.Namespace(engine=str(engine), plugin=None, shape=None, iterations=1, seed=0, atol=None,
+                              rtol=None, source_model=None, save_inputs=None, save_outputs=None)
+    with pytest.raises(TensorRTUnavailable, match="TensorRT is not installed"):
+        run_engine_validation(args)
+    args.shape = "1x1x99x99"
+    with pytest.raises(ValueError, match="outside every optimisation profile"):
+        run_engine_validation(args)
+
+
+def test_validate_arguments_group():
+    from trt_engine.validate import add_engine_arguments
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--engine")
+    add_engine_arguments(parser)
+    args = parser.parse_args(["--engine", "e", "--save-inputs", "i.json", "--save-outputs", "o.json", "--atol", "0.1",
+                              "--shape", "8x1x32x32", "--source-model", "default"])
+    assert (args.save_inputs, args.save_outputs, args.atol, args.shape) == ("i.json", "o.json", 0.1, "8x1x32x32")
+
+
+def test_triton_repo_command(tmp_path, run_cli):
+    engine, _ = fake_engine(tmp_path, plugin=False)
+    status, out, err = run_cli("triton-repo", "--engine", engine, "--out", tmp_path / "repo", "--name", "digits",
+                               "--instances", "2", "--gpus", "0")
+    assert status == 0, err
+    assert "max_batch_size: 32" in out and (tmp_path / "repo" / "digits" / "config.pbtxt").is_file()
+    status, _, err = run_cli("triton-repo", "--engine", engine, "--out", tmp_path / "repo2", "--gpus", "a")
+    assert status == 2 and "--gpus" in err

@@ -1,0 +1,95 @@
+"""Engine manifest: round trip, sha256, atomic writes, integrity and version checks (CPU only)."""
+
+import hashlib
+import json
+
+import pytest
+
+from engine_helpers import fake_engine
+from trt_engine import manifest as mf
+from trt_engine.profiles import parse_profile
+
+
+def test_round_trip_and_sha256(tmp_path):
+    engine, written = fake_engine(tmp_path)
+    path = mf.manifest_path(engine)
+    assert path.name == "model.fp16.engine.json"
+    read = mf.read_manifest(engine)
+    assert read == json.loads(json.dumps(written))
+    assert read["engine"]["sha256"] == hashlib.sha256(engine.read_bytes()).hexdigest()
+    assert mf.sha256_file(engine) == read["engine"]["sha256"]
+    assert read["tensorrt"] == {"version": "10.16.0.72", "major": 10}
+    assert read["plugin"]["name"] == "WTConv2d" and read["plugin"]["version"] == "1"
+    assert mf.profiles_of(read) == [parse_profile("input:1x1x32x32/8x1x32x32/32x1x32x32")]
+    assert {t["name"]: t["dtype"] for t in read["io"]} == {"input": "float16", "output": "float16"}
+    mf.check_engine_file(engine, read)
+
+
+def test_atomic_write_leaves_no_temporary(tmp_path):
+    target = tmp_path / "a.json"
+    mf.atomic_write_json(target, {"x": 1})
+    mf.atomic_write_json(target, {"x": 2})
+    assert json.loads(target.read_text()) == {"x": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
+
+
+def test_atomic_write_failure_keeps_old_file(tmp_path):
+    target = tmp_path / "a.bin"
+    mf.atomic_write_bytes(target, b"old")
+
+    class Boom:
+        def __buffer__(self, flags):
+            raise RuntimeError("disk full")
+
+    with pytest.raises((RuntimeError, TypeError)):
+        mf.atomic_write_bytes(target, Boom())
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.bin"]
+
+
+def test_truncated_and_corrupt_engines_are_caught(tmp_path):
+    engine, manifest = fake_engine(tmp_path)
+    data = engine.read_bytes()
+    engine.write_bytes(data[:-10])
+    with pytest.raises(ValueError, match="truncated, corrupt or was replaced; rebuild"):
+        mf.check_engine_file(engine, manifest)
+    engine.write_bytes(bytes([data[0] ^ 0xFF]) + data[1:])
+    with pytest.raises(ValueError, match="sha256 .* corrupt or was replaced"):
+        mf.check_engine_file(engine, manifest)
+    engine.unlink()
+    with pytest.raises(FileNotFoundError):
+        mf.check_engine_file(engine, manifest)
+
+
+def test_missing_and_malformed_manifests(tmp_path):
+    engine = tmp_path / "x.engine"
+    engine.write_bytes(b"123")
+    with pytest.raises(FileNotFoundError, match="no manifest x.engine.json"):
+        mf.read_manifest(engine)
+    mf.manifest_path(engine).write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        mf.read_manifest(engine)
+    mf.manifest_path(engine).write_text('{"format": "something else"}')
+    with pytest.raises(ValueError, match="not a wtconv-trt engine manifest"):
+        mf.read_manifest(engine)
+    mf.manifest_path(engine).write_text(json.dumps({"format": mf.FORMAT, "format_version": 99}))
+    with pytest.raises(ValueError, match="format version 99"):
+        mf.read_manifest(engine)
+
+
+def test_tensorrt_version_check():
+    manifest = {"tensorrt": {"version": "10.16.0.72", "major": 10}, "precision": "fp16",
+                "model": {"onnx": "m.onnx"}}
+    mf.check_tensorrt_version(manifest, "10.16.0.72")
+    with pytest.raises(ValueError, match=r"built with TensorRT 10\.16\.0\.72, this machine has TensorRT 11\.1\.0\.2.*"
+                                         r"Rebuild it here.*TensorRT 11"):
+        mf.check_tensorrt_version(manifest, "11.1.0.2")
+    with pytest.raises(ValueError, match="only load in the TensorRT version that built them"):
+        mf.check_tensorrt_version(manifest, "10.15.1.1")
+
+
+def test_parse_version():
+    assert mf.parse_version("10.16.0.72") == (10, 16, 0, 72)
+    assert mf.parse_version("11.1.0.post1") == (11, 1, 0)
+    with pytest.raises(ValueError):
+        mf.parse_version("dev")

@@ -1,0 +1,114 @@
+"""Validation logic without TensorRT: Polygraphy comparison of two runners, saved inputs/outputs in Polygraphy's
+formats (what 'polygraphy run --load-inputs/--load-outputs' reads), tolerances, engine/shape checks."""
+
+import copy
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from engine_helpers import fake_engine
+from trt_engine.validate import (TOLERANCES, check_engine_request, compare_runners, make_inputs, make_runner_class,
+                                 tolerances_for)
+
+
+def small_classifier(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(4, 10)).eval()
+
+
+def feeds_for(shape, n=2, dtype="float32"):
+    return make_inputs({"kind": "random"}, "input", shape, dtype, n, seed=0)
+
+
+def test_comparison_passes_and_saves_polygraphy_files(tmp_path):
+    from polygraphy.comparator import RunResults
+    from polygraphy.json import load_json
+
+    TorchRunner = make_runner_class()
+    model = small_classifier()
+    shape = (4, 1, 8, 8)
+    engine_like = TorchRunner(copy.deepcopy(model), {"input": shape}, ["output"], name="engine")
+    reference = TorchRunner(model, {"input": shape}, ["output"], name="reference")
+    report = compare_runners(engine_like, reference, feeds_for(shape, dtype="float16"), 1e-5, 1e-5,
+                             tmp_path / "inputs.json", tmp_path / "outputs.json")
+    assert report.passed and report.top1_agreement == 1.0
+    assert len(report.rows) == 2 and report.rows[0]["max_abs"] == 0.0
+    assert "PASSED" in report.format("TensorRT", "PyTorch")
+
+    inputs = load_json(str(tmp_path / "inputs.json"))
+    assert len(inputs) == 2 and inputs[0]["input"].dtype == np.float16 and inputs[0]["input"].shape == shape
+    saved = RunResults.load(str(tmp_path / "outputs.json"))
+    assert len(saved) == 1                       # only the reference: the replay compares TensorRT against it
+    name, iterations = saved[0]
+    assert name == reference.name and len(iterations) == 2
+    expected = model(torch.from_numpy(inputs[0]["input"].astype(np.float32))).detach().numpy()
+    np.testing.assert_allclose(iterations[0]["output"], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_comparison_fails_on_mismatch():
+    TorchRunner = make_runner_class()
+    model = small_classifier()
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        other[-1].bias.add_(0.5)
+    shape = (4, 1, 8, 8)
+    report = compare_runners(TorchRunner(other, {"input": shape}, ["output"]),
+                             TorchRunner(model, {"input": shape}, ["output"]), feeds_for(shape), 1e-3, 1e-3)
+    assert not report.passed
+    assert report.rows[0]["max_abs"] == pytest.approx(0.5, rel=1e-5)
+    assert "FAILED" in report.format("TensorRT", "PyTorch")
+
+
+def test_top1_disagreement_fails_even_within_tolerance():
+    TorchRunner = make_runner_class()
+    model = small_classifier()
+    flipped = copy.deepcopy(model)
+    with torch.no_grad():
+        flipped[-1].weight.neg_()
+        flipped[-1].bias.neg_()
+    shape = (8, 1, 8, 8)
+    report = compare_runners(TorchRunner(flipped, {"input": shape}, ["output"]),
+                             TorchRunner(model, {"input": shape}, ["output"]), feeds_for(shape), 1e3, 1e3)
+    assert report.top1_agreement < 0.99 and not report.passed
+
+
+def test_polygraphy_cli_has_the_replay_flags():
+    polygraphy = shutil.which("polygraphy")
+    if polygraphy is None:
+        pytest.skip("polygraphy command not on PATH")
+    help_text = subprocess.run([polygraphy, "run", "--help"], capture_output=True, text=True, check=True).stdout
+    for flag in ("--load-inputs", "--load-outputs", "--plugins", "--model-type", "--atol", "--rtol", "--trt"):
+        assert flag in help_text
+
+
+def test_tolerances():
+    assert tolerances_for("fp16") == TOLERANCES["fp16"]
+    assert tolerances_for("fp32", atol=1e-2) == (1e-2, TOLERANCES["fp32"][1])
+    assert TOLERANCES["fp16"][0] > TOLERANCES["fp32"][0]
+    with pytest.raises(ValueError):
+        tolerances_for("int8")
+
+
+def test_default_model_inputs_are_real_digits():
+    feeds = make_inputs({"kind": "default"}, "input", (2, 1, 32, 32), "float16", 2, seed=0)
+    from wtconv_export.models import load_heldout_digits
+    images, _ = load_heldout_digits(count=4)
+    np.testing.assert_array_equal(feeds[1]["input"], images[2:4].numpy().astype(np.float16))
+    random = make_inputs({"kind": "default"}, "input", (2, 1, 64, 64), "float32", 1, seed=0)
+    assert random[0]["input"].shape == (2, 1, 64, 64)
+
+
+def test_engine_request_checks(tmp_path):
+    engine, _ = fake_engine(tmp_path)
+    check = check_engine_request(engine)
+    assert check.shape == (8, 1, 32, 32) and check.profile_index == 0 and check.input_dtype == "float16"
+    assert check_engine_request(engine, "32x1x32x32").shape == (32, 1, 32, 32)
+    with pytest.raises(ValueError, match="outside every optimisation profile"):
+        check_engine_request(engine, "64x1x32x32")
+    with pytest.raises(ValueError, match="outside every optimisation profile"):
+        check_engine_request(engine, "8x1x64x64")

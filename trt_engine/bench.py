@@ -1,0 +1,170 @@
+"""``wtconv-trt bench --engine ENGINE``: trtexec-style latency and throughput for each profile shape.
+
+For every optimisation profile and each of its min / opt / max input shapes, two modes:
+- ``enqueue``: IExecutionContext.execute_async_v3 on a CUDA stream per inference;
+- ``cuda-graph``: the same enqueue captured once into a CUDA graph and replayed (trtexec --useCudaGraph). As
+  trtexec does (samples/common/sampleDevice.h v11.1: cudaStreamBeginCapture(stream,
+  cudaStreamCaptureModeThreadLocal)), one enqueue runs before capture so shape-dependent setup is not captured.
+
+Latency of one inference = GPU time between CUDA events recorded around it (device buffers already in place, no
+host copies: trtexec's "GPU Compute Time"). Percentiles follow trtexec's definition
+(samples/common/sampleReporting.cpp findPercentile: sorted times, index max(n - 1 - floor((1 - p/100) n), 0);
+median: middle element or mean of the two middle ones). Throughput = inferences and images per second of wall
+time over a back-to-back run of the same iterations.
+
+The statistics are plain Python (tested on the CPU); the GPU part uses torch.cuda for streams, events, buffers and
+graph capture and tensorrt_api.ExecutionSession for TensorRT.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+
+from wtconv_export.cli import UserError
+
+from trt_engine.profiles import format_shape
+
+PERCENTILES = (90.0, 95.0, 99.0)
+
+
+def percentile(sorted_times, p: float) -> float:
+    """trtexec's findPercentile on an ascending list."""
+    n = len(sorted_times)
+    if n == 0:
+        return math.inf
+    if not 0.0 <= p <= 100.0:
+        raise ValueError(f"percentile {p} is not in [0, 100]")
+    exclude = int((1.0 - p / 100.0) * n)
+    return sorted_times[max(n - 1 - exclude, 0)]
+
+
+def median(sorted_times) -> float:
+    n = len(sorted_times)
+    if n == 0:
+        return math.inf
+    m = n // 2
+    return sorted_times[m] if n % 2 else (sorted_times[m - 1] + sorted_times[m]) / 2.0
+
+
+def latency_stats(times_ms) -> dict:
+    """min / mean / median / p90 / p95 / p99 / max / coefficient of variation (ms)."""
+    t = sorted(float(x) for x in times_ms)
+    if not t:
+        raise ValueError("no timings")
+    mean = sum(t) / len(t)
+    var = sum((x - mean) ** 2 for x in t) / len(t)
+    stats = {"min": t[0], "mean": mean, "median": median(t)}
+    for p in PERCENTILES:
+        stats[f"p{p:g}"] = percentile(t, p)
+    stats["max"] = t[-1]
+    stats["cv_percent"] = 100.0 * math.sqrt(var) / mean if mean > 0 else 0.0
+    return stats
+
+
+def bench_shapes(profiles, input_name: str, which=("min", "opt", "max")) -> list:
+    """[(profile index, label, shape)] without duplicates (min == opt happens)."""
+    out, seen = [], set()
+    for index, profile in enumerate(profiles):
+        r = profile.inputs[input_name]
+        for label in which:
+            shape = tuple(getattr(r, label))
+            if (index, shape) in seen:
+                continue
+            seen.add((index, shape))
+            out.append((index, label, shape))
+    return out
+
+
+def run_benchmark(engine, *, plugin=None, shapes=None, iterations=200, warmup_ms=200.0, cuda_graph=("off", "on"),
+                  out=sys.stdout) -> dict:
+    """Benchmark every shape; returns the JSON-able result. ``shapes``: list of 'BxCxHxW' (default: each
+    profile's min/opt/max)."""
+    import torch
+
+    from trt_engine.profiles import find_profile, parse_dims
+    from trt_engine.tensorrt_api import ExecutionSession
+    from trt_engine.validate import check_engine_request, load_engine_for_run
+
+    if iterations < 1:
+        raise ValueError(f"--iterations must be >= 1, got {iterations}")
+    check = check_engine_request(engine)
+    m = check.manifest
+    if shapes:
+        cases = []
+        for text in shapes:
+            shape = parse_dims(text, "--shape")
+            cases.append((find_profile(check.profiles, {check.input_name: shape}), "user", shape))
+    else:
+        cases = bench_shapes(check.profiles, check.input_name)
+    loaded = load_engine_for_run(engine, m, plugin)
+    if not torch.cuda.is_available():
+        raise UserError("bench needs PyTorch with CUDA (it uses torch.cuda streams, events and graphs); this "
+                           "PyTorch has no CUDA device")
+    results = []
+    stream = torch.cuda.Stream()
+    for profile_index, label, shape in cases:
+        session = ExecutionSession(loaded, {check.input_name: shape}, profile_index, stream)
+        for mode in cuda_graph:
+            launch = _graph_launcher(session, stream) if mode == "on" else session.enqueue
+            r = _time(launch, stream, iterations, warmup_ms)
+            batch = shape[0]
+            r.update({"profile": profile_index, "shape_label": label, "shape": list(shape), "batch": batch,
+                      "cuda_graph": mode == "on",
+                      "throughput_qps": r["inferences"] / r["wall_s"],
+                      "throughput_images_per_s": batch * r["inferences"] / r["wall_s"]})
+            results.append(r)
+            lat = r["latency_ms"]
+            print(f"profile {profile_index} {label:>4} {format_shape(shape):>14} graph {mode:>3}: "
+                  f"median {lat['median']:.4f} ms, p99 {lat['p99']:.4f} ms, "
+                  f"{r['throughput_images_per_s']:.0f} img/s", file=out)
+        del session
+    return {"engine": str(engine), "tensorrt": m["tensorrt"]["version"], "precision": m["precision"],
+            "gpu": torch.cuda.get_device_name(), "iterations": iterations, "warmup_ms": warmup_ms,
+            "latency": "GPU compute time per inference (CUDA events), ms", "results": results}
+
+
+def _graph_launcher(session, stream):
+    import torch
+    with torch.cuda.stream(stream):
+        session.enqueue()                       # setup outside the capture, as trtexec
+    stream.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
+        session.enqueue()
+    session._graph = graph                      # keep it alive with the buffers it uses
+    return graph.replay
+
+
+def _time(launch, stream, iterations: int, warmup_ms: float) -> dict:
+    import torch
+    with torch.cuda.stream(stream):
+        start = time.perf_counter()
+        while (time.perf_counter() - start) * 1e3 < warmup_ms:
+            launch()
+            stream.synchronize()
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(iterations)]
+        for begin, end in events:
+            begin.record(stream)
+            launch()
+            end.record(stream)
+        stream.synchronize()
+        times = [b.elapsed_time(e) for b, e in events]
+        wall = time.perf_counter()
+        for _ in range(iterations):
+            launch()
+        stream.synchronize()
+        wall = time.perf_counter() - wall
+    return {"latency_ms": latency_stats(times), "inferences": iterations, "wall_s": wall}
+
+
+def write_json(result: dict, path) -> None:
+    from trt_engine.manifest import atomic_write_json
+    atomic_write_json(path, result)
+
+
+def dumps(result: dict) -> str:
+    return json.dumps(result, indent=2)

@@ -1,0 +1,355 @@
+"""Build a TensorRT engine from an exported ONNX model, with our plugin, and write its manifest.
+
+Python API::
+
+    from trt_engine.build import BuildOptions, build_engine
+    result = build_engine(BuildOptions(onnx="wtconvnext_fp16.onnx", precision="fp16",
+                                       plugin="build/plugin/trt/libwtconv_trt_plugin_dynamic.so",
+                                       shapes=["input:1x1x32x32/8x1x32x32/32x1x32x32"]))
+    print(result.engine_path, result.manifest_path)
+
+Everything but the TensorRT calls themselves (tensorrt_api.NetworkBuilder) is decided here in plain Python
+and tested on the CPU: the typing mode per TensorRT major (decide_typing), the profiles, the ONNX checks,
+the source model record, the progress display, the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wtconv_export import contract
+from wtconv_export.cli import UserError
+
+from trt_engine import manifest as mf
+from trt_engine.profiles import check_profile_against_inputs, default_profile, parse_profile
+
+PRECISIONS = ("fp32", "fp16")
+METADATA_PREFIX = "wtconv_trt."  # wtconv_export.onnx_export.METADATA_PREFIX (kept equal by a test)
+
+
+class NoPluginNodesWarning(UserWarning):
+    """The ONNX model has no WTConv2d node: the engine is built from standard operators only."""
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Typing mode: which network flag and builder flag give the requested precision on this TensorRT
+# -------------------------------------------------------------------------------------------------------------
+
+def decide_typing(trt_major: int, precision: str, onnx_dtype: str) -> tuple[bool, bool]:
+    """(strongly_typed, fp16_builder_flag) for TensorRT ``trt_major``, the requested ``precision`` ("fp32" /
+    "fp16") and the ONNX model's input dtype ("float32" / "float16").
+
+    - TensorRT 11: networks are always strongly typed and BuilderFlag.FP16 no longer exists (NvInfer.h v11.1:
+      BuilderFlag starts at kDEBUG = 2; kSTRONGLY_TYPED "Deprecated in TensorRT 11.0. Strongly typed mode is
+      always enabled"). The engine's precision is the ONNX model's: fp16 needs an fp16 export.
+    - TensorRT 10: an fp16 ONNX model is built strongly typed (its types are kept exactly, as on 11); an fp32
+      model with precision fp16 is built weakly typed with BuilderFlag.FP16 (NvInfer.h v10.16: kFP16 = 0,
+      "Deprecated in TensorRT 10.12. Superseded by strong typing"), which lets TensorRT choose fp16 per layer
+      and keeps fp32 I/O. fp32 is built strongly typed.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if onnx_dtype not in ("float32", "float16"):
+        raise ValueError(f"the ONNX model's input is {onnx_dtype}; expected float32 or float16 (export it with "
+                         f"wtconv-trt export --precision fp32|fp16)")
+    if trt_major < 10:
+        raise ValueError(f"TensorRT {trt_major}.x is not supported: the WTConv2d plugin needs TensorRT 10 or 11")
+    if precision == "fp32" and onnx_dtype == "float16":
+        raise ValueError("--precision fp32 was asked but the ONNX model is fp16: build it with --precision fp16, or "
+                         "build the fp32 export (wtconv-trt export --precision fp32)")
+    if trt_major >= 11:
+        if precision == "fp16" and onnx_dtype != "float16":
+            raise ValueError(f"TensorRT {trt_major} has no FP16 builder flag (networks are always strongly typed), "
+                             f"so an fp16 engine needs an fp16 ONNX model and this one is fp32: export with "
+                             f"'wtconv-trt export --precision fp16' and build that file")
+        return True, False
+    # TensorRT 10
+    if onnx_dtype == "float16":
+        return True, False
+    if precision == "fp16":
+        return False, True
+    return True, False
+
+
+# -------------------------------------------------------------------------------------------------------------
+# ONNX model inspection (onnx package only)
+# -------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class OnnxInfo:
+    inputs: dict            # name -> tuple of dims, -1 for a dynamic (dim_param / unknown) dimension
+    input_dtype: str        # NumPy name of the first input's element type
+    outputs: list
+    wtconv_nodes: int
+    metadata: dict          # wtconv_trt.* metadata_props without the prefix
+
+
+def inspect_onnx(path) -> OnnxInfo:
+    """Read the graph (not the external weights) and report inputs, dtype, WTConv2d node count, metadata."""
+    import onnx
+    from onnx import helper
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"ONNX model {path} does not exist; export one with wtconv-trt export")
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception as error:  # onnx raises DecodeError / ValueError variants
+        raise ValueError(f"{path} is not a readable ONNX model ({type(error).__name__}: {error})") from None
+    initializers = {i.name for i in proto.graph.initializer}
+    inputs, dtype = {}, None
+    for value in proto.graph.input:
+        if value.name in initializers:
+            continue
+        tensor = value.type.tensor_type
+        dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim)
+        inputs[value.name] = dims
+        if dtype is None:
+            dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
+    if not inputs:
+        raise ValueError(f"ONNX model {path} has no graph input")
+    nodes = sum(1 for n in proto.graph.node if n.op_type == contract.OP_TYPE)
+    metadata = {p.key[len(METADATA_PREFIX):]: p.value for p in proto.metadata_props
+                if p.key.startswith(METADATA_PREFIX)}
+    return OnnxInfo(inputs, dtype, [o.name for o in proto.graph.output], nodes, metadata)
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Source model record: how validate rebuilds the PyTorch model the engine came from
+# -------------------------------------------------------------------------------------------------------------
+
+def parse_source_model(text: str | None) -> dict | None:
+    """'default' -> {"kind": "default"}; 'wtconvnext_tiny:ckpt.pth' -> {"kind": "wtconvnext", "arch":
+    "wtconvnext_tiny", "checkpoint": "ckpt.pth"} (checkpoint made absolute); a JSON object is taken as is."""
+    if text is None or text == "":
+        return None
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"source model {text!r}: not valid JSON ({error})") from None
+        if not isinstance(obj, dict) or "kind" not in obj:
+            raise ValueError(f"source model {text!r}: a JSON object with a 'kind' key is expected")
+        return obj
+    if text == "default":
+        return {"kind": "default"}
+    arch, sep, checkpoint = text.partition(":")
+    if not arch.startswith("wtconvnext_"):
+        raise ValueError(f"source model {text!r}: expected 'default' or ARCH:CHECKPOINT with ARCH one of "
+                         f"wtconvnext_tiny / wtconvnext_small / wtconvnext_base")
+    if not sep or not checkpoint:
+        raise ValueError(f"source model {text!r}: give the checkpoint too, ARCH:CHECKPOINT (e.g. "
+                         f"wtconvnext_tiny:WTConvNeXt_tiny_5_300e_ema.pth)")
+    return {"kind": "wtconvnext", "arch": arch, "checkpoint": os.path.abspath(checkpoint)}
+
+
+def source_from_metadata(metadata: dict) -> dict | None:
+    """The source model recorded by the exporter in the ONNX metadata (key wtconv_trt.source), if any."""
+    value = metadata.get("source")
+    if not value:
+        return None
+    try:
+        return parse_source_model(value)
+    except ValueError:
+        return None
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Progress display fed by TensorRT's IProgressMonitor
+# -------------------------------------------------------------------------------------------------------------
+
+class ProgressBoard:
+    """Nested build phases as text bars. On a terminal the bars are redrawn in place (ANSI escapes, as
+    TensorRT's samples/python/simple_progress_monitor does); otherwise one line per finished top-level phase,
+    so logs stay readable. step_complete returns False after Ctrl-C, which makes TensorRT cancel the build."""
+
+    WIDTH = 20
+
+    def __init__(self, stream=None, interactive=None):
+        self.stream = stream or sys.stderr
+        self.interactive = self.stream.isatty() if interactive is None else interactive
+        self.phases = {}           # name -> [indent, steps, num_steps, start time]
+        self.cancelled = False
+        self._drawn = 0
+
+    def phase_start(self, name, parent, num_steps):
+        try:
+            indent = self.phases[parent][0] + 1 if parent is not None and parent in self.phases else 0
+            self.phases[name] = [indent, 0, max(int(num_steps), 1), time.monotonic()]
+            self._redraw()
+        except KeyboardInterrupt:
+            self.cancelled = True
+
+    def step_complete(self, name, step) -> bool:
+        try:
+            if name in self.phases:
+                self.phases[name][1] = int(step)
+            self._redraw()
+        except KeyboardInterrupt:
+            self.cancelled = True
+        return not self.cancelled
+
+    def phase_finish(self, name):
+        try:
+            phase = self.phases.pop(name, None)
+            if phase is not None and not self.interactive and phase[0] == 0:
+                self.stream.write(f"{self.bar(phase[2], phase[2])} {name} ({time.monotonic() - phase[3]:.1f} s)\n")
+                self.stream.flush()
+            self._redraw()
+        except KeyboardInterrupt:
+            self.cancelled = True
+
+    @classmethod
+    def bar(cls, steps, num_steps) -> str:
+        done = int(cls.WIDTH * min(max(steps, 0), num_steps) / max(num_steps, 1))
+        return "[" + "=" * done + "-" * (cls.WIDTH - done) + "]"
+
+    def lines(self) -> list:
+        return [f"{'  ' * indent}{self.bar(steps, n)} {name} {steps}/{n}"
+                for name, (indent, steps, n, _) in self.phases.items()]
+
+    def _redraw(self):
+        if not self.interactive:
+            return
+        out = []
+        if self._drawn:
+            out.append(f"\x1b[{self._drawn}A")   # back to the first bar
+        lines = self.lines()
+        for line in lines:
+            out.append("\x1b[2K" + line + "\n")
+        for _ in range(max(self._drawn - len(lines), 0)):
+            out.append("\x1b[2K\n")
+        extra = max(self._drawn - len(lines), 0)
+        if extra:
+            out.append(f"\x1b[{extra}A")
+        self._drawn = len(lines)
+        self.stream.write("".join(out))
+        self.stream.flush()
+
+    def close(self):
+        self.phases.clear()
+        self._redraw()
+
+
+# -------------------------------------------------------------------------------------------------------------
+# The build
+# -------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class BuildOptions:
+    onnx: str
+    precision: str = "fp16"
+    plugin: str | None = None
+    shapes: list = field(default_factory=list)   # "--shapes" strings, one per optimisation profile
+    engine: str | None = None                     # default: MODEL.<precision>.engine beside the ONNX model
+    timing_cache: str | None = None
+    workspace_mib: int | None = None
+    optimization_level: int | None = None
+    tf32: bool = True
+    source_model: str | None = None                # "default" | "ARCH:CHECKPOINT" | JSON; default: ONNX metadata
+    progress: bool = True
+    verbose: bool = False
+
+
+@dataclass
+class BuildResult:
+    engine_path: Path
+    manifest_path: Path
+    manifest: dict
+    seconds: float
+
+
+def default_engine_path(onnx_path, precision: str) -> Path:
+    onnx_path = Path(onnx_path)
+    return onnx_path.with_name(f"{onnx_path.stem}.{precision}.engine")
+
+
+def plan_profiles(shapes: list, onnx_inputs: dict) -> list:
+    """Profiles from the --shapes strings (default: batch 1/8/32), checked against the model's inputs."""
+    names = list(onnx_inputs)
+    if not shapes:
+        return [default_profile(onnx_inputs)]
+    return [check_profile_against_inputs(parse_profile(s, names), onnx_inputs) for s in shapes]
+
+
+def check_plugin_need(info: OnnxInfo, plugin) -> None:
+    """Warn when the model has no WTConv2d node; fail when it has some and no plugin library was given."""
+    if info.wtconv_nodes == 0:
+        warnings.warn(f"the ONNX model has no {contract.OP_TYPE} node: the engine is built from standard ONNX "
+                      f"operators only (the fused plugin is not used); export with --ops plugin to use it",
+                      NoPluginNodesWarning, stacklevel=3)
+    elif not plugin:
+        raise ValueError(f"the ONNX model has {info.wtconv_nodes} {contract.OP_TYPE} nodes, which need our TensorRT "
+                         f"plugin: pass --plugin build/plugin/trt/libwtconv_trt_plugin_dynamic.so (built from "
+                         f"plugin/), or export with --ops standard")
+
+
+def build_engine(opts: BuildOptions) -> BuildResult:
+    """Check the inputs (CPU), then build with TensorRT, write engine + manifest atomically."""
+    from trt_engine import tensorrt_api
+
+    start = time.monotonic()
+    info = inspect_onnx(opts.onnx)
+    check_plugin_need(info, opts.plugin)
+    if opts.plugin:
+        from trt_engine.plugin_library import inspect_library
+        inspect_library(opts.plugin)  # exists and is a shared library
+    profiles = plan_profiles(opts.shapes, info.inputs)
+    engine_path = Path(opts.engine) if opts.engine else default_engine_path(opts.onnx, opts.precision)
+    if engine_path.is_dir():
+        raise ValueError(f"--engine {engine_path} is a directory; give a file name such as model.engine")
+    if not engine_path.parent.is_dir():
+        raise ValueError(f"cannot write {engine_path}: directory {engine_path.parent} does not exist")
+    source = parse_source_model(opts.source_model) or source_from_metadata(info.metadata)
+
+    trt = tensorrt_api.import_tensorrt()
+    trt_version = trt.__version__
+    major = mf.parse_version(trt_version)[0]
+    strongly_typed, fp16_flag = decide_typing(major, opts.precision, info.input_dtype)
+
+    plugin_record = None
+    if opts.plugin:
+        plugin_record = tensorrt_api.load_plugin(opts.plugin)
+        plugin_record["library_sha256"] = mf.sha256_file(opts.plugin)
+    builder = tensorrt_api.NetworkBuilder(strongly_typed, verbose=opts.verbose)
+    builder.parse(opts.onnx)
+    # The parser's view of the inputs is authoritative (it may fold shapes): re-check the profiles against it.
+    profiles = [check_profile_against_inputs(p, builder.inputs()) for p in profiles]
+    plugin_layers = builder.plugin_layer_count()
+    if plugin_layers != info.wtconv_nodes:
+        print(f"warning: the ONNX model has {info.wtconv_nodes} {contract.OP_TYPE} nodes but the TensorRT network "
+              f"has {plugin_layers} plugin layers", file=sys.stderr)
+    print(f"building {opts.precision} engine with TensorRT {trt_version} "
+          f"({'strongly typed' if strongly_typed else 'weakly typed, BuilderFlag.FP16'}; "
+          f"{plugin_layers} plugin layers; profiles: " + "; ".join(p.describe() for p in profiles) + ")",
+          file=sys.stderr)
+    engine_bytes = builder.build(
+        profiles=profiles, fp16_flag=fp16_flag, tf32=opts.tf32, timing_cache=opts.timing_cache,
+        progress_board=ProgressBoard() if opts.progress else None,
+        workspace_bytes=opts.workspace_mib * (1 << 20) if opts.workspace_mib else None,
+        optimization_level=opts.optimization_level)
+    # Deserialize once here: catches a plugin that cannot deserialize itself before anyone ships the engine,
+    # and gives the I/O tensors exactly as the engine has them.
+    loaded = tensorrt_api.deserialize_engine(engine_bytes, "the engine just built")
+    io = loaded.io()
+    del loaded
+
+    mf.atomic_write_bytes(engine_path, engine_bytes)
+    manifest = mf.make_manifest(
+        engine_file=engine_path.name, engine_sha256=mf.sha256_bytes(engine_bytes), engine_bytes=len(engine_bytes),
+        onnx_file=os.path.abspath(opts.onnx), onnx_sha256=mf.sha256_file(opts.onnx),
+        wtconv_nodes=info.wtconv_nodes, onnx_input_dtype=info.input_dtype, source_model=source,
+        tensorrt_version=trt_version, plugin=plugin_record, precision=opts.precision,
+        strongly_typed=strongly_typed, fp16_flag=fp16_flag, tf32=opts.tf32, profiles=profiles, io=io,
+        build={"created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "plugin_layers": plugin_layers,
+               "timing_cache": opts.timing_cache, "workspace_mib": opts.workspace_mib,
+               "optimization_level": opts.optimization_level, "seconds": round(time.monotonic() - start, 1)})
+    manifest_file = mf.write_manifest(engine_path, manifest)
+    return BuildResult(engine_path, manifest_file, manifest, time.monotonic() - start)

@@ -1,0 +1,381 @@
+"""The only module that calls TensorRT. Thin on purpose: every decision (typing mode, profiles, manifest,
+versions, error texts) is made in plain Python elsewhere and tested on the CPU; this module turns those
+decisions into TensorRT Python API calls and turns TensorRT failures into errors that name a cause and a fix.
+
+API used (TensorRT Python bindings, python/src/infer/pyCore.cpp, pyPlugin.cpp, parsers/pyOnnx.cpp, at tags
+v10.16 and v11.1 of NVIDIA/TensorRT; C++ in include/NvInfer.h, NvInferRuntime*.h):
+- trt.Builder / create_network(flags) / create_builder_config / create_optimization_profile
+  + IOptimizationProfile.set_shape(input, min, opt, max) / config.add_optimization_profile
+- trt.OnnxParser(network, logger).parse_from_file(path); parser.num_errors / get_error(i) with
+  ParserError.code() / desc() / node() / node_name() / node_operator() (both 10.16 and 11.1)
+- NetworkDefinitionCreationFlag.STRONGLY_TYPED: TensorRT 10 (NvInfer.h v10.16: kSTRONGLY_TYPED = 1) opt-in;
+  TensorRT 11 (v11.1: kSTRONGLY_TYPED = 0, "Deprecated in TensorRT 11.0. Strongly typed mode is always
+  enabled ... ignored") -- so on 11 we pass no flag.
+- BuilderFlag.FP16: TensorRT 10 only (v10.16 NvInfer.h: kFP16 "Deprecated in TensorRT 10.12. Superseded by
+  strong typing"); removed from BuilderFlag in 11.1. BuilderFlag.TF32 exists in both (enabled by default).
+- IBuilderConfig.create_timing_cache(bytes) / set_timing_cache(cache, ignore_mismatch) / get_timing_cache()
+  -> ITimingCache.serialize(); config.progress_monitor = trt.IProgressMonitor subclass (phase_start,
+  step_complete -> bool, phase_finish), as samples/python/simple_progress_monitor (v11.1).
+- Builder.build_serialized_network(network, config) -> IHostMemory or None.
+- trt.get_plugin_registry(): load_library(path) (C++ loadLibrary: "returns nullptr if any of the plugins are
+  already registered"), all_creators (10.x and 11.x; plugin_creator_list and get_plugin_creator are gone in
+  11.1's pyPlugin.cpp, so we do not use them), creator .name / .plugin_version / .plugin_namespace.
+- trt.Runtime(logger).deserialize_cuda_engine(bytes) -> ICudaEngine or None; engine.num_io_tensors,
+  get_tensor_name / get_tensor_mode / get_tensor_shape / get_tensor_dtype / get_tensor_profile_shape;
+  IExecutionContext.set_optimization_profile_async / set_input_shape / set_tensor_address /
+  execute_async_v3(stream_handle).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from pathlib import Path
+
+from wtconv_export import contract
+from wtconv_export.cli import UserError
+
+from trt_engine.manifest import parse_version
+from trt_engine.plugin_library import check_library_for_tensorrt, inspect_library
+
+INSTALL_HINT = ("TensorRT is not installed: install TensorRT 10.x or 11.x for your CUDA version (pip install "
+                "tensorrt, or NVIDIA's TensorRT container) on a machine with an NVIDIA GPU and driver; this machine "
+                "cannot build or run TensorRT engines without it")
+
+
+class TensorRTUnavailable(UserError):
+    """TensorRT cannot be imported (not installed, or its libraries cannot be loaded)."""
+
+
+_TRT = None
+_LOGGER = None
+
+
+def import_tensorrt():
+    """Import the ``tensorrt`` module or raise TensorRTUnavailable with the fix. Caches the module."""
+    global _TRT
+    if _TRT is not None:
+        return _TRT
+    try:
+        import tensorrt as trt  # noqa: PLC0415 -- optional dependency, imported only when needed
+    except ImportError as error:
+        raise TensorRTUnavailable(f"{INSTALL_HINT} (import tensorrt: {error})") from None
+    except OSError as error:  # the bindings wheel is there but libnvinfer cannot be loaded
+        raise TensorRTUnavailable(f"{INSTALL_HINT} (the tensorrt Python package is installed but its libraries "
+                                  f"cannot be loaded: {error})") from None
+    version = getattr(trt, "__version__", "0")
+    if parse_version(version)[0] < 10:
+        raise UserError(f"TensorRT {version} is too old: the WTConv2d plugin is an IPluginV3 plugin and needs "
+                        f"TensorRT 10.x or 11.x; upgrade TensorRT")
+    _TRT = trt
+    return trt
+
+
+def tensorrt_available() -> bool:
+    try:
+        import_tensorrt()
+        return True
+    except UserError:
+        return False
+
+
+def tensorrt_version() -> str:
+    return import_tensorrt().__version__
+
+
+def get_logger(verbose: bool = False):
+    """One ILogger for the process (TensorRT keeps a single global logger); it also keeps the last errors so
+    they can be quoted in our own error messages."""
+    global _LOGGER
+    trt = import_tensorrt()
+    if _LOGGER is None:
+        class _Logger(trt.ILogger):
+            def __init__(self):
+                trt.ILogger.__init__(self)
+                self.min_severity = int(trt.ILogger.Severity.WARNING)
+                self.errors = []
+
+            def log(self, severity, msg):
+                level = int(severity)
+                if level <= int(trt.ILogger.Severity.ERROR):
+                    self.errors.append(msg)
+                    del self.errors[:-20]
+                if level <= self.min_severity:
+                    print(f"[TensorRT] {str(severity).rsplit('.', 1)[-1]}: {msg}", file=sys.stderr)
+
+        _LOGGER = _Logger()
+    _LOGGER.min_severity = int(trt.ILogger.Severity.VERBOSE if verbose else trt.ILogger.Severity.WARNING)
+    return _LOGGER
+
+
+def _recent_errors(logger) -> str:
+    errors, logger.errors[:] = list(logger.errors), []
+    return ("; TensorRT said: " + " | ".join(errors[-5:])) if errors else ""
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Plugin library
+# -------------------------------------------------------------------------------------------------------------
+
+def registered_creators():
+    """[(name, version, namespace)] of every creator in the global plugin registry."""
+    trt = import_tensorrt()
+    out = []
+    for creator in trt.get_plugin_registry().all_creators:
+        out.append((str(creator.name), str(creator.plugin_version), str(creator.plugin_namespace)))
+    return out
+
+
+def has_wtconv_creator() -> bool:
+    key = (contract.PLUGIN_NAME, contract.PLUGIN_VERSION, contract.PLUGIN_NAMESPACE)
+    return key in registered_creators()
+
+
+_LOADED_LIBRARIES = {}  # resolved path -> (ctypes handle, registry handle); keeps them loaded
+
+
+def load_plugin(path) -> dict:
+    """Load our plugin library into TensorRT's global plugin registry and check that the WTConv2d creator is
+    there. Returns {"library", "kind", "name", "version", "namespace", "tensorrt_major"}.
+
+    A dynamic library (exports getCreators) goes through IPluginRegistry.load_library; a static-registration
+    library registers itself when dlopen'ed (ctypes.CDLL, as ``polygraphy --plugins`` does). If the creator is
+    already registered (this process loaded it before) nothing is loaded twice: load_library would fail."""
+    trt = import_tensorrt()
+    trt_major = parse_version(trt.__version__)[0]
+    info = inspect_library(path)                      # FileNotFoundError / ValueError with the fix
+    check_library_for_tensorrt(info, trt_major)       # links libnvinfer.so.<other major>?
+    resolved = str(Path(path).resolve())
+    result = {"library": str(path), "kind": info.kind, "name": contract.PLUGIN_NAME,
+              "version": contract.PLUGIN_VERSION, "namespace": contract.PLUGIN_NAMESPACE,
+              "tensorrt_major": trt_major}
+    if resolved in _LOADED_LIBRARIES or has_wtconv_creator():
+        return result
+    logger = get_logger()
+    try:
+        # dlopen first: a missing dependency (libcudart.so.N, libnvinfer.so.N) is reported by the dynamic
+        # loader with its name, which IPluginRegistry.load_library would reduce to a null handle.
+        handle = ctypes.CDLL(resolved)
+    except OSError as error:
+        raise UserError(f"could not load plugin library {path}: {error}. Check its dependencies with "
+                        f"'ldd {path}' (CUDA runtime and, for the static-registration library, TensorRT "
+                        f"{trt_major}'s libnvinfer must be on LD_LIBRARY_PATH), or rebuild the plugin for this "
+                        f"machine's TensorRT {trt_major} and CUDA") from None
+    registry_handle = None
+    if info.exports_get_creators and not has_wtconv_creator():
+        registry_handle = trt.get_plugin_registry().load_library(resolved)
+        if registry_handle is None:
+            raise UserError(f"TensorRT could not load plugin library {path} (IPluginRegistry.load_library returned "
+                            f"null{_recent_errors(logger)}). Causes: it was built against another TensorRT major "
+                            f"version than the installed {trt.__version__} (rebuild the plugin with TensorRT "
+                            f"{trt_major}'s headers), or one of its creators is already registered (another copy "
+                            f"of the library was loaded, e.g. through LD_PRELOAD)")
+    _LOADED_LIBRARIES[resolved] = (handle, registry_handle)
+    if not has_wtconv_creator():
+        listing = ", ".join(f"{n} v{v}" + (f" ns {ns!r}" if ns else "") for n, v, ns in registered_creators())
+        raise UserError(f"plugin library {path} loaded, but TensorRT's registry has no creator "
+                        f"{contract.PLUGIN_NAME!r} version {contract.PLUGIN_VERSION!r} namespace "
+                        f"{contract.PLUGIN_NAMESPACE!r}{_recent_errors(logger)}. Registered: {listing or 'none'}. "
+                        f"Is it the WTConv2d plugin library (plugin/trt), built for TensorRT {trt_major}? A "
+                        f"library built for another TensorRT version registers nothing or fails its interface "
+                        f"version check")
+    return result
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Build
+# -------------------------------------------------------------------------------------------------------------
+
+def make_progress_monitor(board):
+    """A trt.IProgressMonitor (TensorRT >= 10.0) that forwards to ``board`` (a build.ProgressBoard)."""
+    trt = import_tensorrt()
+
+    class _Monitor(trt.IProgressMonitor):
+        def __init__(self):
+            trt.IProgressMonitor.__init__(self)
+
+        def phase_start(self, phase_name, parent_phase, num_steps):
+            board.phase_start(phase_name, parent_phase, num_steps)
+
+        def step_complete(self, phase_name, step):
+            return board.step_complete(phase_name, step)
+
+        def phase_finish(self, phase_name):
+            board.phase_finish(phase_name)
+
+    return _Monitor()
+
+
+class NetworkBuilder:
+    """Builder + network + ONNX parser for one model. Use: parse(), inputs(), then build()."""
+
+    def __init__(self, strongly_typed: bool, verbose: bool = False):
+        trt = self.trt = import_tensorrt()
+        self.major = parse_version(trt.__version__)[0]
+        self.logger = get_logger(verbose)
+        self.builder = trt.Builder(self.logger)
+        flags = 0
+        if strongly_typed and self.major == 10:
+            # TensorRT 10: strong typing is opt-in. TensorRT 11: always on, the flag is deprecated and ignored.
+            flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+        self.strongly_typed = strongly_typed or self.major >= 11
+        self.network = self.builder.create_network(flags)
+        self.parser = trt.OnnxParser(self.network, self.logger)
+
+    def parse(self, onnx_path) -> None:
+        # parse_from_file resolves external weight files relative to the model (parse(bytes) would not).
+        if self.parser.parse_from_file(str(onnx_path)):
+            return
+        lines = []
+        plugin_missing = False
+        for i in range(self.parser.num_errors):
+            err = self.parser.get_error(i)
+            node_op = err.node_operator()
+            plugin_missing |= node_op == contract.OP_TYPE
+            lines.append(f"node {err.node()} {err.node_name()!r} ({node_op}): {err.desc()} [{err.code()}]")
+        hint = ""
+        if plugin_missing:
+            hint = (f" -- the {contract.OP_TYPE} nodes need our plugin: pass --plugin build/plugin/trt/libwtconv_trt_plugin_dynamic.so "
+                    f"built for TensorRT {self.major}")
+        raise UserError(f"TensorRT's ONNX parser rejected {onnx_path}:\n  " + "\n  ".join(lines or ["(no details)"])
+                        + hint)
+
+    def inputs(self) -> dict:
+        return {t.name: tuple(int(d) for d in t.shape)
+                for t in (self.network.get_input(i) for i in range(self.network.num_inputs))}
+
+    def plugin_layer_count(self) -> int:
+        trt = self.trt
+        kinds = {getattr(trt.LayerType, n) for n in ("PLUGIN_V3", "PLUGIN_V2", "PLUGIN") if hasattr(trt.LayerType, n)}
+        return sum(1 for i in range(self.network.num_layers) if self.network.get_layer(i).type in kinds)
+
+    def build(self, *, profiles, fp16_flag: bool, tf32: bool, timing_cache=None, progress_board=None,
+              workspace_bytes=None, optimization_level=None) -> bytes:
+        trt = self.trt
+        config = self.builder.create_builder_config()
+        if fp16_flag:
+            if not hasattr(trt.BuilderFlag, "FP16"):  # TensorRT 11 removed it; decide_typing never asks there
+                raise UserError(f"TensorRT {trt.__version__} has no FP16 builder flag: export the model with "
+                                f"--precision fp16 and build that ONNX model")
+            config.set_flag(trt.BuilderFlag.FP16)
+        if not tf32:
+            config.clear_flag(trt.BuilderFlag.TF32)
+        if workspace_bytes:
+            config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace_bytes))
+        if optimization_level is not None:
+            config.builder_optimization_level = int(optimization_level)
+        for index, profile in enumerate(profiles):
+            p = self.builder.create_optimization_profile()
+            for name, r in profile.inputs.items():
+                p.set_shape(name, r.min, r.opt, r.max)
+            if config.add_optimization_profile(p) < 0:
+                raise UserError(f"TensorRT rejected optimisation profile {index} ({profile.describe()})"
+                                f"{_recent_errors(self.logger)}")
+        cache = None
+        if timing_cache is not None:
+            path = Path(timing_cache)
+            blob = path.read_bytes() if path.is_file() else b""
+            cache = config.create_timing_cache(blob)
+            if cache is None and blob:
+                print(f"warning: timing cache {path} is unreadable (another TensorRT version?); starting a new one",
+                      file=sys.stderr)
+                cache = config.create_timing_cache(b"")
+            config.set_timing_cache(cache, ignore_mismatch=False)
+        monitor = None
+        if progress_board is not None:
+            monitor = make_progress_monitor(progress_board)
+            config.progress_monitor = monitor
+        serialized = self.builder.build_serialized_network(self.network, config)
+        if progress_board is not None:
+            progress_board.close()
+        if serialized is None:
+            raise UserError(f"TensorRT could not build the engine{_recent_errors(self.logger)}; rerun with --verbose "
+                            f"for TensorRT's log")
+        if timing_cache is not None:
+            from trt_engine.manifest import atomic_write_bytes
+            atomic_write_bytes(timing_cache, config.get_timing_cache().serialize())
+        del monitor
+        return bytes(memoryview(serialized))
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Runtime
+# -------------------------------------------------------------------------------------------------------------
+
+class LoadedEngine:
+    """A deserialized engine; keeps its runtime alive (the runtime must outlive the engine)."""
+
+    def __init__(self, runtime, engine):
+        self.runtime = runtime
+        self.engine = engine
+
+    def io(self) -> list:
+        """[{"name", "mode", "shape", "dtype"}] in the engine's I/O order (dtype as a NumPy name)."""
+        trt = import_tensorrt()
+        out = []
+        for i in range(self.engine.num_io_tensors):
+            name = self.engine.get_tensor_name(i)
+            mode = "input" if self.engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT else "output"
+            dtype = self.engine.get_tensor_dtype(name)
+            try:
+                import numpy as np
+                dtype_name = np.dtype(trt.nptype(dtype)).name
+            except TypeError:
+                dtype_name = str(dtype).rsplit(".", 1)[-1].lower()
+            out.append({"name": name, "mode": mode, "shape": [int(d) for d in self.engine.get_tensor_shape(name)],
+                        "dtype": dtype_name})
+        return out
+
+    def num_profiles(self) -> int:
+        return int(self.engine.num_optimization_profiles)
+
+
+def deserialize_engine(engine_bytes, what: str = "engine") -> LoadedEngine:
+    trt = import_tensorrt()
+    logger = get_logger()
+    runtime = trt.Runtime(logger)
+    engine = runtime.deserialize_cuda_engine(engine_bytes)
+    if engine is None:
+        raise UserError(f"TensorRT {trt.__version__} could not deserialize {what}{_recent_errors(logger)}. Causes: the "
+                        f"file is corrupt; it was built by another TensorRT version or for another GPU; or the "
+                        f"{contract.PLUGIN_NAME} plugin is not loaded (pass --plugin). Fix: rebuild it here with "
+                        f"wtconv-trt build")
+    return LoadedEngine(runtime, engine)
+
+
+class ExecutionSession:
+    """One execution context bound to device buffers (torch CUDA tensors) for fixed input shapes.
+
+    Used by the benchmark: set_input_shape for each input, then outputs are sized from
+    context.get_tensor_shape, addresses set once with set_tensor_address, and execute_async_v3 enqueues."""
+
+    def __init__(self, loaded: LoadedEngine, shapes: dict, profile_index: int, torch_stream):
+        import numpy as np
+        import torch
+        trt = import_tensorrt()
+        self.context = loaded.engine.create_execution_context()
+        if self.context is None:
+            raise UserError("TensorRT could not create an execution context (out of GPU memory?)")
+        self.stream = torch_stream
+        if profile_index:
+            self.context.set_optimization_profile_async(profile_index, torch_stream.cuda_stream)
+        self.buffers = {}
+        io = loaded.io()
+        for t in io:
+            if t["mode"] == "input":
+                if not self.context.set_input_shape(t["name"], tuple(shapes[t["name"]])):
+                    raise UserError(f"TensorRT rejected shape {shapes[t['name']]} for input {t['name']!r}")
+        for t in io:
+            shape = tuple(self.context.get_tensor_shape(t["name"]))
+            torch_dtype = getattr(torch, np.dtype(t["dtype"]).name)
+            if t["mode"] == "input":
+                buf = torch.randn(shape, device="cuda").to(torch_dtype)
+            else:
+                buf = torch.empty(shape, dtype=torch_dtype, device="cuda")
+            self.buffers[t["name"]] = buf
+            self.context.set_tensor_address(t["name"], buf.data_ptr())
+        del trt
+
+    def enqueue(self) -> None:
+        if not self.context.execute_async_v3(self.stream.cuda_stream):
+            raise UserError("TensorRT execute_async_v3 failed (see TensorRT's messages above)")
