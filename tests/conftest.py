@@ -12,6 +12,11 @@ Fixtures for hardware- and library-dependent tests (each calls pytest.skip with 
 Markers do the same for a whole test: ``@pytest.mark.gpu`` behaves like require_cuda and
 ``@pytest.mark.tensorrt`` like require_tensorrt (markers are declared in pyproject.toml).
 
+Threads: on machines without a CUDA device PyTorch runs single-threaded in tests (WTCONV_TEST_THREADS=N
+overrides, everywhere). The CPU tests use small tensors, where OpenMP's thread pool only costs time, and on
+a loaded two-core machine its spinning threads made small float64 convolutions 1000x slower (1 s, not 1 ms).
+GPU machines keep PyTorch's default, since their tests may compute large float64 references on the CPU.
+
 ``error_report``: tests record (what, error) figures; the worst of each is printed in the terminal summary,
 so a plain ``pytest -q`` run shows the measured agreement, not only pass/fail.
 """
@@ -23,6 +28,18 @@ from pathlib import Path
 import pytest
 
 KERNELS_LIB_ENV = "WTCONV_KERNELS_LIB"
+
+
+def pytest_configure(config):
+    try:
+        import torch
+    except ImportError:
+        return
+    threads = os.environ.get("WTCONV_TEST_THREADS")
+    if threads:
+        torch.set_num_threads(int(threads))
+    elif not torch.cuda.is_available():
+        torch.set_num_threads(1)
 
 
 def cuda_device_skip_reason():
