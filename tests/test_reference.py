@@ -145,3 +145,12 @@ def test_state_dict_keys_and_strict_round_trip():
     assert torch.equal(fresh(x), m(x))
     # No bias: the key disappears, as in the published module.
     assert "base_conv.bias" not in WTConv2d(c, c, 3, bias=False).state_dict()
+
+
+def test_package_exports_are_lazy():
+    import subprocess
+    import sys
+    code = ("import sys, wtconv_export; assert 'torch' not in sys.modules; "
+            "from wtconv_export import WTConv2d, WTConvNeXt, fold_wtconv, load_default_model; "
+            "assert WTConv2d.__module__ == 'wtconv_export.wtconv2d'")
+    subprocess.run([sys.executable, "-c", code], check=True)

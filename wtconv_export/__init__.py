@@ -1,0 +1,35 @@
+"""wtconv_export: the PyTorch side of wtconv-trt (shared/DESIGN.md §1).
+
+Reference ``WTConv2d`` (published numerics and names), ``WTConvNeXt``, weight folding, the fused operator's
+executable spec and custom op, the shipped default model. Names are imported lazily (PEP 562), so
+``import wtconv_export`` and ``wtconv-trt --help`` do not import torch.
+"""
+
+import importlib
+
+_EXPORTS = {
+    "WTConv2d": ".wtconv2d",
+    "WTConvNeXt": ".wtconvnext",
+    "create_wtconvnext": ".wtconvnext",
+    "FoldedWTConv": ".folding",
+    "fold_wtconv": ".folding",
+    "fused_wtconv2d_spec": ".fused_spec",
+    "FusedWTConv2d": ".fused_module",
+    "fuse_wtconv_layers": ".fused_module",
+    "load_checkpoint": ".models",
+    "load_default_model": ".models",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

@@ -1,0 +1,21 @@
+"""``wtconv-trt demo`` (the README's main job): passes on the shipped model, fails when agreement is too loose."""
+
+from wtconv_export.cli import main
+
+
+def test_demo_passes(capsys):
+    assert main(["demo", "--count", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "OK: reference and fused operator agree" in out
+    assert out.count("conv_dw") == 5 and "logits (fp32, 5 fused layers)" in out
+
+
+def test_demo_fails_on_an_impossible_tolerance(capsys):
+    # fp32 cannot agree to 1e-12: the demo must say so and exit non-zero.
+    assert main(["demo", "--count", "8", "--tolerance", "1e-12"]) == 1
+    assert "FAIL: relative error above 1e-12" in capsys.readouterr().out
+
+
+def test_demo_rejects_bad_arguments(capsys):
+    assert main(["demo", "--count", "0"]) == 2
+    assert "--count must be >= 1, got 0" in capsys.readouterr().err
