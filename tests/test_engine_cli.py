@@ -58,7 +58,10 @@ def test_build_without_tensorrt(tmp_path, run_cli):
     assert not (tmp_path / "m.fp32.engine").exists()
 
 
-def test_build_input_errors(tmp_path, run_cli):
+def test_build_input_errors(tmp_path, run_cli, monkeypatch):
+    from trt_engine import plugin_library
+    monkeypatch.delenv(plugin_library.ENV_DYNAMIC, raising=False)
+    monkeypatch.setattr(plugin_library, "DEFAULT_DYNAMIC", tmp_path / "not-built.so")
     status, _, err = run_cli("build", tmp_path / "missing.onnx")
     assert status == 2 and "does not exist; export one" in err
     with_nodes = tiny_onnx(tmp_path / "w.onnx", wtconv_nodes=2)

@@ -122,7 +122,10 @@ def test_write_repository(tmp_path):
     write_repository(engine, repo, name="wtconvnext", plugin_static=plugin, force=True)
 
 
-def test_repository_refuses_a_corrupt_engine_and_a_missing_plugin(tmp_path):
+def test_repository_refuses_a_corrupt_engine_and_a_missing_plugin(tmp_path, monkeypatch):
+    from trt_engine import plugin_library
+    monkeypatch.delenv(plugin_library.ENV_STATIC, raising=False)
+    monkeypatch.setattr(plugin_library, "DEFAULT_STATIC", tmp_path / "not-built.so")
     engine, _ = fake_engine(tmp_path)
     with pytest.raises(ValueError, match="--plugin-static"):
         write_repository(engine, tmp_path / "repo")

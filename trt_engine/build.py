@@ -297,6 +297,12 @@ def build_engine(opts: BuildOptions) -> BuildResult:
 
     start = time.monotonic()
     info = inspect_onnx(opts.onnx)
+    if not opts.plugin and info.wtconv_nodes:
+        from trt_engine.plugin_library import default_plugin
+        found = default_plugin()
+        if found is not None:
+            print(f"using the plugin library built in this checkout: {found}", file=sys.stderr)
+            opts.plugin = str(found)
     check_plugin_need(info, opts.plugin)
     if opts.plugin:
         from trt_engine.plugin_library import inspect_library

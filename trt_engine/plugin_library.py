@@ -119,3 +119,20 @@ def check_library_for_tensorrt(info: LibraryInfo, trt_major: int) -> None:
         raise ValueError(f"plugin library {info.path} links libnvinfer.so.{major} (TensorRT {major}) but TensorRT "
                          f"{trt_major} is installed: rebuild the plugin against TensorRT {trt_major}'s headers and "
                          f"libraries (cmake -S plugin -B build -DTENSORRT_ROOT=<TensorRT {trt_major}>)")
+
+
+# Where 'cmake -S plugin -B build/plugin && cmake --build build/plugin' puts the two libraries (plugin/trt's
+# CMakeLists.txt: targets wtconv_trt_plugin_dynamic and wtconv_trt_plugin), overridable by environment variables.
+ENV_DYNAMIC = "WTCONV_TRT_PLUGIN"
+ENV_STATIC = "WTCONV_TRT_PLUGIN_STATIC"
+_BUILD_DIR = Path(__file__).resolve().parent.parent / "build" / "plugin" / "trt"
+DEFAULT_DYNAMIC = _BUILD_DIR / "libwtconv_trt_plugin_dynamic.so"
+DEFAULT_STATIC = _BUILD_DIR / "libwtconv_trt_plugin.so"
+
+
+def default_plugin(static: bool = False):
+    """The built plugin library (dynamic: getCreators; static: static registration), or None if not built."""
+    import os
+    env = os.environ.get(ENV_STATIC if static else ENV_DYNAMIC)
+    path = Path(env) if env else (DEFAULT_STATIC if static else DEFAULT_DYNAMIC)
+    return path if path.is_file() else None

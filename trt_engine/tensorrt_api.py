@@ -146,7 +146,7 @@ def load_plugin(path) -> dict:
     info = inspect_library(path)                      # FileNotFoundError / ValueError with the fix
     check_library_for_tensorrt(info, trt_major)       # links libnvinfer.so.<other major>?
     resolved = str(Path(path).resolve())
-    result = {"library": str(path), "kind": info.kind, "name": contract.PLUGIN_NAME,
+    result = {"library": resolved, "kind": info.kind, "name": contract.PLUGIN_NAME,
               "version": contract.PLUGIN_VERSION, "namespace": contract.PLUGIN_NAMESPACE,
               "tensorrt_major": trt_major}
     if resolved in _LOADED_LIBRARIES or has_wtconv_creator():

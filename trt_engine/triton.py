@@ -199,8 +199,11 @@ def write_repository(engine, out, *, name: str | None = None, plugin_static=None
     if model_dir.exists() and any(model_dir.iterdir()) and not force:
         raise ValueError(f"{model_dir} already exists and is not empty; pass --force to overwrite it")
     if manifest.get("plugin") and not plugin_static:
+        from trt_engine.plugin_library import default_plugin
         guess = Path(manifest["plugin"]["library"]).with_name("libwtconv_trt_plugin.so")
-        if guess.is_file():
+        if not guess.is_file():
+            guess = default_plugin(static=True)
+        if guess is not None:
             plugin_static = str(guess)
         else:
             raise ValueError("the engine uses the WTConv2d plugin: pass --plugin-static PATH/TO/libwtconv_trt_plugin.so "

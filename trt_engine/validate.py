@@ -284,6 +284,9 @@ def load_engine_for_run(engine, manifest: dict, plugin=None):
     trt = tensorrt_api.import_tensorrt()
     mf.check_tensorrt_version(manifest, trt.__version__)
     library = plugin or (manifest.get("plugin") or {}).get("library")
+    if manifest.get("plugin") and not plugin and not (library and Path(library).is_file()):
+        from trt_engine.plugin_library import default_plugin
+        library = default_plugin() or library
     if manifest.get("plugin"):
         if not library or not Path(library).is_file():
             raise FileNotFoundError(f"the engine uses the {manifest['plugin']['name']} plugin and its library "

@@ -1,0 +1,132 @@
+"""End to end with TensorRT: export the shipped default model -> build fp32 and fp16 engines with the plugin ->
+validate against PyTorch with Polygraphy -> benchmark -> Triton repository. Skips (with the reason) where
+TensorRT or the built plugin library is missing, which is every machine of this project (DESIGN.md §5)."""
+
+import json
+
+import pytest
+
+from trt_engine import plugin_library
+
+pytestmark = pytest.mark.tensorrt
+
+
+@pytest.fixture(scope="module")
+def plugin_libs(require_tensorrt):
+    dynamic = plugin_library.default_plugin()
+    if dynamic is None:
+        pytest.skip(f"TensorRT plugin library not built: cmake -S plugin -B build/plugin -DTensorRT_ROOT=<TensorRT> "
+                    f"&& cmake --build build/plugin -j, or set {plugin_library.ENV_DYNAMIC}")
+    return dynamic, plugin_library.default_plugin(static=True)
+
+
+@pytest.fixture(scope="module")
+def onnx_models(tmp_path_factory, require_tensorrt):
+    from wtconv_export.models import load_default_model
+    from wtconv_export.onnx_export import export_onnx
+
+    model, _ = load_default_model()
+    out = tmp_path_factory.mktemp("onnx")
+    paths = {}
+    for precision in ("fp32", "fp16"):
+        paths[precision] = out / f"digits_{precision}.onnx"
+        export_onnx(model, paths[precision], ops="plugin", precision=precision, input_shape=(1, 1, 32, 32),
+                    metadata={"source": "default"})
+    return paths
+
+
+@pytest.fixture(scope="module")
+def engines(onnx_models, plugin_libs, tmp_path_factory):
+    from trt_engine.build import BuildOptions, build_engine
+
+    out = tmp_path_factory.mktemp("engines")
+    cache = out / "timing.cache"
+    built = {}
+    for precision in ("fp32", "fp16"):
+        result = build_engine(BuildOptions(
+            onnx=str(onnx_models[precision]), precision=precision, plugin=str(plugin_libs[0]),
+            shapes=["input:1x1x32x32/8x1x32x32/32x1x32x32", "input:1x1x32x32/64x1x32x32/128x1x32x32"],
+            engine=str(out / f"digits.{precision}.engine"), timing_cache=str(cache), progress=False))
+        built[precision] = result
+    assert cache.is_file() and cache.stat().st_size > 0
+    return built
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_build_manifest(engines, precision):
+    import tensorrt as trt
+    from trt_engine import manifest as mf
+
+    result = engines[precision]
+    m = mf.read_manifest(result.engine_path)
+    mf.check_engine_file(result.engine_path, m)
+    assert m["tensorrt"]["version"] == trt.__version__
+    assert m["plugin"]["name"] == "WTConv2d" and m["plugin"]["version"] == "1"
+    assert m["model"]["wtconv_nodes"] == m["build"]["plugin_layers"] > 0
+    assert m["model"]["source"] == {"kind": "default"}
+    assert len(m["profiles"]) == 2
+    dtypes = {t["name"]: t["dtype"] for t in m["io"]}
+    assert dtypes == ({"input": "float16", "output": "float16"} if precision == "fp16"
+                      else {"input": "float32", "output": "float32"})
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_validate(engines, precision, tmp_path):
+    from trt_engine.validate import validate_engine
+
+    report = validate_engine(engines[precision].engine_path, iterations=2, save_inputs=tmp_path / "in.json",
+                             save_outputs=tmp_path / "out.json")
+    assert report.passed, report.format("TensorRT", "PyTorch")
+    assert report.top1_agreement >= 0.99
+    assert (tmp_path / "in.json").is_file() and (tmp_path / "out.json").is_file()
+    report = validate_engine(engines[precision].engine_path, shape="100x1x32x32", iterations=1)
+    assert report.passed
+
+
+def test_shape_outside_profiles(engines):
+    from trt_engine.validate import validate_engine
+    with pytest.raises(ValueError, match="outside every optimisation profile"):
+        validate_engine(engines["fp16"].engine_path, shape="256x1x32x32")
+
+
+def test_corrupt_engine_deserialization(engines, tmp_path):
+    """Bytes that match their manifest but are not an engine: TensorRT's deserialize returns None -> clear error."""
+    from trt_engine import manifest as mf
+    from trt_engine.validate import validate_engine
+
+    source = engines["fp16"].engine_path
+    bad = tmp_path / "bad.engine"
+    data = bytearray(source.read_bytes())
+    data[:64] = b"\0" * 64                       # the plan's header: TensorRT must refuse it
+    bad.write_bytes(bytes(data))
+    m = mf.read_manifest(source)
+    m["engine"]["sha256"] = mf.sha256_bytes(bytes(data))
+    mf.write_manifest(bad, m)
+    with pytest.raises(Exception, match="could not deserialize|rebuild"):
+        validate_engine(bad, iterations=1)
+
+
+def test_bench(engines, tmp_path):
+    from trt_engine.bench import run_benchmark
+
+    result = run_benchmark(engines["fp16"].engine_path, iterations=20, warmup_ms=20)
+    cases = {(r["profile"], tuple(r["shape"]), r["cuda_graph"]) for r in result["results"]}
+    assert (0, (8, 1, 32, 32), True) in cases and (1, (128, 1, 32, 32), False) in cases
+    for r in result["results"]:
+        lat = r["latency_ms"]
+        assert 0 < lat["min"] <= lat["median"] <= lat["p99"] <= lat["max"]
+        assert r["throughput_images_per_s"] > 0
+    json.dumps(result)
+
+
+def test_triton_repository(engines, plugin_libs, tmp_path):
+    model_config_pb2 = pytest.importorskip("tritonclient.grpc.model_config_pb2")
+    from google.protobuf import text_format
+    from trt_engine.triton import write_repository
+
+    if plugin_libs[1] is None:
+        pytest.skip("static-registration plugin library (libwtconv_trt_plugin.so) not built")
+    result = write_repository(engines["fp16"].engine_path, tmp_path / "repo", name="digits",
+                              plugin_static=plugin_libs[1])
+    config = text_format.Parse(result["config_text"], model_config_pb2.ModelConfig())
+    assert config.max_batch_size == 128 and config.input[0].data_type == model_config_pb2.TYPE_FP16
