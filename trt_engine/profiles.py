@@ -165,8 +165,14 @@ def default_profile(inputs: dict, batch=(1, 8, 32)) -> Profile:
             rest = tuple(int(d) for d in dims[1:])
             ranges[name] = InputRange(*((b,) + rest for b in batch))
         else:
-            raise ValueError(f"input {name!r} has dynamic dimensions {_show(dims)} beyond the batch; give a range "
-                             f"with --shapes {name}:MIN/OPT/MAX (e.g. {name}:1x3x224x224/8x3x224x224/32x3x224x224)")
+            example = "MIN/OPT/MAX"
+            if len(dims) == 4:
+                example = "/".join(f"{b}x{dims[1] if _is_static(dims[1]) else 'C'}x"
+                                   f"{dims[2] if _is_static(dims[2]) else 'H'}x{dims[3] if _is_static(dims[3]) else 'W'}"
+                                   for b in batch)
+            raise ValueError(f"input {name!r} has dynamic dimensions {_show(dims)} beyond the batch; give the range "
+                             f"with --shapes {name}:MIN/OPT/MAX, e.g. --shapes {name}:{example} with the image size "
+                             f"for H and W (one --shapes per profile)")
     return Profile(ranges)
 
 

@@ -49,6 +49,7 @@ class TensorRTUnavailable(UserError):
 
 _TRT = None
 _LOGGER = None
+_SEVERITY_NAMES = {0: "INTERNAL_ERROR", 1: "ERROR", 2: "WARNING", 3: "INFO", 4: "VERBOSE"}  # ILogger::Severity
 
 
 def import_tensorrt():
@@ -101,7 +102,7 @@ def get_logger(verbose: bool = False):
                     self.errors.append(msg)
                     del self.errors[:-20]
                 if level <= self.min_severity:
-                    print(f"[TensorRT] {str(severity).rsplit('.', 1)[-1]}: {msg}", file=sys.stderr)
+                    print(f"[TensorRT] {_SEVERITY_NAMES.get(level, level)}: {msg}", file=sys.stderr)
 
         _LOGGER = _Logger()
     _LOGGER.min_severity = int(trt.ILogger.Severity.VERBOSE if verbose else trt.ILogger.Severity.WARNING)
@@ -121,8 +122,10 @@ def registered_creators():
     """[(name, version, namespace)] of every creator in the global plugin registry."""
     trt = import_tensorrt()
     out = []
-    for creator in trt.get_plugin_registry().all_creators:
-        out.append((str(creator.name), str(creator.plugin_version), str(creator.plugin_namespace)))
+    # all_creators is None when the bindings cannot wrap a creator (pyPlugin.cpp getCreatorsUtil).
+    for creator in trt.get_plugin_registry().all_creators or []:
+        out.append((str(getattr(creator, "name", "?")), str(getattr(creator, "plugin_version", "?")),
+                    str(getattr(creator, "plugin_namespace", ""))))
     return out
 
 
