@@ -112,3 +112,31 @@ def test_engine_request_checks(tmp_path):
         check_engine_request(engine, "64x1x32x32")
     with pytest.raises(ValueError, match="outside every optimisation profile"):
         check_engine_request(engine, "8x1x64x64")
+
+
+@pytest.mark.parametrize("offset, expected_status", [(0.0, 0), (0.5, 1)])
+def test_saved_files_replay_with_the_polygraphy_command_line(tmp_path, offset, expected_status):
+    """The documented replay, 'polygraphy run MODEL --load-inputs inputs.json --load-outputs outputs.json', run
+    here with ONNX Runtime on a standard-operator model instead of TensorRT on an engine: the files we write are
+    what Polygraphy's command line reads, and a mismatch makes it fail."""
+    pytest.importorskip("onnxruntime")
+    polygraphy = shutil.which("polygraphy")
+    if polygraphy is None:
+        pytest.skip("polygraphy command not on PATH")
+    from engine_helpers import tiny_onnx
+
+    model_path = tiny_onnx(tmp_path / "relu.onnx")              # output = relu(input), input (batch, 1, 8, 8)
+
+    class Shifted(nn.Module):
+        def forward(self, x):
+            return torch.relu(x) + offset
+
+    TorchRunner = make_runner_class()
+    shape = (2, 1, 8, 8)
+    reference = TorchRunner(Shifted(), {"input": shape}, ["output"], name="pytorch")
+    compare_runners(TorchRunner(Shifted(), {"input": shape}, ["output"]), reference, feeds_for(shape), 1e-6, 1e-6,
+                    tmp_path / "inputs.json", tmp_path / "outputs.json")
+    done = subprocess.run([polygraphy, "run", model_path, "--onnxrt", "--load-inputs", str(tmp_path / "inputs.json"),
+                           "--load-outputs", str(tmp_path / "outputs.json"), "--atol", "1e-6", "--rtol", "1e-6"],
+                          capture_output=True, text=True)
+    assert (done.returncode == 0) == (expected_status == 0), done.stdout[-2000:] + done.stderr[-2000:]

@@ -95,8 +95,10 @@ def make_runner_class():
             self.output_names = list(output_names)
 
         def activate_impl(self):
+            import torch
             self.model = self._model.eval()
-            self.device = next(self.model.parameters()).device
+            first = next(iter(self.model.parameters()), None)
+            self.device = first.device if first is not None else torch.device("cpu")
 
         def get_input_metadata_impl(self):
             meta = TensorMetadata()
