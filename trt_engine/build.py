@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wtconv_export import contract
-from wtconv_export.cli import UserError
-
 from trt_engine import manifest as mf
 from trt_engine.profiles import check_profile_against_inputs, default_profile, parse_profile
 

@@ -167,9 +167,8 @@ def default_profile(inputs: dict, batch=(1, 8, 32)) -> Profile:
         else:
             example = "MIN/OPT/MAX"
             if len(dims) == 4:
-                example = "/".join(f"{b}x{dims[1] if _is_static(dims[1]) else 'C'}x"
-                                   f"{dims[2] if _is_static(dims[2]) else 'H'}x{dims[3] if _is_static(dims[3]) else 'W'}"
-                                   for b in batch)
+                c, h, w = (str(d) if _is_static(d) else label for d, label in zip(dims[1:], "CHW"))
+                example = "/".join(f"{b}x{c}x{h}x{w}" for b in batch)
             raise ValueError(f"input {name!r} has dynamic dimensions {_show(dims)} beyond the batch; give the range "
                              f"with --shapes {name}:MIN/OPT/MAX, e.g. --shapes {name}:{example} with the image size "
                              f"for H and W (one --shapes per profile)")

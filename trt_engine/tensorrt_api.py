@@ -238,7 +238,8 @@ class NetworkBuilder:
             lines.append(f"node {err.node()} {err.node_name()!r} ({node_op}): {err.desc()} [{err.code()}]")
         hint = ""
         if plugin_missing:
-            hint = (f" -- the {contract.OP_TYPE} nodes need our plugin: pass --plugin build/plugin/trt/libwtconv_trt_plugin_dynamic.so "
+            hint = (f" -- the {contract.OP_TYPE} nodes need our plugin: pass --plugin "
+                    f"build/plugin/trt/libwtconv_trt_plugin_dynamic.so "
                     f"built for TensorRT {self.major}")
         raise UserError(f"TensorRT's ONNX parser rejected {onnx_path}:\n  " + "\n  ".join(lines or ["(no details)"])
                         + hint)

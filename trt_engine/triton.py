@@ -156,7 +156,7 @@ def server_command(repo: Path, plugin_file: str | None, use_backend_config: bool
     if plugin_file is None:
         return 'exec tritonserver --model-repository="$HERE" "$@"'
     if use_backend_config:
-        return f'exec tritonserver --model-repository="$HERE" --backend-config=tensorrt,plugins="$PLUGIN" "$@"'
+        return 'exec tritonserver --model-repository="$HERE" --backend-config=tensorrt,plugins="$PLUGIN" "$@"'
     return 'LD_PRELOAD="$PLUGIN${LD_PRELOAD:+:$LD_PRELOAD}" exec tritonserver --model-repository="$HERE" "$@"'
 
 
@@ -206,7 +206,8 @@ def write_repository(engine, out, *, name: str | None = None, plugin_static=None
         if guess is not None:
             plugin_static = str(guess)
         else:
-            raise ValueError("the engine uses the WTConv2d plugin: pass --plugin-static PATH/TO/libwtconv_trt_plugin.so "
+            raise ValueError("the engine uses the WTConv2d plugin: pass --plugin-static "
+                             "PATH/TO/libwtconv_trt_plugin.so "
                              "(the static-registration library from plugin/, which Triton loads with LD_PRELOAD)")
     if plugin_static:
         from trt_engine.plugin_library import inspect_library

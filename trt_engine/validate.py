@@ -159,7 +159,8 @@ class ComparisonReport:
 
     def format(self, engine_name: str, reference_name: str) -> str:
         lines = [f"{engine_name} vs {reference_name}: atol {self.atol:g}, rtol {self.rtol:g}",
-                 f"  {'iter':>4} {'output':<12} {'max |diff|':>11} {'mean |diff|':>11} {'max rel':>10} {'top-1 agree':>11}"]
+                 f"  {'iter':>4} {'output':<12} {'max |diff|':>11} {'mean |diff|':>11} {'max rel':>10} "
+                 f"{'top-1 agree':>11}"]
         for r in self.rows:
             top1 = f"{r['top1']:.4f}" if r["top1"] is not None else "-"
             lines.append(f"  {r['iteration']:>4} {r['output']:<12} {r['max_abs']:>11.3e} {r['mean_abs']:>11.3e} "
@@ -200,7 +201,7 @@ def compare_runners(engine_runner, reference_runner, feeds: list, atol: float, r
     accuracy = Comparator.compare_accuracy(results, compare_func=compare_func)
     passed = bool(accuracy)
 
-    (engine_name, engine_iters), (ref_name, ref_iters) = results[0], results[1]
+    (_, engine_iters), (ref_name, ref_iters) = results[0], results[1]
     rows, agree, total = [], 0, 0
     for i, (out_e, out_r) in enumerate(zip(engine_iters, ref_iters)):
         for name in out_r.keys():

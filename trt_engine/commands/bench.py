@@ -9,7 +9,8 @@ def add_arguments(parser):
     parser.add_argument("--shape", action="append", default=[], metavar="BxCxHxW",
                         help="input shape to time (repeatable; default: every profile's min, opt and max)")
     parser.add_argument("--iterations", type=int, default=200, help="timed inferences per case (default 200)")
-    parser.add_argument("--warmup", type=float, default=200.0, metavar="MS", help="warm-up time per case (default 200 ms)")
+    parser.add_argument("--warmup", type=float, default=200.0, metavar="MS",
+                        help="warm-up time per case (default 200 ms)")
     parser.add_argument("--cuda-graph", choices=("both", "on", "off"), default="both",
                         help="time with CUDA graphs, without, or both (default both)")
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE (default: print them)")

@@ -33,6 +33,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    import sys
     import warnings
 
     from trt_engine.build import BuildOptions, NoPluginNodesWarning, build_engine
@@ -47,9 +48,10 @@ def run(args) -> int:
             result = build_engine(opts)
         finally:
             for w in caught:
-                print(f"warning: {w.message}")
+                print(f"warning: {w.message}", file=sys.stderr)
     m = result.manifest
-    print(f"engine:   {result.engine_path} ({m['engine']['bytes'] / 2**20:.1f} MiB, TensorRT {m['tensorrt']['version']}, "
+    print(f"engine:   {result.engine_path} ({m['engine']['bytes'] / 2**20:.1f} MiB, "
+          f"TensorRT {m['tensorrt']['version']}, "
           f"{m['precision']}, built in {result.seconds:.1f} s)")
     print(f"manifest: {result.manifest_path}")
     for t in m["io"]:
