@@ -1,0 +1,20 @@
+# cmake -DNM=<nm> -DLIB=<shared library> -DEXPECTED="a;b" -P check_exports.cmake
+# Fails unless the library's defined dynamic symbols are exactly EXPECTED (issue 4: the loadLibrary
+# library exports getCreators and setLoggerFinder, everything else hidden).
+execute_process(COMMAND ${NM} -D --defined-only ${LIB} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${NM} failed on ${LIB}")
+endif()
+string(REGEX MATCHALL "[^\n]+" lines "${out}")
+set(symbols)
+foreach(line IN LISTS lines)
+    string(REGEX MATCH "[^ ]+$" name "${line}")
+    list(APPEND symbols ${name})
+endforeach()
+list(SORT symbols)
+set(expected ${EXPECTED})
+list(SORT expected)
+if(NOT "${symbols}" STREQUAL "${expected}")
+    message(FATAL_ERROR "FAIL exports of ${LIB}: expected [${expected}], given [${symbols}]")
+endif()
+message(STATUS "PASS exports of ${LIB}: [${symbols}]")
