@@ -119,3 +119,36 @@ def test_read_state_dict_rejects_non_mappings(tmp_path):
         read_state_dict(tmp_path / "list.pth")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         read_state_dict(tmp_path / "absent.pth")
+
+
+def test_fast_wtconv_checkpoint_names_load(tmp_path):
+    """A checkpoint from the paper's fast_wtconv WTConv2d (base_weight, base_bias, base_scale, wt_weights.{i},
+    wt_scales.{i}; no Haar filters) loads into the reference model and gives the same output."""
+    import re
+    torch.manual_seed(0)
+    model = WTConvNeXt(in_chans=1, num_classes=4, depths=(1, 1), dims=(8, 16), wt_levels=(2, 1)).eval()
+    fast = {}
+    for key, value in model.state_dict().items():
+        if key.endswith(("wt_filter", "iwt_filter")):
+            continue
+        key = re.sub(r"base_conv\.weight$", "base_weight", key)
+        key = re.sub(r"base_conv\.bias$", "base_bias", key)
+        key = re.sub(r"base_scale\.weight$", "base_scale", key)
+        key = re.sub(r"wavelet_convs\.(\d+)\.weight$", r"wt_weights.\1", key)
+        key = re.sub(r"wavelet_scale\.(\d+)\.weight$", r"wt_scales.\1", key)
+        fast[key] = value
+    assert "stages.0.blocks.0.conv_dw.wt_weights.1" in fast
+    torch.save(fast, tmp_path / "fast.pth")
+    fresh = WTConvNeXt(in_chans=1, num_classes=4, depths=(1, 1), dims=(8, 16), wt_levels=(2, 1)).eval()
+    load_checkpoint(fresh, tmp_path / "fast.pth")
+    x = torch.randn(2, 1, 16, 16)
+    with torch.no_grad():
+        assert torch.equal(fresh(x), model(x))
+    # A single layer's state_dict (no prefix) converts too.
+    from wtconv_export.models import convert_fast_wtconv_state_dict
+    from wtconv_export.wtconv2d import WTConv2d
+    layer = WTConv2d(2, 2, 3, wt_levels=1)
+    converted = convert_fast_wtconv_state_dict({"base_weight": torch.zeros(2, 1, 3, 3), "base_scale": torch.ones(1, 2, 1, 1),
+                                                "wt_weights.0": torch.zeros(8, 1, 3, 3),
+                                                "wt_scales.0": torch.ones(1, 8, 1, 1)}, layer)
+    assert set(converted) == set(layer.state_dict()) - {"base_conv.bias"}

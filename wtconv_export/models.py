@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -63,6 +64,37 @@ def read_state_dict(path_or_state_dict) -> dict:
     return state
 
 
+# The paper's fast_wtconv modules (BGU-CS-VIL/WTConv fast_wtconv/wtconv_{cuda,triton,metal}.py) name the same
+# parameters differently and store no Haar filters: map them onto the published (reference) names.
+_FAST_WTCONV_KEYS = [
+    (re.compile(r"^(.*\.)?base_weight$"), r"\1base_conv.weight"),
+    (re.compile(r"^(.*\.)?base_bias$"), r"\1base_conv.bias"),
+    (re.compile(r"^(.*\.)?base_scale$"), r"\1base_scale.weight"),
+    (re.compile(r"^(.*\.)?wt_weights\.(\d+)$"), r"\1wavelet_convs.\2.weight"),
+    (re.compile(r"^(.*\.)?wt_scales\.(\d+)$"), r"\1wavelet_scale.\2.weight"),
+]
+
+
+def convert_fast_wtconv_state_dict(state: dict, model: nn.Module) -> dict:
+    """A state_dict saved from the paper's fast_wtconv WTConv2d (keys ``base_weight``, ``wt_weights.{i}``,
+    ``wt_scales.{i}``, ...) renamed to the published names; the Haar filters it lacks are taken from ``model``.
+    A state_dict without such keys is returned unchanged."""
+    if not any(k.rsplit(".", 2)[-2:-1] == ["wt_weights"] for k in state):
+        return state
+    out = {}
+    for key, value in state.items():
+        for pattern, replacement in _FAST_WTCONV_KEYS:
+            if pattern.match(key):
+                key = pattern.sub(replacement, key)
+                break
+        out[key] = value
+    own = model.state_dict()
+    for key, value in own.items():
+        if key.endswith(("wt_filter", "iwt_filter")) and key not in out:
+            out[key] = value.detach().clone()
+    return out
+
+
 def _short_list(keys, limit: int = 8) -> str:
     keys = sorted(keys)
     more = f", ... ({len(keys) - limit} more)" if len(keys) > limit else ""
@@ -70,12 +102,13 @@ def _short_list(keys, limit: int = 8) -> str:
 
 
 def load_checkpoint(model: nn.Module, path_or_state_dict, strict: bool = True) -> nn.Module:
-    """Load a checkpoint into ``model`` (in place; returns it).
+    """Load a checkpoint into ``model`` (in place; returns it). Accepts what read_state_dict accepts, with
+    the published WTConv2d names or those of the paper's fast_wtconv modules (convert_fast_wtconv_state_dict).
 
     Raises ValueError naming every key that does not fit: shape mismatches (expected vs given shape),
     and with ``strict`` also missing and unexpected keys. Nothing is loaded when an error is raised.
     """
-    state = read_state_dict(path_or_state_dict)
+    state = convert_fast_wtconv_state_dict(read_state_dict(path_or_state_dict), model)
     own = model.state_dict()
     mismatched = [f"{k}: expected {tuple(own[k].shape)}, got {tuple(v.shape)}"
                   for k, v in state.items() if k in own and tuple(v.shape) != tuple(own[k].shape)]
@@ -143,8 +176,9 @@ def load_heldout_digits(config: dict | None = None, count: int | None = None):
     return preprocess_digits(images, pre["mean"], pre["std"]), labels
 
 
-def load_digits_dataset(split_seed: int, test_size: float):
-    """scikit-learn's digits, split exactly as the default model was trained (stratified).
+def load_digits_dataset(split_seed: int | None = None, test_size: float | None = None):
+    """scikit-learn's digits, split exactly as the default model was trained (stratified); the split seed
+    and test fraction default to those recorded in the default model's JSON.
 
     Returns raw (N, 8, 8) uint8 images and int64 labels: (train_images, train_labels, test_images,
     test_labels). Needs scikit-learn (a test / training dependency, not a run-time one)."""
@@ -153,6 +187,10 @@ def load_digits_dataset(split_seed: int, test_size: float):
         from sklearn.model_selection import train_test_split
     except ImportError as error:
         raise ImportError("load_digits_dataset needs scikit-learn: pip install scikit-learn") from error
+    if split_seed is None or test_size is None:
+        recorded = read_default_config()["dataset"]
+        split_seed = recorded["split_seed"] if split_seed is None else split_seed
+        test_size = recorded["test_size"] if test_size is None else test_size
     digits = load_digits()
     images = torch.from_numpy(digits.images.astype("uint8"))
     labels = torch.from_numpy(digits.target.astype("int64"))
