@@ -328,6 +328,19 @@ void WTConvPlugin::report(std::string const& message) const noexcept
     reportError(mErrorRecorder, message.c_str());
 }
 
+void WTConvPlugin::report(char const* message) const noexcept
+{
+    reportError(mErrorRecorder, message);
+}
+
+void WTConvPlugin::reportCaught(char const* where, char const* what) const noexcept
+{
+    // No allocation here: this runs inside catch handlers, where a second exception would terminate.
+    char message[1024];
+    std::snprintf(message, sizeof(message), "%s: %s: %s", kWHO, where, what != nullptr ? what : "unknown error");
+    reportError(mErrorRecorder, message);
+}
+
 nvinfer1::IPluginCapability* WTConvPlugin::getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept
 {
     try
@@ -356,7 +369,7 @@ IPluginV3* WTConvPlugin::clone() noexcept
     }
     catch (std::exception const& e)
     {
-        report(std::string(kWHO) + ": clone failed: " + e.what());
+        reportCaught("clone failed", e.what());
     }
     return nullptr;
 }
@@ -540,6 +553,16 @@ int32_t WTConvPlugin::configurePlugin(
                 fail(std::string("configurePlugin: input 0 at the profile's max ") + dimsString(in[0].max) + ": "
                     + message);
             }
+        }
+        // Upload the weights now, at build time and outside any stream capture, so the clones TensorRT
+        // times (onShapeChange + enqueue, possibly captured) already share them. Not fatal here:
+        // onShapeChange retries and fails loudly.
+        std::string error;
+        if (!ensureDeviceWeights(error))
+        {
+            reportWarning((std::string(kWHO) + ": configurePlugin: weights not uploaded yet (" + error
+                + "); onShapeChange will retry")
+                              .c_str());
         }
         return 0;
     }
@@ -749,11 +772,11 @@ int32_t WTConvPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDes
     }
     catch (std::exception const& e)
     {
-        report(std::string(kWHO) + ": enqueue: " + e.what());
+        reportCaught("enqueue", e.what());
     }
     catch (...)
     {
-        report(std::string(kWHO) + ": enqueue: unknown exception");
+        reportCaught("enqueue", "unknown exception");
     }
     return -1;
 }
@@ -777,7 +800,7 @@ IPluginV3* WTConvPlugin::attachToContext(nvinfer1::IPluginResourceContext* conte
     }
     catch (std::exception const& e)
     {
-        report(std::string(kWHO) + ": attachToContext: " + e.what());
+        reportCaught("attachToContext", e.what());
     }
     return nullptr;
 }
@@ -805,7 +828,7 @@ PluginFieldCollection const* WTConvPlugin::getFieldsToSerialize() noexcept
     }
     catch (std::exception const& e)
     {
-        report(std::string(kWHO) + ": getFieldsToSerialize: " + e.what());
+        reportCaught("getFieldsToSerialize", e.what());
     }
     return nullptr;
 }
@@ -1073,12 +1096,11 @@ IPluginV3* WTConvPluginCreator::createPlugin(
     }
     catch (std::exception const& e)
     {
-        std::string message = e.what();
-        if (name != nullptr && name[0] != '\0')
-        {
-            message += std::string(" [layer '") + name + "']";
-        }
-        reportError(nullptr, message.c_str());
+        char message[1024];
+        bool const named = name != nullptr && name[0] != '\0';
+        std::snprintf(message, sizeof(message), "%s%s%s%s", e.what(), named ? " [layer '" : "", named ? name : "",
+            named ? "']" : "");
+        reportError(nullptr, message);
     }
     return nullptr;
 }

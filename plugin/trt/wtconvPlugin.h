@@ -91,6 +91,8 @@ public:
 
 private:
     void report(std::string const& message) const noexcept;
+    void report(char const* message) const noexcept;
+    void reportCaught(char const* where, char const* what) const noexcept;
     // Makes mDevice hold this plugin's weights on the current device (allocates and copies when needed).
     // Never called from enqueue.
     bool ensureDeviceWeights(std::string& error) noexcept;

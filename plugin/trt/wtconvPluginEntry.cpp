@@ -7,6 +7,7 @@
 // does not link libnvinfer (no static registration here, so loadLibrary registers the creator once).
 #include "wtconvPlugin.h"
 
+#include <exception>
 #include <mutex>
 
 // TENSORRTAPI is empty unless TENSORRT_BUILD_LIB is defined (it is TensorRT's own export macro); the
@@ -42,16 +43,32 @@ nvinfer1::ILogger* getPluginLogger() noexcept
 } // namespace trt
 } // namespace wtconv
 
+// Neither entry point lets an exception reach TensorRT.
 extern "C" WTCONV_PLUGIN_EXPORT void setLoggerFinder(nvinfer1::ILoggerFinder* finder)
 {
-    std::lock_guard<std::mutex> lock(gLoggerMutex);
-    gLoggerFinder = finder;
+    try
+    {
+        std::lock_guard<std::mutex> lock(gLoggerMutex);
+        gLoggerFinder = finder;
+    }
+    catch (...)
+    {
+    }
 }
 
 extern "C" WTCONV_PLUGIN_EXPORT nvinfer1::IPluginCreatorInterface* const* getCreators(int32_t& nbCreators)
 {
-    static wtconv::trt::WTConvPluginCreator sCreator;
-    static nvinfer1::IPluginCreatorInterface* const kCreators[] = {&sCreator};
-    nbCreators = static_cast<int32_t>(sizeof(kCreators) / sizeof(kCreators[0]));
-    return kCreators;
+    nbCreators = 0;
+    try
+    {
+        static wtconv::trt::WTConvPluginCreator sCreator;
+        static nvinfer1::IPluginCreatorInterface* const kCreators[] = {&sCreator};
+        nbCreators = static_cast<int32_t>(sizeof(kCreators) / sizeof(kCreators[0]));
+        return kCreators;
+    }
+    catch (std::exception const& e)
+    {
+        wtconv::trt::reportError(nullptr, e.what());
+    }
+    return nullptr;
 }

@@ -2,7 +2,7 @@
 // TensorRT does, with TensorRT's headers and without its libraries (issue 4, "What must show").
 //
 //   wtconv_plugin_harness host --dynamic-lib <libwtconv_trt_plugin_dynamic.so> --static-lib <libwtconv_trt_plugin.so>
-//       No CUDA call: dlopen + getCreators/setLoggerFinder, creation from fields shaped as TensorRT's ONNX
+//       Needs no CUDA device (the plugin's attempts to upload weights fail and are deferred): dlopen + getCreators/setLoggerFinder, creation from fields shaped as TensorRT's ONNX
 //       parser makes them (kINT32 ints, kFLOAT32 weights, plugin_version/plugin_namespace as kCHAR),
 //       every build-time method (a test IExprBuilder evaluates the output-shape expressions),
 //       supportsFormatCombination over all DataType x TensorFormat pairs, configurePlugin,
@@ -1322,7 +1322,7 @@ void hostStaticRegistration(std::string const& path)
 
 int runHost(std::string const& dynamicLib, std::string const& staticLib)
 {
-    std::printf("INFO TensorRT headers %d.%d, harness mode host (no CUDA calls)\n", NV_TENSORRT_MAJOR, NV_TENSORRT_MINOR);
+    std::printf("INFO TensorRT headers %d.%d, harness mode host (no CUDA device needed)\n", NV_TENSORRT_MAJOR, NV_TENSORRT_MINOR);
     PluginLibrary lib = loadDynamicLibrary(dynamicLib);
     if (lib.creator != nullptr)
     {
