@@ -16,6 +16,7 @@ Writes <dir>/manifest.txt:
 """
 
 import argparse
+import copy
 import pathlib
 
 import torch
@@ -76,8 +77,7 @@ def main():
                 bound = FP32_BOUND
             else:
                 with torch.no_grad():
-                    y_torch = module.to(DTYPES[dtype])(x)
-                module.float()
+                    y_torch = copy.deepcopy(module).to(DTYPES[dtype])(x)
                 bound = 2.0 * rel_error(y_torch, ref)
             prefix = f"{name}{i}_{dtype}"
             raw = x.view(torch.int16) if dtype != "float32" else x
