@@ -91,7 +91,9 @@ def test_model_checkpoint_non_strict_still_rejects_shapes():
     (dict(depths=(1, 0), dims=(4, 8)), r"depths must be 2 integers >= 1"),
     (dict(depths=(1, 1), dims=(4, 8), wt_levels=(2, 0)), r"wt_levels must be 2 integers >= 1"),
     (dict(depths=(1, 1), dims=(4, 8), wt_levels=(1, 1), kernel_sizes=4), r"kernel_size must be odd"),
-    (dict(depths=(1,), dims=(4,), wt_levels=(1,), num_classes=-1), r"num_classes must be an integer >= 0"),
+    (dict(depths=(1,), dims=(4,), wt_levels=(1,), num_classes=-1), r"num_classes must be an integer >= 0, got -1"),
+    (dict(depths=(1,), dims=(4,), wt_levels=(1,), in_chans=0), r"in_chans must be an integer >= 1, got 0"),
+    (dict(depths=(1,), dims=(4,), wt_levels=(1,), patch_size=2.5), r"patch_size must be an integer >= 1, got 2.5"),
 ])
 def test_wtconvnext_config(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -178,10 +178,10 @@ class WTConvNeXt(nn.Module):
         dims = _check_per_stage("dims", dims, n, 1)
         kernel_sizes = _check_per_stage("kernel_sizes", kernel_sizes, n, 1)
         wt_levels = _check_per_stage("wt_levels", wt_levels, n, 1)
-        _check_per_stage("in_chans", in_chans, 1, 1)
-        _check_per_stage("patch_size", patch_size, 1, 1)
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 0:
-            raise ValueError(f"WTConvNeXt: num_classes must be an integer >= 0, got {num_classes!r}")
+        for name, value, minimum in (("in_chans", in_chans, 1), ("patch_size", patch_size, 1),
+                                     ("num_classes", num_classes, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ValueError(f"WTConvNeXt: {name} must be an integer >= {minimum}, got {value!r}")
 
         self.num_classes = num_classes
         self.depths, self.dims, self.kernel_sizes, self.wt_levels = depths, dims, kernel_sizes, wt_levels
