@@ -1012,6 +1012,30 @@ void hostBuildMethods(IPluginCreatorV3One* creator, LayerConfig const& l, std::s
         check(ha.runtime->onShapeChange(&in3, 1, &out3, 1) != 0 && recorder.getNbErrors() == 1,
             tag + "onShapeChange rejects output dtype != input dtype");
     }
+    // enqueue refuses, with an error code and no launch, before any device work is possible.
+    {
+        PluginTensorDesc in = desc(DataType::kFLOAT, dims4(1, l.channels, 8, 8));
+        PluginTensorDesc out = desc(DataType::kFLOAT, dims4(1, l.channels, ceilDiv(8, l.stride), ceilDiv(8, l.stride)));
+        void const* inputs[] = {nullptr};
+        void* outputs[] = {nullptr};
+        gLogger.clear();
+        check(hr.runtime->enqueue(nullptr, &out, inputs, outputs, nullptr, nullptr) == -1 && contains(gLogger.last(), "null"),
+            tag + "enqueue with null descriptors returns -1", gLogger.last());
+        PluginTensorDesc badIn = desc(DataType::kFLOAT, dims4(1, l.channels + 2, 8, 8));
+        gLogger.clear();
+        check(hr.runtime->enqueue(&badIn, &out, inputs, outputs, nullptr, nullptr) == -1
+                && contains(gLogger.last(), std::to_string(l.channels + 2)),
+            tag + "enqueue with a channel mismatch returns -1", gLogger.last());
+        gLogger.clear();
+        check(hr.runtime->enqueue(&in, &out, inputs, outputs, nullptr, nullptr) == -1
+                && contains(gLogger.last(), "not on the current device"),
+            tag + "enqueue on a plugin whose weights were never uploaded returns -1 (enqueue never allocates)",
+            gLogger.last());
+        gLogger.clear();
+        check(hr.plugin->getCapabilityInterface(static_cast<PluginCapabilityType>(7)) == nullptr
+                && contains(gLogger.last(), "kCORE"),
+            tag + "getCapabilityInterface of an unknown type returns null", gLogger.last());
+    }
     delete attached;
     delete runtimePlugin;
 }
