@@ -1,0 +1,442 @@
+// =====================================================================================================
+// wtconvKernel.cu — fused WTConv inference: validation, workspace layout and the launch sequence.
+//
+// Maths (shared/DESIGN.md §2, fused formulation). r = k/2, level grids h_0 = H, h_l = ceil(h_{l-1}/2).
+//   LL_0 = x,  LL_l = 1/2 (a+b+c+d) of each 2x2 patch of LL_{l-1} zero-padded to even size,
+//   F_l  = W~l * Haar(LL_{l-1})    (4 depthwise k x k 'same' convolutions on the level-l grid),
+//   closed-form synthesis written as a recursion from the deepest level up:
+//   D_L = 0,  D_{l-1}(p,q) = 1/2 [F_l^LL + D_l + s_p F_l^LH + s_q F_l^HL + s_p s_q F_l^HH](p>>1, q>>1),
+//   s_p = (-1)^(p & 1); unrolled, D_0(y,x) = sum_l 2^-l [...]_l(y>>l, x>>l) = R of DESIGN.md Eq. 3.
+//   y = W~b * x + b~b + D_0, evaluated at the kept pixels (s*i, s*j).
+//
+// Launch sequence (levels L, all on the caller's stream; nothing allocated, nothing synchronised):
+//   1. pool   LL_1 .. LL_{L-1} -> workspace (fp32). One launch per 3 levels: a thread reads one 8x8
+//             block of its source once and writes the 3 levels' cells inside it.
+//   2. level  for l = L .. 2: read LL_{l-1} tile (+2r halo) and D_l, Haar + 4 convs on chip,
+//             write D_{l-1} (fp32 workspace).
+//   3. output read x tile (+2r halo) and D_1; Haar bands of level 1, their 4 convs and the base conv
+//             all from one shared-memory copy of the tile; write y once in the I/O dtype.
+//   Steps 2 and 3 are one kernel template (levelKernel, BASE = false / true).
+//   Tiles: 64x64 source pixels (256 threads, every convolution as 4x4 register micro-tiles with a
+//   float4 sliding window, ~0.1 shared loads per FMA); planes smaller than a tile are packed several
+//   per block (up to 32) so the small WTConvNeXt stages (7x7 .. 56x56 planes) fill the GPU.
+//
+// Traffic model (N = B*C*H*W elements, e = bytes per I/O element, workspace fp32, L >= 2):
+//   pool:   read N*e (x)                      + write 4*(N/4 + N/16 + ...) bytes  ~ N*e + 1.33N
+//   levels: read LL_{l-1} + D_l, write D_{l-1}: ~ (4 + 1 + 4)*(N/4)(1 + 1/4 + ...) ~ 3N  (l = 2 dominates)
+//   output: read N*e (x, + halo re-reads that hit L2) + 4*N/4 (D_1), write N*e
+//   total ~ 3N*e + 5.3N bytes: fp16 11.3N bytes = 2.8x x.clone() (4N); fp32 17.3N = 2.2x clone (8N).
+//   L = 1: exactly read N*e + write N*e = the clone floor. (Paper's fused design: ~8.3N elements.)
+//   Compute: ~k^2 (base) + k^2 (level 1) + k^2/4*(4/3) (deeper) ~ 2.33 k^2 FMA per pixel (58 at k = 5):
+//   on an H200 (~33 TFMA/s fp32) that equals ~0.9 ms per 2^30 pixels, comparable to the memory time of
+//   fp16 I/O, so the output pass must be efficient in both. Measured numbers: docs/bench/.
+// =====================================================================================================
+
+#include "wtconvKernel.h"
+#include "wtconvKernelImpl.cuh"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+
+namespace wtconv
+{
+namespace detail
+{
+// Specialisations defined in the per-dtype translation units (they compile in parallel).
+template <>
+cudaError_t launchLevel<float, float, false>(LevelArgs const&, cudaStream_t);
+template <>
+cudaError_t launchLevel<float, float, true>(LevelArgs const&, cudaStream_t);
+template <>
+cudaError_t launchLevel<__half, __half, true>(LevelArgs const&, cudaStream_t);
+template <>
+cudaError_t launchLevel<__nv_bfloat16, __nv_bfloat16, true>(LevelArgs const&, cudaStream_t);
+template <>
+cudaError_t launchPool<float>(PoolArgs const&, int, cudaStream_t);
+template <>
+cudaError_t launchSmall<float>(SmallArgs const&, cudaStream_t);
+template <>
+cudaError_t launchSmall<__half>(SmallArgs const&, cudaStream_t);
+template <>
+cudaError_t launchSmall<__nv_bfloat16>(SmallArgs const&, cudaStream_t);
+template <>
+cudaError_t launchPool<__half>(PoolArgs const&, int, cudaStream_t);
+template <>
+cudaError_t launchPool<__nv_bfloat16>(PoolArgs const&, int, cudaStream_t);
+
+namespace
+{
+
+constexpr size_t kAlign = 256;
+constexpr int64_t kMaxDim = (int64_t{1} << 31) - 64; // per-dimension limit (int32 tile arithmetic)
+constexpr size_t kBlockSharedTarget = 64 * 1024;
+
+size_t alignUp(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+int roundUp(int v, int m) { return (v + m - 1) / m * m; }
+
+void writeMessage(char* message, size_t bytes, char const* fmt, ...)
+{
+    if (message == nullptr || bytes == 0)
+    {
+        return;
+    }
+    va_list args;
+    va_start(args, fmt);
+    std::vsnprintf(message, bytes, fmt, args);
+    va_end(args);
+}
+
+struct Grids
+{
+    int64_t h[kMaxLevels + 1];
+    int64_t w[kMaxLevels + 1];
+};
+
+Grids levelGrids(WTConvParams const& p)
+{
+    Grids g{};
+    g.h[0] = p.height;
+    g.w[0] = p.width;
+    for (int l = 1; l <= kMaxLevels; ++l)
+    {
+        g.h[l] = (g.h[l - 1] + 1) / 2;
+        g.w[l] = (g.w[l - 1] + 1) / 2;
+    }
+    return g;
+}
+
+// Whole-plane path geometry (smallPlaneKernel). Regions in this order: X, LL_1..LL_{L-1}, bands, D, D,
+// weights (the band convolution's window may read one float past the bands: it lands in D).
+constexpr size_t kSmallMaxSharedBytes = 160 * 1024;
+constexpr int kSmallTargetFloats = 12 * 1024; // ~48 KiB per block: several blocks per SM
+
+SmallArgs smallGeometry(WTConvParams const& p)
+{
+    Grids const g = levelGrids(p);
+    SmallArgs a{};
+    int const k = p.kernelSize, r = k / 2, L = p.levels;
+    a.k = k;
+    a.r = r;
+    a.levels = L;
+    a.stride = p.stride;
+    a.planes = p.batch * p.channels;
+    a.channels = static_cast<int32_t>(p.channels);
+    for (int l = 0; l <= kMaxLevels; ++l)
+    {
+        a.h[l] = static_cast<int32_t>(g.h[l]);
+        a.w[l] = static_cast<int32_t>(g.w[l]);
+    }
+    a.ho = static_cast<int32_t>(outputSize(p.height, p.stride));
+    a.wo = static_cast<int32_t>(outputSize(p.width, p.stride));
+    a.xPitch = a.w[0] + 2 * r + 1;
+    a.xPlane = (a.h[0] + 2 * r + 1) * a.xPitch;
+    int llPer = 0;
+    for (int l = 1; l < L; ++l)
+    {
+        llPer += a.h[l] * a.w[l];
+    }
+    a.bandPlaneMax = (a.h[1] + 2 * r) * (a.w[1] + 2 * r);
+    a.dPlane = a.h[1] * a.w[1];
+    a.wPer = k * k * (1 + 4 * L);
+    int const perPlane = a.xPlane + llPer + 4 * a.bandPlaneMax + 2 * a.dPlane;
+    int const P = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({64, kSmallTargetFloats / perPlane, p.batch})));
+    a.planesPerBlock = P;
+    a.batch = p.batch;
+    a.batchGroups = (p.batch + P - 1) / P;
+    a.blocks = p.channels * a.batchGroups;
+    int off = 0;
+    a.xOff = off;
+    off += P * a.xPlane;
+    for (int l = 1; l < L; ++l)
+    {
+        a.llOff[l] = off;
+        off += P * a.h[l] * a.w[l];
+    }
+    a.bandOff = off;
+    off += 4 * P * a.bandPlaneMax;
+    a.dOff[0] = off;
+    off += P * a.dPlane;
+    a.dOff[1] = off;
+    off += P * a.dPlane;
+    a.wOff = off;
+    off += a.wPer;
+    a.totalFloats = off;
+    return a;
+}
+
+bool useSmallPath(WTConvParams const& p)
+{
+    if (p.height * p.width > kSmallPlaneMax)
+    {
+        return false;
+    }
+    return static_cast<size_t>(smallGeometry(p).totalFloats) * sizeof(float) <= kSmallMaxSharedBytes;
+}
+
+// Workspace: for l = 1 .. L-1, LL_l then D_l, each (B*C, h_l, w_l) fp32 at a 256-byte boundary.
+size_t workspaceLayout(WTConvParams const& p, float** ll, float** d)
+{
+    Grids const g = levelGrids(p);
+    int64_t const planes = p.batch * p.channels;
+    size_t offset = 0;
+    char* base = static_cast<char*>(p.workspace);
+    if (useSmallPath(p))
+    {
+        return 0; // everything stays in shared memory
+    }
+    for (int l = 1; l < p.levels; ++l)
+    {
+        size_t const bytes = static_cast<size_t>(planes) * g.h[l] * g.w[l] * sizeof(float);
+        if (ll != nullptr)
+        {
+            ll[l] = reinterpret_cast<float*>(base + offset);
+        }
+        offset = alignUp(offset + bytes);
+        if (d != nullptr)
+        {
+            d[l] = reinterpret_cast<float*>(base + offset);
+        }
+        offset = alignUp(offset + bytes);
+    }
+    return offset;
+}
+
+// Tile geometry and shared-memory layout of one level pass.
+LevelArgs levelGeometry(int64_t planes, int channels, int64_t hs, int64_t ws, int k, int stride)
+{
+    LevelArgs a{};
+    a.planes = planes;
+    a.channels = channels;
+    a.hs = static_cast<int32_t>(hs);
+    a.ws = static_cast<int32_t>(ws);
+    a.hc = static_cast<int32_t>((hs + 1) / 2);
+    a.wc = static_cast<int32_t>((ws + 1) / 2);
+    a.k = k;
+    a.r = k / 2;
+    a.stride = stride;
+    a.ho = static_cast<int32_t>(outputSize(hs, stride));
+    a.wo = static_cast<int32_t>(outputSize(ws, stride));
+    a.th = static_cast<int32_t>(std::min<int64_t>(kMaxTile, (hs + 7) / 8 * 8));
+    a.tw = static_cast<int32_t>(std::min<int64_t>(kMaxTile, (ws + 7) / 8 * 8));
+    a.tilesY = static_cast<int32_t>((hs + a.th - 1) / a.th);
+    a.tilesX = static_cast<int32_t>((ws + a.tw - 1) / a.tw);
+    int const r = a.r;
+    a.sOff = (4 - r % 4) % 4;
+    a.sh = a.th + 4 * r;
+    a.sp = roundUp(a.tw + 4 * r + a.sOff + 4, 4);
+    a.tch = a.th / 2;
+    a.tcw = a.tw / 2;
+    a.bh = a.tch + 2 * r;
+    a.bp = roundUp(a.tcw + 2 * r + 4, 4);
+    a.perPlane = a.sh * a.sp + 4 * a.bh * a.bp + 4 * a.tch * a.tcw + roundUp(5 * k * k, 4);
+    int p = 1;
+    if (a.tilesX == 1 && a.tilesY == 1)
+    {
+        // Several small planes per block: aim at ~4096 source pixels per block.
+        p = std::max(1, std::min(32, (kMaxTile * kMaxTile) / (a.th * a.tw)));
+        // <= 64 KiB per block so that 3 blocks share an SM (latency hiding across the load phase)
+        while (p > 1 && static_cast<size_t>(p) * a.perPlane * sizeof(float) > kBlockSharedTarget)
+        {
+            --p;
+        }
+        p = static_cast<int>(std::min<int64_t>(p, planes));
+    }
+    a.planesPerBlock = p;
+    a.blocks = p > 1 ? (planes + p - 1) / p : planes * a.tilesX * a.tilesY;
+    return a;
+}
+
+template <typename T>
+cudaError_t forwardImpl(WTConvParams const& p, cudaStream_t stream)
+{
+    Grids const g = levelGrids(p);
+    int64_t const planes = p.batch * p.channels;
+    int const channels = static_cast<int>(p.channels);
+    int const L = p.levels;
+    if (useSmallPath(p))
+    {
+        SmallArgs sa = smallGeometry(p);
+        sa.src = p.input;
+        sa.out = p.output;
+        sa.baseWeight = p.baseWeight;
+        sa.baseBias = p.baseBias;
+        sa.waveletWeight = p.waveletWeight;
+        return launchSmall<T>(sa, stream);
+    }
+    float* ll[kMaxLevels + 1] = {};
+    float* d[kMaxLevels + 1] = {};
+    workspaceLayout(p, ll, d);
+
+    // 1. pooling chain LL_1 .. LL_{L-1}
+    for (int s = 0; s < L - 1;)
+    {
+        int const m = std::min(kPoolMaxLevels, L - 1 - s);
+        PoolArgs pa{};
+        pa.src = s == 0 ? p.input : static_cast<void const*>(ll[s]);
+        for (int j = 0; j <= m; ++j)
+        {
+            pa.h[j] = static_cast<int32_t>(g.h[s + j]);
+            pa.w[j] = static_cast<int32_t>(g.w[s + j]);
+            if (j > 0)
+            {
+                pa.dst[j - 1] = ll[s + j];
+            }
+        }
+        pa.planes = planes;
+        pa.total = planes * g.h[s + m] * g.w[s + m];
+        cudaError_t const e = s == 0 ? launchPool<T>(pa, m, stream) : launchPool<float>(pa, m, stream);
+        if (e != cudaSuccess)
+        {
+            return e;
+        }
+        s += m;
+    }
+
+    // 2. level passes, deepest first: D_{l-1} from LL_{l-1} and D_l
+    for (int l = L; l >= 2; --l)
+    {
+        LevelArgs a = levelGeometry(planes, channels, g.h[l - 1], g.w[l - 1], p.kernelSize, 1);
+        a.src = ll[l - 1];
+        a.dIn = l < L ? d[l] : nullptr;
+        a.out = d[l - 1];
+        a.levelWeight = p.waveletWeight + static_cast<int64_t>(l - 1) * 4 * p.channels * p.kernelSize * p.kernelSize;
+        a.vecStore = false;
+        cudaError_t const e = launchLevel<float, float, false>(a, stream);
+        if (e != cudaSuccess)
+        {
+            return e;
+        }
+    }
+
+    // 3. output pass
+    LevelArgs a = levelGeometry(planes, channels, p.height, p.width, p.kernelSize, p.stride);
+    a.src = p.input;
+    a.dIn = L >= 2 ? d[1] : nullptr;
+    a.out = p.output;
+    a.baseWeight = p.baseWeight;
+    a.baseBias = p.baseBias;
+    a.levelWeight = p.waveletWeight;
+    a.vecStore = p.stride == 1 && a.wo % 4 == 0 && reinterpret_cast<uintptr_t>(p.output) % (4 * sizeof(T)) == 0;
+    return launchLevel<T, T, true>(a, stream);
+}
+
+} // namespace
+} // namespace detail
+
+cudaError_t checkShape(WTConvParams const& p, char* message, size_t messageBytes)
+{
+    using detail::writeMessage;
+    if (p.dtype != DataType::kFLOAT32 && p.dtype != DataType::kFLOAT16 && p.dtype != DataType::kBFLOAT16)
+    {
+        writeMessage(message, messageBytes,
+                     "wtconv: dtype must be kFLOAT32 (0), kFLOAT16 (1) or kBFLOAT16 (2), got %d",
+                     static_cast<int>(p.dtype));
+        return cudaErrorInvalidValue;
+    }
+    struct
+    {
+        char const* name;
+        int64_t value;
+    } const sizes[] = {{"batch", p.batch}, {"channels", p.channels}, {"height", p.height}, {"width", p.width}};
+    for (auto const& s : sizes)
+    {
+        if (s.value < 1 || s.value > detail::kMaxDim)
+        {
+            writeMessage(message, messageBytes, "wtconv: %s must be in 1..%lld, got %lld", s.name,
+                         static_cast<long long>(detail::kMaxDim), static_cast<long long>(s.value));
+            return cudaErrorInvalidValue;
+        }
+    }
+    if (p.channels > INT32_MAX / (4 * kMaxKernelSize * kMaxKernelSize))
+    {
+        writeMessage(message, messageBytes, "wtconv: channels must be <= %d, got %lld",
+                     INT32_MAX / (4 * kMaxKernelSize * kMaxKernelSize), static_cast<long long>(p.channels));
+        return cudaErrorInvalidValue;
+    }
+    if (p.kernelSize < 1 || p.kernelSize > kMaxKernelSize || p.kernelSize % 2 == 0)
+    {
+        writeMessage(message, messageBytes, "wtconv: kernelSize must be odd and in 1..%d, got %d", kMaxKernelSize,
+                     p.kernelSize);
+        return cudaErrorInvalidValue;
+    }
+    if (p.levels < 1 || p.levels > kMaxLevels)
+    {
+        writeMessage(message, messageBytes, "wtconv: levels must be in 1..%d, got %d", kMaxLevels, p.levels);
+        return cudaErrorInvalidValue;
+    }
+    if (p.stride < 1)
+    {
+        writeMessage(message, messageBytes, "wtconv: stride must be >= 1, got %d", p.stride);
+        return cudaErrorInvalidValue;
+    }
+    return cudaSuccess;
+}
+
+size_t wtconvWorkspaceBytes(WTConvParams const& params)
+{
+    if (checkShape(params, nullptr, 0) != cudaSuccess)
+    {
+        return 0;
+    }
+    WTConvParams p = params;
+    p.workspace = nullptr;
+    return detail::workspaceLayout(p, nullptr, nullptr);
+}
+
+cudaError_t wtconvForward(WTConvParams const& p, cudaStream_t stream, char* message, size_t messageBytes)
+{
+    using detail::writeMessage;
+    cudaError_t const e = checkShape(p, message, messageBytes);
+    if (e != cudaSuccess)
+    {
+        return e;
+    }
+    struct
+    {
+        char const* name;
+        void const* ptr;
+    } const pointers[] = {{"input", p.input}, {"output", p.output}, {"baseWeight", p.baseWeight},
+                          {"baseBias", p.baseBias}, {"waveletWeight", p.waveletWeight}};
+    for (auto const& q : pointers)
+    {
+        if (q.ptr == nullptr)
+        {
+            writeMessage(message, messageBytes, "wtconv: %s must be a device pointer, got nullptr", q.name);
+            return cudaErrorInvalidValue;
+        }
+    }
+    size_t const need = wtconvWorkspaceBytes(p);
+    if (need > 0 && p.workspace == nullptr)
+    {
+        writeMessage(message, messageBytes, "wtconv: workspace must be a device pointer to %zu bytes, got nullptr",
+                     need);
+        return cudaErrorInvalidValue;
+    }
+    if (p.workspaceBytes < need)
+    {
+        writeMessage(message, messageBytes,
+                     "wtconv: workspaceBytes must be >= wtconvWorkspaceBytes(params) = %zu, got %zu", need,
+                     p.workspaceBytes);
+        return cudaErrorInvalidValue;
+    }
+    if (need > 0 && reinterpret_cast<uintptr_t>(p.workspace) % detail::kAlign != 0)
+    {
+        writeMessage(message, messageBytes, "wtconv: workspace must be %zu-byte aligned", detail::kAlign);
+        return cudaErrorInvalidValue;
+    }
+    cudaError_t launch = cudaSuccess;
+    switch (p.dtype)
+    {
+    case DataType::kFLOAT32: launch = detail::forwardImpl<float>(p, stream); break;
+    case DataType::kFLOAT16: launch = detail::forwardImpl<__half>(p, stream); break;
+    case DataType::kBFLOAT16: launch = detail::forwardImpl<__nv_bfloat16>(p, stream); break;
+    }
+    if (launch != cudaSuccess)
+    {
+        writeMessage(message, messageBytes, "wtconv: kernel launch failed: %s", cudaGetErrorString(launch));
+    }
+    return launch;
+}
+
+} // namespace wtconv

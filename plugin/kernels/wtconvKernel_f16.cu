@@ -1,0 +1,12 @@
+// Output pass and pooling for fp16 I/O (see wtconvKernel.cu).
+#include "wtconvKernelImpl.cuh"
+
+namespace wtconv
+{
+namespace detail
+{
+WTCONV_DEFINE_LAUNCH_LEVEL(__half, __half, true)
+WTCONV_DEFINE_LAUNCH_POOL(__half)
+WTCONV_DEFINE_LAUNCH_SMALL(__half)
+} // namespace detail
+} // namespace wtconv

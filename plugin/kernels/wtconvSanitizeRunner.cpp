@@ -1,0 +1,144 @@
+// wtconvSanitizeRunner.cpp — a standalone runner of representative launches (no PyTorch), for
+// compute-sanitizer memcheck / racecheck:
+//   compute-sanitizer --tool memcheck build/plugin/wtconv_sanitize_runner
+// Outputs are poisoned with NaN (0xFF bytes) and must come back finite; exit status 0 = all cases ran.
+#include "wtconvKernel.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#define CHECK(call)                                                                                             \
+    do                                                                                                         \
+    {                                                                                                          \
+        cudaError_t e_ = (call);                                                                               \
+        if (e_ != cudaSuccess)                                                                                 \
+        {                                                                                                      \
+            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                   \
+            return 1;                                                                                          \
+        }                                                                                                      \
+    } while (0)
+
+namespace
+{
+size_t elementBytes(wtconv::DataType t) { return t == wtconv::DataType::kFLOAT32 ? 4 : 2; }
+
+bool finite(std::vector<unsigned char> const& bytes, wtconv::DataType t)
+{
+    size_t const eb = elementBytes(t);
+    for (size_t i = 0; i < bytes.size(); i += eb)
+    {
+        uint32_t bits = 0;
+        if (eb == 4)
+        {
+            std::memcpy(&bits, &bytes[i], 4);
+            if ((bits & 0x7f800000u) == 0x7f800000u)
+                return false;
+        }
+        else
+        {
+            uint16_t h = 0;
+            std::memcpy(&h, &bytes[i], 2);
+            bool const nonFinite = t == wtconv::DataType::kFLOAT16 ? (h & 0x7c00u) == 0x7c00u : (h & 0x7f80u) == 0x7f80u;
+            if (nonFinite)
+                return false;
+        }
+    }
+    return true;
+}
+} // namespace
+
+int main()
+{
+    struct Case
+    {
+        int b, c, h, w, k, levels, stride;
+    };
+    Case const cases[] = {{1, 1, 1, 1, 3, 1, 1},   {2, 3, 37, 70, 5, 3, 1},  {1, 2, 130, 67, 7, 2, 1},
+                          {2, 5, 7, 7, 5, 2, 1},   {2, 4, 56, 56, 5, 5, 1},  {1, 2, 70, 129, 3, 8, 2},
+                          {1, 2, 33, 20, 9, 4, 3}, {1, 1, 64, 64, 15, 2, 1}, {1, 3, 9, 200, 1, 3, 1},
+                          {1, 2, 100, 90, 11, 3, 1}, {1, 2, 150, 70, 5, 4, 2}};
+    wtconv::DataType const types[] = {wtconv::DataType::kFLOAT32, wtconv::DataType::kFLOAT16,
+                                      wtconv::DataType::kBFLOAT16};
+    std::mt19937 rng(1234);
+    std::uniform_int_distribution<int> byte(0, 255);
+    cudaStream_t stream;
+    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    int failures = 0;
+    for (auto t : types)
+    {
+        for (auto const& cs : cases)
+        {
+            wtconv::WTConvParams p;
+            p.dtype = t;
+            p.batch = cs.b;
+            p.channels = cs.c;
+            p.height = cs.h;
+            p.width = cs.w;
+            p.kernelSize = cs.k;
+            p.levels = cs.levels;
+            p.stride = cs.stride;
+            size_t const eb = elementBytes(t);
+            size_t const inBytes = size_t(cs.b) * cs.c * cs.h * cs.w * eb;
+            size_t const outBytes = size_t(cs.b) * cs.c * wtconv::outputSize(cs.h, cs.stride)
+                * wtconv::outputSize(cs.w, cs.stride) * eb;
+            size_t const nw = size_t(cs.c) * cs.k * cs.k, nww = size_t(cs.levels) * 4 * nw;
+            std::vector<float> hw(nw + cs.c + nww);
+            std::normal_distribution<float> nd(0.f, 0.3f);
+            for (auto& v : hw)
+                v = nd(rng);
+            std::vector<unsigned char> hin(inBytes);
+            for (size_t i = 0; i < inBytes; i += eb)
+            {
+                // small finite values in every dtype: a random fp32 / fp16 / bf16 bit pattern with a tame exponent
+                if (eb == 4)
+                {
+                    float v = nd(rng);
+                    std::memcpy(&hin[i], &v, 4);
+                }
+                else
+                {
+                    uint16_t h = t == wtconv::DataType::kFLOAT16 ? uint16_t(0x3800 | (byte(rng) & 0x3ff) | (byte(rng) & 1) << 15)
+                                                                  : uint16_t(0x3f00 | (byte(rng) & 0x7f) | (byte(rng) & 1) << 15);
+                    std::memcpy(&hin[i], &h, 2);
+                }
+            }
+            void *in, *out, *ws = nullptr;
+            float* w;
+            size_t const wsBytes = wtconv::wtconvWorkspaceBytes(p);
+            CHECK(cudaMalloc(&in, inBytes));
+            CHECK(cudaMalloc(&out, outBytes));
+            CHECK(cudaMalloc(&w, hw.size() * sizeof(float)));
+            if (wsBytes)
+                CHECK(cudaMalloc(&ws, wsBytes));
+            CHECK(cudaMemcpy(in, hin.data(), inBytes, cudaMemcpyHostToDevice));
+            CHECK(cudaMemcpy(w, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice));
+            CHECK(cudaMemset(out, 0xff, outBytes));
+            p.input = in;
+            p.output = out;
+            p.baseWeight = w;
+            p.baseBias = w + nw;
+            p.waveletWeight = w + nw + cs.c;
+            p.workspace = ws;
+            p.workspaceBytes = wsBytes;
+            char message[256] = "";
+            cudaError_t const e = wtconv::wtconvForward(p, stream, message, sizeof(message));
+            CHECK(cudaStreamSynchronize(stream));
+            std::vector<unsigned char> hout(outBytes);
+            CHECK(cudaMemcpy(hout.data(), out, outBytes, cudaMemcpyDeviceToHost));
+            bool const ok = e == cudaSuccess && finite(hout, t);
+            std::printf("%s dtype=%d %dx%dx%dx%d k=%d L=%d s=%d %s\n", ok ? "ok  " : "FAIL", int(t), cs.b, cs.c, cs.h,
+                        cs.w, cs.k, cs.levels, cs.stride, message);
+            failures += ok ? 0 : 1;
+            cudaFree(in);
+            cudaFree(out);
+            cudaFree(w);
+            cudaFree(ws);
+        }
+    }
+    CHECK(cudaStreamDestroy(stream));
+    std::printf("%d failures\n", failures);
+    return failures == 0 ? 0 : 1;
+}

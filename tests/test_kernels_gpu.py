@@ -1,0 +1,204 @@
+"""GPU tests of the fused WTConv CUDA kernels (plugin/kernels) through their C API (ctypes).
+
+Oracle: the executable spec (wtconv_export/fused_spec.py) in float64 on the folded float64 weights.
+Outputs are poisoned with NaN before each launch; every case draws fresh random inputs and weights.
+fp32: relative error (max |ours - spec| / max |spec|) <= 1e-5. fp16 / bf16: error <= 2x the error of the
+PyTorch reference module (wtconv_export.WTConv2d) run in the same dtype on the GPU.
+Skipped (with the reason) without a CUDA GPU or without the built library (see cuda_kernels.BUILD_HINT).
+"""
+
+import ctypes
+import itertools
+
+import pytest
+import torch
+
+from wtconv_export import cuda_kernels
+from wtconv_export.folding import fold_wtconv
+from wtconv_export.fused_spec import fused_wtconv2d_spec
+from wtconv_export.wtconv2d import WTConv2d
+
+INVALID_VALUE = 1  # cudaErrorInvalidValue
+DTYPE_NAMES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# unit roundoff: the floor of the fp16/bf16 bound when the reference happens to be exact (tiny cases)
+UNIT_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+
+
+@pytest.fixture(scope="module")
+def kernels(require_cuda):
+    """The C API library on a CUDA GPU (tests/conftest.py's require_cuda decides the skip)."""
+    return cuda_kernels.load_library()
+
+
+def make_layer(c, k, levels, stride, seed):
+    gen = torch.Generator().manual_seed(seed)
+    layer = WTConv2d(c, c, kernel_size=k, stride=stride, bias=True, wt_levels=levels)
+    with torch.no_grad():
+        for name, param in layer.named_parameters():
+            if name in ("wt_filter", "iwt_filter"):
+                continue
+            param.copy_(torch.randn(param.shape, generator=gen) * (0.5 if "scale" in name else 1.0) / (k if "conv" in name else 1))
+    return layer
+
+
+def run_kernels(x, folded, poison=True):
+    """Our kernels on x (CUDA), output poisoned with NaN first."""
+    bw, bb, ww = folded.tensors(device=x.device, dtype=torch.float32)
+    b, c, h, w = x.shape
+    s = folded.stride
+    out = torch.empty((b, c, (h + s - 1) // s, (w + s - 1) // s), dtype=x.dtype, device=x.device)
+    if poison:
+        out.fill_(float("nan"))
+    cuda_kernels.forward_into(out, x, bw, bb, ww, folded.kernel_size, folded.wt_levels, s)
+    return out
+
+
+def rel_error(value, expected):
+    scale = expected.abs().max().item() or 1.0
+    return (value.double() - expected).abs().max().item() / scale
+
+
+def check_case(b, c, h, w, k, levels, stride, dtype, seed, report=None):
+    dev = torch.device("cuda")
+    layer = make_layer(c, k, levels, stride, seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn((b, c, h, w), generator=gen).to(dev)
+    f64 = fold_wtconv(layer, dtype=torch.float64)
+    folded = fold_wtconv(layer)
+    xd = x.to(dtype)
+    out = run_kernels(xd, folded)
+    assert not torch.isnan(out).any(), "output has unwritten (NaN-poisoned) elements"
+    expected_d = fused_wtconv2d_spec(xd.double(), *f64.tensors(device=dev), k, levels, stride)
+    err = rel_error(out, expected_d)
+    if dtype == torch.float32:
+        if report is not None:
+            report.add("kernels fp32 relative error", err, f"{b}x{c}x{h}x{w} k={k} L={levels} s={stride}")
+        assert err <= 1e-5, f"fp32 relative error {err:.3e} > 1e-5"
+        return err, None
+    with torch.no_grad():
+        ref = layer.to(dev, dtype)(xd)
+    ref_err = rel_error(ref, expected_d)
+    bound = 2 * max(ref_err, UNIT_ROUNDOFF[dtype])
+    if report is not None:
+        where = f"{b}x{c}x{h}x{w} k={k} L={levels} s={stride}"
+        report.add(f"kernels {dtype} relative error", err, where)
+        report.add(f"kernels {dtype} error / reference error", err / max(ref_err, UNIT_ROUNDOFF[dtype]), where)
+    assert err <= bound, f"{dtype} error {err:.3e} > 2x reference error {ref_err:.3e}"
+    return err, ref_err
+
+
+SIZES = [(1, 1, 1, 1), (1, 2, 1, 7), (2, 3, 5, 3), (1, 2, 8, 8), (2, 3, 37, 70), (1, 2, 64, 64),
+         (1, 1, 129, 65), (2, 2, 200, 9), (1, 3, 70, 200)]
+MATRIX = [pytest.param(*case, id="{}x{}x{}x{}-k{}-L{}-s{}".format(*case))
+          for case in itertools.chain(
+              # every k, every level count, on an odd non-square size
+              ((2, 3, 37, 70, k, lv, 1) for k in (1, 3, 5, 7, 9, 11, 13, 15) for lv in (1, 2, 3, 5, 8)),
+              # planes above the whole-plane limit (64x64): the tiled path, every k class, strides
+              ((1, 2, 67, 130, k, lv, s) for k in (1, 9, 15) for lv in (2, 8) for s in (1, 2)),
+              ((2, 2, 130, 67, k, lv, 3) for k in (3, 5, 7) for lv in (1, 4)),
+              # awkward sizes (1x1, smaller than 2^L, non-square, several tiles) x levels x stride
+              ((*size, k, lv, s) for size in SIZES for k in (3, 5, 7) for lv in (1, 3, 8) for s in (1, 2, 3)
+               if (k + lv + s + size[2]) % 3 == 0 or s == 1),
+          )]
+
+
+@pytest.mark.parametrize("dtype_name", list(DTYPE_NAMES))
+@pytest.mark.parametrize("b,c,h,w,k,levels,stride", MATRIX)
+def test_matches_spec(kernels, error_report, dtype_name, b, c, h, w, k, levels, stride):
+    seed = torch.randint(0, 2 ** 31 - 1, ()).item()  # fresh inputs every run
+    check_case(b, c, h, w, k, levels, stride, DTYPE_NAMES[dtype_name], seed, error_report)
+
+
+@pytest.mark.parametrize("dtype_name", list(DTYPE_NAMES))
+def test_wtconvnext_stage_shapes(kernels, error_report, dtype_name):
+    """The WTConvNeXt-T stage configurations (k = 5), small batch."""
+    for i, (c, hw, lv) in enumerate([(96, 56, 5), (192, 28, 4), (384, 14, 3), (768, 7, 2)]):
+        check_case(2, c, hw, hw, 5, lv, 1, DTYPE_NAMES[dtype_name], 1000 + i, error_report)
+
+
+def test_custom_op_and_cuda_graph(kernels):
+    """fused_wtconv2d on CUDA runs our kernels (matches the spec) and replays correctly in a CUDA graph."""
+    from wtconv_export.ops import fused_wtconv2d
+    cuda_kernels.register()
+    dev = torch.device("cuda")
+    layer = make_layer(16, 5, 3, 1, 7)
+    folded = fold_wtconv(layer)
+    w = folded.tensors(device=dev)
+    static_x = torch.randn(2, 16, 67, 45, device=dev)
+    expected = fused_wtconv2d_spec(static_x.double(), *fold_wtconv(layer, torch.float64).tensors(device=dev), 5, 3, 1)
+    eager = fused_wtconv2d(static_x, *w, 5, 3, 1)
+    assert rel_error(eager, expected) <= 1e-5
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fused_wtconv2d(static_x, *w, 5, 3, 1)  # warm-up outside capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_y = fused_wtconv2d(static_x, *w, 5, 3, 1)
+    for _ in range(2):
+        static_x.copy_(torch.randn_like(static_x))
+        static_y.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        expected = fused_wtconv2d_spec(static_x.double(), *fold_wtconv(layer, torch.float64).tensors(device=dev), 5, 3, 1)
+        assert rel_error(static_y, expected) <= 1e-5
+
+
+def test_large_tensor_64bit_indexing(kernels):
+    """fp16 (1, 3, 32768, 32768): 3 * 2^30 elements; plane 2 lies beyond 2^31 (int32 offsets would wrap)."""
+    free, _ = torch.cuda.mem_get_info()
+    if free < 60 * 2 ** 30:
+        pytest.skip(f"needs ~60 GiB of free GPU memory, {free / 2 ** 30:.0f} GiB free")
+    dev = torch.device("cuda")
+    k, levels, hw = 3, 2, 32768
+    layer = make_layer(3, k, levels, 1, 11)
+    folded = fold_wtconv(layer)
+    x = torch.empty((1, 3, hw, hw), dtype=torch.float16, device=dev)
+    x.normal_()
+    assert x.numel() >= 2 ** 31
+    out = run_kernels(x, folded)
+    assert not torch.isnan(out[:, 2]).any().item(), "plane 2 has unwritten elements"
+    # spec of plane 2 alone (channel 2's weights), float32 on the GPU; fp16 output rounding ~2^-11
+    bw, bb, ww = fold_wtconv(layer, torch.float64).tensors(device=dev, dtype=torch.float32)
+    expected = fused_wtconv2d_spec(x[:, 2:3].float(), bw[2:3], bb[2:3], ww[:, 8:12], k, levels, 1)
+    scale = expected.abs().max().item()
+    err = (out[:, 2:3].float() - expected).abs().max().item() / scale
+    assert err <= 2 ** -9, f"fp16 relative error {err:.3e} on plane 2 (beyond 2^31 elements)"
+
+
+def _forward_raw(lib, message, **overrides):
+    # 100 x 100 planes take the tiled path, which needs a workspace (the whole-plane path needs none)
+    args = dict(dtype=0, b=1, c=2, h=100, w=100, k=3, levels=2, stride=1, x=1, y=1, bw=1, bb=1, ww=1,
+                ws=256, ws_bytes=1 << 20)
+    args.update(overrides)
+    return lib.wtconv_forward(args["dtype"], args["b"], args["c"], args["h"], args["w"], args["k"], args["levels"],
+                              args["stride"], args["x"], args["y"], args["bw"], args["bb"], args["ww"], args["ws"],
+                              args["ws_bytes"], None, message, len(message))
+
+
+@pytest.mark.parametrize("overrides,words", [
+    (dict(dtype=7), "dtype"), (dict(b=0), "batch"), (dict(c=-1), "channels"), (dict(h=0), "height"),
+    (dict(w=0), "width"), (dict(k=4), "kernelSize"), (dict(k=17), "kernelSize"), (dict(k=0), "kernelSize"),
+    (dict(levels=0), "levels"), (dict(levels=9), "levels"), (dict(stride=0), "stride"),
+    (dict(x=None), "input"), (dict(y=None), "output"), (dict(bw=None), "baseWeight"), (dict(bb=None), "baseBias"),
+    (dict(ww=None), "waveletWeight"), (dict(ws=None), "workspace"), (dict(ws_bytes=16), "workspaceBytes"),
+])
+def test_bad_input_is_rejected_without_launch(kernels, overrides, words):
+    """Each invalid argument: cudaErrorInvalidValue and a message naming it (pointers are never touched:
+    the dummy non-null pointers above would fault if anything were launched)."""
+    message = ctypes.create_string_buffer(256)
+    code = _forward_raw(kernels, message, **overrides)
+    assert code == INVALID_VALUE
+    assert words in message.value.decode(), message.value.decode()
+    assert cuda_kernels.load_library().wtconv_error_name(code) == b"cudaErrorInvalidValue"
+
+
+def test_workspace_bytes(kernels):
+    lib = kernels
+    assert lib.wtconv_workspace_bytes(0, 1, 2, 100, 100, 3, 1, 1) == 0      # L = 1 needs none
+    assert lib.wtconv_workspace_bytes(0, 1, 2, 8, 8, 3, 3, 1) == 0          # whole-plane path needs none
+    assert lib.wtconv_workspace_bytes(0, 1, 2, 100, 100, 4, 2, 1) == 0      # invalid -> 0
+    small = lib.wtconv_workspace_bytes(1, 2, 3, 74, 140, 5, 3, 1)
+    big = lib.wtconv_workspace_bytes(1, 2, 3, 148, 280, 5, 3, 1)
+    assert 0 < small < big and small % 256 == 0
