@@ -31,16 +31,7 @@ done
 mkdir -p "$OUT"
 
 echo "== 1. export the trained default model to ONNX (fp16: what TensorRT 11 needs for an fp16 engine)"
-python - "$OUT" <<'PY'
-import sys
-from wtconv_export.models import load_default_model
-from wtconv_export.onnx_export import export_onnx
-
-model, config = load_default_model()
-result = export_onnx(model, f"{sys.argv[1]}/digits_fp16.onnx", ops="plugin", precision="fp16",
-                     input_shape=(1, 1, 32, 32), metadata={"source": "default"})
-print(f"{result.path}: {result.num_wtconv_nodes} WTConv2d nodes")
-PY
+wtconv-trt export -o "$OUT/digits_fp16.onnx" --precision fp16 --input-shape 1,1,32,32
 
 echo "== 2. build the fp16 engine (profile batch 1/16/64), timing cache kept for rebuilds"
 wtconv-trt build "$OUT/digits_fp16.onnx" --precision fp16 --plugin "$PLUGIN" --shapes "$SHAPES" \

@@ -46,7 +46,7 @@ def fake_engine(tmp_path, *, name="model.fp16.engine", precision="fp16", dtype="
     manifest = mf.make_manifest(
         engine_file=engine.name, engine_sha256=mf.sha256_bytes(payload), engine_bytes=len(payload),
         onnx_file="model.onnx", onnx_sha256="0" * 64, wtconv_nodes=7 if plugin else 0, onnx_input_dtype=dtype,
-        source_model=source if source is not None else {"kind": "default"}, tensorrt_version=trt_version,
+        source_model=source if source is not None else {"source": "default", "weights": "shipped"}, tensorrt_version=trt_version,
         plugin=plugin_record, precision=precision, strongly_typed=True, fp16_flag=False, tf32=True,
         profiles=[parse_profile(p) for p in profiles],
         io=[{"name": "input", "mode": "input", "shape": list(input_shape), "dtype": dtype},

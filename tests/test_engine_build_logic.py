@@ -70,7 +70,7 @@ def test_inspect_onnx(tmp_path):
     assert info.input_dtype == "float16"
     assert info.wtconv_nodes == 2
     assert info.outputs == ["output"]
-    assert source_from_metadata(info.metadata) == {"kind": "default"}
+    assert source_from_metadata(info.metadata) == {"source": "default"}
 
 
 def test_inspect_onnx_errors(tmp_path):
@@ -111,18 +111,19 @@ def test_metadata_prefix_agrees_with_the_exporter():
 
 
 def test_source_model_specs(tmp_path):
-    assert parse_source_model("default") == {"kind": "default"}
+    assert parse_source_model("default") == {"source": "default", "weights": "shipped"}
     spec = parse_source_model("wtconvnext_tiny:ckpt.pth")
-    assert spec["kind"] == "wtconvnext" and spec["arch"] == "wtconvnext_tiny"
-    assert Path(spec["checkpoint"]).is_absolute()
-    assert parse_source_model('{"kind": "default"}') == {"kind": "default"}
+    assert spec["source"] == "wtconvnext_tiny" and spec["weights"].startswith("checkpoint:")
+    assert Path(spec["weights"][len("checkpoint:"):]).is_absolute()
+    assert parse_source_model('{"source": "default"}') == {"source": "default"}
     assert parse_source_model(None) is None
     with pytest.raises(ValueError, match="give the checkpoint too"):
         parse_source_model("wtconvnext_tiny")
     with pytest.raises(ValueError, match="expected 'default' or ARCH:CHECKPOINT"):
         parse_source_model("resnet50:x.pth")
     assert source_from_metadata({}) is None
-    assert source_from_metadata({"source": "nonsense"}) is None
+    assert source_from_metadata({"ops": "plugin", "source": "wtconvnext_tiny", "weights": "random:3"}) == \
+        {"source": "wtconvnext_tiny", "weights": "random:3"}
 
 
 def test_default_engine_path():

@@ -113,14 +113,25 @@ def test_engine_validation_without_tensorrt(tmp_path):
         run_engine_validation(args)
 
 
-def test_validate_arguments_group():
-    from trt_engine.validate import add_engine_arguments
+def test_validate_command_engine_options(tmp_path, monkeypatch, capsys):
+    """'wtconv-trt validate --engine' (wtconv_export/commands/validate.py) takes our engine options beside its own
+    and hands them to run_engine_validation; without TensorRT it stops with the install message, exit 2."""
+    validate_command = pytest.importorskip("wtconv_export.commands.validate")
     parser = argparse.ArgumentParser()
-    parser.add_argument("--engine")
-    add_engine_arguments(parser)
-    args = parser.parse_args(["--engine", "e", "--save-inputs", "i.json", "--save-outputs", "o.json", "--atol", "0.1",
-                              "--shape", "8x1x32x32", "--source-model", "default"])
-    assert (args.save_inputs, args.save_outputs, args.atol, args.shape) == ("i.json", "o.json", 0.1, "8x1x32x32")
+    validate_command.add_arguments(parser)
+    args = parser.parse_args(["--engine", "e", "--plugin", "lib.so", "--save-inputs", "i.json", "--save-outputs",
+                              "o.json", "--atol", "0.1", "--rtol", "0.2", "--iterations", "3",
+                              "--input-shape", "8,1,32,32"])
+    assert (args.plugin, args.save_inputs, args.save_outputs, args.atol, args.rtol, args.iterations) == \
+        ("lib.so", "i.json", "o.json", 0.1, 0.2, 3)
+    if not tensorrt_missing():
+        return
+    engine, _ = fake_engine(tmp_path)
+    monkeypatch.setattr(cli, "SUBCOMMANDS", [("validate", "wtconv_export.commands.validate")])
+    status = cli.main(["validate", "--engine", str(engine), "--input-shape", "8,1,32,32"])
+    assert status == 2 and "TensorRT is not installed" in capsys.readouterr().err
+    status = cli.main(["validate", "--engine", str(engine), "--input-shape", "8,1,99,99"])
+    assert status == 2 and "outside every optimisation profile" in capsys.readouterr().err
 
 
 def test_triton_repo_command(tmp_path, run_cli):

@@ -63,7 +63,7 @@ def test_build_manifest(engines, precision):
     assert m["tensorrt"]["version"] == trt.__version__
     assert m["plugin"]["name"] == "WTConv2d" and m["plugin"]["version"] == "1"
     assert m["model"]["wtconv_nodes"] == m["build"]["plugin_layers"] > 0
-    assert m["model"]["source"] == {"kind": "default"}
+    assert m["model"]["source"]["source"] == "default"
     assert len(m["profiles"]) == 2
     dtypes = {t["name"]: t["dtype"] for t in m["io"]}
     assert dtypes == ({"input": "float16", "output": "float16"} if precision == "fp16"

@@ -22,7 +22,7 @@ def small_classifier(seed=0):
 
 
 def feeds_for(shape, n=2, dtype="float32"):
-    return make_inputs({"kind": "random"}, "input", shape, dtype, n, seed=0)
+    return make_inputs({"source": "wtconvnext_tiny", "weights": "random:0"}, "input", shape, dtype, n, seed=0)
 
 
 def test_comparison_passes_and_saves_polygraphy_files(tmp_path):
@@ -95,11 +95,11 @@ def test_tolerances():
 
 
 def test_default_model_inputs_are_real_digits():
-    feeds = make_inputs({"kind": "default"}, "input", (2, 1, 32, 32), "float16", 2, seed=0)
+    feeds = make_inputs({"source": "default"}, "input", (2, 1, 32, 32), "float16", 2, seed=0)
     from wtconv_export.models import load_heldout_digits
     images, _ = load_heldout_digits(count=4)
     np.testing.assert_array_equal(feeds[1]["input"], images[2:4].numpy().astype(np.float16))
-    random = make_inputs({"kind": "default"}, "input", (2, 1, 64, 64), "float32", 1, seed=0)
+    random = make_inputs({"source": "default"}, "input", (2, 1, 64, 64), "float32", 1, seed=0)
     assert random[0]["input"].shape == (2, 1, 64, 64)
 
 

@@ -122,9 +122,13 @@ def inspect_onnx(path) -> OnnxInfo:
 # Source model record: how validate rebuilds the PyTorch model the engine came from
 # -------------------------------------------------------------------------------------------------------------
 
+SOURCE_KEYS = ("source", "weights", "input_shape")  # wtconv_export.onnx_models.build_model's description
+
+
 def parse_source_model(text: str | None) -> dict | None:
-    """'default' -> {"kind": "default"}; 'wtconvnext_tiny:ckpt.pth' -> {"kind": "wtconvnext", "arch":
-    "wtconvnext_tiny", "checkpoint": "ckpt.pth"} (checkpoint made absolute); a JSON object is taken as is."""
+    """A source model given by hand, in the exporter's metadata format (wtconv_export.onnx_models):
+    'default' -> {"source": "default", "weights": "shipped"}; 'wtconvnext_tiny:ckpt.pth' -> {"source":
+    "wtconvnext_tiny", "weights": "checkpoint:/abs/ckpt.pth"}; a JSON object with a "source" key is taken as is."""
     if text is None or text == "":
         return None
     text = text.strip()
@@ -133,11 +137,11 @@ def parse_source_model(text: str | None) -> dict | None:
             obj = json.loads(text)
         except json.JSONDecodeError as error:
             raise ValueError(f"source model {text!r}: not valid JSON ({error})") from None
-        if not isinstance(obj, dict) or "kind" not in obj:
-            raise ValueError(f"source model {text!r}: a JSON object with a 'kind' key is expected")
+        if not isinstance(obj, dict) or "source" not in obj:
+            raise ValueError(f"source model {text!r}: a JSON object with a 'source' key is expected")
         return obj
     if text == "default":
-        return {"kind": "default"}
+        return {"source": "default", "weights": "shipped"}
     arch, sep, checkpoint = text.partition(":")
     if not arch.startswith("wtconvnext_"):
         raise ValueError(f"source model {text!r}: expected 'default' or ARCH:CHECKPOINT with ARCH one of "
@@ -145,18 +149,18 @@ def parse_source_model(text: str | None) -> dict | None:
     if not sep or not checkpoint:
         raise ValueError(f"source model {text!r}: give the checkpoint too, ARCH:CHECKPOINT (e.g. "
                          f"wtconvnext_tiny:WTConvNeXt_tiny_5_300e_ema.pth)")
-    return {"kind": "wtconvnext", "arch": arch, "checkpoint": os.path.abspath(checkpoint)}
+    return {"source": arch, "weights": f"checkpoint:{os.path.abspath(checkpoint)}"}
 
 
 def source_from_metadata(metadata: dict) -> dict | None:
-    """The source model recorded by the exporter in the ONNX metadata (key wtconv_trt.source), if any."""
-    value = metadata.get("source")
-    if not value:
+    """The source model the exporter recorded in the ONNX metadata (wtconv_trt.source / weights / input_shape)."""
+    if not metadata.get("source"):
         return None
-    try:
-        return parse_source_model(value)
-    except ValueError:
-        return None
+    return {key: metadata[key] for key in SOURCE_KEYS if key in metadata}
+
+
+def is_default_source(source) -> bool:
+    return bool(source) and source.get("source") == "default"
 
 
 # -------------------------------------------------------------------------------------------------------------

@@ -246,7 +246,7 @@ def _labels(manifest: dict, labels):
             raise FileNotFoundError(f"labels file {labels} does not exist (one class name per line)")
         return path.read_text(encoding="utf-8").splitlines()
     source = (manifest.get("model") or {}).get("source") or {}
-    if source.get("kind") == "default":
+    if source.get("source") == "default":
         return [str(d) for d in range(10)]   # the shipped default model classifies the digits 0-9
     return None
 

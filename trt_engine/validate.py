@@ -31,6 +31,7 @@ import numpy as np
 from wtconv_export.cli import UserError
 
 from trt_engine import manifest as mf
+from trt_engine.build import is_default_source
 from trt_engine.profiles import find_profile, format_shape, parse_dims
 
 # (atol, rtol) per engine precision, for SimpleCompareFunc's "elemwise" check (an element fails only when it
@@ -53,31 +54,21 @@ def tolerances_for(precision: str, atol=None, rtol=None) -> tuple[float, float]:
 # -------------------------------------------------------------------------------------------------------------
 
 def load_source_model(source: dict | None):
-    """The PyTorch model recorded in the manifest, in eval mode, fp32, on CUDA when available."""
-    import torch
+    """The PyTorch model recorded in the manifest (the exporter's metadata: source / weights), rebuilt by
+    wtconv_export.onnx_models.build_model_from_metadata, in eval mode, fp32, on CUDA when available."""
+    from wtconv_export.onnx_models import build_model_from_metadata
 
     if not source:
-        raise ValueError("the manifest does not say which PyTorch model the engine came from; pass --source-model "
-                         "default or --source-model ARCH:CHECKPOINT")
-    kind = source.get("kind")
-    if kind == "default":
-        from wtconv_export.models import load_default_model
-        model, _ = load_default_model()
-    elif kind == "wtconvnext":
-        from wtconv_export.models import load_checkpoint
-        from wtconv_export.wtconvnext import create_wtconvnext
-        checkpoint = source.get("checkpoint")
-        if not checkpoint or not Path(checkpoint).is_file():
-            raise FileNotFoundError(f"checkpoint {checkpoint!r} of the source model {source.get('arch')} does not "
-                                    f"exist; pass --source-model ARCH:CHECKPOINT with the file")
-        model = create_wtconvnext(source["arch"], **source.get("kwargs", {}))
-        load_checkpoint(model, checkpoint)
-    else:
-        raise ValueError(f"unknown source model kind {kind!r}; expected 'default' or 'wtconvnext'")
+        raise ValueError("the manifest does not say which PyTorch model the engine came from; give it with --arch "
+                         "and --checkpoint (or rebuild the engine from an ONNX model exported by wtconv-trt export)")
+    model, _ = build_model_from_metadata(source)
+    return prepare_reference(model)
+
+
+def prepare_reference(model):
+    import torch
     model = model.float().eval()
-    if torch.cuda.is_available():
-        model = model.cuda()
-    return model
+    return model.cuda() if torch.cuda.is_available() else model
 
 
 def make_runner_class():
@@ -133,7 +124,7 @@ def make_inputs(source: dict | None, input_name: str, shape, dtype: str, iterati
     n = shape[0]
     feeds = []
     real = None
-    if source and source.get("kind") == "default":
+    if is_default_source(source):
         from wtconv_export.models import load_heldout_digits
         images, _ = load_heldout_digits(count=n * iterations)
         if tuple(images.shape[1:]) == shape[1:] and images.shape[0] >= n * iterations:
@@ -234,24 +225,23 @@ def compare_runners(engine_runner, reference_runner, feeds: list, atol: float, r
 # -------------------------------------------------------------------------------------------------------------
 
 def add_engine_arguments(parser) -> None:
-    """Options of ``wtconv-trt validate`` used with --engine (the validate command adds them)."""
-    g = parser.add_argument_group("engine validation (with --engine)")
+    """Options of ``wtconv-trt validate`` that only apply with --engine (the validate command adds them; its own
+    --arch/--checkpoint/--random-weights, --inputs, --input-shape and --tolerance apply to engines too)."""
+    g = parser.add_argument_group("TensorRT engine (with --engine)")
     g.add_argument("--plugin", metavar="LIB",
-                   help="WTConv2d plugin library (default: the library recorded in the engine's manifest)")
-    g.add_argument("--shape", metavar="BxCxHxW",
-                   help="input shape for the comparison (default: the first profile's opt shape); must lie "
-                        "inside one of the engine's optimisation profiles")
-    g.add_argument("--iterations", type=int, default=4, help="number of input batches (default 4)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+                   help="WTConv2d plugin library (default: the one recorded in the engine's manifest, else "
+                        "build/plugin/trt/libwtconv_trt_plugin_dynamic.so)")
+    g.add_argument("--iterations", type=int, default=4,
+                   help="number of generated input batches (default 4); the batch shape is --input-shape, "
+                        "default the first optimisation profile's opt shape")
     g.add_argument("--atol", type=float, help="absolute tolerance (default per precision: "
-                   + ", ".join(f"{p} {a:g}" for p, (a, _) in TOLERANCES.items()) + ")")
+                   + ", ".join(f"{p} {a:g}" for p, (a, _) in TOLERANCES.items()) + "; else --tolerance)")
     g.add_argument("--rtol", type=float, help="relative tolerance (default per precision: "
-                   + ", ".join(f"{p} {r:g}" for p, (_, r) in TOLERANCES.items()) + ")")
-    g.add_argument("--source-model", metavar="SPEC",
-                   help="PyTorch reference: 'default' or ARCH:CHECKPOINT (default: recorded in the manifest)")
-    g.add_argument("--save-inputs", metavar="FILE.json", help="save the inputs (Polygraphy JSON, for --load-inputs)")
+                   + ", ".join(f"{p} {r:g}" for p, (_, r) in TOLERANCES.items()) + "; else --tolerance)")
+    g.add_argument("--save-inputs", metavar="FILE.json",
+                   help="save the inputs in Polygraphy's JSON format (polygraphy run --load-inputs)")
     g.add_argument("--save-outputs", metavar="FILE.json",
-                   help="save the PyTorch outputs (Polygraphy RunResults JSON, for --load-outputs)")
+                   help="save the PyTorch outputs as a Polygraphy RunResults (polygraphy run --load-outputs)")
 
 
 @dataclass
@@ -302,33 +292,54 @@ def load_engine_for_run(engine, manifest: dict, plugin=None):
 
 
 def validate_engine(engine, *, plugin=None, shape=None, iterations=4, seed=0, atol=None, rtol=None,
-                    source_model=None, save_inputs=None, save_outputs=None, out=sys.stdout) -> ComparisonReport:
-    """Python API of ``wtconv-trt validate --engine``. Returns the report (report.passed)."""
+                    source_model=None, model=None, inputs=None, save_inputs=None, save_outputs=None,
+                    out=sys.stdout) -> ComparisonReport:
+    """Python API of ``wtconv-trt validate --engine``. Returns the report (report.passed).
+
+    source_model: the PyTorch model as recorded by the exporter ({"source": ..., "weights": ...}) or a spec
+    string ('default', 'ARCH:CHECKPOINT'); default: the manifest's. model: a torch.nn.Module to use instead.
+    inputs: arrays (B, C, H, W), one comparison each, instead of generated ones."""
     from polygraphy.backend.trt import TrtRunner
 
     from trt_engine.build import parse_source_model
 
     if iterations < 1:
         raise ValueError(f"--iterations must be >= 1, got {iterations}")
-    check = check_engine_request(engine, shape)
+    if inputs is not None and len(inputs) == 0:
+        raise ValueError("no inputs given")
+    check = check_engine_request(engine, shape if inputs is None else format_shape(np.shape(inputs[0])))
     m = check.manifest
-    source = parse_source_model(source_model) or m.get("model", {}).get("source")
+    if isinstance(source_model, str):
+        source_model = parse_source_model(source_model)
+    source = source_model or m.get("model", {}).get("source")
     atol, rtol = tolerances_for(m["precision"], atol, rtol)
     for path in (save_inputs, save_outputs):
         if path and not Path(path).resolve().parent.is_dir():
             raise ValueError(f"cannot write {path}: its directory does not exist")
+    if inputs is not None:
+        feeds = []
+        for array in inputs:
+            index = find_profile(check.profiles, {check.input_name: tuple(np.shape(array))})
+            if index != check.profile_index:
+                raise ValueError(f"input shapes {format_shape(np.shape(inputs[0]))} and "
+                                 f"{format_shape(np.shape(array))} fall in different optimisation profiles; "
+                                 f"validate them separately")
+            feeds.append(OrderedDict([(check.input_name, np.ascontiguousarray(array).astype(check.input_dtype))]))
+    else:
+        feeds = make_inputs(source, check.input_name, check.shape, check.input_dtype, iterations, seed)
+
     loaded = load_engine_for_run(engine, m, plugin)
-    model = load_source_model(source)
+    reference_model = prepare_reference(model) if model is not None else load_source_model(source)
     outputs = [t["name"] for t in m["io"] if t["mode"] == "output"]
-    feeds = make_inputs(source, check.input_name, check.shape, check.input_dtype, iterations, seed)
     TorchRunner = make_runner_class()
     engine_runner = TrtRunner(loaded.engine, name="tensorrt", optimization_profile=check.profile_index)
-    reference_runner = TorchRunner(model, {check.input_name: check.shape}, outputs, name="pytorch")
+    reference_runner = TorchRunner(reference_model, {check.input_name: check.shape}, outputs, name="pytorch")
     report = compare_runners(engine_runner, reference_runner, feeds, atol, rtol, save_inputs, save_outputs)
-    print(f"engine {engine} ({m['precision']}, TensorRT {m['tensorrt']['version']}), input "
-          f"{check.input_name} {format_shape(check.shape)} {check.input_dtype}, profile {check.profile_index}, "
-          f"{iterations} batches", file=out)
-    print(report.format("TensorRT", f"PyTorch ({(source or {}).get('kind')})"), file=out)
+    what = (source or {}).get("source", "given model") if model is None else "given model"
+    print(f"engine {engine} ({m['precision']}, TensorRT {m['tensorrt']['version']}), input {check.input_name} "
+          f"{check.input_dtype}, profile {check.profile_index}, {len(feeds)} batches of "
+          + ", ".join(sorted({format_shape(f[check.input_name].shape) for f in feeds})), file=out)
+    print(report.format("TensorRT", f"PyTorch ({what})"), file=out)
     if save_inputs or save_outputs:
         print(replay_command(engine, save_inputs, save_outputs, atol, rtol, m), file=out)
     return report
@@ -348,11 +359,27 @@ def replay_command(engine, save_inputs, save_outputs, atol, rtol, manifest) -> s
 
 
 def run_engine_validation(args) -> int:
-    """Entry point used by ``wtconv-trt validate`` when --engine is given. Exit status: 0 pass, 1 mismatch."""
+    """Entry point of ``wtconv-trt validate --engine`` (wtconv_export/commands/validate.py). Reads the options of
+    add_engine_arguments and, where given, the validate command's own --arch/--checkpoint/--random-weights
+    (reference model), --inputs (.npy/.npz arrays), --input-shape and --tolerance. Exit status: 0 pass, 1 mismatch."""
+    shape = getattr(args, "shape", None) or getattr(args, "input_shape", None)
+    if shape:
+        shape = shape.replace(",", "x")
+    model = source = None
+    if getattr(args, "arch", None) or getattr(args, "checkpoint", None) or getattr(args, "random_weights", False):
+        from wtconv_export.commands.export import model_from_args
+        model, source = model_from_args(args)
+    inputs = None
+    if getattr(args, "inputs", None):
+        from wtconv_export.commands.validate import load_inputs
+        inputs = load_inputs(args.inputs)
+    tolerance = getattr(args, "tolerance", None)
+    atol = getattr(args, "atol", None)
+    rtol = getattr(args, "rtol", None)
     report = validate_engine(
-        args.engine, plugin=getattr(args, "plugin", None), shape=getattr(args, "shape", None),
-        iterations=getattr(args, "iterations", 4), seed=getattr(args, "seed", 0), atol=getattr(args, "atol", None),
-        rtol=getattr(args, "rtol", None), source_model=getattr(args, "source_model", None),
+        args.engine, plugin=getattr(args, "plugin", None), shape=shape, iterations=getattr(args, "iterations", 4),
+        atol=atol if atol is not None else tolerance, rtol=rtol if rtol is not None else tolerance,
+        source_model=source or getattr(args, "source_model", None), model=model, inputs=inputs,
         save_inputs=getattr(args, "save_inputs", None), save_outputs=getattr(args, "save_outputs", None))
     return 0 if report.passed else 1
 
