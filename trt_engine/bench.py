@@ -23,7 +23,7 @@ import math
 import sys
 import time
 
-from wtconv_export.cli import UserError
+from trt_engine.errors import EngineError
 
 from trt_engine.profiles import format_shape
 
@@ -101,7 +101,7 @@ def run_benchmark(engine, *, plugin=None, shapes=None, iterations=200, warmup_ms
         cases = bench_shapes(check.profiles, check.input_name)
     loaded = load_engine_for_run(engine, m, plugin)
     if not torch.cuda.is_available():
-        raise UserError("bench needs PyTorch with CUDA (it uses torch.cuda streams, events and graphs); this "
+        raise EngineError("bench needs PyTorch with CUDA (it uses torch.cuda streams, events and graphs); this "
                            "PyTorch has no CUDA device")
     results = []
     stream = torch.cuda.Stream()

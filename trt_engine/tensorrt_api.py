@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 
 from wtconv_export import contract
-from wtconv_export.cli import UserError
+from trt_engine.errors import EngineError
 
 from trt_engine.manifest import parse_version
 from trt_engine.plugin_library import check_library_for_tensorrt, inspect_library
@@ -43,7 +43,7 @@ INSTALL_HINT = ("TensorRT is not installed: install TensorRT 10.x or 11.x for yo
                 "cannot build or run TensorRT engines without it")
 
 
-class TensorRTUnavailable(UserError):
+class TensorRTUnavailable(EngineError):
     """TensorRT cannot be imported (not installed, or its libraries cannot be loaded)."""
 
 
@@ -66,7 +66,7 @@ def import_tensorrt():
                                   f"cannot be loaded: {error})") from None
     version = getattr(trt, "__version__", "0")
     if parse_version(version)[0] < 10:
-        raise UserError(f"TensorRT {version} is too old: the WTConv2d plugin is an IPluginV3 plugin and needs "
+        raise EngineError(f"TensorRT {version} is too old: the WTConv2d plugin is an IPluginV3 plugin and needs "
                         f"TensorRT 10.x or 11.x; upgrade TensorRT")
     _TRT = trt
     return trt
@@ -76,7 +76,7 @@ def tensorrt_available() -> bool:
     try:
         import_tensorrt()
         return True
-    except UserError:
+    except EngineError:
         return False
 
 
@@ -160,7 +160,7 @@ def load_plugin(path) -> dict:
         # loader with its name, which IPluginRegistry.load_library would reduce to a null handle.
         handle = ctypes.CDLL(resolved)
     except OSError as error:
-        raise UserError(f"could not load plugin library {path}: {error}. Check its dependencies with "
+        raise EngineError(f"could not load plugin library {path}: {error}. Check its dependencies with "
                         f"'ldd {path}' (CUDA runtime and, for the static-registration library, TensorRT "
                         f"{trt_major}'s libnvinfer must be on LD_LIBRARY_PATH), or rebuild the plugin for this "
                         f"machine's TensorRT {trt_major} and CUDA") from None
@@ -168,7 +168,7 @@ def load_plugin(path) -> dict:
     if info.exports_get_creators and not has_wtconv_creator():
         registry_handle = trt.get_plugin_registry().load_library(resolved)
         if registry_handle is None:
-            raise UserError(f"TensorRT could not load plugin library {path} (IPluginRegistry.load_library returned "
+            raise EngineError(f"TensorRT could not load plugin library {path} (IPluginRegistry.load_library returned "
                             f"null{_recent_errors(logger)}). Causes: it was built against another TensorRT major "
                             f"version than the installed {trt.__version__} (rebuild the plugin with TensorRT "
                             f"{trt_major}'s headers), or one of its creators is already registered (another copy "
@@ -176,7 +176,7 @@ def load_plugin(path) -> dict:
     _LOADED_LIBRARIES[resolved] = (handle, registry_handle)
     if not has_wtconv_creator():
         listing = ", ".join(f"{n} v{v}" + (f" ns {ns!r}" if ns else "") for n, v, ns in registered_creators())
-        raise UserError(f"plugin library {path} loaded, but TensorRT's registry has no creator "
+        raise EngineError(f"plugin library {path} loaded, but TensorRT's registry has no creator "
                         f"{contract.PLUGIN_NAME!r} version {contract.PLUGIN_VERSION!r} namespace "
                         f"{contract.PLUGIN_NAMESPACE!r}{_recent_errors(logger)}. Registered: {listing or 'none'}. "
                         f"Is it the WTConv2d plugin library (plugin/trt), built for TensorRT {trt_major}? A "
@@ -241,7 +241,7 @@ class NetworkBuilder:
             hint = (f" -- the {contract.OP_TYPE} nodes need our plugin: pass --plugin "
                     f"build/plugin/trt/libwtconv_trt_plugin_dynamic.so "
                     f"built for TensorRT {self.major}")
-        raise UserError(f"TensorRT's ONNX parser rejected {onnx_path}:\n  " + "\n  ".join(lines or ["(no details)"])
+        raise EngineError(f"TensorRT's ONNX parser rejected {onnx_path}:\n  " + "\n  ".join(lines or ["(no details)"])
                         + hint)
 
     def inputs(self) -> dict:
@@ -259,7 +259,7 @@ class NetworkBuilder:
         config = self.builder.create_builder_config()
         if fp16_flag:
             if not hasattr(trt.BuilderFlag, "FP16"):  # TensorRT 11 removed it; decide_typing never asks there
-                raise UserError(f"TensorRT {trt.__version__} has no FP16 builder flag: export the model with "
+                raise EngineError(f"TensorRT {trt.__version__} has no FP16 builder flag: export the model with "
                                 f"--precision fp16 and build that ONNX model")
             config.set_flag(trt.BuilderFlag.FP16)
         if not tf32:
@@ -273,7 +273,7 @@ class NetworkBuilder:
             for name, r in profile.inputs.items():
                 p.set_shape(name, r.min, r.opt, r.max)
             if config.add_optimization_profile(p) < 0:
-                raise UserError(f"TensorRT rejected optimisation profile {index} ({profile.describe()})"
+                raise EngineError(f"TensorRT rejected optimisation profile {index} ({profile.describe()})"
                                 f"{_recent_errors(self.logger)}")
         cache = None
         if timing_cache is not None:
@@ -293,7 +293,7 @@ class NetworkBuilder:
         if progress_board is not None:
             progress_board.close()
         if serialized is None:
-            raise UserError(f"TensorRT could not build the engine{_recent_errors(self.logger)}; rerun with --verbose "
+            raise EngineError(f"TensorRT could not build the engine{_recent_errors(self.logger)}; rerun with --verbose "
                             f"for TensorRT's log")
         if timing_cache is not None:
             from trt_engine.manifest import atomic_write_bytes
@@ -340,10 +340,10 @@ def deserialize_engine(engine_bytes, what: str = "engine") -> LoadedEngine:
     runtime = trt.Runtime(logger)
     engine = runtime.deserialize_cuda_engine(engine_bytes)
     if engine is None:
-        raise UserError(f"TensorRT {trt.__version__} could not deserialize {what}{_recent_errors(logger)}. Causes: the "
-                        f"file is corrupt; it was built by another TensorRT version or for another GPU; or the "
-                        f"{contract.PLUGIN_NAME} plugin is not loaded (pass --plugin). Fix: rebuild it here with "
-                        f"wtconv-trt build")
+        raise EngineError(f"TensorRT {trt.__version__} could not deserialize {what}{_recent_errors(logger)}. "
+                          f"Causes: the file is corrupt; it was built by another TensorRT version or for another "
+                          f"GPU; or the {contract.PLUGIN_NAME} plugin is not loaded (pass --plugin). Fix: rebuild it "
+                          f"here with wtconv-trt build")
     return LoadedEngine(runtime, engine)
 
 
@@ -359,7 +359,7 @@ class ExecutionSession:
         trt = import_tensorrt()
         self.context = loaded.engine.create_execution_context()
         if self.context is None:
-            raise UserError("TensorRT could not create an execution context (out of GPU memory?)")
+            raise EngineError("TensorRT could not create an execution context (out of GPU memory?)")
         self.stream = torch_stream
         if profile_index:
             self.context.set_optimization_profile_async(profile_index, torch_stream.cuda_stream)
@@ -368,7 +368,7 @@ class ExecutionSession:
         for t in io:
             if t["mode"] == "input":
                 if not self.context.set_input_shape(t["name"], tuple(shapes[t["name"]])):
-                    raise UserError(f"TensorRT rejected shape {shapes[t['name']]} for input {t['name']!r}")
+                    raise EngineError(f"TensorRT rejected shape {shapes[t['name']]} for input {t['name']!r}")
         for t in io:
             shape = tuple(self.context.get_tensor_shape(t["name"]))
             torch_dtype = getattr(torch, np.dtype(t["dtype"]).name)
@@ -382,4 +382,4 @@ class ExecutionSession:
 
     def enqueue(self) -> None:
         if not self.context.execute_async_v3(self.stream.cuda_stream):
-            raise UserError("TensorRT execute_async_v3 failed (see TensorRT's messages above)")
+            raise EngineError("TensorRT execute_async_v3 failed (see TensorRT's messages above)")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wtconv_export.cli import UserError
+from trt_engine.errors import EngineError
 
 from trt_engine import manifest as mf
 from trt_engine.build import is_default_source
@@ -385,4 +385,4 @@ def run_engine_validation(args) -> int:
 
 
 __all__ = ["TOLERANCES", "validate_engine", "run_engine_validation", "add_engine_arguments", "compare_runners",
-           "check_engine_request", "make_runner_class", "make_inputs", "load_source_model", "UserError"]
+           "check_engine_request", "make_runner_class", "make_inputs", "load_source_model", "EngineError"]
