@@ -67,7 +67,7 @@ def import_tensorrt():
     version = getattr(trt, "__version__", "0")
     if parse_version(version)[0] < 10:
         raise EngineError(f"TensorRT {version} is too old: the WTConv2d plugin is an IPluginV3 plugin and needs "
-                        f"TensorRT 10.x or 11.x; upgrade TensorRT")
+                          f"TensorRT 10.x or 11.x; upgrade TensorRT")
     _TRT = trt
     return trt
 
@@ -161,27 +161,27 @@ def load_plugin(path) -> dict:
         handle = ctypes.CDLL(resolved)
     except OSError as error:
         raise EngineError(f"could not load plugin library {path}: {error}. Check its dependencies with "
-                        f"'ldd {path}' (CUDA runtime and, for the static-registration library, TensorRT "
-                        f"{trt_major}'s libnvinfer must be on LD_LIBRARY_PATH), or rebuild the plugin for this "
-                        f"machine's TensorRT {trt_major} and CUDA") from None
+                          f"'ldd {path}' (CUDA runtime and, for the static-registration library, TensorRT "
+                          f"{trt_major}'s libnvinfer must be on LD_LIBRARY_PATH), or rebuild the plugin for this "
+                          f"machine's TensorRT {trt_major} and CUDA") from None
     registry_handle = None
     if info.exports_get_creators and not has_wtconv_creator():
         registry_handle = trt.get_plugin_registry().load_library(resolved)
         if registry_handle is None:
             raise EngineError(f"TensorRT could not load plugin library {path} (IPluginRegistry.load_library returned "
-                            f"null{_recent_errors(logger)}). Causes: it was built against another TensorRT major "
-                            f"version than the installed {trt.__version__} (rebuild the plugin with TensorRT "
-                            f"{trt_major}'s headers), or one of its creators is already registered (another copy "
-                            f"of the library was loaded, e.g. through LD_PRELOAD)")
+                              f"null{_recent_errors(logger)}). Causes: it was built against another TensorRT major "
+                              f"version than the installed {trt.__version__} (rebuild the plugin with TensorRT "
+                              f"{trt_major}'s headers), or one of its creators is already registered (another copy "
+                              f"of the library was loaded, e.g. through LD_PRELOAD)")
     _LOADED_LIBRARIES[resolved] = (handle, registry_handle)
     if not has_wtconv_creator():
         listing = ", ".join(f"{n} v{v}" + (f" ns {ns!r}" if ns else "") for n, v, ns in registered_creators())
         raise EngineError(f"plugin library {path} loaded, but TensorRT's registry has no creator "
-                        f"{contract.PLUGIN_NAME!r} version {contract.PLUGIN_VERSION!r} namespace "
-                        f"{contract.PLUGIN_NAMESPACE!r}{_recent_errors(logger)}. Registered: {listing or 'none'}. "
-                        f"Is it the WTConv2d plugin library (plugin/trt), built for TensorRT {trt_major}? A "
-                        f"library built for another TensorRT version registers nothing or fails its interface "
-                        f"version check")
+                          f"{contract.PLUGIN_NAME!r} version {contract.PLUGIN_VERSION!r} namespace "
+                          f"{contract.PLUGIN_NAMESPACE!r}{_recent_errors(logger)}. Registered: {listing or 'none'}. "
+                          f"Is it the WTConv2d plugin library (plugin/trt), built for TensorRT {trt_major}? A "
+                          f"library built for another TensorRT version registers nothing or fails its interface "
+                          f"version check")
     return result
 
 
@@ -242,7 +242,7 @@ class NetworkBuilder:
                     f"build/plugin/trt/libwtconv_trt_plugin_dynamic.so "
                     f"built for TensorRT {self.major}")
         raise EngineError(f"TensorRT's ONNX parser rejected {onnx_path}:\n  " + "\n  ".join(lines or ["(no details)"])
-                        + hint)
+                          + hint)
 
     def inputs(self) -> dict:
         return {t.name: tuple(int(d) for d in t.shape)
@@ -260,7 +260,7 @@ class NetworkBuilder:
         if fp16_flag:
             if not hasattr(trt.BuilderFlag, "FP16"):  # TensorRT 11 removed it; decide_typing never asks there
                 raise EngineError(f"TensorRT {trt.__version__} has no FP16 builder flag: export the model with "
-                                f"--precision fp16 and build that ONNX model")
+                                  f"--precision fp16 and build that ONNX model")
             config.set_flag(trt.BuilderFlag.FP16)
         if not tf32:
             config.clear_flag(trt.BuilderFlag.TF32)
@@ -274,7 +274,7 @@ class NetworkBuilder:
                 p.set_shape(name, r.min, r.opt, r.max)
             if config.add_optimization_profile(p) < 0:
                 raise EngineError(f"TensorRT rejected optimisation profile {index} ({profile.describe()})"
-                                f"{_recent_errors(self.logger)}")
+                                  f"{_recent_errors(self.logger)}")
         cache = None
         if timing_cache is not None:
             path = Path(timing_cache)
@@ -294,7 +294,7 @@ class NetworkBuilder:
             progress_board.close()
         if serialized is None:
             raise EngineError(f"TensorRT could not build the engine{_recent_errors(self.logger)}; rerun with --verbose "
-                            f"for TensorRT's log")
+                              f"for TensorRT's log")
         if timing_cache is not None:
             from trt_engine.manifest import atomic_write_bytes
             atomic_write_bytes(timing_cache, config.get_timing_cache().serialize())
