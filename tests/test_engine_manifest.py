@@ -93,3 +93,17 @@ def test_parse_version():
     assert mf.parse_version("11.1.0.post1") == (11, 1, 0)
     with pytest.raises(ValueError):
         mf.parse_version("dev")
+
+
+def test_version_is_checked_before_deserialization(tmp_path, monkeypatch):
+    """An engine from another TensorRT is refused from its manifest, before TensorRT is asked to deserialize it
+    (the stand-in module has no Runtime: reaching deserialization would fail differently)."""
+    import types
+
+    from trt_engine import tensorrt_api
+    from trt_engine.validate import check_engine_request, load_engine_for_run
+
+    engine, _ = fake_engine(tmp_path, trt_version="10.16.0.72")
+    monkeypatch.setattr(tensorrt_api, "import_tensorrt", lambda: types.SimpleNamespace(__version__="11.1.0.5"))
+    with pytest.raises(ValueError, match="built with TensorRT 10.16.0.72, this machine has TensorRT 11.1.0.5"):
+        load_engine_for_run(engine, check_engine_request(engine).manifest)

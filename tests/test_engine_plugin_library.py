@@ -68,3 +68,14 @@ def test_truncated_library(libs, tmp_path):
     with pytest.raises(ValueError, match="truncated or damaged"):
         inspect_library(cut)
 
+
+
+def test_wrong_major_is_reported_before_tensorrt_loads_anything(libs, monkeypatch):
+    """load_plugin reads the library's ELF first: a plugin linked against TensorRT 10 on a TensorRT 11 machine is
+    refused with the fix, before the plugin registry is touched (the stand-in module has no registry at all)."""
+    import types
+
+    from trt_engine import tensorrt_api
+    monkeypatch.setattr(tensorrt_api, "import_tensorrt", lambda: types.SimpleNamespace(__version__="11.1.0.5"))
+    with pytest.raises(ValueError, match="links libnvinfer.so.10 .* TensorRT 11 is installed"):
+        tensorrt_api.load_plugin(libs["static"])

@@ -284,7 +284,12 @@ class NetworkBuilder:
                 print(f"warning: timing cache {path} is unreadable (another TensorRT version?); starting a new one",
                       file=sys.stderr)
                 cache = config.create_timing_cache(b"")
-            config.set_timing_cache(cache, ignore_mismatch=False)
+            if not config.set_timing_cache(cache, ignore_mismatch=False):
+                # A cache from another GPU or TensorRT version is refused (ignore_mismatch=False): start afresh.
+                print(f"warning: timing cache {path} was made on another device or TensorRT version; starting a "
+                      f"new one", file=sys.stderr)
+                cache = config.create_timing_cache(b"")
+                config.set_timing_cache(cache, ignore_mismatch=False)
         monitor = None
         if progress_board is not None:
             monitor = make_progress_monitor(progress_board)
