@@ -131,34 +131,46 @@ SmallArgs smallGeometry(WTConvParams const& p)
     a.wo = static_cast<int32_t>(outputSize(p.width, p.stride));
     a.xPitch = a.w[0] + 2 * r + 1;
     a.xPlane = (a.h[0] + 2 * r + 1) * a.xPitch;
-    int llPer = 0;
-    for (int l = 1; l < L; ++l)
+    int llPer = 0, bandPer = 0;
+    for (int l = 1; l <= L; ++l)
     {
-        llPer += a.h[l] * a.w[l];
+        a.bandPlane[l] = (a.h[l] + 2 * r) * (a.w[l] + 2 * r);
+        bandPer += 4 * a.bandPlane[l];
+        if (l < L)
+        {
+            llPer += a.h[l] * a.w[l];
+        }
     }
-    a.bandPlaneMax = (a.h[1] + 2 * r) * (a.w[1] + 2 * r);
     a.dPlane = a.h[1] * a.w[1];
     a.wPer = k * k * (1 + 4 * L);
-    int const perPlane = a.xPlane + llPer + 4 * a.bandPlaneMax + 2 * a.dPlane;
+    int const perPlane = a.xPlane + bandPer + llPer + 2 * a.dPlane;
     int const P = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({64, kSmallTargetFloats / perPlane, p.batch})));
     a.planesPerBlock = P;
     a.batch = p.batch;
     a.batchGroups = (p.batch + P - 1) / P;
     a.blocks = p.channels * a.batchGroups;
+    // X, bands (zeroed together, float4), then LL, D, D, weights. The band convolution's window may read one
+    // float past the last band region: it lands in LL / D.
     int off = 0;
     a.xOff = off;
     off += P * a.xPlane;
+    for (int l = 1; l <= L; ++l)
+    {
+        a.bandOff[l] = off;
+        off += 4 * P * a.bandPlane[l];
+    }
+    off = roundUp(off, 4);
+    a.zeroFloats = off;
     for (int l = 1; l < L; ++l)
     {
         a.llOff[l] = off;
         off += P * a.h[l] * a.w[l];
     }
-    a.bandOff = off;
-    off += 4 * P * a.bandPlaneMax;
     a.dOff[0] = off;
     off += P * a.dPlane;
     a.dOff[1] = off;
     off += P * a.dPlane;
+    off += 4; // slack for the band window's one-float over-read when L = 1 (no LL / D after the bands)
     a.wOff = off;
     off += a.wPer;
     a.totalFloats = off;

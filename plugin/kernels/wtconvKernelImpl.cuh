@@ -487,8 +487,9 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
 // ---------------------------------------------------------------------------------------------------------
 // Whole-plane kernel for small planes (H*W <= kSmallPlaneMax: the WTConvNeXt stages, 7x7 .. 56x56): one
 // launch does everything for P planes per block in shared memory, so DRAM sees x once and y once (2N) and
-// the deep levels cost no launches. Shared memory per plane: X with an r-pixel zero halo, LL_1..LL_{L-1}
-// (compact), the 4 bands of the current level with an r-cell zero halo, two D buffers (ping-pong), weights.
+// the deep levels cost no launches. Shared memory per plane: X with an r-pixel zero halo, every level's 4
+// bands with an r-cell zero halo, LL_1..LL_{L-1} (compact), two D buffers (ping-pong); the channel's weights.
+// Blocks take P planes of one channel (batch items), so weights are read once per block.
 // Each thread handles 2 horizontally adjacent cells of a level (register window of k x (k+1) band values,
 // and for level 1 the 2 x 4 output pixels above them with a (k+1) x (k+3) window of X).
 constexpr int kSmallPlaneMax = 64 * 64;
@@ -510,7 +511,9 @@ struct SmallArgs
     // shared-memory regions (floats from the start), each sized for P planes
     int32_t xOff, xPitch, xPlane;          // X padded: (H + 2r) x xPitch
     int32_t llOff[kMaxLevels + 1];         // LL_l, l = 1..L-1, compact h_l x w_l
-    int32_t bandOff, bandPlaneMax;         // 4 bands x P planes, (h_l + 2r) x (w_l + 2r), stride bandPlaneMax
+    int32_t bandOff[kMaxLevels + 1];       // level l: 4 bands x P planes of (h_l + 2r) x (w_l + 2r) (zero halo)
+    int32_t bandPlane[kMaxLevels + 1];     // (h_l + 2r) * (w_l + 2r)
+    int32_t zeroFloats;                    // X and all band regions: [0, zeroFloats), a multiple of 4
     int32_t dOff[2], dPlane;               // D ping-pong, compact h_l x w_l (<= h_1 x w_1 = dPlane)
     int32_t wOff, wPer;                    // weights of the block's channel: k^2 base then L x 4 x k^2
     int32_t totalFloats;
@@ -539,38 +542,13 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
         int64_t const planeStride = static_cast<int64_t>(a.channels) * H * W; // between batch items
         __syncthreads();
 
-        // ---- load X (zero halo) and the weights, 8 loads in flight per thread ------------------------
+        // ---- 0. zero X and every level's band planes (their halos stay zero), load the weights --------
         {
-            int const n = np * a.xPlane;
-            TIn const* s0 = src + (b0 * a.channels + c) * static_cast<int64_t>(H) * W;
-            for (int i0 = threadIdx.x; i0 < n; i0 += 8 * kThreads)
+            float4* z = reinterpret_cast<float4*>(smem);
+            float4 const zero = make_float4(0.f, 0.f, 0.f, 0.f);
+            for (int i = threadIdx.x; i < a.zeroFloats / 4; i += kThreads)
             {
-                float v[8];
-#pragma unroll
-                for (int u = 0; u < 8; ++u)
-                {
-                    int const i = i0 + u * kThreads;
-                    v[u] = 0.f;
-                    if (i < n)
-                    {
-                        int const p = i / a.xPlane;
-                        int const j = i - p * a.xPlane;
-                        int const y = j / a.xPitch - r, x = j - (j / a.xPitch) * a.xPitch - r;
-                        if (y >= 0 && y < H && x >= 0 && x < W)
-                        {
-                            v[u] = toFloat(s0[p * planeStride + y * W + x]);
-                        }
-                    }
-                }
-#pragma unroll
-                for (int u = 0; u < 8; ++u)
-                {
-                    int const i = i0 + u * kThreads;
-                    if (i < n)
-                    {
-                        smem[a.xOff + i] = v[u];
-                    }
-                }
+                z[i] = zero;
             }
             int const nw = a.wPer;
             for (int i0 = threadIdx.x; i0 < nw; i0 += 8 * kThreads)
@@ -579,11 +557,10 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
 #pragma unroll
                 for (int u = 0; u < 8; ++u)
                 {
-                    int const i = i0 + u * kThreads;
+                    int const j = i0 + u * kThreads;
                     v[u] = 0.f;
-                    if (i < nw)
+                    if (j < nw)
                     {
-                        int const j = i;
                         if (j < kk)
                         {
                             v[u] = __ldg(a.baseWeight + static_cast<int64_t>(c) * kk + j);
@@ -599,97 +576,120 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
 #pragma unroll
                 for (int u = 0; u < 8; ++u)
                 {
-                    int const i = i0 + u * kThreads;
-                    if (i < nw)
+                    int const j = i0 + u * kThreads;
+                    if (j < nw)
                     {
-                        smem[a.wOff + i] = v[u];
+                        smem[a.wOff + j] = v[u];
                     }
                 }
             }
         }
         __syncthreads();
 
-        // ---- pooling chain LL_1 .. LL_{L-1} ------------------------------------------------------------
-        for (int l = 1; l < L; ++l)
+        // ---- 1. level-1 cells: each thread loads 2x2 source patches (2 cells in flight) straight from
+        //         DRAM into X (for the base convolution), the level-1 bands and LL_1 -------------------
         {
-            int const hs = a.h[l - 1], ws = a.w[l - 1], hl = a.h[l], wl = a.w[l];
-            int const n = np * hl * wl;
-            for (int i = threadIdx.x; i < n; i += kThreads)
+            int const h1 = a.h[1], w1 = a.w[1], hw1 = h1 * w1;
+            int const n = np * hw1;
+            int const bp = w1 + 2 * r;
+            int const bs = P * a.bandPlane[1];
+            TIn const* s0 = src + (b0 * a.channels + c) * static_cast<int64_t>(H) * W;
+            for (int i0 = threadIdx.x; i0 < n; i0 += 2 * kThreads)
             {
-                int const p = i / (hl * wl);
-                int const j = i - p * hl * wl;
-                int const y = j / wl, x = j - (j / wl) * wl;
-                float sum = 0.f;
+                float v[2][4];
 #pragma unroll
-                for (int dy = 0; dy < 2; ++dy)
+                for (int u = 0; u < 2; ++u)
                 {
-#pragma unroll
-                    for (int dx = 0; dx < 2; ++dx)
+                    int const i = i0 + u * kThreads;
+                    v[u][0] = v[u][1] = v[u][2] = v[u][3] = 0.f;
+                    if (i < n)
                     {
-                        int const sy = 2 * y + dy, sx = 2 * x + dx;
-                        if (sy < hs && sx < ws)
+                        int const p = i / hw1;
+                        int const j = i - p * hw1;
+                        int const y = j / w1, x = j - (j / w1) * w1;
+                        TIn const* sp = s0 + p * planeStride + (2 * y) * W + 2 * x;
+                        bool const x1 = 2 * x + 1 < W, y1 = 2 * y + 1 < H;
+                        v[u][0] = toFloat(sp[0]);
+                        v[u][1] = x1 ? toFloat(sp[1]) : 0.f;
+                        v[u][2] = y1 ? toFloat(sp[W]) : 0.f;
+                        v[u][3] = (x1 && y1) ? toFloat(sp[W + 1]) : 0.f;
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < 2; ++u)
+                {
+                    int const i = i0 + u * kThreads;
+                    if (i < n)
+                    {
+                        int const p = i / hw1;
+                        int const j = i - p * hw1;
+                        int const y = j / w1, x = j - (j / w1) * w1;
+                        float const v00 = v[u][0], v01 = v[u][1], v10 = v[u][2], v11 = v[u][3];
+                        // out-of-plane patch entries are 0 and land in X's zero halo: harmless
+                        float* xs = smem + a.xOff + p * a.xPlane + (2 * y + r) * a.xPitch + 2 * x + r;
+                        xs[0] = v00;
+                        xs[1] = v01;
+                        xs[a.xPitch] = v10;
+                        xs[a.xPitch + 1] = v11;
+                        float* bnd = smem + a.bandOff[1] + p * a.bandPlane[1] + (y + r) * bp + x + r;
+                        float const ll = 0.5f * (v00 + v01 + v10 + v11);
+                        bnd[0] = ll;
+                        bnd[bs] = 0.5f * (v00 + v01 - v10 - v11);
+                        bnd[2 * bs] = 0.5f * (v00 - v01 + v10 - v11);
+                        bnd[3 * bs] = 0.5f * (v00 - v01 - v10 + v11);
+                        if (L > 1)
                         {
-                            sum += l == 1 ? smem[a.xOff + p * a.xPlane + (sy + r) * a.xPitch + sx + r]
-                                          : smem[a.llOff[l - 1] + p * hs * ws + sy * ws + sx];
+                            smem[a.llOff[1] + p * hw1 + j] = ll; // LL_1 = the unfiltered LL band
                         }
                     }
                 }
-                smem[a.llOff[l] + p * hl * wl + j] = 0.5f * sum;
+            }
+        }
+        __syncthreads();
+
+        // ---- 2. levels 2..L: bands of LL_{l-1} (interior only) and LL_l -------------------------------
+        for (int l = 2; l <= L; ++l)
+        {
+            int const hs = a.h[l - 1], ws = a.w[l - 1], hl = a.h[l], wl = a.w[l], hwl = hl * wl;
+            int const n = np * hwl;
+            int const bp = wl + 2 * r;
+            int const bs = P * a.bandPlane[l];
+            for (int i = threadIdx.x; i < n; i += kThreads)
+            {
+                int const p = i / hwl;
+                int const j = i - p * hwl;
+                int const y = j / wl, x = j - (j / wl) * wl;
+                int const sy = 2 * y, sx = 2 * x;
+                float const* ls = smem + a.llOff[l - 1] + p * hs * ws + sy * ws + sx;
+                float const v00 = ls[0];
+                float const v01 = sx + 1 < ws ? ls[1] : 0.f;
+                float const v10 = sy + 1 < hs ? ls[ws] : 0.f;
+                float const v11 = (sx + 1 < ws && sy + 1 < hs) ? ls[ws + 1] : 0.f;
+                float* bnd = smem + a.bandOff[l] + p * a.bandPlane[l] + (y + r) * bp + x + r;
+                float const ll = 0.5f * (v00 + v01 + v10 + v11);
+                bnd[0] = ll;
+                bnd[bs] = 0.5f * (v00 + v01 - v10 - v11);
+                bnd[2 * bs] = 0.5f * (v00 - v01 + v10 - v11);
+                bnd[3 * bs] = 0.5f * (v00 - v01 - v10 + v11);
+                if (l < L)
+                {
+                    smem[a.llOff[l] + p * hwl + j] = ll;
+                }
             }
             __syncthreads();
         }
 
-        // ---- levels, deepest first ---------------------------------------------------------------------
+        // ---- 3. levels, deepest first: 4 band convolutions, synthesis into D_{l-1} or the output -------
         int cur = 0; // D_l lives in dOff[cur] (absent at l = L)
         for (int l = L; l >= 1; --l)
         {
             int const hs = a.h[l - 1], ws = a.w[l - 1], hl = a.h[l], wl = a.w[l];
             int const bp = wl + 2 * r;
-            int const bPlane = (hl + 2 * r) * bp;
-            // a. Haar bands of LL_{l-1} with an r-cell zero halo
-            {
-                int const n = np * bPlane;
-                for (int i = threadIdx.x; i < n; i += kThreads)
-                {
-                    int const p = i / bPlane;
-                    int const j = i - p * bPlane;
-                    int const y = j / bp - r, x = j - (j / bp) * bp - r;
-                    float v00 = 0.f, v01 = 0.f, v10 = 0.f, v11 = 0.f;
-                    if (y >= 0 && y < hl && x >= 0 && x < wl)
-                    {
-                        int const sy = 2 * y, sx = 2 * x;
-                        if (l == 1)
-                        {
-                            // X's halo is >= 1 pixel only when r >= 1; guard the odd edge explicitly
-                            float const* xs = smem + a.xOff + p * a.xPlane + (sy + r) * a.xPitch + sx + r;
-                            v00 = xs[0];
-                            v01 = sx + 1 < ws ? xs[1] : 0.f;
-                            v10 = sy + 1 < hs ? xs[a.xPitch] : 0.f;
-                            v11 = (sx + 1 < ws && sy + 1 < hs) ? xs[a.xPitch + 1] : 0.f;
-                        }
-                        else
-                        {
-                            float const* ls = smem + a.llOff[l - 1] + p * hs * ws + sy * ws + sx;
-                            v00 = ls[0];
-                            v01 = sx + 1 < ws ? ls[1] : 0.f;
-                            v10 = sy + 1 < hs ? ls[ws] : 0.f;
-                            v11 = (sx + 1 < ws && sy + 1 < hs) ? ls[ws + 1] : 0.f;
-                        }
-                    }
-                    float* b = smem + a.bandOff + p * a.bandPlaneMax + j;
-                    int const bs = P * a.bandPlaneMax; // band stride
-                    b[0] = 0.5f * (v00 + v01 + v10 + v11);
-                    b[bs] = 0.5f * (v00 + v01 - v10 - v11);
-                    b[2 * bs] = 0.5f * (v00 - v01 + v10 - v11);
-                    b[3 * bs] = 0.5f * (v00 - v01 - v10 + v11);
-                }
-            }
-            __syncthreads();
             // b. 4 band convolutions per cell (2 cells per thread), + D_l, then D_{l-1} or the output
             {
                 int const wpairs = (wl + 1) / 2;
                 int const n = np * hl * wpairs;
-                int const bs = P * a.bandPlaneMax;
+                int const bs = P * a.bandPlane[l];
                 for (int i = threadIdx.x; i < n; i += kThreads)
                 {
                     int const p = i / (hl * wpairs);
@@ -700,7 +700,7 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
 #pragma unroll
                     for (int s = 0; s < 4; ++s)
                     {
-                        float const* bsrc = smem + a.bandOff + s * bs + p * a.bandPlaneMax + cy * bp + cx;
+                        float const* bsrc = smem + a.bandOff[l] + s * bs + p * a.bandPlane[l] + cy * bp + cx;
                         float const* wsrc = wl4 + s * kk;
                         float a0 = 0.f, a1 = 0.f;
                         if constexpr (K > 0)

@@ -161,7 +161,8 @@ def bench_models(torch, args):
         return ms, batch / (ms * 1e-3)
 
     models = {
-        "wtconvnext_t_ours": lambda: fuse_wtconv_layers(wtconvnext_tiny().eval()).to(dev, torch.float16),
+        # fuse after the cast: the folded weights stay fp32 buffers (DESIGN.md §2)
+        "wtconvnext_t_ours": lambda: fuse_wtconv_layers(wtconvnext_tiny().eval().to(dev, torch.float16)),
         "wtconvnext_t_reference": lambda: wtconvnext_tiny().eval().to(dev, torch.float16),
         "convnext_t_timm": lambda: timm.create_model("convnext_tiny", pretrained=False).eval().to(dev, torch.float16),
     }
