@@ -75,7 +75,7 @@ def test_limits_agree(cpp):
 
 def test_plugin_sources_spell_no_contract_string(cpp):
     strings, _ = cpp
-    names = {v for k, v in strings.items() if k.startswith(("kFIELD_", "kPLUGIN_NAME"))}
+    names = {v for k, v in strings.items() if (k.startswith("kFIELD_") or k == "kPLUGIN_NAME") and v}
     for source in PLUGIN_SOURCES:
         text = _strip_comments(source.read_text())
         literals = set(re.findall(r'"([^"\\]*)"', text))
