@@ -28,8 +28,6 @@ from pathlib import Path
 
 import numpy as np
 
-from trt_engine.errors import EngineError
-
 from trt_engine import manifest as mf
 from trt_engine.build import is_default_source
 from trt_engine.profiles import find_profile, format_shape, parse_dims
@@ -385,4 +383,4 @@ def run_engine_validation(args) -> int:
 
 
 __all__ = ["TOLERANCES", "validate_engine", "run_engine_validation", "add_engine_arguments", "compare_runners",
-           "check_engine_request", "make_runner_class", "make_inputs", "load_source_model", "EngineError"]
+           "check_engine_request", "make_runner_class", "make_inputs", "load_source_model"]
