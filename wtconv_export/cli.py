@@ -11,6 +11,7 @@ import sys
 # (subcommand, module). Keep in the order of the user workflow.
 SUBCOMMANDS = [
     ("demo", "wtconv_export.commands.demo"),
+    ("bench-layer", "wtconv_export.commands.bench_layer"),
     ("build", "trt_engine.commands.build"),
     ("bench", "trt_engine.commands.bench"),
     ("triton-repo", "trt_engine.commands.triton_repo"),
