@@ -130,3 +130,24 @@ def test_triton_repository(engines, plugin_libs, tmp_path):
                               plugin_static=plugin_libs[1])
     config = text_format.Parse(result["config_text"], model_config_pb2.ModelConfig())
     assert config.max_batch_size == 128 and config.input[0].data_type == model_config_pb2.TYPE_FP16
+
+
+def test_tensorrt10_fp16_from_fp32_export(onnx_models, plugin_libs, tmp_path):
+    """TensorRT 10 only: --precision fp16 from the fp32 export uses the (deprecated) BuilderFlag.FP16 on a weakly
+    typed network and keeps fp32 I/O; TensorRT 11 refuses it (no such flag), with the fix."""
+    import tensorrt as trt
+    from trt_engine.build import BuildOptions, build_engine
+    from trt_engine.validate import validate_engine
+
+    opts = BuildOptions(onnx=str(onnx_models["fp32"]), precision="fp16", plugin=str(plugin_libs[0]),
+                        shapes=["input:1x1x32x32/8x1x32x32/32x1x32x32"], engine=str(tmp_path / "weak.engine"),
+                        progress=False)
+    if int(trt.__version__.split(".")[0]) >= 11:
+        with pytest.raises(ValueError, match="export --precision fp16"):
+            build_engine(opts)
+        return
+    result = build_engine(opts)
+    m = result.manifest
+    assert (m["strongly_typed"], m["fp16_flag"]) == (False, True)
+    assert {t["dtype"] for t in m["io"]} == {"float32"}
+    assert validate_engine(result.engine_path, iterations=1).passed
