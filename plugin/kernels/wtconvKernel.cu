@@ -9,27 +9,43 @@
 //   s_p = (-1)^(p & 1); unrolled, D_0(y,x) = sum_l 2^-l [...]_l(y>>l, x>>l) = R of DESIGN.md Eq. 3.
 //   y = W~b * x + b~b + D_0, evaluated at the kept pixels (s*i, s*j).
 //
-// Launch sequence (levels L, all on the caller's stream; nothing allocated, nothing synchronised):
+// Two paths, chosen from the sizes alone (so wtconvWorkspaceBytes and the launch always agree):
+//
+// A. Whole-plane path (H*W <= 64*64 and its shared memory fits: every WTConvNeXt stage, 7x7 .. 56x56):
+//    ONE launch, smallPlaneKernel. A block takes P planes of one channel (batch-major grouping, so the
+//    channel's k^2(1+4L) weights are read once per block); everything else lives in shared memory:
+//    the level-1 pass loads each 2x2 patch of x once (into X for the base conv, the level-1 bands and
+//    LL_1), then LL_2.., every level's bands (zero halos), the band convolutions from the deepest level up
+//    (D ping-pong), and finally the base conv + level-1 synthesis, writing y once. Workspace: none.
+//
+// B. Tiled path (larger planes):
 //   1. pool   LL_1 .. LL_{L-1} -> workspace (fp32). One launch per 3 levels: a thread reads one 8x8
 //             block of its source once and writes the 3 levels' cells inside it.
 //   2. level  for l = L .. 2: read LL_{l-1} tile (+2r halo) and D_l, Haar + 4 convs on chip,
 //             write D_{l-1} (fp32 workspace).
 //   3. output read x tile (+2r halo) and D_1; Haar bands of level 1, their 4 convs and the base conv
 //             all from one shared-memory copy of the tile; write y once in the I/O dtype.
-//   Steps 2 and 3 are one kernel template (levelKernel, BASE = false / true).
-//   Tiles: 64x64 source pixels (256 threads, every convolution as 4x4 register micro-tiles with a
-//   float4 sliding window, ~0.1 shared loads per FMA); planes smaller than a tile are packed several
-//   per block (up to 32) so the small WTConvNeXt stages (7x7 .. 56x56 planes) fill the GPU.
+//   Steps 2 and 3 are one kernel template (levelKernel, BASE = false / true): 64x64-pixel tiles, 256
+//   threads, the tile load fused with the Haar analysis, every convolution as 4x4 register micro-tiles
+//   with a float4 sliding window (~0.1 shared loads per FMA).
 //
-// Traffic model (N = B*C*H*W elements, e = bytes per I/O element, workspace fp32, L >= 2):
-//   pool:   read N*e (x)                      + write 4*(N/4 + N/16 + ...) bytes  ~ N*e + 1.33N
-//   levels: read LL_{l-1} + D_l, write D_{l-1}: ~ (4 + 1 + 4)*(N/4)(1 + 1/4 + ...) ~ 3N  (l = 2 dominates)
-//   output: read N*e (x, + halo re-reads that hit L2) + 4*N/4 (D_1), write N*e
-//   total ~ 3N*e + 5.3N bytes: fp16 11.3N bytes = 2.8x x.clone() (4N); fp32 17.3N = 2.2x clone (8N).
-//   L = 1: exactly read N*e + write N*e = the clone floor. (Paper's fused design: ~8.3N elements.)
-//   Compute: ~k^2 (base) + k^2 (level 1) + k^2/4*(4/3) (deeper) ~ 2.33 k^2 FMA per pixel (58 at k = 5):
-//   on an H200 (~33 TFMA/s fp32) that equals ~0.9 ms per 2^30 pixels, comparable to the memory time of
-//   fp16 I/O, so the output pass must be efficient in both. Measured numbers: docs/bench/.
+// Traffic model (N = B*C*H*W elements, e = bytes per I/O element):
+//   Path A: read N*e + write N*e = the x.clone() floor (4N bytes fp16), plus L2-resident weights.
+//   Path B, L >= 2:
+//     pool:   read N*e (x)                      + write 4*(N/4 + N/16 + ...) bytes  ~ N*e + 1.33N
+//     levels: read LL_{l-1} + D_l, write D_{l-1}: ~ (4 + 1 + 4)*(N/4)(1 + 1/4 + ...) ~ 3N  (l = 2 dominates)
+//     output: read N*e (x, + halo re-reads that hit L2) + 4*N/4 (D_1), write N*e
+//     total ~ 3N*e + 5.3N bytes: fp16 11.3N bytes = 2.8x x.clone() (4N); fp32 17.3N = 2.2x clone (8N).
+//   Path B, L = 1: exactly read N*e + write N*e. (The paper's fused design: ~8.3N elements.)
+//   Compute: ~k^2 (base) + k^2 (level 1) + k^2/4*(4/3) (deeper) ~ 2.33 k^2 FMA per pixel (58 at k = 5).
+//
+// Checked against measured bandwidth (H200, docs/bench/bench_layer.md, 2026-11-30): the kernels are NOT
+// memory-bound. fp32 8x64x512^2 L1 moves 2N*4 bytes in 0.92 ms = 1.2 TB/s of modelled traffic (x.clone()
+// reaches ~2.7 TB/s in fp32 and ~4 TB/s in fp16); fp16 takes about the same time as fp32 (1.10 ms), i.e.
+// the time follows the instruction stream, not the bytes. The FMA floor alone is 134M px x 50 FMA at ~33.5
+// TFMA/s (fp32, non-tensor) = 0.20 ms = 1.5x the fp16 copy; ncu showed ~37% occupancy (registers + 63 KB
+// shared per block) and ~55% issue utilisation. Path A is latency-bound on its many short barrier-separated
+// phases (deep levels have few cells): 0.37 ms for 64x96x56^2 L5 (17x clone, 0.54x cuDNN dw7).
 // =====================================================================================================
 
 #include "wtconvKernel.h"
