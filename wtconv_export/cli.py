@@ -11,6 +11,8 @@ import sys
 # (subcommand, module). Keep in the order of the user workflow.
 SUBCOMMANDS = [
     ("demo", "wtconv_export.commands.demo"),
+    ("export", "wtconv_export.commands.export"),
+    ("validate", "wtconv_export.commands.validate"),
     ("bench-layer", "wtconv_export.commands.bench_layer"),
     ("build", "trt_engine.commands.build"),
     ("bench", "trt_engine.commands.bench"),

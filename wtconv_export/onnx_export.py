@@ -1,0 +1,498 @@
+"""ONNX export of models containing WTConv2d layers (shared/DESIGN.md §4, §5).
+
+Two forms of the same model:
+
+* ``ops="plugin"`` (default): every WTConv2d becomes exactly one ``wtconv::WTConv2d`` node whose
+  attributes are the TensorRT plugin fields (contract.py): kernel_size, wt_levels, stride (INT),
+  base_weight, base_bias, wavelet_weight (the folded fp32 weights of folding.py as FLOATS),
+  plugin_version, plugin_namespace (STRING). The node comes from ``torch.onnx.ops.symbolic`` under the
+  dynamo exporter (DESIGN.md §5): no graph surgery afterwards and no ONNX local function (TensorRT's
+  parser would import a function named WTConv2d before looking for the plugin).
+* ``ops="standard"``: only standard ONNX operators, for any runtime and for a TensorRT engine without
+  our plugin. Each WTConv2d becomes the published computation (Haar analysis as a stride-2 grouped Conv,
+  depthwise Conv per level, Haar synthesis as a stride-2 grouped ConvTranspose, crop) with the scales
+  folded into the convolution weights (the same FoldedWTConv as the plugin) and exact ±1/2 Haar taps.
+  Folding removes 1 + L Mul nodes per layer; the odd-size padding is unconditional (a Pad whose
+  amounts are H mod 2, W mod 2), so one graph is exact at every height and width.
+
+``precision="fp16"``: activations, graph input/output and the WTConv2d nodes are fp16 (a strongly typed
+network for TensorRT 11). The folded weights of WTConv2d nodes stay fp32 attributes (the plugin and the
+spec compute in fp32). LayerNorm / GroupNorm layers run in fp32 (Cast up, fp32 affine, Cast down): their
+mean and variance over up to 1024 channels lose most of fp16's 11 bits, and TensorRT itself warns that
+fp16 layer norms may overflow. Everything else (Conv, MatMul, GELU, residual adds) is fp16.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import tempfile
+import warnings
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from . import contract
+from .folding import FoldedWTConv, fold_wtconv
+from .fused_module import FusedWTConv2d
+from .ops import plugin_can_run
+from .wtconv2d import WTConv2d
+
+OPS_CHOICES = ("plugin", "standard")
+PRECISION_CHOICES = ("fp32", "fp16")
+DEFAULT_OPSET = 18            # LayerNormalization needs >= 17; TensorRT 10 and 11 parse 18
+INPUT_NAME = "input"
+OUTPUT_NAME = "output"
+DYNAMIC_AXES = ("batch", "height", "width")
+METADATA_PREFIX = "wtconv_trt."   # metadata_props keys written by export_onnx
+
+_TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+
+
+class NoWTConvWarning(UserWarning):
+    """The exported model has no WTConv2d layer (it is exported anyway)."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Export-time modules
+# ---------------------------------------------------------------------------------------------------
+
+# Each WTConv2d goes through torch.export as one small custom operator carrying only a layer index; its
+# translation (export_onnx's custom_translation_table) emits the layer's ONNX: one WTConv2d node with the
+# layer's attributes (ops="plugin"), or the standard-op subgraph (ops="standard").
+# Why not torch.onnx.ops.symbolic with the attributes: its FLOATS travel through the FX graph as schema
+# arguments, which torch.export re-prints as Python source at every recompile -- measured here, ~180 s
+# for 430k floats, so ~15 min for WTConvNeXt-T's 2M -- while this path takes seconds. And why not trace
+# StandardWTConv2d itself: its per-level shape arithmetic (H mod 2^L, H / 2^l) made torch.export's
+# symbolic shape reasoning take ~20 s per layer with dynamic height and width.
+@torch.library.custom_op("wtconv_export::onnx_wtconv2d_node", mutates_args=())
+def _onnx_node_op(x: torch.Tensor, layer: int, stride: int) -> torch.Tensor:
+    raise RuntimeError("wtconv_export::onnx_wtconv2d_node only exists while exporting to ONNX")
+
+
+@_onnx_node_op.register_fake
+def _(x, layer, stride):
+    b, c, h, w = x.shape
+    return x.new_empty((b, c, (h + stride - 1) // stride, (w + stride - 1) // stride))
+
+
+def _wtconv2d_op_schema():
+    """The ONNX OpSchema of our node (needed by onnxscript to record a custom-domain op)."""
+    from onnx.defs import OpSchema
+    kinds = {**{f: OpSchema.AttrType.INT for f in contract.INT_FIELDS},
+             **{f: OpSchema.AttrType.FLOATS for f in contract.FLOAT_FIELDS},
+             contract.FIELD_PLUGIN_VERSION: OpSchema.AttrType.STRING,
+             contract.FIELD_PLUGIN_NAMESPACE: OpSchema.AttrType.STRING}
+    return OpSchema(
+        contract.OP_TYPE, contract.ONNX_DOMAIN, 1,
+        doc="Fused wavelet convolution (wtconv-trt, shared/DESIGN.md §2, §4); folded fp32 weights as attributes.",
+        inputs=[OpSchema.FormalParameter("x", "T")], outputs=[OpSchema.FormalParameter("y", "T")],
+        type_constraints=[("T", ["tensor(float)", "tensor(float16)"], "activations, fp32 or fp16")],
+        attributes=[OpSchema.Attribute(name, kind, name) for name, kind in kinds.items()])
+
+
+def _standard_subgraph(op, x, module: "StandardWTConv2d", np_dtype):
+    """StandardWTConv2d.forward written in ONNX ops (onnxscript), shapes computed at run time.
+
+    Synthesis uses linearity instead of the published concatenation: IWT([F_LL + R, F_LH, F_HL, F_HH])
+    = IWT(F) + IWT([R, 0, 0, 0]), and the LL-only synthesis is R upsampled 2x times 1/2 (a stride-2
+    grouped ConvTranspose with 1/2 taps), which needs no reshapes of dynamic shapes.
+    """
+    import numpy as np
+    import onnx_ir as ir
+
+    def const(array, dtype=None):
+        return op.Constant(value=ir.tensor(np.ascontiguousarray(np.asarray(array, dtype=dtype or np_dtype))))
+
+    c, k, levels = module.channels, module.kernel_size, module.wt_levels
+    pad = k // 2
+    m = 2 ** levels
+    haar = const(module.haar.float().numpy())
+    half = const(np.full((c, 1, 2, 2), 0.5))
+    i64 = np.int64
+    out = op.Conv(x, const(module.base_weight.float().numpy()), const(module.base_bias.float().numpy()),
+                  group=c, pads=[pad] * 4, kernel_shape=[k, k])
+    hw = op.Slice(op.Shape(x), const([2], i64), const([4], i64))           # [H, W]
+    extra = op.Mod(op.Sub(const([m, m], i64), op.Mod(hw, const([m, m], i64))), const([m, m], i64))
+    pads = op.Concat(const([0, 0, 0, 0, 0, 0], i64), extra, axis=0)       # [begins (4), ends (4)]: bottom/right zeros
+    ll = op.Pad(x, pads)
+    filtered = []
+    for level in range(levels):
+        bands = op.Conv(ll, haar, group=c, strides=[2, 2], kernel_shape=[2, 2])
+        filtered.append(op.Conv(bands, const(module.wavelet_weight[level].float().numpy()), group=4 * c,
+                                pads=[pad] * 4, kernel_shape=[k, k]))
+        ll = op.Slice(bands, const([0], i64), const([4 * c], i64), const([1], i64), const([4], i64))
+    rec = None
+    for level in range(levels - 1, -1, -1):
+        up = op.ConvTranspose(filtered[level], haar, group=c, strides=[2, 2], kernel_shape=[2, 2])
+        rec = up if rec is None else op.Add(up, op.ConvTranspose(rec, half, group=c, strides=[2, 2],
+                                                                 kernel_shape=[2, 2]))
+    rec = op.Slice(rec, const([0, 0], i64), hw, const([2, 3], i64))          # crop to (H, W)
+    out = op.Add(out, rec)
+    if module.stride > 1:
+        s = module.stride
+        big = np.iinfo(np.int64).max
+        out = op.Slice(out, const([0, 0], i64), const([big, big], i64), const([2, 3], i64), const([s, s], i64))
+    return out
+
+
+def _translation_table(modules: list, precision: str):
+    """custom_translation_table for one export: layer i -> modules[i]'s ONNX (a WTConv2d node, or the
+    standard-op subgraph)."""
+    import numpy as np
+    from onnxscript import opset18
+    from onnxscript import values
+    node_op = values.Op(values.Opset(contract.ONNX_DOMAIN, 1), contract.OP_TYPE, _wtconv2d_op_schema())
+    np_dtype = np.float16 if precision == "fp16" else np.float32
+
+    def translate(x, layer: int, stride: int):
+        module = modules[layer]
+        if isinstance(module, WTConv2dPluginNode):
+            return node_op(x, **module.onnx_attributes)
+        return _standard_subgraph(opset18, x, module, np_dtype)
+
+    return {torch.ops.wtconv_export.onnx_wtconv2d_node.default: translate}
+
+
+class WTConv2dPluginNode(FusedWTConv2d):
+    """A FusedWTConv2d that exports as one ``wtconv::WTConv2d`` node carrying the plugin fields.
+
+    The attributes are plain Python values computed here, at construction, outside the traced region
+    (DESIGN.md §5). In eager mode the module runs the custom operator (the executable spec on the
+    CPU), so the prepared model is still runnable and comparable.
+    """
+
+    def __init__(self, folded: FoldedWTConv, layer: int = 0):
+        super().__init__(folded)
+        self.layer = layer
+        self.onnx_attributes = dict(folded.attributes())
+        self.onnx_attributes[contract.FIELD_PLUGIN_VERSION] = contract.PLUGIN_VERSION
+        self.onnx_attributes[contract.FIELD_PLUGIN_NAMESPACE] = contract.PLUGIN_NAMESPACE
+
+    def _apply(self, fn, recurse=True):
+        # Folded weights stay fp32 whatever ``model.half()`` does to the rest (DESIGN.md §2).
+        super()._apply(fn, recurse)
+        for name in ("base_weight", "base_bias", "wavelet_weight"):
+            buf = getattr(self, name)
+            if buf.is_floating_point() and buf.dtype != torch.float32:
+                setattr(self, name, buf.float())
+        return self
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_exporting():
+            return torch.ops.wtconv_export.onnx_wtconv2d_node(x, self.layer, self.stride)
+        return super().forward(x)
+
+
+def _haar_filters(channels: int) -> torch.Tensor:
+    """(4C, 1, 2, 2) exact ±1/2 Haar taps, subband order LL, LH, HL, HH (DESIGN.md §2)."""
+    taps = torch.tensor([[[1.0, 1.0], [1.0, 1.0]],
+                         [[1.0, 1.0], [-1.0, -1.0]],
+                         [[1.0, -1.0], [1.0, -1.0]],
+                         [[1.0, -1.0], [-1.0, 1.0]]]) * 0.5
+    return taps[:, None].repeat(channels, 1, 1, 1)
+
+
+class StandardWTConv2d(nn.Module):
+    """The published WTConv2d computation from folded weights, in operators every runtime has.
+
+    Same algorithm as WTConv2d.forward (DESIGN.md §2, reference algorithm); the only differences are the
+    folded scales and exact 1/2 taps (both below fp32 rounding) and a shape-generic odd-size pad.
+    """
+
+    def __init__(self, folded: FoldedWTConv, layer: int = 0):
+        super().__init__()
+        self.layer = layer
+        c, k, levels = folded.channels, folded.kernel_size, folded.wt_levels
+        self.channels, self.kernel_size, self.wt_levels, self.stride = c, k, levels, folded.stride
+        bw, bb, ww = folded.tensors()
+        self.register_buffer("base_weight", bw.reshape(c, 1, k, k))
+        self.register_buffer("base_bias", bb)
+        self.register_buffer("wavelet_weight", ww.reshape(levels, 4 * c, 1, k, k))
+        self.register_buffer("haar", _haar_filters(c).to(bw.dtype))
+
+    def extra_repr(self) -> str:
+        return f"{self.channels}, kernel_size={self.kernel_size}, wt_levels={self.wt_levels}, stride={self.stride}"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_exporting():   # emitted by _standard_subgraph, the same computation in ONNX ops
+            return torch.ops.wtconv_export.onnx_wtconv2d_node(x, self.layer, self.stride)
+        c, pad, levels = self.channels, self.kernel_size // 2, self.wt_levels
+        h, w = x.shape[-2], x.shape[-1]
+        out = F.conv2d(x, self.base_weight, self.base_bias, padding=pad, groups=c)
+        # One zero pad to a multiple of 2^L instead of the published pad-to-even at every level: the
+        # extra Haar coefficients are of all-zero patches (LL_l is unfiltered, so zeros stay zeros), and
+        # with the final crop no output pixel < H (< W) reads them (DESIGN.md §2, "crops need no special
+        # handling"). Same values, and torch.export's symbolic shapes stay small (per-level H mod 2 pads
+        # made torch.export slow, see above).
+        m = 2 ** levels
+        ll = F.pad(x, (0, (m - w % m) % m, 0, (m - h % m) % m))
+        filtered = []
+        for level in range(levels):
+            bands = F.conv2d(ll, self.haar, stride=2, groups=c)                  # (B, 4C, h/2, w/2)
+            filtered.append(F.conv2d(bands, self.wavelet_weight[level], padding=pad, groups=4 * c))
+            ll = bands[:, 0::4]                                                   # unfiltered LL
+        rec = None
+        for level in range(levels - 1, -1, -1):
+            f = filtered[level]
+            if rec is not None:
+                b, _, hh, ww = f.shape
+                f = f.reshape(b, c, 4, hh, ww)
+                f = torch.cat([f[:, :, :1] + rec.unsqueeze(2), f[:, :, 1:]], dim=2).reshape(b, 4 * c, hh, ww)
+            rec = F.conv_transpose2d(f, self.haar, stride=2, groups=c)
+        out = out + rec[:, :, :h, :w]
+        if self.stride > 1:
+            out = out[:, :, ::self.stride, ::self.stride]
+        return out
+
+
+class Fp32Norm(nn.Module):
+    """Runs a normalisation layer in fp32 inside an fp16 model: Cast up, normalise, Cast back."""
+
+    def __init__(self, norm: nn.Module):
+        super().__init__()
+        self.norm = norm
+
+    def _apply(self, fn, recurse=True):
+        super()._apply(fn, recurse)
+        self.norm.float()
+        return self
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x.float()).to(x.dtype)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Preparing a model
+# ---------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class LayerInfo:
+    """One WTConv2d layer of an exported model, in module order (= ONNX node order)."""
+    name: str                 # module path, e.g. "stages.0.blocks.1.conv_dw"
+    channels: int
+    kernel_size: int
+    wt_levels: int
+    stride: int
+
+
+def _folded_of(module: nn.Module) -> FoldedWTConv | None:
+    if isinstance(module, WTConv2d):
+        return fold_wtconv(module)
+    if isinstance(module, FusedWTConv2d):
+        return module.folded()
+    return None
+
+
+def find_wtconv_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """(module path, module) of every WTConv2d or FusedWTConv2d, outermost first, in module order."""
+    found = []
+
+    def visit(prefix: str, module: nn.Module):
+        for name, child in module.named_children():
+            path = f"{prefix}.{name}" if prefix else name
+            if isinstance(child, (WTConv2d, FusedWTConv2d)):
+                found.append((path, child))
+            else:
+                visit(path, child)
+
+    visit("", model)
+    return found
+
+
+def check_plugin_limits(model: nn.Module) -> None:
+    """ValueError naming the first layers the TensorRT plugin cannot run, and the limit."""
+    problems = []
+    for path, module in find_wtconv_layers(model):
+        reason = plugin_can_run(module.kernel_size, module.wt_levels, module.stride)
+        if reason is not None:
+            problems.append(f"layer '{path}': {reason}")
+    if problems:
+        raise ValueError("the WTConv2d plugin cannot run " + "; ".join(problems)
+                         + f" (limits: kernel_size <= {contract.MAX_KERNEL_SIZE}, wt_levels <= "
+                         f"{contract.MAX_WT_LEVELS}); export with ops='standard' (--ops standard) instead")
+
+
+def _replace(model: nn.Module, path: str, new: nn.Module) -> None:
+    parent_path, _, name = path.rpartition(".")
+    parent = model.get_submodule(parent_path) if parent_path else model
+    setattr(parent, name, new)
+
+
+def prepare_for_export(model: nn.Module, ops: str = "plugin", precision: str = "fp32"):
+    """A copy of ``model`` ready for torch.onnx.export, and the WTConv2d layers it holds.
+
+    WTConv2d / FusedWTConv2d layers become WTConv2dPluginNode (ops="plugin") or StandardWTConv2d
+    (ops="standard"); for fp16 the copy is cast to half except normalisations (Fp32Norm) and the folded
+    plugin weights. Raises ValueError for a layer the plugin cannot run (ops="plugin").
+    """
+    if ops not in OPS_CHOICES:
+        raise ValueError(f"ops must be one of {OPS_CHOICES}, got {ops!r}")
+    if precision not in PRECISION_CHOICES:
+        raise ValueError(f"precision must be one of {PRECISION_CHOICES}, got {precision!r}")
+    if ops == "plugin":
+        check_plugin_limits(model)
+    model = copy.deepcopy(model).cpu().float().eval()
+    layers = []
+    for index, (path, module) in enumerate(find_wtconv_layers(model)):
+        folded = _folded_of(module)
+        layers.append(LayerInfo(path, folded.channels, folded.kernel_size, folded.wt_levels, folded.stride))
+        _replace(model, path, WTConv2dPluginNode(folded, index) if ops == "plugin" else StandardWTConv2d(folded, index))
+    if precision == "fp16":
+        norms = [(path, m) for path, m in model.named_modules()
+                 if isinstance(m, (nn.LayerNorm, nn.GroupNorm)) and path]
+        for path, norm in norms:
+            _replace(model, path, Fp32Norm(norm))
+        model = model.half()
+    return model, layers
+
+
+# ---------------------------------------------------------------------------------------------------
+# Export
+# ---------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class ExportResult:
+    path: str
+    ops: str
+    precision: str
+    opset: int
+    layers: list            # LayerInfo per WTConv2d layer (ONNX node order)
+    num_wtconv_nodes: int   # WTConv2d nodes in the written graph (0 for ops="standard")
+    input_shape: tuple      # the example input shape the graph was traced with
+    dynamic: bool
+    size_bytes: int
+
+    def summary(self) -> str:
+        dims = f"[batch, {self.input_shape[1]}, height, width] (dynamic)" if self.dynamic else f"{list(self.input_shape)} (static)"
+        if self.ops == "plugin":
+            what = (f"{self.num_wtconv_nodes} {contract.OP_TYPE} nodes (domain '{contract.ONNX_DOMAIN}', "
+                    f"plugin_version '{contract.PLUGIN_VERSION}')")
+        else:
+            what = f"standard ONNX ops only ({len(self.layers)} WTConv2d layers as Conv/ConvTranspose)"
+        return (f"wrote {self.path}: {what}, precision {self.precision}, opset {self.opset}, "
+                f"input '{INPUT_NAME}' {dims}, {self.size_bytes / 1e6:.1f} MB, onnx.checker passed")
+
+
+def check_output_path(path: str) -> str:
+    """The absolute output path; ValueError when it cannot be written (checked before the slow export)."""
+    path = os.path.abspath(os.fspath(path))
+    directory = os.path.dirname(path)
+    if os.path.isdir(path):
+        raise ValueError(f"output path {path} is a directory; give a file name such as model.onnx")
+    if not os.path.isdir(directory):
+        raise ValueError(f"cannot write {path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write {path}: directory {directory} is not writable")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise ValueError(f"cannot write {path}: the existing file is not writable")
+    return path
+
+
+def _dynamic_shapes(rank: int):
+    from torch.export import Dim
+    dims = {0: Dim.DYNAMIC, 2: Dim.DYNAMIC, 3: Dim.DYNAMIC}
+    return ({i: d for i, d in dims.items() if i < rank},)
+
+
+def _name_dynamic_axes(model_proto, dynamic: bool) -> None:
+    """Name the graph input's and output's dynamic dims batch / height / width (the exporter's names
+    are symbols like s77). The output's batch dim is the input's; other output dims keep their formula."""
+    if not dynamic:
+        return
+    inp = model_proto.graph.input[0].type.tensor_type.shape.dim
+    renames = {}
+    for index, label in zip((0, 2, 3), DYNAMIC_AXES):
+        if index < len(inp) and inp[index].dim_param:
+            renames[inp[index].dim_param] = label
+    for value in list(model_proto.graph.input) + list(model_proto.graph.output):
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.dim_param in renames:
+                dim.dim_param = renames[dim.dim_param]
+
+
+def count_wtconv_nodes(model_proto) -> int:
+    return sum(1 for n in model_proto.graph.node
+               if n.op_type == contract.OP_TYPE and n.domain == contract.ONNX_DOMAIN)
+
+
+def export_onnx(model: nn.Module, path, *, ops: str = "plugin", precision: str = "fp32",
+                input_shape=(1, 3, 224, 224), dynamic: bool = True, opset: int = DEFAULT_OPSET,
+                metadata: dict | None = None) -> ExportResult:
+    """Export ``model`` (any nn.Module containing WTConv2d layers) to ONNX at ``path``.
+
+    Args:
+        ops: "plugin" (one wtconv::WTConv2d node per layer) or "standard" (standard ONNX ops only).
+        precision: "fp32" or "fp16" (see the module docstring for what stays fp32).
+        input_shape: (B, C, H, W) of the example input used for tracing (and the shape when not dynamic).
+        dynamic: batch, height and width dynamic (named batch / height / width in the graph).
+        opset: the default-domain opset.
+        metadata: extra metadata_props (keys are prefixed with "wtconv_trt."), e.g. the model's source.
+
+    The file is written atomically (a temporary file in the same directory, renamed when complete).
+    Warns (NoWTConvWarning) if the model has no WTConv2d; ValueError for a layer the plugin cannot run,
+    an unwritable path or bad arguments.
+    """
+    import onnx
+
+    path = check_output_path(path)
+    input_shape = tuple(int(d) for d in input_shape)
+    if len(input_shape) != 4 or min(input_shape) < 1:
+        raise ValueError(f"input_shape must be (B, C, H, W) with positive sizes, got {input_shape}")
+    prepared, layers = prepare_for_export(model, ops, precision)
+    if not layers:
+        warnings.warn(f"the model ({type(model).__name__}) has no WTConv2d layer: the ONNX model will "
+                      f"contain no {contract.OP_TYPE} node; exporting anyway", NoWTConvWarning, stacklevel=2)
+    # Sizes 0 and 1 are specialised by torch.export; trace dynamic dims with at least 2.
+    trace_shape = tuple(max(d, 2) if dynamic and i != 1 else d for i, d in enumerate(input_shape))
+    layer_modules = sorted((m for m in prepared.modules() if isinstance(m, (WTConv2dPluginNode, StandardWTConv2d))),
+                           key=lambda m: m.layer)
+    example = torch.randn(trace_shape, generator=torch.Generator().manual_seed(0)).to(_TORCH_DTYPES[precision])
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=r"torch\.onnx.*")
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        program = torch.onnx.export(
+            prepared, (example,), dynamo=True, opset_version=opset, input_names=[INPUT_NAME],
+            output_names=[OUTPUT_NAME], dynamic_shapes=_dynamic_shapes(len(trace_shape)) if dynamic else None,
+            external_data=False, verbose=False, report=False,
+            custom_translation_table=_translation_table(layer_modules, precision))
+    proto = program.model_proto
+    _name_dynamic_axes(proto, dynamic)
+    if any(f.name == contract.OP_TYPE for f in proto.functions):
+        raise RuntimeError(f"the exporter emitted an ONNX local function named {contract.OP_TYPE}; "
+                           "TensorRT would import it instead of the plugin (DESIGN.md §4)")
+    num_nodes = count_wtconv_nodes(proto)
+    expected = len(layers) if ops == "plugin" else 0
+    if num_nodes != expected:
+        raise RuntimeError(f"expected {expected} {contract.OP_TYPE} nodes in the exported graph, found {num_nodes}")
+    meta = {"ops": ops, "precision": precision, **{k: str(v) for k, v in (metadata or {}).items()}}
+    for key, value in meta.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = METADATA_PREFIX + key, value
+    onnx.checker.check_model(proto)
+
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + ".", dir=directory)
+    os.close(fd)
+    try:
+        onnx.save_model(proto, tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)   # mkstemp creates 0600; give the file the usual permissions
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return ExportResult(path=path, ops=ops, precision=precision, opset=opset, layers=layers,
+                        num_wtconv_nodes=num_nodes, input_shape=input_shape, dynamic=dynamic,
+                        size_bytes=os.path.getsize(path))
+
+
+def read_metadata(model_proto) -> dict:
+    """The wtconv_trt.* metadata_props of an exported model, without the prefix."""
+    return {p.key[len(METADATA_PREFIX):]: p.value for p in model_proto.metadata_props
+            if p.key.startswith(METADATA_PREFIX)}

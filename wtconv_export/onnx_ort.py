@@ -1,0 +1,164 @@
+"""Running exported models in ONNX Runtime on the CPU, WTConv2d nodes included (shared/DESIGN.md §5).
+
+ONNX Runtime does not know ``wtconv::WTConv2d``. onnxruntime-extensions can run a Python function as an
+operator, but its Python ops read only scalar int/float/string attributes, so the model is rewritten for
+that runtime (in memory; the exported file is never changed): each WTConv2d node becomes
+
+    [Cast to float]  ->  ai.onnx.contrib::WTConv2dSpec(x, base_weight, base_bias, wavelet_weight)  ->  [Cast back]
+
+with the node's FLOATS attributes turned into fp32 initializers of shapes (C,k,k), (C,), (L,4C,k,k) and
+kernel_size / wt_levels / stride kept as INT attributes. The Python op is the executable spec
+(fused_spec.py) evaluated in fp32; the Casts around it for fp16 models reproduce what the plugin does
+(fp16 in, fp32 arithmetic with fp32 weights, one rounding to fp16 on the way out).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from . import contract
+
+ORT_DOMAIN = "ai.onnx.contrib"     # the domain onnxruntime-extensions' Python ops live in
+ORT_OP_TYPE = "WTConv2dSpec"
+
+_registered = False
+
+
+def _register_python_op() -> None:
+    """Register the spec as an onnxruntime-extensions Python op (once per process)."""
+    global _registered
+    if _registered:
+        return
+    import torch
+    from onnxruntime_extensions import PyCustomOpDef, onnx_op
+
+    from .fused_spec import fused_wtconv2d_spec
+
+    @onnx_op(op_type=ORT_OP_TYPE, inputs=[PyCustomOpDef.dt_float] * 4, outputs=[PyCustomOpDef.dt_float],
+             attrs={contract.FIELD_KERNEL_SIZE: PyCustomOpDef.dt_int64,
+                    contract.FIELD_WT_LEVELS: PyCustomOpDef.dt_int64,
+                    contract.FIELD_STRIDE: PyCustomOpDef.dt_int64})
+    def wtconv2d_spec(x, base_weight, base_bias, wavelet_weight, **attrs):
+        with torch.no_grad():
+            y = fused_wtconv2d_spec(torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(base_weight),
+                                    torch.from_numpy(base_bias), torch.from_numpy(wavelet_weight),
+                                    int(attrs[contract.FIELD_KERNEL_SIZE]), int(attrs[contract.FIELD_WT_LEVELS]),
+                                    int(attrs[contract.FIELD_STRIDE]))
+        return y.numpy()
+
+    _registered = True
+
+
+def _load(model):
+    import onnx
+    if isinstance(model, (str, os.PathLike)):
+        return onnx.load(os.fspath(model))
+    if isinstance(model, bytes):
+        return onnx.load_from_string(model)
+    return model
+
+
+def _elem_types(graph) -> dict:
+    types = {}
+    for value in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if value.type.HasField("tensor_type"):
+            types[value.name] = value.type.tensor_type.elem_type
+    for init in graph.initializer:
+        types[init.name] = init.data_type
+    return types
+
+
+def node_attributes(node) -> dict:
+    """The attributes of one WTConv2d node as plain Python values."""
+    import onnx
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def folded_weights_of(node) -> tuple:
+    """(kernel_size, wt_levels, stride, base_weight (C,k,k), base_bias (C,), wavelet_weight (L,4C,k,k)) of a
+    WTConv2d node, as fp32 numpy arrays; ValueError naming the node if an attribute is missing or the
+    sizes do not agree."""
+    attrs = node_attributes(node)
+    missing = [f for f in contract.INT_FIELDS + contract.FLOAT_FIELDS if f not in attrs]
+    if missing:
+        raise ValueError(f"{contract.OP_TYPE} node '{node.name}' lacks attribute(s) {', '.join(missing)}")
+    k, levels, stride = (int(attrs[f]) for f in contract.INT_FIELDS)
+    bias = np.asarray(attrs[contract.FIELD_BASE_BIAS], dtype=np.float32)
+    c = bias.size
+    expected = {contract.FIELD_BASE_WEIGHT: (c, k, k), contract.FIELD_WAVELET_WEIGHT: (levels, 4 * c, k, k)}
+    arrays = {}
+    for field, shape in expected.items():
+        values = np.asarray(attrs[field], dtype=np.float32)
+        if values.size != int(np.prod(shape)):
+            raise ValueError(f"{contract.OP_TYPE} node '{node.name}': attribute {field} has {values.size} values, "
+                             f"expected {int(np.prod(shape))} = {' x '.join(map(str, shape))} for C={c} "
+                             f"(from base_bias), kernel_size={k}, wt_levels={levels}")
+        arrays[field] = values.reshape(shape)
+    return k, levels, stride, arrays[contract.FIELD_BASE_WEIGHT], bias, arrays[contract.FIELD_WAVELET_WEIGHT]
+
+
+def rewrite_for_ort(model):
+    """A copy of ``model`` (path, bytes or ModelProto) with every WTConv2d node rewritten for
+    onnxruntime-extensions, and the number of nodes rewritten."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = _load(model)
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    types = _elem_types(graph)
+    new_nodes, count = [], 0
+    for index, node in enumerate(graph.node):
+        if not (node.op_type == contract.OP_TYPE and node.domain == contract.ONNX_DOMAIN):
+            new_nodes.append(node)
+            continue
+        count += 1
+        k, levels, stride, bw, bb, ww = folded_weights_of(node)
+        prefix = f"wtconv_ort_{index}_{node.name or 'node'}"
+        for name, array in ((f"{prefix}.base_weight", bw), (f"{prefix}.base_bias", bb),
+                            (f"{prefix}.wavelet_weight", ww)):
+            graph.initializer.append(numpy_helper.from_array(array, name))
+        x, y = node.input[0], node.output[0]
+        x_type = types.get(x, TensorProto.FLOAT)
+        if x_type not in (TensorProto.FLOAT, TensorProto.FLOAT16):
+            raise ValueError(f"{contract.OP_TYPE} node '{node.name}': input type "
+                             f"{TensorProto.DataType.Name(x_type)} is not float or float16")
+        x32, y32 = (f"{prefix}.x32", f"{prefix}.y32") if x_type != TensorProto.FLOAT else (x, y)
+        if x_type != TensorProto.FLOAT:
+            new_nodes.append(helper.make_node("Cast", [x], [x32], name=f"{prefix}.cast_in", to=TensorProto.FLOAT))
+        new_nodes.append(helper.make_node(
+            ORT_OP_TYPE, [x32, f"{prefix}.base_weight", f"{prefix}.base_bias", f"{prefix}.wavelet_weight"], [y32],
+            name=node.name or prefix, domain=ORT_DOMAIN,
+            **{contract.FIELD_KERNEL_SIZE: k, contract.FIELD_WT_LEVELS: levels, contract.FIELD_STRIDE: stride}))
+        if x_type != TensorProto.FLOAT:
+            new_nodes.append(helper.make_node("Cast", [y32], [y], name=f"{prefix}.cast_out", to=x_type))
+    del graph.node[:]
+    graph.node.extend(new_nodes)
+    if count:
+        kept = [o for o in out.opset_import if o.domain != contract.ONNX_DOMAIN]
+        del out.opset_import[:]
+        out.opset_import.extend(kept)
+        if not any(o.domain == ORT_DOMAIN for o in kept):
+            out.opset_import.append(helper.make_opsetid(ORT_DOMAIN, 1))
+    return out, count
+
+
+def make_ort_session(model, providers=("CPUExecutionProvider",), session_options=None):
+    """An onnxruntime.InferenceSession for an exported model (path, bytes or ModelProto), with or without
+    WTConv2d nodes; WTConv2d nodes run the executable spec through onnxruntime-extensions."""
+    import onnxruntime as ort
+
+    rewritten, count = rewrite_for_ort(model)
+    options = session_options or ort.SessionOptions()
+    if count:
+        try:
+            from onnxruntime_extensions import get_library_path
+        except ImportError as error:
+            raise ValueError(f"the model has {count} {contract.OP_TYPE} nodes; running them in ONNX Runtime needs "
+                             "onnxruntime-extensions: pip install onnxruntime-extensions") from error
+        _register_python_op()
+        options.register_custom_ops_library(get_library_path())
+    return ort.InferenceSession(rewritten.SerializeToString(), sess_options=options, providers=list(providers))
