@@ -137,8 +137,12 @@ def validate_onnx(onnx_path: str, torch_model, inputs, *, tolerance: float | Non
     for ref_it, ort_it in zip(torch_outs, ort_outs):
         errors.append(max(float(np.abs(ort_it[name].astype(np.float64) - ref_it[name]).max())
                           / max(float(np.abs(ref_it[name]).max()), 1e-30) for name in output_names))
-    compare = CompareFunc.simple(check_error_stat="max", rtol=tol,
-                                 atol={name: tol * max(s, 1e-30) for name, s in scale.items()})
+    options = dict(check_error_stat="max", rtol=tol, atol={name: tol * max(s, 1e-30) for name, s in scale.items()})
+    try:   # Polygraphy >= 0.53; CompareFunc.simple is deprecated there
+        from polygraphy.comparator import SimpleCompareFunc
+        compare = SimpleCompareFunc(**options)
+    except ImportError:
+        compare = CompareFunc.simple(**options)
     accuracy = Comparator.compare_accuracy(results, compare_func=compare)
     passed = bool(accuracy) and all(e <= tol for e in errors)
     return ValidationResult(passed=passed, precision=precision, tolerance=tol, errors=errors,
