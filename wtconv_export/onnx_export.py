@@ -5,27 +5,31 @@ Two forms of the same model:
 * ``ops="plugin"`` (default): every WTConv2d becomes exactly one ``wtconv::WTConv2d`` node whose
   attributes are the TensorRT plugin fields (contract.py): kernel_size, wt_levels, stride (INT),
   base_weight, base_bias, wavelet_weight (the folded fp32 weights of folding.py as FLOATS),
-  plugin_version, plugin_namespace (STRING). The node comes from ``torch.onnx.ops.symbolic`` under the
-  dynamo exporter (DESIGN.md §5): no graph surgery afterwards and no ONNX local function (TensorRT's
-  parser would import a function named WTConv2d before looking for the plugin).
+  plugin_version, plugin_namespace (STRING). The node is emitted by the dynamo exporter itself, through
+  its custom_translation_table (see _translation_table for why not torch.onnx.ops.symbolic): no graph
+  surgery afterwards and no ONNX local function (TensorRT's parser would import a function named
+  WTConv2d before looking for the plugin).
 * ``ops="standard"``: only standard ONNX operators, for any runtime and for a TensorRT engine without
   our plugin. Each WTConv2d becomes the published computation (Haar analysis as a stride-2 grouped Conv,
   depthwise Conv per level, Haar synthesis as a stride-2 grouped ConvTranspose, crop) with the scales
-  folded into the convolution weights (the same FoldedWTConv as the plugin) and exact ±1/2 Haar taps.
-  Folding removes 1 + L Mul nodes per layer; the odd-size padding is unconditional (a Pad whose
-  amounts are H mod 2, W mod 2), so one graph is exact at every height and width.
+  folded into the convolution weights (the same FoldedWTConv as the plugin; 1 + L fewer Mul nodes per
+  layer) and exact ±1/2 Haar taps. Two changes keep one graph exact at every height and width: a single
+  zero pad to a multiple of 2^L instead of a pad-to-even per level, and synthesis by linearity instead of
+  band concatenation (StandardWTConv2d, _standard_subgraph).
 
 ``precision="fp16"``: activations, graph input/output and the WTConv2d nodes are fp16 (a strongly typed
 network for TensorRT 11). The folded weights of WTConv2d nodes stay fp32 attributes (the plugin and the
 spec compute in fp32). LayerNorm / GroupNorm layers run in fp32 (Cast up, fp32 affine, Cast down): their
-mean and variance over up to 1024 channels lose most of fp16's 11 bits, and TensorRT itself warns that
-fp16 layer norms may overflow. Everything else (Conv, MatMul, GELU, residual adds) is fp16.
+mean and variance over up to 1024 channels lose precision in fp16 and can overflow (TensorRT warns about
+fp16 layer norms for that reason). Everything else (Conv, MatMul, GELU, residual adds) is fp16.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import logging
 import os
 import tempfile
 import warnings
@@ -376,6 +380,17 @@ class ExportResult:
                 f"input '{INPUT_NAME}' {dims}, {self.size_bytes / 1e6:.1f} MB, onnx.checker passed")
 
 
+@contextlib.contextmanager
+def _quiet_exporter_logs():
+    logger = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def check_output_path(path: str) -> str:
     """The absolute output path; ValueError when it cannot be written (checked before the slow export)."""
     path = os.path.abspath(os.fspath(path))
@@ -441,24 +456,29 @@ def export_onnx(model: nn.Module, path, *, ops: str = "plugin", precision: str =
     input_shape = tuple(int(d) for d in input_shape)
     if len(input_shape) != 4 or min(input_shape) < 1:
         raise ValueError(f"input_shape must be (B, C, H, W) with positive sizes, got {input_shape}")
-    prepared, layers = prepare_for_export(model, ops, precision)
-    if not layers:
-        warnings.warn(f"the model ({type(model).__name__}) has no WTConv2d layer: the ONNX model will "
-                      f"contain no {contract.OP_TYPE} node; exporting anyway", NoWTConvWarning, stacklevel=2)
-    # Sizes 0 and 1 are specialised by torch.export; trace dynamic dims with at least 2.
-    trace_shape = tuple(max(d, 2) if dynamic and i != 1 else d for i, d in enumerate(input_shape))
-    layer_modules = sorted((m for m in prepared.modules() if isinstance(m, (WTConv2dPluginNode, StandardWTConv2d))),
-                           key=lambda m: m.layer)
-    example = torch.randn(trace_shape, generator=torch.Generator().manual_seed(0)).to(_TORCH_DTYPES[precision])
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", module=r"torch\.onnx.*")
+    if not isinstance(opset, int) or opset < 18:
+        raise ValueError(f"opset must be an integer >= 18 (the standard-op WTConv2d uses opset-18 Pad/Slice "
+                         f"forms; TensorRT 10 and 11 parse 18 and later), got {opset!r}")
+    with warnings.catch_warnings(), _quiet_exporter_logs():
+        # torch.export's own deprecation chatter (FutureWarning from its pytree, "torchvision is not
+        # installed" from the exporter's registry) says nothing about the user's model.
+        warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", module=r"torch\.onnx.*")
+        prepared, layers = prepare_for_export(model, ops, precision)
+        layer_modules = sorted((m for m in prepared.modules() if isinstance(m, (WTConv2dPluginNode, StandardWTConv2d))),
+                               key=lambda m: m.layer)
+        # Sizes 0 and 1 are specialised by torch.export; trace dynamic dims with at least 2.
+        trace_shape = tuple(max(d, 2) if dynamic and i != 1 else d for i, d in enumerate(input_shape))
+        example = torch.randn(trace_shape, generator=torch.Generator().manual_seed(0)).to(_TORCH_DTYPES[precision])
         program = torch.onnx.export(
             prepared, (example,), dynamo=True, opset_version=opset, input_names=[INPUT_NAME],
             output_names=[OUTPUT_NAME], dynamic_shapes=_dynamic_shapes(len(trace_shape)) if dynamic else None,
             external_data=False, verbose=False, report=False,
             custom_translation_table=_translation_table(layer_modules, precision))
+    if not layers:
+        warnings.warn(f"the model ({type(model).__name__}) has no WTConv2d layer: the ONNX model will "
+                      f"contain no {contract.OP_TYPE} node; exporting anyway", NoWTConvWarning, stacklevel=2)
     proto = program.model_proto
     _name_dynamic_axes(proto, dynamic)
     if any(f.name == contract.OP_TYPE for f in proto.functions):

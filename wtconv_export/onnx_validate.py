@@ -123,7 +123,7 @@ def validate_onnx(onnx_path: str, torch_model, inputs, *, tolerance: float | Non
 
     torch_model = torch_model.float().eval()
     channels = feeds[0][input_name].shape[1]
-    metadata = TensorMetadata().add(input_name, dtype=np.float32, shape=("batch", channels, "height", "width"))
+    metadata = TensorMetadata().add(input_name, dtype=in_dtype, shape=("batch", channels, "height", "width"))
     wrapped = _tuple_output(torch_model)
     # A callable returning the module: Polygraphy calls a callable model argument (and nn.Module is one).
     torch_runner = _pyt_runner_class()(lambda: wrapped, metadata, output_names, name="pytorch")
@@ -147,3 +147,36 @@ def validate_onnx(onnx_path: str, torch_model, inputs, *, tolerance: float | Non
     passed = bool(accuracy) and all(e <= tol for e in errors)
     return ValidationResult(passed=passed, precision=precision, tolerance=tol, errors=errors,
                             shapes=[f[input_name].shape for f in feeds])
+
+
+def export_and_validate_default(out_dir, variants=(("plugin", "fp32"), ("plugin", "fp16"), ("standard", "fp32")),
+                                verbose: bool = False) -> int:
+    """The main job's ONNX step: export the shipped default model in each (ops, precision) variant into
+    ``out_dir`` and validate each against PyTorch (Polygraphy, ONNX Runtime) on the shipped held-out digits.
+
+    Prints one line per export and per validation (Polygraphy's full report with ``verbose``); returns 0 when
+    every validation passed, else 1. ``wtconv-trt demo`` can call this after its own checks.
+    """
+    import contextlib
+    import io
+    import os
+
+    from .commands.validate import default_inputs
+    from .onnx_export import export_onnx
+    from .onnx_models import DEFAULT_SOURCE, build_model
+
+    os.makedirs(out_dir, exist_ok=True)
+    model, description = build_model(DEFAULT_SOURCE)
+    inputs = default_inputs(description, None)
+    shape = tuple(int(d) for d in description.get("input_shape", "1,1,32,32").split(","))
+    status = 0
+    for ops, precision in variants:
+        path = os.path.join(out_dir, f"default_{ops}_{precision}.onnx")
+        result = export_onnx(model, path, ops=ops, precision=precision, input_shape=shape, metadata=description)
+        print(result.summary())
+        report = io.StringIO()
+        with contextlib.redirect_stdout(report) if not verbose else contextlib.nullcontext():
+            outcome = validate_onnx(path, model, inputs)
+        print("  " + outcome.summary())
+        status |= 0 if outcome.passed else 1
+    return status
