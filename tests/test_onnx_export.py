@@ -1,10 +1,10 @@
 """ONNX export of WTConvNeXt-T (issue 5): the plugin graph's nodes and attributes, the standard-op graph, and
 both run in ONNX Runtime against PyTorch in fp32 and fp16.
 
-The four exports (plugin / standard x fp32 / fp16) are made once per module at 64x64 with dynamic batch,
-height and width (WTConvNeXt-T at 224 takes the same export time, but ORT runs of the Python op would be
-~12x slower); the comparisons run at batch 1 (64x64) and batch 3 at a non-default 72x88, where stage 0
-(18x22) takes odd sizes at levels 2..5.
+The four exports (plugin / standard x fp32 / fp16) are made once per module with a 64x64 example and
+dynamic batch, height and width (export time does not depend on the size); the comparisons run at batch 1
+(64x64), batch 3 at 72x88, where stage 0 (18x22) takes odd sizes at levels 2..5, and batch 1 at the
+published 224x224.
 """
 
 import copy
@@ -25,7 +25,7 @@ from wtconv_export.onnx_models import build_model  # noqa: E402
 from wtconv_export.onnx_ort import make_ort_session  # noqa: E402
 
 EXPORT_SHAPE = (1, 3, 64, 64)
-INPUT_SHAPES = [(1, 3, 64, 64), (3, 3, 72, 88)]
+INPUT_SHAPES = [(1, 3, 64, 64), (3, 3, 72, 88), (1, 3, 224, 224)]
 FP32_TOLERANCE = 1e-5          # max |ort - torch| / max |torch| (issue 5)
 FP16_FACTOR = 2.0              # fp16: within 2x PyTorch-fp16's own error (issue 5)
 
@@ -170,3 +170,21 @@ def test_fp16_within_twice_pytorch_fp16_error(ops, exports, references, error_re
         error_report.add(f"ONNX Runtime {ops} fp16 vs float64 (WTConvNeXt-T)", error, str(tuple(x.shape)))
         error_report.add("PyTorch fp16 vs float64 (WTConvNeXt-T)", own, str(tuple(x.shape)))
         assert error <= FP16_FACTOR * own, (ops, tuple(x.shape), error, own)
+
+
+def test_node_attribute_names_are_the_plugin_field_names(exports):
+    """The exported attributes against the C++ plugin's field names (plugin/trt/wtconvPluginContract.h),
+    directly; tests/test_plugin_contract.py checks that header against contract.py."""
+    import re
+    from pathlib import Path
+    header = Path(__file__).resolve().parent.parent / "plugin" / "trt" / "wtconvPluginContract.h"
+    if not header.is_file():
+        pytest.skip(f"{header} not present")
+    text = re.sub(r"//[^\n]*", "", re.sub(r"/\*.*?\*/", "", header.read_text(), flags=re.S))
+    strings = dict(re.findall(r'constexpr\s+char\s+const\s*\*\s*(k[A-Z0-9_]+)\s*=\s*"([^"]*)"\s*;', text))
+    cpp_fields = {value for name, value in strings.items() if name.startswith("kFIELD_")}
+    proto = onnx.load(str(exports[("plugin", "fp32")]), load_external_data=False)
+    node = next(n for n in proto.graph.node if n.op_type == strings["kPLUGIN_NAME"])
+    assert {a.name for a in node.attribute} <= cpp_fields
+    version = next(a for a in node.attribute if a.name == strings["kFIELD_PLUGIN_VERSION"])
+    assert onnx.helper.get_attribute_value(version) == strings["kPLUGIN_VERSION"].encode()

@@ -370,7 +370,8 @@ class ExportResult:
     size_bytes: int
 
     def summary(self) -> str:
-        dims = f"[batch, {self.input_shape[1]}, height, width] (dynamic)" if self.dynamic else f"{list(self.input_shape)} (static)"
+        dims = (f"[batch, {self.input_shape[1]}, height, width] (dynamic)" if self.dynamic
+                else f"{list(self.input_shape)} (static)")
         if self.ops == "plugin":
             what = (f"{self.num_wtconv_nodes} {contract.OP_TYPE} nodes (domain '{contract.ONNX_DOMAIN}', "
                     f"plugin_version '{contract.PLUGIN_VERSION}')")

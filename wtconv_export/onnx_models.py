@@ -33,8 +33,8 @@ def load_checkpoint_strict(model: nn.Module, path: str) -> nn.Module:
 @torch.no_grad()
 def randomize_weights(model: nn.Module, seed: int = 0) -> nn.Module:
     """Random weights with which every layer matters (seeded): convolution and linear weights
-    N(0, 1/fan_in), layer scales (gamma, initialised to 1e-6 in ConvNeXt, which would hide every block) set to 0.5 +- 0.1,
-    WTConv2d scales drawn around their inits, biases and LayerNorm affines randomised a little."""
+    N(0, 1/fan_in); layer scales (gamma, initialised to 1e-6 in ConvNeXt, which would hide every block)
+    0.5 +- 0.1; WTConv2d scales around their inits; biases and LayerNorm affines randomised a little."""
     generator = torch.Generator().manual_seed(seed)
 
     def rand_like(t, mean, std):

@@ -24,6 +24,18 @@ from .onnx_export import INPUT_NAME, read_metadata
 TOLERANCES = {"fp32": 1e-4, "fp16": 2e-2}
 
 
+def require_validation_packages() -> None:
+    """ValueError with the install command when ONNX Runtime, onnxruntime-extensions or Polygraphy is absent."""
+    import importlib.util
+    missing = [name for module, name in (("onnxruntime", "onnxruntime"),
+                                         ("onnxruntime_extensions", "onnxruntime-extensions"),
+                                         ("polygraphy", "polygraphy"))
+               if importlib.util.find_spec(module) is None]
+    if missing:
+        raise ValueError(f"validation needs {', '.join(missing)}: pip install 'wtconv-trt[onnxruntime]' "
+                         f"(or pip install {' '.join(missing)})")
+
+
 def _pyt_runner_class():
     import torch
     from polygraphy.backend.pyt import PytRunner
@@ -95,8 +107,8 @@ def validate_onnx(onnx_path: str, torch_model, inputs, *, tolerance: float | Non
 
     Polygraphy prints its report (G_LOGGER); returns a ValidationResult (passed, per-input errors).
     """
+    require_validation_packages()
     import onnx
-    import torch
     from onnx import TensorProto
     from polygraphy.backend.onnxrt import OnnxrtRunner
     from polygraphy.common import TensorMetadata
@@ -165,6 +177,7 @@ def export_and_validate_default(out_dir, variants=(("plugin", "fp32"), ("plugin"
     from .onnx_export import export_onnx
     from .onnx_models import DEFAULT_SOURCE, build_model
 
+    require_validation_packages()
     os.makedirs(out_dir, exist_ok=True)
     model, description = build_model(DEFAULT_SOURCE)
     inputs = default_inputs(description, None)

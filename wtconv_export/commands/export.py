@@ -73,7 +73,8 @@ def run(args) -> int:
             print(f"wtconv-trt export: warning: {warning.message}")
     print(result.summary())
     if result.layers:
-        configs = sorted({(layer.channels, layer.kernel_size, layer.wt_levels, layer.stride) for layer in result.layers})
+        configs = sorted({(layer.channels, layer.kernel_size, layer.wt_levels, layer.stride)
+                          for layer in result.layers})
         print(f"  {len(result.layers)} WTConv2d layers; (channels, kernel_size, wt_levels, stride): "
               + ", ".join(f"{c}" for c in configs))
     return 0
