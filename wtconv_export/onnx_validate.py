@@ -15,6 +15,7 @@ PyTorch reference gets the same rounded values in fp32.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import numpy as np
@@ -75,6 +76,19 @@ def _tuple_output(model):
             return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
     return TupleOutput(model).eval()
+
+
+@contextlib.contextmanager
+def _polygraphy_report():
+    """Polygraphy's INFO-level report printed whatever severity another caller left set (restored after)."""
+    from polygraphy.logger import G_LOGGER
+    attr = "module_severity" if hasattr(G_LOGGER, "module_severity") else "severity"
+    old = getattr(G_LOGGER, attr)
+    setattr(G_LOGGER, attr, G_LOGGER.INFO)
+    try:
+        yield
+    finally:
+        setattr(G_LOGGER, attr, old)
 
 
 @dataclasses.dataclass
@@ -140,7 +154,8 @@ def validate_onnx(onnx_path: str, torch_model, inputs, *, tolerance: float | Non
     # A callable returning the module: Polygraphy calls a callable model argument (and nn.Module is one).
     torch_runner = _pyt_runner_class()(lambda: wrapped, metadata, output_names, name="pytorch")
     ort_runner = OnnxrtRunner(lambda: make_ort_session(onnx_path), name="onnxruntime")
-    results = Comparator.run([torch_runner, ort_runner], data_loader=feeds)
+    with _polygraphy_report():
+        results = Comparator.run([torch_runner, ort_runner], data_loader=feeds)
 
     torch_outs = results[torch_runner.name]
     ort_outs = results[ort_runner.name]
@@ -155,7 +170,8 @@ def validate_onnx(onnx_path: str, torch_model, inputs, *, tolerance: float | Non
         compare = SimpleCompareFunc(**options)
     except ImportError:
         compare = CompareFunc.simple(**options)
-    accuracy = Comparator.compare_accuracy(results, compare_func=compare)
+    with _polygraphy_report():
+        accuracy = Comparator.compare_accuracy(results, compare_func=compare)
     passed = bool(accuracy) and all(e <= tol for e in errors)
     return ValidationResult(passed=passed, precision=precision, tolerance=tol, errors=errors,
                             shapes=[f[input_name].shape for f in feeds])
