@@ -1798,10 +1798,17 @@ bool gpuLayer(IPluginCreatorV3One* creator, GpuLayer const& layer)
                 void* outputs[] = {d.y};
                 hc.runtime->onShapeChange(&in, 1, &out, 1);
                 recorder.clear();
-                if (workspaceBytes > 0)
+                // The profile's workspace (workspaceBytes) is sized for its largest shape; this shape may need
+                // none (planes up to 64x64 run in one workspace-free launch), so decide from this shape.
+                if (wtconv::wtconvWorkspaceBytes(kernelParams(type, d.in, sub.cfg)) > 0)
                 {
                     check(hc.runtime->enqueue(&in, &out, inputs, outputs, nullptr, stream) != 0 && recorder.getNbErrors() > 0,
                         tag + ": enqueue without its workspace returns an error (recorded)", gLogger.last());
+                }
+                else
+                {
+                    check(hc.runtime->enqueue(&in, &out, inputs, outputs, nullptr, stream) == 0,
+                        tag + ": enqueue of a shape that needs no workspace runs without one", gLogger.last());
                 }
                 PluginTensorDesc badIn = desc(type, dims4(r.n, sub.cfg.channels + 1, r.h, r.w));
                 check(hc.runtime->enqueue(&badIn, &out, inputs, outputs, workspace, stream) != 0,
