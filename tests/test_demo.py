@@ -3,16 +3,20 @@
 from wtconv_export.cli import main
 
 
-def test_demo_passes(capsys):
-    assert main(["demo", "--count", "16"]) == 0
+def test_demo_passes(capsys, tmp_path):
+    assert main(["demo", "--count", "16", "--onnx-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "OK: reference and fused operator agree" in out
     assert out.count("conv_dw") == 5 and "logits (fp32, 5 fused layers)" in out
+    # the ONNX step: three exports, each validated against PyTorch
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "default_plugin_fp16.onnx", "default_plugin_fp32.onnx", "default_standard_fp32.onnx"]
+    assert out.count("PASSED: ONNX Runtime vs PyTorch") == 3 and "OK: every export matches PyTorch" in out
 
 
 def test_demo_fails_on_an_impossible_tolerance(capsys):
     # fp32 cannot agree to 1e-12: the demo must say so and exit non-zero.
-    assert main(["demo", "--count", "8", "--tolerance", "1e-12"]) == 1
+    assert main(["demo", "--count", "8", "--tolerance", "1e-12", "--skip-onnx"]) == 1
     assert "FAIL: relative error above 1e-12" in capsys.readouterr().out
 
 

@@ -2,8 +2,10 @@
 
 Loads the default model (a small WTConvNeXt trained on digits), folds every WTConv2d, and runs the published
 reference and the fused operator (the executable spec behind ``wtconv::fused_wtconv2d``) on the shipped
-held-out images; prints per-layer and logits agreement and the accuracy; exits 1 when any relative error
-(max |fused - reference| / max |reference|) exceeds the tolerance.
+held-out images; prints per-layer and logits agreement and the accuracy; then exports the model to ONNX
+(one WTConv2d plugin node per layer in fp32 and fp16, and the standard-op fallback) and validates each export
+against PyTorch with Polygraphy in ONNX Runtime. Exits 1 when any relative error (max |fused - reference| /
+max |reference|) exceeds the tolerance or any ONNX validation fails.
 """
 
 HELP = "run the shipped default model through the reference and the fused WTConv operator and compare them"
@@ -14,6 +16,9 @@ def add_arguments(parser) -> None:
                         help="number of shipped held-out images to run (default 64, at most the split size)")
     parser.add_argument("--tolerance", type=float, default=1e-5,
                         help="largest accepted fp32 relative error, per layer and for the logits (default 1e-5)")
+    parser.add_argument("--onnx-dir", default="wtconv_trt_out",
+                        help="where the ONNX exports of the default model are written (default ./wtconv_trt_out)")
+    parser.add_argument("--skip-onnx", action="store_true", help="only the PyTorch comparison, no ONNX export")
 
 
 def _errors(got, expected):
@@ -111,4 +116,14 @@ def run(args) -> int:
         return 1
     print(f"\nOK: reference and fused operator agree within {args.tolerance:g} relative error "
           f"in every layer and in the logits ({elapsed:.1f} s)")
+    if args.skip_onnx:
+        return 0
+    from ..onnx_validate import export_and_validate_default
+    print(f"\nONNX: export the default model (plugin fp32 / fp16, standard ops fp32) to {args.onnx_dir} "
+          f"and validate each against PyTorch with Polygraphy (ONNX Runtime)")
+    if export_and_validate_default(args.onnx_dir) != 0:
+        print("\nFAIL: an ONNX export does not match PyTorch (see above)")
+        return 1
+    print(f"\nOK: every export matches PyTorch ({time.perf_counter() - start:.1f} s). Next: build a TensorRT engine, "
+          f"see docs/engines.md")
     return 0
