@@ -15,7 +15,6 @@ Usage (GPU machine, repository root, kernels built): python3 tools/bench_layouts
 import argparse
 import json
 import math
-import statistics
 import time
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import torch
 import torch.nn as nn
 
 from wtconv_export import cuda_kernels
-from wtconv_export.commands.bench_layer import L2_BYTES, STAGES_T, _time_graph
+from wtconv_export.commands.bench_layer import L2_BYTES, STAGES_T, _time_graph, model_forward_ms
 from wtconv_export.folding import fold_wtconv
 from wtconv_export.wtconv2d import WTConv2d
 
@@ -82,22 +81,9 @@ def model_rows(batch):
         "convnext_t_without_depthwise": lambda: no_dw(timm.create_model("convnext_tiny").eval().to(dev, torch.float16)),
     }
     rows = []
-    x = torch.randn(batch, 3, 224, 224, device=dev, dtype=torch.float16)
     for name, make in models.items():
         model = make()
-        with torch.no_grad():
-            for _ in range(3):
-                model(x)
-            torch.cuda.synchronize()
-            times = []
-            for _ in range(10):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                model(x)
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end))
-        ms = statistics.median(times)
+        ms = model_forward_ms(torch, model, batch)
         rows.append(dict(model=name, batch=batch, dtype="float16", ms=ms, img_per_s=batch / (ms * 1e-3)))
         print(f"model {name} B={batch}: {ms:.2f} ms {batch / (ms * 1e-3):.0f} img/s", flush=True)
         del model

@@ -118,7 +118,7 @@ def check_library_for_tensorrt(info: LibraryInfo, trt_major: int) -> None:
     if major is not None and major != trt_major:
         raise ValueError(f"plugin library {info.path} links libnvinfer.so.{major} (TensorRT {major}) but TensorRT "
                          f"{trt_major} is installed: rebuild the plugin against TensorRT {trt_major}'s headers and "
-                         f"libraries (cmake -S plugin -B build -DTENSORRT_ROOT=<TensorRT {trt_major}>)")
+                         f"libraries (cmake -S plugin -B build/plugin -DTensorRT_ROOT=<TensorRT {trt_major} install>)")
 
 
 # Where 'cmake -S plugin -B build/plugin && cmake --build build/plugin' puts the two libraries (plugin/trt's

@@ -47,4 +47,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the package's module so ``python -m wtconv_export.cli`` catches the same UserError class
+    # the subcommands raise (this file's __main__ copy would define a second one).
+    from wtconv_export.cli import main as package_main
+    sys.exit(package_main())

@@ -134,6 +134,24 @@ def bench_layers(torch, args, dtypes):
     return rows
 
 
+def model_forward_ms(torch, model, batch, warmup=3, repeats=10):
+    """Median ms of an eager fp16 forward pass on a (batch, 3, 224, 224) input, CUDA events, after warm-up."""
+    x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.float16)
+    with torch.no_grad():
+        for _ in range(warmup):
+            model(x)
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            model(x)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
 def bench_models(torch, args):
     import timm
     from wtconv_export import cuda_kernels
@@ -142,23 +160,6 @@ def bench_models(torch, args):
     cuda_kernels.register()
     dev = torch.device("cuda")
     results = []
-
-    def throughput(model, batch):
-        x = torch.randn(batch, 3, 224, 224, device=dev, dtype=torch.float16)
-        with torch.no_grad():
-            for _ in range(3):
-                model(x)
-            torch.cuda.synchronize()
-            times = []
-            for _ in range(10):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                model(x)
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end))
-        ms = statistics.median(times)
-        return ms, batch / (ms * 1e-3)
 
     models = {
         # fuse after the cast: the folded weights stay fp32 buffers (DESIGN.md §2)
@@ -169,7 +170,8 @@ def bench_models(torch, args):
     for batch in [int(v) for v in args.model_batches.split(",")]:
         for name, make in models.items():
             model = make()
-            ms, ips = throughput(model, batch)
+            ms = model_forward_ms(torch, model, batch)
+            ips = batch / (ms * 1e-3)
             results.append(dict(model=name, batch=batch, dtype="fp16", ms=ms, img_per_s=ips))
             print(f"model {name} B={batch}: {ms:.2f} ms  {ips:.0f} img/s", flush=True)
             del model
