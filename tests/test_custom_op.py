@@ -12,6 +12,7 @@ from wtconv_export.fused_spec import fused_wtconv2d_spec
 from wtconv_export.models import load_default_model, load_heldout_digits
 from wtconv_export.wtconv2d import WTConv2d
 from wtconv_export.wtconvnext import WTConvNeXt
+from random_layers import random_wtconv
 
 
 def relative_error(got, expected):
@@ -19,13 +20,7 @@ def relative_error(got, expected):
 
 
 def random_layer(c=4, k=5, levels=3, stride=1, bias=True, seed=0):
-    torch.manual_seed(seed)
-    m = WTConv2d(c, c, kernel_size=k, stride=stride, bias=bias, wt_levels=levels)
-    with torch.no_grad():
-        for name, p in m.named_parameters():
-            if name not in ("wt_filter", "iwt_filter"):
-                p.copy_(torch.randn_like(p))
-    return m.eval()
+    return random_wtconv(c, k, levels, stride, bias, seed, dtype=torch.float32).eval()
 
 
 @pytest.mark.parametrize("shape,k,levels,stride,dtype", [
