@@ -25,6 +25,16 @@ enum class DataType : int32_t
     kBFLOAT16 = 2,
 };
 
+// Memory layout of input and output (the same for both). kNHWC is channels-last: element (b, c, h, w) at
+// ((b * H + h) * W + w) * channelPitch + c, where channelPitch >= C lets padded channels-last formats
+// (TensorRT's kHWC8 / kHWC16 round C up to a multiple of 8 / 16) map directly; padding channels are neither
+// read nor written.
+enum class Layout : int32_t
+{
+    kNCHW = 0,
+    kNHWC = 1,
+};
+
 constexpr int32_t kMaxKernelSize = 15; // odd k in 1..15
 constexpr int32_t kMaxLevels = 8;      // wt_levels in 1..8
 
@@ -38,6 +48,8 @@ struct WTConvParams
     int32_t kernelSize{0};              // odd, 1..kMaxKernelSize
     int32_t levels{0};                  // 1..kMaxLevels
     int32_t stride{1};                  // >= 1
+    Layout layout{Layout::kNCHW};       // layout of input and output
+    int64_t channelPitch{0};            // kNHWC only: elements between neighbouring pixels, >= C; 0 means C
 
     void const* input{nullptr};          // (B, C, H, W), dtype
     void* output{nullptr};               // (B, C, ceil(H/stride), ceil(W/stride)), dtype
