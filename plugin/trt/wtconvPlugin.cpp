@@ -203,8 +203,8 @@ void checkInputDims(nvinfer1::Dims const& dims, int64_t channels, char const* wh
 {
     if (dims.nbDims != 4)
     {
-        fail(std::string(what) + ": expected a 4-D tensor (N, C, H, W), given " + std::to_string(dims.nbDims)
-            + "-D " + dimsString(dims));
+        fail(std::string(what) + ": expected a 4-D tensor (N, C, H, W), given " + std::to_string(dims.nbDims) + "-D "
+            + dimsString(dims));
     }
     if (dims.d[1] != -1 && dims.d[1] != channels)
     {
@@ -296,8 +296,8 @@ WTConvPlugin::WTConvPlugin(int32_t kernelSize, int32_t levels, int32_t stride, s
     }
     mChecksum = weightsChecksum(mBaseWeight, mBaseBias, mWaveletWeight);
     std::ostringstream id;
-    id << contract::kPLUGIN_NAME << "_v" << contract::kPLUGIN_VERSION << "_k" << mKernelSize << "_L" << mLevels
-       << "_s" << mStride << "_C" << c;
+    id << contract::kPLUGIN_NAME << "_v" << contract::kPLUGIN_VERSION << "_k" << mKernelSize << "_L" << mLevels << "_s"
+       << mStride << "_C" << c;
     mTimingCacheId = id.str();
 }
 
@@ -406,8 +406,8 @@ int32_t WTConvPlugin::getOutputDataTypes(
     {
         if (nbInputs != 1 || nbOutputs != 1 || inputTypes == nullptr || outputTypes == nullptr)
         {
-            fail("getOutputDataTypes: expected 1 input and 1 output, given " + std::to_string(nbInputs)
-                + " inputs and " + std::to_string(nbOutputs) + " outputs");
+            fail("getOutputDataTypes: expected 1 input and 1 output, given " + std::to_string(nbInputs) + " inputs and "
+                + std::to_string(nbOutputs) + " outputs");
         }
         if (!kernelsSupport(inputTypes[0], channels(), mKernelSize, mLevels, mStride))
         {
@@ -562,7 +562,7 @@ int32_t WTConvPlugin::configurePlugin(
         {
             reportWarning((std::string(kWHO) + ": configurePlugin: weights not uploaded yet (" + error
                 + "); onShapeChange will retry")
-                              .c_str());
+                    .c_str());
         }
         return 0;
     }
@@ -636,13 +636,13 @@ bool WTConvPlugin::ensureDeviceWeights(std::string& error) noexcept
         status = cudaMemcpy(base, mBaseWeight.data(), mBaseWeight.size() * sizeof(float), cudaMemcpyHostToDevice);
         if (status == cudaSuccess)
         {
-            status = cudaMemcpy(base + baseWeightBytes, mBaseBias.data(), mBaseBias.size() * sizeof(float),
-                cudaMemcpyHostToDevice);
+            status = cudaMemcpy(
+                base + baseWeightBytes, mBaseBias.data(), mBaseBias.size() * sizeof(float), cudaMemcpyHostToDevice);
         }
         if (status == cudaSuccess)
         {
-            status = cudaMemcpy(base + baseWeightBytes + baseBiasBytes, mWaveletWeight.data(), waveletBytes,
-                cudaMemcpyHostToDevice);
+            status = cudaMemcpy(
+                base + baseWeightBytes + baseBiasBytes, mWaveletWeight.data(), waveletBytes, cudaMemcpyHostToDevice);
         }
         if (status != cudaSuccess)
         {
@@ -735,8 +735,9 @@ int32_t WTConvPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDes
         int32_t device = -1;
         if (mDevice == nullptr || cudaGetDevice(&device) != cudaSuccess || device != mDevice->device)
         {
-            report(std::string(kWHO) + ": enqueue: the weights are not on the current device (attachToContext / "
-                                       "onShapeChange did not run or failed); nothing launched");
+            report(std::string(kWHO)
+                + ": enqueue: the weights are not on the current device (attachToContext / "
+                  "onShapeChange did not run or failed); nothing launched");
             return -1;
         }
         WTConvParams p;
@@ -794,7 +795,7 @@ IPluginV3* WTConvPlugin::attachToContext(nvinfer1::IPluginResourceContext* conte
             // and fails loudly, enqueue refuses to launch.
             reportWarning((std::string(kWHO) + ": attachToContext: weights not uploaded yet (" + error
                 + "); onShapeChange will retry")
-                              .c_str());
+                    .c_str());
         }
         return plugin.release();
     }
@@ -810,8 +811,8 @@ PluginFieldCollection const* WTConvPlugin::getFieldsToSerialize() noexcept
     try
     {
         mSerializedFields.clear();
-        mSerializedFields.emplace_back(contract::kFIELD_SERIALIZATION_VERSION, &mSerializationVersion,
-            PluginFieldType::kINT32, 1);
+        mSerializedFields.emplace_back(
+            contract::kFIELD_SERIALIZATION_VERSION, &mSerializationVersion, PluginFieldType::kINT32, 1);
         mSerializedFields.emplace_back(contract::kFIELD_KERNEL_SIZE, &mKernelSize, PluginFieldType::kINT32, 1);
         mSerializedFields.emplace_back(contract::kFIELD_WT_LEVELS, &mLevels, PluginFieldType::kINT32, 1);
         mSerializedFields.emplace_back(contract::kFIELD_STRIDE, &mStride, PluginFieldType::kINT32, 1);

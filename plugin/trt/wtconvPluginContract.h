@@ -36,7 +36,7 @@ constexpr int32_t kMAX_WT_LEVELS = 8;
 // (TensorRTPhase::kRUNTIME), never produced by the ONNX parser. Bump kSERIALIZATION_VERSION whenever
 // the serialized field set changes meaning; an engine with another version is rejected.
 constexpr char const* kFIELD_SERIALIZATION_VERSION = "wtconv_serialization_version"; // int32
-constexpr char const* kFIELD_WEIGHTS_CHECKSUM = "wtconv_weights_checksum";           // int32, FNV-1a of the fp32 weights
+constexpr char const* kFIELD_WEIGHTS_CHECKSUM = "wtconv_weights_checksum"; // int32, FNV-1a of the fp32 weights
 constexpr int32_t kSERIALIZATION_VERSION = 1;
 
 } // namespace contract

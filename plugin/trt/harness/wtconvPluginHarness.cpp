@@ -337,7 +337,8 @@ public:
         *n = 0;
         return nullptr;
     }
-    IPluginCreator* getPluginCreator(AsciiChar const* const, AsciiChar const* const, AsciiChar const* const) noexcept override
+    IPluginCreator* getPluginCreator(
+        AsciiChar const* const, AsciiChar const* const, AsciiChar const* const) noexcept override
     {
         return nullptr;
     }
@@ -371,7 +372,8 @@ public:
         *n = 0;
         return nullptr;
     }
-    IPluginCreatorInterface* getCreator(AsciiChar const* const, AsciiChar const* const, AsciiChar const* const) noexcept override
+    IPluginCreatorInterface* getCreator(
+        AsciiChar const* const, AsciiChar const* const, AsciiChar const* const) noexcept override
     {
         return nullptr;
     }
@@ -440,7 +442,8 @@ LayerConfig syntheticLayer(int32_t c, int32_t k, int32_t levels, int32_t stride)
     l.levels = levels;
     l.stride = stride;
     uint32_t state = 12345U;
-    auto next = [&state]() {
+    auto next = [&state]()
+    {
         state = state * 1664525U + 1013904223U;
         return static_cast<float>(static_cast<int32_t>(state >> 9) - (1 << 22)) / static_cast<float>(1 << 23);
     };
@@ -604,7 +607,7 @@ private:
 // ---------------------------------------------------------------------------------------------------
 // Library access
 
-using GetCreatorsFn = IPluginCreatorInterface* const* (*) (int32_t&);
+using GetCreatorsFn = IPluginCreatorInterface* const* (*)(int32_t&);
 using SetLoggerFinderFn = void (*)(ILoggerFinder*);
 
 struct PluginLibrary
@@ -789,7 +792,8 @@ void hostBuildMethods(IPluginCreatorV3One* creator, LayerConfig const& l, std::s
     {
         DataType out = DataType::kINT8;
         int32_t const rc = h.build->getOutputDataTypes(&out, 1, &t, 1);
-        check(rc == 0 && out == t, tag + "getOutputDataTypes keeps the input dtype " + std::to_string(static_cast<int>(t)));
+        check(rc == 0 && out == t,
+            tag + "getOutputDataTypes keeps the input dtype " + std::to_string(static_cast<int>(t)));
     }
     {
         DataType in = DataType::kINT32;
@@ -818,25 +822,29 @@ void hostBuildMethods(IPluginCreatorV3One* creator, LayerConfig const& l, std::s
                 {
                     std::map<std::string, int64_t> env{{"N", n}, {"H", hh}, {"W", ww}};
                     bool const good = evaluate(out.d[0], env) == n && evaluate(out.d[1], env) == l.channels
-                        && evaluate(out.d[2], env) == ceilDiv(hh, l.stride) && evaluate(out.d[3], env) == ceilDiv(ww, l.stride);
+                        && evaluate(out.d[2], env) == ceilDiv(hh, l.stride)
+                        && evaluate(out.d[3], env) == ceilDiv(ww, l.stride);
                     if (!good)
                     {
-                        detail = "wrong at N=" + std::to_string(n) + " H=" + std::to_string(hh) + " W=" + std::to_string(ww);
+                        detail = "wrong at N=" + std::to_string(n) + " H=" + std::to_string(hh)
+                            + " W=" + std::to_string(ww);
                         ok = false;
                         break;
                     }
                 }
             }
         }
-        check(ok, tag + "getOutputShapes = (N, C, ceil(H/s), ceil(W/s)) for symbolic N, H, W (s="
-                + std::to_string(l.stride) + ")", detail);
+        check(ok,
+            tag + "getOutputShapes = (N, C, ceil(H/s), ceil(W/s)) for symbolic N, H, W (s=" + std::to_string(l.stride)
+                + ")",
+            detail);
         check(l.stride == 1 || eb.mBuilder.mOperations >= 2, tag + "getOutputShapes uses IExprBuilder operations");
 
         gLogger.clear();
         DimsExprs bad = in;
         bad.d[1] = eb.mBuilder.constant(l.channels + 1);
-        check(h.build->getOutputShapes(&bad, 1, nullptr, 0, &out, 1, eb) != 0
-                && contains(gLogger.last(), "channel") && contains(gLogger.last(), std::to_string(l.channels))
+        check(h.build->getOutputShapes(&bad, 1, nullptr, 0, &out, 1, eb) != 0 && contains(gLogger.last(), "channel")
+                && contains(gLogger.last(), std::to_string(l.channels))
                 && contains(gLogger.last(), std::to_string(l.channels + 1)),
             tag + "getOutputShapes rejects a constant channel count != C, naming both", gLogger.last());
         gLogger.clear();
@@ -880,8 +888,10 @@ void hostBuildMethods(IPluginCreatorV3One* creator, LayerConfig const& l, std::s
                 }
             }
         }
-        check(onlyLinearFloat, tag + "supportsFormatCombination(pos 0): only linear fp32/fp16/bf16 over "
-                + std::to_string(nbTypes) + "x" + std::to_string(nbFormats) + " pairs", detail);
+        check(onlyLinearFloat,
+            tag + "supportsFormatCombination(pos 0): only linear fp32/fp16/bf16 over " + std::to_string(nbTypes) + "x"
+                + std::to_string(nbFormats) + " pairs",
+            detail);
         bool const fp32 = std::count(accepted.begin(), accepted.end(), DataType::kFLOAT) == 1;
         bool const fp16 = std::count(accepted.begin(), accepted.end(), DataType::kHALF) == 1;
         bool const bf16 = std::count(accepted.begin(), accepted.end(), DataType::kBF16) == 1;
@@ -900,7 +910,8 @@ void hostBuildMethods(IPluginCreatorV3One* creator, LayerConfig const& l, std::s
                     io[1].desc.type = static_cast<DataType>(t);
                     io[1].desc.format = static_cast<TensorFormat>(f);
                     bool const yes = h.build->supportsFormatCombination(1, io, 1, 1);
-                    bool const expected = static_cast<DataType>(t) == in && static_cast<TensorFormat>(f) == TensorFormat::kLINEAR;
+                    bool const expected = static_cast<DataType>(t) == in
+                        && static_cast<TensorFormat>(f) == TensorFormat::kLINEAR;
                     outputOk = outputOk && yes == expected;
                 }
             }
@@ -918,10 +929,12 @@ void hostBuildMethods(IPluginCreatorV3One* creator, LayerConfig const& l, std::s
         DynamicPluginTensorDesc in = dynDesc(DataType::kHALF, any, min, max);
         DynamicPluginTensorDesc out = dynDesc(DataType::kHALF, dims4(-1, l.channels, -1, -1), min, max);
         gLogger.clear();
-        check(h.build->configurePlugin(&in, 1, &out, 1) == 0, tag + "configurePlugin (dynamic N, H, W)", gLogger.last());
+        check(
+            h.build->configurePlugin(&in, 1, &out, 1) == 0, tag + "configurePlugin (dynamic N, H, W)", gLogger.last());
         size_t const ws = h.build->getWorkspaceSize(&in, 1, &out, 1);
         size_t const expected = wtconv::wtconvWorkspaceBytes(kernelParams(DataType::kHALF, max, l));
-        check(ws == expected, tag + "getWorkspaceSize == wtconvWorkspaceBytes(profile max) = " + std::to_string(expected),
+        check(ws == expected,
+            tag + "getWorkspaceSize == wtconvWorkspaceBytes(profile max) = " + std::to_string(expected),
             "given " + std::to_string(ws));
         DynamicPluginTensorDesc in32 = dynDesc(DataType::kFLOAT, any, min, max);
         check(h.build->getWorkspaceSize(&in32, 1, &out, 1)
@@ -1007,7 +1020,8 @@ void hostBuildMethods(IPluginCreatorV3One* creator, LayerConfig const& l, std::s
         check(l.stride == 1 || (ha.runtime->onShapeChange(&in2, 1, &out2, 1) != 0 && recorder.getNbErrors() == 1),
             tag + "onShapeChange rejects an output shape that ignores the stride");
         PluginTensorDesc in3 = desc(DataType::kHALF, dims4(2, l.channels, 9, 9));
-        PluginTensorDesc out3 = desc(DataType::kFLOAT, dims4(2, l.channels, ceilDiv(9, l.stride), ceilDiv(9, l.stride)));
+        PluginTensorDesc out3 = desc(
+            DataType::kFLOAT, dims4(2, l.channels, ceilDiv(9, l.stride), ceilDiv(9, l.stride)));
         recorder.clear();
         check(ha.runtime->onShapeChange(&in3, 1, &out3, 1) != 0 && recorder.getNbErrors() == 1,
             tag + "onShapeChange rejects output dtype != input dtype");
@@ -1019,7 +1033,8 @@ void hostBuildMethods(IPluginCreatorV3One* creator, LayerConfig const& l, std::s
         void const* inputs[] = {nullptr};
         void* outputs[] = {nullptr};
         gLogger.clear();
-        check(hr.runtime->enqueue(nullptr, &out, inputs, outputs, nullptr, nullptr) == -1 && contains(gLogger.last(), "null"),
+        check(hr.runtime->enqueue(nullptr, &out, inputs, outputs, nullptr, nullptr) == -1
+                && contains(gLogger.last(), "null"),
             tag + "enqueue with null descriptors returns -1", gLogger.last());
         PluginTensorDesc badIn = desc(DataType::kFLOAT, dims4(1, l.channels + 2, 8, 8));
         gLogger.clear();
@@ -1044,7 +1059,8 @@ void hostBadInputs(IPluginCreatorV3One* creator)
 {
     LayerConfig const l = syntheticLayer(4, 3, 2, 2);
     int32_t const c = l.channels;
-    auto create = [&](FieldSet const& f, TensorRTPhase phase = TensorRTPhase::kBUILD) {
+    auto create = [&](FieldSet const& f, TensorRTPhase phase = TensorRTPhase::kBUILD)
+    {
         PluginFieldCollection fc = f.collection();
         gLogger.clear();
         return creator->createPlugin("bad_layer", &fc, phase);
@@ -1121,21 +1137,24 @@ void hostBadInputs(IPluginCreatorV3One* creator)
         FieldSet f = parserFields(l);
         f.remove(contract::kFIELD_KERNEL_SIZE);
         f.addInt(contract::kFIELD_KERNEL_SIZE, k);
-        expectRejected(create(f), "kernel_size " + std::to_string(k), {"kernel_size", "odd", "1..15", "given " + std::to_string(k)});
+        expectRejected(create(f), "kernel_size " + std::to_string(k),
+            {"kernel_size", "odd", "1..15", "given " + std::to_string(k)});
     }
     for (int32_t levels : {0, 9, -3})
     {
         FieldSet f = parserFields(l);
         f.remove(contract::kFIELD_WT_LEVELS);
         f.addInt(contract::kFIELD_WT_LEVELS, levels);
-        expectRejected(create(f), "wt_levels " + std::to_string(levels), {"wt_levels", "1..8", "given " + std::to_string(levels)});
+        expectRejected(
+            create(f), "wt_levels " + std::to_string(levels), {"wt_levels", "1..8", "given " + std::to_string(levels)});
     }
     for (int32_t stride : {0, -2})
     {
         FieldSet f = parserFields(l);
         f.remove(contract::kFIELD_STRIDE);
         f.addInt(contract::kFIELD_STRIDE, stride);
-        expectRejected(create(f), "stride " + std::to_string(stride), {"stride", ">= 1", "given " + std::to_string(stride)});
+        expectRejected(
+            create(f), "stride " + std::to_string(stride), {"stride", ">= 1", "given " + std::to_string(stride)});
     }
     // Weights that do not fit the channel count (C = length of base_bias).
     {
@@ -1148,7 +1167,8 @@ void hostBadInputs(IPluginCreatorV3One* creator)
         FieldSet f = parserFields(l);
         f.find(contract::kFIELD_WAVELET_WEIGHT)->length -= 9;
         expectRejected(create(f), "wavelet_weight not L*4C*k*k",
-            {"wavelet_weight", "L*4C*k*k", std::to_string(2 * 4 * c * 9), "given " + std::to_string(2 * 4 * c * 9 - 9)});
+            {"wavelet_weight", "L*4C*k*k", std::to_string(2 * 4 * c * 9),
+                "given " + std::to_string(2 * 4 * c * 9 - 9)});
     }
     {
         FieldSet f = parserFields(l);
@@ -1171,7 +1191,8 @@ void hostBadInputs(IPluginCreatorV3One* creator)
         fc.nbFields = 3;
         fc.fields = nullptr;
         gLogger.clear();
-        expectRejected(creator->createPlugin("x", &fc, TensorRTPhase::kBUILD), "nbFields 3 with null fields", {"nbFields 3"});
+        expectRejected(
+            creator->createPlugin("x", &fc, TensorRTPhase::kBUILD), "nbFields 3 with null fields", {"nbFields 3"});
         fc.nbFields = -1;
         gLogger.clear();
         expectRejected(creator->createPlugin("x", &fc, TensorRTPhase::kBUILD), "nbFields -1", {"nbFields -1"});
@@ -1189,7 +1210,8 @@ void hostBadInputs(IPluginCreatorV3One* creator)
                 (*v)[i] = static_cast<float>(static_cast<int32_t>(i % 17) - 8) * 0.125F;
             }
         }
-        auto toHalf = [](float x) {
+        auto toHalf = [](float x)
+        {
             // exact for the multiples of 1/8 in [-1, 1] used here
             if (x == 0.0F)
             {
@@ -1243,7 +1265,8 @@ void hostBadInputs(IPluginCreatorV3One* creator)
     FieldSet engine = copyFields(hb.runtime->getFieldsToSerialize());
     delete builder;
     auto guarded = [&](std::function<void(FieldSet&)> const& corrupt, std::string const& what,
-                       std::vector<std::string> const& needles) {
+                       std::vector<std::string> const& needles)
+    {
         FieldSet f = engine;
         for (size_t i = 0; i < f.fields.size(); ++i)
         {
@@ -1279,19 +1302,21 @@ void hostBadInputs(IPluginCreatorV3One* creator)
     guarded([](FieldSet& f) { f.remove(contract::kFIELD_WEIGHTS_CHECKSUM); }, "missing checksum",
         {contract::kFIELD_WEIGHTS_CHECKSUM});
     guarded(
-        [](FieldSet& f) {
+        [](FieldSet& f)
+        {
             int32_t const v = 2;
             std::memcpy(const_cast<void*>(f.find(contract::kFIELD_SERIALIZATION_VERSION)->data), &v, 4);
         },
         "serialization version 2", {contract::kFIELD_SERIALIZATION_VERSION, "expected 1", "given 2"});
     guarded(
-        [](FieldSet& f) {
+        [](FieldSet& f)
+        {
             float* w = static_cast<float*>(const_cast<void*>(f.find(contract::kFIELD_WAVELET_WEIGHT)->data));
             w[5] = std::nextafter(w[5], 2.0F);
         },
         "one weight flipped by an ulp", {contract::kFIELD_WEIGHTS_CHECKSUM, "corrupted"});
-    guarded([](FieldSet& f) { f.find(contract::kFIELD_WAVELET_WEIGHT)->length -= 1; }, "wavelet_weight truncated by one",
-        {"wavelet_weight", "given"});
+    guarded([](FieldSet& f) { f.find(contract::kFIELD_WAVELET_WEIGHT)->length -= 1; },
+        "wavelet_weight truncated by one", {"wavelet_weight", "given"});
     guarded([](FieldSet& f) { f.find(contract::kFIELD_BASE_BIAS)->length -= 1; }, "base_bias truncated by one",
         {"base_weight"});
     guarded([](FieldSet& f) { f.find(contract::kFIELD_KERNEL_SIZE)->length = 0; }, "kernel_size with length 0",
@@ -1301,7 +1326,8 @@ void hostBadInputs(IPluginCreatorV3One* creator)
     guarded([](FieldSet& f) { f.find(contract::kFIELD_BASE_WEIGHT)->type = PluginFieldType::kINT8; },
         "base_weight retyped", {"base_weight", "kINT8"});
     guarded(
-        [](FieldSet& f) {
+        [](FieldSet& f)
+        {
             f.fields.resize(3); // truncated field list
         },
         "field list truncated to 3 fields", {"missing"});
@@ -1340,13 +1366,14 @@ void hostStaticRegistration(std::string const& path)
     f.remove(contract::kFIELD_STRIDE);
     PluginFieldCollection fc = f.collection();
     gLogger.clear();
-    expectRejected(creator->createPlugin("x", &fc, TensorRTPhase::kBUILD), "(static library) missing stride, logged via getLogger()",
-        {"missing field 'stride'"});
+    expectRejected(creator->createPlugin("x", &fc, TensorRTPhase::kBUILD),
+        "(static library) missing stride, logged via getLogger()", {"missing field 'stride'"});
 }
 
 int runHost(std::string const& dynamicLib, std::string const& staticLib)
 {
-    std::printf("INFO TensorRT headers %d.%d, harness mode host (no CUDA device needed)\n", NV_TENSORRT_MAJOR, NV_TENSORRT_MINOR);
+    std::printf("INFO TensorRT headers %d.%d, harness mode host (no CUDA device needed)\n", NV_TENSORRT_MAJOR,
+        NV_TENSORRT_MINOR);
     PluginLibrary lib = loadDynamicLibrary(dynamicLib);
     if (lib.creator != nullptr)
     {
@@ -1359,7 +1386,8 @@ int runHost(std::string const& dynamicLib, std::string const& staticLib)
         bool ok = names != nullptr && names->nbFields == 6;
         std::map<std::string, PluginFieldType> expected{{contract::kFIELD_KERNEL_SIZE, PluginFieldType::kINT32},
             {contract::kFIELD_WT_LEVELS, PluginFieldType::kINT32}, {contract::kFIELD_STRIDE, PluginFieldType::kINT32},
-            {contract::kFIELD_BASE_WEIGHT, PluginFieldType::kFLOAT32}, {contract::kFIELD_BASE_BIAS, PluginFieldType::kFLOAT32},
+            {contract::kFIELD_BASE_WEIGHT, PluginFieldType::kFLOAT32},
+            {contract::kFIELD_BASE_BIAS, PluginFieldType::kFLOAT32},
             {contract::kFIELD_WAVELET_WEIGHT, PluginFieldType::kFLOAT32}};
         for (int32_t i = 0; ok && i < names->nbFields; ++i)
         {
@@ -1406,7 +1434,7 @@ int runHost(std::string const& dynamicLib, std::string const& staticLib)
         cudaError_t const e_ = (call);                                                                                 \
         if (e_ != cudaSuccess)                                                                                         \
         {                                                                                                              \
-            std::printf("FAIL CUDA %s at %s:%d: %s\n", #call, __FILE__, __LINE__, cudaGetErrorString(e_));            \
+            std::printf("FAIL CUDA %s at %s:%d: %s\n", #call, __FILE__, __LINE__, cudaGetErrorString(e_));             \
             ++gFailed;                                                                                                 \
             return false;                                                                                              \
         }                                                                                                              \
@@ -1432,8 +1460,8 @@ struct RunCase
     std::string dtype; // float32 | float16 | bfloat16
     int64_t n{0}, h{0}, w{0};
     double bound{0};
-    std::vector<char> x;       // input bytes in dtype
-    std::vector<double> yRef;  // float64 spec output
+    std::vector<char> x;      // input bytes in dtype
+    std::vector<double> yRef; // float64 spec output
 };
 
 DataType dataTypeOf(std::string const& s)
@@ -1662,16 +1690,17 @@ bool gpuLayer(IPluginCreatorV3One* creator, GpuLayer const& layer)
             {
                 continue;
             }
-            std::string const what = tag + " N=" + std::to_string(r.n) + " H=" + std::to_string(r.h) + " W="
-                + std::to_string(r.w);
+            std::string const what = tag + " N=" + std::to_string(r.n) + " H=" + std::to_string(r.h)
+                + " W=" + std::to_string(r.w);
             PluginTensorDesc in = desc(type, d.in);
             PluginTensorDesc out = desc(type, d.out);
             bool ok = check(hc.runtime->onShapeChange(&in, 1, &out, 1) == 0, what + ": onShapeChange", gLogger.last());
             ok = ok && poison(d, stream);
             void const* inputs[] = {d.x};
             void* outputs[] = {d.y};
-            ok = ok && check(hc.runtime->enqueue(&in, &out, inputs, outputs, workspace, stream) == 0, what + ": enqueue",
-                          gLogger.last());
+            ok = ok
+                && check(hc.runtime->enqueue(&in, &out, inputs, outputs, workspace, stream) == 0, what + ": enqueue",
+                    gLogger.last());
             if (ok && cudaStreamSynchronize(stream) == cudaSuccess)
             {
                 fetchAndCompare(d, r, r.yRef, what);
@@ -1691,7 +1720,8 @@ bool gpuLayer(IPluginCreatorV3One* creator, GpuLayer const& layer)
             void* wa = nullptr;
             void* wb = nullptr;
             cudaStream_t sa, sb;
-            bool ok = ha.runtime != nullptr && hb.runtime != nullptr && prepare(ra, sub.cfg, da) && prepare(rb, sub.cfg, db);
+            bool ok = ha.runtime != nullptr && hb.runtime != nullptr && prepare(ra, sub.cfg, da)
+                && prepare(rb, sub.cfg, db);
             if (ok && workspaceBytes > 0)
             {
                 ok = cudaMalloc(&wa, workspaceBytes) == cudaSuccess && cudaMalloc(&wb, workspaceBytes) == cudaSuccess;
@@ -1710,7 +1740,8 @@ bool gpuLayer(IPluginCreatorV3One* creator, GpuLayer const& layer)
                 ok = ok && poison(da, sa) && poison(db, sb);
                 for (int i = 0; ok && i < 4; ++i) // interleaved, no synchronisation in between
                 {
-                    ok = ha.runtime->enqueue(&ia, &oa, xa, ya, wa, sa) == 0 && hb.runtime->enqueue(&ib, &ob, xb, yb, wb, sb) == 0;
+                    ok = ha.runtime->enqueue(&ia, &oa, xa, ya, wa, sa) == 0
+                        && hb.runtime->enqueue(&ib, &ob, xb, yb, wb, sb) == 0;
                 }
                 ok = ok && cudaStreamSynchronize(sa) == cudaSuccess && cudaStreamSynchronize(sb) == cudaSuccess;
                 if (check(ok, tag + ": two contexts enqueued on two streams"))
@@ -1775,8 +1806,9 @@ bool gpuLayer(IPluginCreatorV3One* creator, GpuLayer const& layer)
                         size_t const c = (i / plane) % static_cast<size_t>(sub.cfg.channels);
                         ref[i] = 2.0 * static_cast<double>(sub.cfg.baseBias[c]) - r.yRef[i];
                     }
-                    ok = cudaMemcpy(d.x, neg.data(), neg.size(), cudaMemcpyHostToDevice) == cudaSuccess && poison(d, stream)
-                        && cudaGraphLaunch(exec, stream) == cudaSuccess && cudaStreamSynchronize(stream) == cudaSuccess;
+                    ok = cudaMemcpy(d.x, neg.data(), neg.size(), cudaMemcpyHostToDevice) == cudaSuccess
+                        && poison(d, stream) && cudaGraphLaunch(exec, stream) == cudaSuccess
+                        && cudaStreamSynchronize(stream) == cudaSuccess;
                     ok = ok && fetchAndCompare(d, r, ref, tag + ": graph replay on new input (-x)");
                 }
                 if (exec != nullptr)
@@ -1802,7 +1834,8 @@ bool gpuLayer(IPluginCreatorV3One* creator, GpuLayer const& layer)
                 // none (planes up to 64x64 run in one workspace-free launch), so decide from this shape.
                 if (wtconv::wtconvWorkspaceBytes(kernelParams(type, d.in, sub.cfg)) > 0)
                 {
-                    check(hc.runtime->enqueue(&in, &out, inputs, outputs, nullptr, stream) != 0 && recorder.getNbErrors() > 0,
+                    check(hc.runtime->enqueue(&in, &out, inputs, outputs, nullptr, stream) != 0
+                            && recorder.getNbErrors() > 0,
                         tag + ": enqueue without its workspace returns an error (recorded)", gLogger.last());
                 }
                 else
