@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from wtconv_export.cli import main as wtconv_trt
+from wtconv_trt.cli import main as wtconv_trt
 
 VARIANTS = [("plugin", "fp32"), ("plugin", "fp16"), ("standard", "fp32")]
 

@@ -1,6 +1,6 @@
 """``wtconv-trt demo`` (the README's main job): passes on the shipped model, fails when agreement is too loose."""
 
-from wtconv_export.cli import main
+from wtconv_trt.cli import main
 
 
 def test_demo_passes(capsys, tmp_path):

@@ -6,10 +6,10 @@ import argparse
 import pytest
 
 from engine_helpers import fake_engine, tiny_onnx
-from wtconv_export import cli
+from wtconv_trt import cli
 
-OUR_COMMANDS = [("build", "trt_engine.commands.build"), ("bench", "trt_engine.commands.bench"),
-                ("triton-repo", "trt_engine.commands.triton_repo")]
+OUR_COMMANDS = [("build", "wtconv_trt.commands.build"), ("bench", "wtconv_trt.commands.bench"),
+                ("triton-repo", "wtconv_trt.commands.triton_repo")]
 
 
 def tensorrt_missing():
@@ -36,7 +36,7 @@ def run_cli(monkeypatch, capsys):
 def test_subcommands_are_registered():
     names = [name for name, _ in cli.SUBCOMMANDS]
     for name, module in OUR_COMMANDS:
-        assert (name, module) in cli.SUBCOMMANDS, f"{name} missing from wtconv_export.cli.SUBCOMMANDS"
+        assert (name, module) in cli.SUBCOMMANDS, f"{name} missing from wtconv_trt.cli.SUBCOMMANDS"
     assert names.index("build") < names.index("bench") < names.index("triton-repo")
 
 
@@ -101,22 +101,19 @@ def test_bench_engine_errors(tmp_path, run_cli):
 @needs_no_tensorrt
 def test_engine_validation_without_tensorrt(tmp_path):
     from trt_engine.tensorrt_api import TensorRTUnavailable
-    from trt_engine.validate import run_engine_validation
+    from trt_engine.validate import validate_engine
 
     engine, _ = fake_engine(tmp_path)
-    args = argparse.Namespace(engine=str(engine), plugin=None, shape=None, iterations=1, seed=0, atol=None,
-                              rtol=None, source_model=None, save_inputs=None, save_outputs=None)
     with pytest.raises(TensorRTUnavailable, match="TensorRT is not installed"):
-        run_engine_validation(args)
-    args.shape = "1x1x99x99"
+        validate_engine(str(engine), iterations=1)
     with pytest.raises(ValueError, match="outside every optimisation profile"):
-        run_engine_validation(args)
+        validate_engine(str(engine), shape="1x1x99x99", iterations=1)
 
 
 def test_validate_command_engine_options(tmp_path, monkeypatch, capsys):
-    """'wtconv-trt validate --engine' (wtconv_export/commands/validate.py) takes our engine options beside its own
-    and hands them to run_engine_validation; without TensorRT it stops with the install message, exit 2."""
-    validate_command = pytest.importorskip("wtconv_export.commands.validate")
+    """'wtconv-trt validate --engine' (wtconv_trt/commands/validate.py) takes our engine options beside its own
+    and hands them to validate_engine; without TensorRT it stops with the install message, exit 2."""
+    validate_command = pytest.importorskip("wtconv_trt.commands.validate")
     parser = argparse.ArgumentParser()
     validate_command.add_arguments(parser)
     args = parser.parse_args(["--engine", "e", "--plugin", "lib.so", "--save-inputs", "i.json", "--save-outputs",
@@ -127,7 +124,7 @@ def test_validate_command_engine_options(tmp_path, monkeypatch, capsys):
     if not tensorrt_missing():
         return
     engine, _ = fake_engine(tmp_path)
-    monkeypatch.setattr(cli, "SUBCOMMANDS", [("validate", "wtconv_export.commands.validate")])
+    monkeypatch.setattr(cli, "SUBCOMMANDS", [("validate", "wtconv_trt.commands.validate")])
     status = cli.main(["validate", "--engine", str(engine), "--input-shape", "8,1,32,32"])
     assert status == 2 and "TensorRT is not installed" in capsys.readouterr().err
     status = cli.main(["validate", "--engine", str(engine), "--input-shape", "8,1,99,99"])

@@ -11,7 +11,7 @@ import torch.nn as nn
 onnx = pytest.importorskip("onnx")
 
 from wtconv_export import contract  # noqa: E402
-from wtconv_export.cli import main as cli_main  # noqa: E402
+from wtconv_trt.cli import main as cli_main  # noqa: E402
 from wtconv_export.onnx_export import NoWTConvWarning, count_wtconv_nodes, export_onnx  # noqa: E402
 from wtconv_export.onnx_models import build_model, randomize_weights  # noqa: E402
 from wtconv_export.wtconv2d import WTConv2d  # noqa: E402

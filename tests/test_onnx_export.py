@@ -18,7 +18,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxruntime_extensions")
 
 from wtconv_export import contract  # noqa: E402
-from wtconv_export.cli import main as cli_main  # noqa: E402
+from wtconv_trt.cli import main as cli_main  # noqa: E402
 from wtconv_export.folding import fold_wtconv  # noqa: E402
 from wtconv_export.onnx_export import export_onnx, find_wtconv_layers, read_metadata  # noqa: E402
 from wtconv_export.onnx_models import build_model  # noqa: E402

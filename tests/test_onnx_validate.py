@@ -10,8 +10,8 @@ pytest.importorskip("onnxruntime_extensions")
 pytest.importorskip("polygraphy")
 
 from wtconv_export import contract  # noqa: E402
-from wtconv_export.cli import build_parser  # noqa: E402
-from wtconv_export.cli import main as cli_main  # noqa: E402
+from wtconv_trt.cli import build_parser  # noqa: E402
+from wtconv_trt.cli import main as cli_main  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -48,7 +48,7 @@ fi
 
 if [[ " $STAGES " == *" bench "* ]]; then
   start=$SECONDS
-  python3 -m wtconv_export.commands.bench_layer --out "$OUT" $BENCH_ARGS \
+  python3 -m wtconv_trt.commands.bench_layer --out "$OUT" $BENCH_ARGS \
     --command-line "STAGES=bench BENCH_ARGS='$BENCH_ARGS' tools/device_kernels.sh" > "$OUT/bench.log" 2>&1 || status=1
   echo "bench ($((SECONDS - start)) s)"
   grep -E "^(model|contiguous|Worst)|Error|error" "$OUT/bench.log" | head -30

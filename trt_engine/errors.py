@@ -1,11 +1,5 @@
-"""Errors of the engine commands: one clear line and exit status 2 from ``wtconv-trt``.
+"""Compatibility re-export: the engine errors live in ``wtconv_export.errors`` with the rest of the hierarchy."""
 
-EngineError is both the CLI's UserError and a ValueError: ``wtconv_export.cli.main`` catches either, and the
-ValueError base keeps that true when the CLI runs as ``python -m wtconv_export.cli`` (where the module's own
-UserError is a second class, ``__main__.UserError``)."""
+from wtconv_export.errors import EngineError, PluginError
 
-from wtconv_export.cli import UserError
-
-
-class EngineError(UserError, ValueError):
-    """A problem with the user's input or environment, stated with its cause and fix."""
+__all__ = ["EngineError", "PluginError"]

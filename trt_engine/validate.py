@@ -1,6 +1,6 @@
 """Validate an engine against the PyTorch model it came from, with Polygraphy.
 
-``wtconv-trt validate --engine ENGINE`` (the validate command of wtconv_export calls run_engine_validation):
+``wtconv-trt validate --engine ENGINE`` (the validate command calls validate_engine):
 Polygraphy's Comparator runs a TrtRunner on the engine and a PyTorch runner on the source model (rebuilt
 from the manifest: the shipped default model, or ARCH + checkpoint) on the same inputs, compares every output
 with SimpleCompareFunc under per-precision tolerances, prints a report and returns non-zero on mismatch.
@@ -222,25 +222,6 @@ def compare_runners(engine_runner, reference_runner, feeds: list, atol: float, r
 # Engine validation (needs TensorRT)
 # -------------------------------------------------------------------------------------------------------------
 
-def add_engine_arguments(parser) -> None:
-    """Options of ``wtconv-trt validate`` that only apply with --engine (the validate command adds them; its own
-    --arch/--checkpoint/--random-weights, --inputs, --input-shape and --tolerance apply to engines too)."""
-    g = parser.add_argument_group("TensorRT engine (with --engine)")
-    g.add_argument("--plugin", metavar="LIB",
-                   help="WTConv2d plugin library (default: the one recorded in the engine's manifest, else "
-                        "build/plugin/trt/libwtconv_trt_plugin_dynamic.so)")
-    g.add_argument("--iterations", type=int, default=4,
-                   help="number of generated input batches (default 4); the batch shape is --input-shape, "
-                        "default the first optimisation profile's opt shape")
-    g.add_argument("--atol", type=float, help="absolute tolerance (default per precision: "
-                   + ", ".join(f"{p} {a:g}" for p, (a, _) in TOLERANCES.items()) + "; else --tolerance)")
-    g.add_argument("--rtol", type=float, help="relative tolerance (default per precision: "
-                   + ", ".join(f"{p} {r:g}" for p, (_, r) in TOLERANCES.items()) + "; else --tolerance)")
-    g.add_argument("--save-inputs", metavar="FILE.json",
-                   help="save the inputs in Polygraphy's JSON format (polygraphy run --load-inputs)")
-    g.add_argument("--save-outputs", metavar="FILE.json",
-                   help="save the PyTorch outputs as a Polygraphy RunResults (polygraphy run --load-outputs)")
-
 
 @dataclass
 class EngineCheck:
@@ -356,31 +337,6 @@ def replay_command(engine, save_inputs, save_outputs, atol, rtol, manifest) -> s
     return ("replay with Polygraphy's command line (static-registration plugin library):\n  " + " ".join(parts))
 
 
-def run_engine_validation(args) -> int:
-    """Entry point of ``wtconv-trt validate --engine`` (wtconv_export/commands/validate.py). Reads the options of
-    add_engine_arguments and, where given, the validate command's own --arch/--checkpoint/--random-weights
-    (reference model), --inputs (.npy/.npz arrays), --input-shape and --tolerance. Exit status: 0 pass, 1 mismatch."""
-    shape = getattr(args, "shape", None) or getattr(args, "input_shape", None)
-    if shape:
-        shape = shape.replace(",", "x")
-    model = source = None
-    if getattr(args, "arch", None) or getattr(args, "checkpoint", None) or getattr(args, "random_weights", False):
-        from wtconv_export.commands.export import model_from_args
-        model, source = model_from_args(args)
-    inputs = None
-    if getattr(args, "inputs", None):
-        from wtconv_export.commands.validate import load_inputs
-        inputs = load_inputs(args.inputs)
-    tolerance = getattr(args, "tolerance", None)
-    atol = getattr(args, "atol", None)
-    rtol = getattr(args, "rtol", None)
-    report = validate_engine(
-        args.engine, plugin=getattr(args, "plugin", None), shape=shape, iterations=getattr(args, "iterations", 4),
-        atol=atol if atol is not None else tolerance, rtol=rtol if rtol is not None else tolerance,
-        source_model=source or getattr(args, "source_model", None), model=model, inputs=inputs,
-        save_inputs=getattr(args, "save_inputs", None), save_outputs=getattr(args, "save_outputs", None))
-    return 0 if report.passed else 1
 
-
-__all__ = ["TOLERANCES", "validate_engine", "run_engine_validation", "add_engine_arguments", "compare_runners",
+__all__ = ["TOLERANCES", "validate_engine", "compare_runners",
            "check_engine_request", "make_runner_class", "make_inputs", "load_source_model"]

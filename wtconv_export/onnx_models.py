@@ -93,6 +93,15 @@ def build_model(source: str = DEFAULT_SOURCE, *, checkpoint: str | None = None, 
     return model.eval(), {"source": source, "weights": weights, "input_shape": "1,3,224,224"}
 
 
+def model_from_source(arch: str | None, *, checkpoint: str | None = None, random_weights: bool = False,
+                      seed: int = 0):
+    """(model, description) for the model-source options of export and validate: the shipped default model when
+    ``arch`` is None, else that WTConvNeXt with ``checkpoint`` or random weights."""
+    if arch is None:
+        return build_model(DEFAULT_SOURCE, checkpoint=checkpoint, random_weights=random_weights)
+    return build_model(arch, checkpoint=checkpoint, random_weights=random_weights, seed=seed)
+
+
 def _default_shape(config) -> dict:
     """The default model's native input shape from its config, if the config says."""
     shape = None

@@ -189,7 +189,7 @@ def export_and_validate_default(out_dir, variants=(("plugin", "fp32"), ("plugin"
     import io
     import os
 
-    from .commands.validate import default_inputs
+    from .inputs import default_inputs
     from .onnx_export import export_onnx
     from .onnx_models import DEFAULT_SOURCE, build_model
 

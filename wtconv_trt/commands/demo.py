@@ -33,12 +33,12 @@ def run(args) -> int:
 
     import torch
 
-    from .. import haar
-    from ..folding import fold_wtconv
-    from ..fused_module import FusedWTConv2d, fuse_wtconv_layers
-    from ..models import accuracy, load_default_model, load_heldout_digits
-    from ..ops import fused_wtconv2d
-    from ..wtconv2d import WTConv2d
+    from wtconv_export import haar
+    from wtconv_export.folding import fold_wtconv
+    from wtconv_export.fused_module import FusedWTConv2d, fuse_wtconv_layers
+    from wtconv_export.models import accuracy, load_default_model, load_heldout_digits
+    from wtconv_export.ops import fused_wtconv2d
+    from wtconv_export.wtconv2d import WTConv2d
 
     if args.count < 1:
         raise ValueError(f"--count must be >= 1, got {args.count}")
@@ -118,7 +118,7 @@ def run(args) -> int:
           f"in every layer and in the logits ({elapsed:.1f} s)")
     if args.skip_onnx:
         return 0
-    from ..onnx_validate import export_and_validate_default
+    from wtconv_export.onnx_validate import export_and_validate_default
     print(f"\nONNX: export the default model (plugin fp32 / fp16, standard ops fp32) to {args.onnx_dir} "
           f"and validate each against PyTorch with Polygraphy (ONNX Runtime)")
     if export_and_validate_default(args.onnx_dir) != 0:

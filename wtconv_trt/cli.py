@@ -8,20 +8,18 @@ import argparse
 import importlib
 import sys
 
+from wtconv_export.errors import WtconvTrtError
+
 # (subcommand, module). Keep in the order of the user workflow.
 SUBCOMMANDS = [
-    ("demo", "wtconv_export.commands.demo"),
-    ("export", "wtconv_export.commands.export"),
-    ("validate", "wtconv_export.commands.validate"),
-    ("bench-layer", "wtconv_export.commands.bench_layer"),
-    ("build", "trt_engine.commands.build"),
-    ("bench", "trt_engine.commands.bench"),
-    ("triton-repo", "trt_engine.commands.triton_repo"),
+    ("demo", "wtconv_trt.commands.demo"),
+    ("export", "wtconv_trt.commands.export"),
+    ("validate", "wtconv_trt.commands.validate"),
+    ("bench-layer", "wtconv_trt.commands.bench_layer"),
+    ("build", "wtconv_trt.commands.build"),
+    ("bench", "wtconv_trt.commands.bench"),
+    ("triton-repo", "wtconv_trt.commands.triton_repo"),
 ]
-
-
-class UserError(Exception):
-    """An error caused by the user's input: printed as one clear line, exit status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,13 +39,12 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args._run(args) or 0)
-    except (UserError, ValueError, FileNotFoundError, PermissionError) as error:
+    # Built-in ValueError / OSError are still caught while the libraries move their user errors onto
+    # WtconvTrtError; once they have, only WtconvTrtError is caught and every other exception is a bug.
+    except (WtconvTrtError, ValueError, FileNotFoundError, PermissionError) as error:
         print(f"wtconv-trt {args.command}: error: {error}", file=sys.stderr)
         return 2
 
 
 if __name__ == "__main__":
-    # Run through the package's module so ``python -m wtconv_export.cli`` catches the same UserError class
-    # the subcommands raise (this file's __main__ copy would define a second one).
-    from wtconv_export.cli import main as package_main
-    sys.exit(package_main())
+    sys.exit(main())

@@ -18,22 +18,12 @@ def add_model_arguments(parser, *, required_default: bool = True) -> None:
 
 def model_from_args(args):
     """(model, description) from the model-source options; ValueError on inconsistent options."""
-    from ..onnx_models import DEFAULT_SOURCE, build_model
-    if args.arch is None:
-        return build_model(DEFAULT_SOURCE, checkpoint=args.checkpoint, random_weights=args.random_weights)
-    return build_model(args.arch, checkpoint=args.checkpoint, random_weights=args.random_weights, seed=args.seed)
+    from wtconv_export.onnx_models import model_from_source
+
+    return model_from_source(args.arch, checkpoint=args.checkpoint, random_weights=args.random_weights,
+                             seed=args.seed)
 
 
-def parse_shape(text: str) -> tuple:
-    """'1,3,224,224' or '1x3x224x224' -> (1, 3, 224, 224)."""
-    parts = text.replace("x", ",").split(",")
-    try:
-        shape = tuple(int(p) for p in parts)
-    except ValueError:
-        shape = ()
-    if len(shape) != 4 or min(shape) < 1:
-        raise ValueError(f"--input-shape must be B,C,H,W with positive integers (e.g. 1,3,224,224), got {text!r}")
-    return shape
 
 
 def add_arguments(parser) -> None:
@@ -55,7 +45,8 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import warnings
 
-    from ..onnx_export import DEFAULT_OPSET, NoWTConvWarning, check_output_path, export_onnx
+    from wtconv_export.inputs import parse_shape
+    from wtconv_export.onnx_export import DEFAULT_OPSET, NoWTConvWarning, check_output_path, export_onnx
 
     check_output_path(args.output)   # fail before loading or tracing anything
     model, description = model_from_args(args)
