@@ -398,6 +398,33 @@ cudaError_t checkShape(WTConvParams const& p, char* message, size_t messageBytes
         writeMessage(message, messageBytes, "wtconv: stride must be >= 1, got %d", p.stride);
         return cudaErrorInvalidValue;
     }
+    if (p.layout != Layout::kNCHW && p.layout != Layout::kNHWC)
+    {
+        writeMessage(message, messageBytes, "wtconv: layout must be kNCHW (0) or kNHWC (1), got %d",
+                     static_cast<int>(p.layout));
+        return cudaErrorInvalidValue;
+    }
+    if (p.layout == Layout::kNCHW && p.channelPitch != 0 && p.channelPitch != p.channels)
+    {
+        writeMessage(message, messageBytes,
+                     "wtconv: channelPitch applies to kNHWC only; for kNCHW it must be 0 (or channels = %lld), got %lld",
+                     static_cast<long long>(p.channels), static_cast<long long>(p.channelPitch));
+        return cudaErrorInvalidValue;
+    }
+    if (p.layout == Layout::kNHWC && p.channelPitch != 0
+        && (p.channelPitch < p.channels || p.channelPitch > detail::kMaxDim))
+    {
+        writeMessage(message, messageBytes,
+                     "wtconv: channelPitch must be 0 (meaning channels) or in %lld..%lld (channels..limit) for kNHWC, got %lld",
+                     static_cast<long long>(p.channels), static_cast<long long>(detail::kMaxDim),
+                     static_cast<long long>(p.channelPitch));
+        return cudaErrorInvalidValue;
+    }
+    if (p.layout == Layout::kNHWC)
+    {
+        writeMessage(message, messageBytes, "wtconv: layout kNHWC is not implemented yet; pass kNCHW");
+        return cudaErrorInvalidValue;
+    }
     return cudaSuccess;
 }
 

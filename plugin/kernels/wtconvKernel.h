@@ -69,7 +69,7 @@ inline int64_t outputSize(int64_t inputSize, int32_t stride)
 // Returns 0 when the sizes are invalid (checkShape explains why).
 size_t wtconvWorkspaceBytes(WTConvParams const& params);
 
-// Checks sizes, k, levels, stride and dtype (not pointers). On failure returns cudaErrorInvalidValue
+// Checks sizes, k, levels, stride, dtype, layout and channelPitch (not pointers). On failure returns cudaErrorInvalidValue
 // and writes a message naming the parameter, what was expected and what was given into
 // message[0..messageBytes) when message is not null.
 cudaError_t checkShape(WTConvParams const& params, char* message, size_t messageBytes);
