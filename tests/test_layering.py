@@ -1,0 +1,130 @@
+"""The layers of the Python code, read statically from the imports (docs/design.md, "Code layout").
+
+``wtconv_trt`` (the command line) sits on top; ``trt_engine`` below it; ``wtconv_export`` at the bottom. Every
+``import`` statement counts, at module level or inside a function, so a lazy import cannot hide a dependency that
+runs back up.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("wtconv_export", "trt_engine", "wtconv_trt")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_modules() -> dict[str, Path]:
+    return {module_name(path): path for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))}
+
+
+def resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The project module that ``import name`` loads last: the longest known prefix of the dotted name."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in modules:
+            return candidate
+    return None
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Project modules imported anywhere in ``path`` (relative imports resolved, ``from pkg import submodule``
+    counted as the submodule)."""
+    is_package = path.name == "__init__.py"
+    package = module if is_package else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            targets = [f"{prefix}.{alias.name}" for alias in node.names] or [prefix]
+        else:
+            continue
+        for target in targets:
+            resolved = resolve(target, modules)
+            if resolved is not None and resolved != module:
+                found.add(resolved)
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    modules = project_modules()
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def layer(module: str) -> str:
+    return module.split(".")[0]
+
+
+def test_the_reader_sees_the_imports(graph):
+    """The graph is not empty by accident: a few imports that must be there are found."""
+    assert "wtconv_export.errors" in graph["wtconv_export.inputs"]
+    assert "wtconv_trt.commands.export" in graph["wtconv_trt.commands.validate"]       # relative import
+    assert any(layer(target) == "wtconv_export" for target in graph["trt_engine.build"])
+    assert len(graph) > 30
+
+
+def test_libraries_never_import_the_command_line(graph):
+    upward = sorted(f"{m} -> {t}" for m, targets in graph.items() if layer(m) != "wtconv_trt"
+                    for t in targets if layer(t) == "wtconv_trt")
+    assert upward == [], "a library imports the command-line package:\n" + "\n".join(upward)
+
+
+def test_wtconv_export_never_imports_trt_engine(graph):
+    upward = sorted(f"{m} -> {t}" for m, targets in graph.items() if layer(m) == "wtconv_export"
+                    for t in targets if layer(t) == "trt_engine")
+    assert upward == [], "wtconv_export imports trt_engine:\n" + "\n".join(upward)
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle as [a, b, ..., a], or None (depth-first search, colours white/grey/black)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return stack[stack.index(target):] + [target]
+            if target not in state:
+                cycle = visit(target)
+                if cycle:
+                    return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def test_find_cycle_finds_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_no_import_circles(graph):
+    cycle = find_cycle(graph)
+    assert cycle is None, "import circle: " + " -> ".join(cycle)
