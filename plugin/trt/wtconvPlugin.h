@@ -1,15 +1,16 @@
 // wtconvPlugin.h — TensorRT IPluginV3 plugin "WTConv2d" on the fused WTConv kernels.
 //
 // The plugin only translates TensorRT descriptors into wtconv::WTConvParams (plugin/kernels/wtconvKernel.h)
-// and calls wtconvForward; the operator itself is specified in shared/DESIGN.md §2.
+// and calls wtconvForward; the operator itself is specified in docs/design.md, "The operator".
 //
 //   input 0  x: (N, C, H, W) linear NCHW, fp32 / fp16 / bf16 (what the kernels accept)
 //   output 0 y: (N, C, ceil(H/stride), ceil(W/stride)), the input's dtype
 //   fields   : wtconvPluginContract.h (kernel_size, wt_levels, stride, base_weight, base_bias, wavelet_weight)
 //
 // Lifetime of the folded weights: host copies live in the plugin (they are also what is serialized);
-// a device copy is made outside enqueue (attachToContext, or onShapeChange if that failed) and shared by
-// clones on the same device, so enqueue never allocates, copies or synchronises.
+// a device copy is made outside enqueue (configurePlugin at build time, attachToContext at run time) and shared
+// by clones on the same device, so enqueue normally never allocates, copies or synchronises. Only if that
+// upload failed does enqueue upload them itself, and never while its stream is being captured.
 #pragma once
 
 #include "NvInferRuntime.h"
@@ -93,9 +94,12 @@ private:
     void report(std::string const& message) const noexcept;
     void report(char const* message) const noexcept;
     void reportCaught(char const* where, char const* what) const noexcept;
-    // Makes mDevice hold this plugin's weights on the current device (allocates and copies when needed).
-    // Never called from enqueue.
-    bool ensureDeviceWeights(std::string& error) noexcept;
+    // Makes mDevice hold this plugin's weights on the current device (allocates and copies when needed; the
+    // copies go on *copyStream when given, else they are synchronous).
+    bool ensureDeviceWeights(std::string& error, cudaStream_t const* copyStream = nullptr) noexcept;
+    // enqueue's check: true when the weights are on the current device, after uploading them on `stream` if
+    // they were not and the stream is not being captured; otherwise false with the reason in `why`.
+    bool weightsReadyForEnqueue(cudaStream_t stream, std::string& why) noexcept;
 
     int32_t mKernelSize;
     int32_t mLevels;
@@ -133,10 +137,6 @@ private:
     nvinfer1::PluginFieldCollection mFieldCollection{};
     std::string mNamespace;
 };
-
-// FNV-1a over the bytes of the weights, as int32 (the serialized checksum field).
-int32_t weightsChecksum(std::vector<float> const& baseWeight, std::vector<float> const& baseBias,
-    std::vector<float> const& waveletWeight) noexcept;
 
 } // namespace trt
 } // namespace wtconv

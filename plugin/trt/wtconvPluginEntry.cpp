@@ -1,11 +1,12 @@
 // wtconvPluginEntry.cpp — entry points of the dynamically loaded plugin library (libwtconv_trt_plugin_dynamic.so),
-// for `trtexec --dynamicPlugins=...` and IPluginRegistry::loadLibrary (shared/DESIGN.md §5).
+// for `trtexec --dynamicPlugins=...` and IPluginRegistry::loadLibrary (docs/design.md, "TensorRT facts").
 //
 // TensorRT dlopen()s the library and calls exactly two exported functions (the pattern of TensorRT's
 // plugin/vc/vfcCommon.cpp): setLoggerFinder, to hand over its logger, and getCreators, to register the
 // creators itself. Everything else is hidden by exports/wtconv_trt_plugin_dynamic.map, and the library
 // does not link libnvinfer (no static registration here, so loadLibrary registers the creator once).
 #include "wtconvPlugin.h"
+#include "wtconvPluginAbi.h"
 
 #include <exception>
 #include <mutex>
@@ -13,6 +14,9 @@
 // TENSORRTAPI is empty unless TENSORRT_BUILD_LIB is defined (it is TensorRT's own export macro); the
 // library is compiled with hidden visibility, so the two entry points are exported explicitly.
 #define WTCONV_PLUGIN_EXPORT __attribute__((visibility("default")))
+
+// What this library is, for readers that must not load it (wtconvPluginAbi.h).
+WTCONV_DEFINE_PLUGIN_ABI_RECORD("dynamic");
 
 namespace
 {
@@ -48,8 +52,13 @@ extern "C" WTCONV_PLUGIN_EXPORT void setLoggerFinder(nvinfer1::ILoggerFinder* fi
 {
     try
     {
+        // Keep the first non-null finder, as TensorRT's own plugin libraries do (plugin/vc/vfcCommon.cpp): a
+        // later call, or one with nullptr, must not take away the logger of the TensorRT that loaded us.
         std::lock_guard<std::mutex> lock(gLoggerMutex);
-        gLoggerFinder = finder;
+        if (gLoggerFinder == nullptr && finder != nullptr)
+        {
+            gLoggerFinder = finder;
+        }
     }
     catch (...)
     {

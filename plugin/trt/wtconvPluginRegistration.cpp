@@ -7,6 +7,10 @@
 // library links (DT_NEEDED) when CMake found it. Do not load this library with loadLibrary /
 // --dynamicPlugins as well: the creator would be registered twice (use the _dynamic library there).
 #include "wtconvPlugin.h"
+#include "wtconvPluginAbi.h"
+
+// What this library is, for readers that must not load it (wtconvPluginAbi.h).
+WTCONV_DEFINE_PLUGIN_ABI_RECORD("static");
 
 namespace wtconv
 {

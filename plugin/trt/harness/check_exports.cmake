@@ -1,5 +1,5 @@
 # cmake -DNM=<nm> -DLIB=<shared library> -DEXPECTED="a;b" -P check_exports.cmake
-# Fails unless the library's defined dynamic symbols are exactly EXPECTED (issue 4: the loadLibrary
+# Fails unless the library's defined dynamic symbols are exactly EXPECTED (the loadLibrary
 # library exports getCreators and setLoggerFinder, everything else hidden).
 execute_process(COMMAND ${NM} -D --defined-only ${LIB} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
