@@ -3,7 +3,8 @@
 import pytest
 
 from trt_engine.profiles import (InputRange, Profile, check_profile_against_inputs, default_profile, find_profile,
-                                 parse_dims, parse_profile)
+                                 format_profile, parse_dims, parse_profile)
+from wtconv_export.errors import InputError
 
 
 def test_named_profile():
@@ -32,7 +33,9 @@ def test_several_inputs_and_names_with_colons():
     ("input:2x3x8x8/1x3x8x8/4x3x8x8", "min <= opt <= max"),
     ("input:1x3x8/1x3x8x8/4x3x8x8", "same rank"),
     ("input:1x3x8x8/1x3x8x8/4x3xAx8", "dimensions like"),
-    ("input:0x3x8x8/1x3x8x8/4x3x8x8", ">= 1"),
+    ("input:0x3x8x8/1x3x8x8/4x3x8x8", "from 1 to"),
+    ("input:1x3x8x8/1,3x8x8/4x3x8x8", "separated by ',' or 'x'"),
+    ("1x4/1x4/1x4,1x4/1x4/1x4", "three shapes"),
     ("a:1x4/1x4/1x4,a:1x4/1x4/1x4", "twice"),
     ("", "empty"),
 ])
@@ -79,5 +82,15 @@ def test_find_profile_and_out_of_range_message():
 
 def test_parse_dims():
     assert parse_dims("8X3x2x2", "x") == (8, 3, 2, 2)
-    with pytest.raises(ValueError):
-        parse_dims("8,3", "--shape")
+    assert parse_dims("8,3", "--shape") == (8, 3)   # one shape syntax everywhere: B,C,H,W and BxCxHxW alike
+    for bad in ("8,3x2", "8x", "", "-1x2", "2**3"):
+        with pytest.raises(InputError, match="--shape"):
+            parse_dims(bad, "--shape")
+
+
+def test_comma_dimensions_in_profiles():
+    """--shapes takes B,C,H,W dimensions too, also with several inputs (a comma before NAME: starts the next)."""
+    assert parse_profile("input:1,3,8,8/2,3,8,8/4,3,8,8") == parse_profile("input:1x3x8x8/2x3x8x8/4x3x8x8")
+    p = parse_profile("a:1,4/2,4/8,4,ns:b:1x2/1x2/1x2")
+    assert p.inputs["a"] == InputRange((1, 4), (2, 4), (8, 4)) and p.inputs["ns:b"].max == (1, 2)
+    assert parse_profile(format_profile(p)) == p

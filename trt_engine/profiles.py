@@ -9,6 +9,10 @@ Command-line form (one ``--shapes`` per profile, repeatable)::
     --shapes input:1x3x224x224/8x3x224x224/32x3x224x224
     --shapes 1x1x32x32/8x1x32x32/32x1x32x32           # name may be left out when the model has one input
     --shapes a:1x3x8x8/1x3x8x8/4x3x8x8,b:1x4/1x4/4x4   # several inputs: comma-separated
+    --shapes input:1,3,224,224/8,3,224,224/32,3,224,224  # B,C,H,W works too (wtconv_export.inputs.parse_dims)
+
+A comma starts the next input only where a ``NAME:`` follows it, so both dimension syntaxes work with several
+inputs; input names containing ',' or '/' cannot be given here.
 
 No TensorRT here: everything in this module runs and is tested on the CPU.
 """
@@ -17,6 +21,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from wtconv_export.errors import InputError
+from wtconv_export.inputs import parse_dims as _parse_dims
 
 Shape = tuple[int, ...]
 
@@ -60,23 +67,23 @@ class Profile:
                          for name, r in self.inputs.items())
 
 
-_DIMS = re.compile(r"^\d+(x\d+)*$")
+# A comma followed by NAME: (text without ',' or '/' up to a ':') starts the next input's range.
+_NEXT_INPUT = re.compile(r",(?=[^,/]*:)")
 
 
 def format_shape(shape) -> str:
     return "x".join(str(int(d)) for d in shape)
 
 
+def format_profile(profile: "Profile") -> str:
+    """The ``--shapes`` text of a profile (parse_profile reads it back)."""
+    return ",".join(f"{name + ':' if name else ''}{format_shape(r.min)}/{format_shape(r.opt)}/{format_shape(r.max)}"
+                    for name, r in profile.inputs.items())
+
+
 def parse_dims(text: str, what: str) -> Shape:
-    """'8x3x224x224' -> (8, 3, 224, 224); every dimension a positive integer."""
-    text = text.strip().lower()
-    if not _DIMS.match(text):
-        raise ValueError(f"{what}: expected dimensions like 8x3x224x224 (positive integers separated by 'x'), "
-                         f"got {text!r}")
-    dims = tuple(int(d) for d in text.split("x"))
-    if any(d < 1 for d in dims):
-        raise ValueError(f"{what}: every dimension must be >= 1, got {text!r}")
-    return dims
+    """'8x3x224x224' or '8,3,224,224' -> (8, 3, 224, 224); every dimension a positive integer (InputError)."""
+    return _parse_dims(text, what)
 
 
 def parse_profile(text: str, input_names=None) -> Profile:
@@ -85,10 +92,11 @@ def parse_profile(text: str, input_names=None) -> Profile:
     ``input_names``: the model's input names, when known; a spec without a name is allowed only when the
     model has exactly one input (or, when the names are unknown, for a single spec)."""
     if not text or not text.strip():
-        raise ValueError("--shapes: empty value; expected NAME:MIN/OPT/MAX, e.g. input:1x3x224x224/8x3x224x224/"
+        raise InputError("--shapes: empty value; expected NAME:MIN/OPT/MAX, e.g. input:1x3x224x224/8x3x224x224/"
                          "32x3x224x224")
     ranges = {}
-    for part in text.split(","):
+    parts = _NEXT_INPUT.split(text)
+    for part in parts:
         part = part.strip()
         # The name may itself contain ':' (ONNX names are free text): split at the last one.
         name, sep, dims = part.rpartition(":")
@@ -96,26 +104,26 @@ def parse_profile(text: str, input_names=None) -> Profile:
             name, dims = None, part
         pieces = dims.split("/")
         if len(pieces) != 3:
-            raise ValueError(f"--shapes {text!r}: expected three shapes MIN/OPT/MAX separated by '/', "
-                             f"got {len(pieces)} in {part!r}")
+            raise InputError(f"--shapes {text!r}: expected three shapes MIN/OPT/MAX separated by '/' (several inputs: "
+                             f"NAME:MIN/OPT/MAX,NAME:...), got {len(pieces)} in {part!r}")
         if name is None:
             if input_names is not None and len(input_names) != 1:
-                raise ValueError(f"--shapes {text!r}: the model has {len(input_names)} inputs "
+                raise InputError(f"--shapes {text!r}: the model has {len(input_names)} inputs "
                                  f"({', '.join(input_names)}); name each one: NAME:MIN/OPT/MAX,NAME:...")
-            if len(text.split(",")) > 1:
-                raise ValueError(f"--shapes {text!r}: with several inputs, name each one: NAME:MIN/OPT/MAX")
+            if len(parts) > 1:
+                raise InputError(f"--shapes {text!r}: with several inputs, name each one: NAME:MIN/OPT/MAX")
             name = input_names[0] if input_names else ""
         label = f"--shapes {name or '(input)'}"
         mn, opt, mx = (parse_dims(p, f"{label} {what}") for p, what in zip(pieces, ("min", "opt", "max")))
         if not (len(mn) == len(opt) == len(mx)):
-            raise ValueError(f"{label}: min, opt and max must have the same rank, got "
+            raise InputError(f"{label}: min, opt and max must have the same rank, got "
                              f"{format_shape(mn)} / {format_shape(opt)} / {format_shape(mx)}")
         for i, (a, b, c) in enumerate(zip(mn, opt, mx)):
             if not a <= b <= c:
-                raise ValueError(f"{label}: dimension {i} must satisfy min <= opt <= max, got {a} / {b} / {c} "
+                raise InputError(f"{label}: dimension {i} must satisfy min <= opt <= max, got {a} / {b} / {c} "
                                  f"(in {format_shape(mn)} / {format_shape(opt)} / {format_shape(mx)})")
         if name in ranges:
-            raise ValueError(f"--shapes {text!r}: input {name!r} appears twice in one profile")
+            raise InputError(f"--shapes {text!r}: input {name!r} appears twice in one profile")
         ranges[name] = InputRange(mn, opt, mx)
     return Profile(ranges)
 
@@ -127,27 +135,27 @@ def check_profile_against_inputs(profile: Profile, inputs: dict) -> Profile:
     profile's value. Returns the profile with an unnamed single-input spec bound to the input's name."""
     if "" in profile.inputs:
         if len(inputs) != 1:
-            raise ValueError(f"--shapes: the model has {len(inputs)} inputs ({', '.join(inputs)}); name each one")
+            raise InputError(f"--shapes: the model has {len(inputs)} inputs ({', '.join(inputs)}); name each one")
         profile = Profile({next(iter(inputs)): profile.inputs[""]})
     for name in profile.inputs:
         if name not in inputs:
-            raise ValueError(f"--shapes: the model has no input named {name!r}; its inputs are "
+            raise InputError(f"--shapes: the model has no input named {name!r}; its inputs are "
                              f"{', '.join(repr(n) for n in inputs)}")
     for name, dims in inputs.items():
         dims = tuple(dims)
         dynamic = [i for i, d in enumerate(dims) if not _is_static(d)]
         if name not in profile.inputs:
             if dynamic:
-                raise ValueError(f"--shapes: input {name!r} has dynamic dimensions {_show(dims)} and no range; add "
+                raise InputError(f"--shapes: input {name!r} has dynamic dimensions {_show(dims)} and no range; add "
                                  f"{name}:MIN/OPT/MAX")
             continue
         r = profile.inputs[name]
         if len(r.min) != len(dims):
-            raise ValueError(f"--shapes {name}: the model's input has rank {len(dims)} {_show(dims)}, the profile "
+            raise InputError(f"--shapes {name}: the model's input has rank {len(dims)} {_show(dims)}, the profile "
                              f"gives rank {len(r.min)} ({format_shape(r.min)})")
         for i, d in enumerate(dims):
             if _is_static(d) and not (r.min[i] == r.opt[i] == r.max[i] == int(d)):
-                raise ValueError(f"--shapes {name}: dimension {i} of the model's input is fixed at {int(d)} "
+                raise InputError(f"--shapes {name}: dimension {i} of the model's input is fixed at {int(d)} "
                                  f"{_show(dims)}, the profile gives {r.min[i]} / {r.opt[i]} / {r.max[i]}")
     return profile
 
@@ -169,20 +177,20 @@ def default_profile(inputs: dict, batch=(1, 8, 32)) -> Profile:
             if len(dims) == 4:
                 c, h, w = (str(d) if _is_static(d) else label for d, label in zip(dims[1:], "CHW"))
                 example = "/".join(f"{b}x{c}x{h}x{w}" for b in batch)
-            raise ValueError(f"input {name!r} has dynamic dimensions {_show(dims)} beyond the batch; give the range "
+            raise InputError(f"input {name!r} has dynamic dimensions {_show(dims)} beyond the batch; give the range "
                              f"with --shapes {name}:MIN/OPT/MAX, e.g. --shapes {name}:{example} with the image size "
                              f"for H and W (one --shapes per profile)")
     return Profile(ranges)
 
 
 def find_profile(profiles, shapes: dict) -> int:
-    """Index of the first profile that accepts ``shapes`` ({input: shape}); ValueError naming the ranges if none."""
+    """Index of the first profile that accepts ``shapes`` ({input: shape}); InputError naming the ranges if none."""
     for index, profile in enumerate(profiles):
         if profile.contains(shapes):
             return index
     wanted = ", ".join(f"{n}: {format_shape(s)}" for n, s in shapes.items())
     have = "; ".join(f"profile {i}: {p.describe()}" for i, p in enumerate(profiles)) or "no profiles"
-    raise ValueError(f"shape {wanted} is outside every optimisation profile of the engine ({have}); use a shape in "
+    raise InputError(f"shape {wanted} is outside every optimisation profile of the engine ({have}); use a shape in "
                      f"range, or rebuild the engine with --shapes covering it")
 
 

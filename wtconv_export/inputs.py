@@ -12,16 +12,40 @@ import numpy as np
 from .errors import InputError
 
 
+# Largest accepted dimension: TensorRT binds shapes as signed 32-bit values, and nothing larger is a real size.
+MAX_DIM = 2 ** 31 - 1
+
+
+def parse_dims(text: str, what: str, rank: int | None = None) -> tuple[int, ...]:
+    """'8,3,224,224' or '8x3x224x224' -> (8, 3, 224, 224): positive integers separated by ',' or by 'x' (one
+    separator per shape). ``rank``: the number of dimensions required. InputError naming ``what`` otherwise.
+
+    The one element parser for every shape the user types (``--input-shape``, ``--shape``, each of the MIN/OPT/MAX
+    of ``--shapes``)."""
+    prefix = f"{what}: " if what else ""
+    example = "B,C,H,W or BxCxHxW, e.g. 1,3,224,224" if rank == 4 else "dimensions like 8,3,224,224 or 8x3x224x224"
+    raw = text if isinstance(text, str) else str(text)
+    body = raw.strip().lower()
+    separators = {c for c in body if c in "x,"}
+    parts = body.split(separators.pop()) if len(separators) == 1 else [body]
+    if len(separators) > 0 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
+        raise InputError(f"{prefix}expected {example} (positive integers separated by ',' or 'x'), got {raw!r}")
+    dims = tuple(int(p) for p in parts)
+    if rank is not None and len(dims) != rank:
+        raise InputError(f"{prefix}expected {rank} dimensions ({example}), got {len(dims)} in {raw!r}")
+    if any(d < 1 or d > MAX_DIM for d in dims):
+        raise InputError(f"{prefix}every dimension must be from 1 to {MAX_DIM}, got {raw!r}")
+    return dims
+
+
+def format_dims(shape, separator: str = ",") -> str:
+    """(1, 3, 224, 224) -> '1,3,224,224' (parse_dims reads it back)."""
+    return separator.join(str(int(d)) for d in shape)
+
+
 def parse_shape(text: str, option: str = "--input-shape") -> tuple[int, int, int, int]:
     """'1,3,224,224' or '1x3x224x224' -> (1, 3, 224, 224); InputError naming ``option`` otherwise."""
-    parts = text.replace("x", ",").split(",")
-    try:
-        shape = tuple(int(p) for p in parts)
-    except ValueError:
-        shape = ()
-    if len(shape) != 4 or min(shape) < 1:
-        raise InputError(f"{option} must be B,C,H,W with positive integers (e.g. 1,3,224,224), got {text!r}")
-    return shape  # type: ignore[return-value]
+    return parse_dims(text, option, rank=4)  # type: ignore[return-value]
 
 
 def load_inputs(path: str) -> list[np.ndarray]:

@@ -2,6 +2,10 @@
 
 Each subcommand module defines HELP (one line), add_arguments(parser) and run(args) -> exit status.
 Heavy imports (torch, onnx, tensorrt) happen inside run(), so ``wtconv-trt --help`` stays fast.
+
+Errors a user can fix end in one line on stderr and exit status 2: argument errors (argparse, through
+OneLineParser), and every ``wtconv_export.errors.WtconvTrtError`` the libraries raise. Ctrl-C ends in one line and
+exit status 130 (128 + SIGINT, as shells report it). Any other exception is a bug and keeps its traceback.
 """
 
 import argparse
@@ -22,8 +26,15 @@ SUBCOMMANDS = [
 ]
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line (argparse prints the usage block first by default)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="wtconv-trt",
         description="Deploy WTConv / WTConvNeXt models: export to ONNX, build TensorRT engines, validate, serve.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -36,14 +47,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    command = "wtconv-trt"
     try:
+        args = build_parser().parse_args(argv)
+        command = f"wtconv-trt {args.command}"
         return int(args._run(args) or 0)
-    # Built-in ValueError / OSError are still caught while the libraries move their user errors onto
-    # WtconvTrtError; once they have, only WtconvTrtError is caught and every other exception is a bug.
-    except (WtconvTrtError, ValueError, FileNotFoundError, PermissionError) as error:
-        print(f"wtconv-trt {args.command}: error: {error}", file=sys.stderr)
+    except WtconvTrtError as error:
+        print(f"{command}: error: {_one_line(error)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"\n{command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(error: BaseException) -> str:
+    """The error's message on one line (a message quoting a multi-line library error keeps its words)."""
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 if __name__ == "__main__":

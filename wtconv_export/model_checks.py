@@ -1,0 +1,183 @@
+"""What a model expects of its input, read from the model itself or from an exported ONNX file, and checks of what
+the user asked for against it, made before any slow work (tracing, exporting, validating) starts.
+
+- Channels: the first convolution's ``in_channels`` (a WTConvNeXt's stem).
+- Smallest height and width: a WTConvNeXt's stem is a patch_size x patch_size, stride patch_size convolution and
+  every later stage halves the resolution with a 2x2, stride 2 convolution, so H and W must be at least
+  patch_size * 2 ** (stages - 1). (WTConv2d itself pads odd sizes at every wavelet level, so its levels add no
+  bound of their own.)
+- Largest example: an input whose first-stage activation would not fit in a few GiB is refused instead of
+  attempted.
+- Static or dynamic axes: from the ONNX graph input (``dim_value`` fixed, ``dim_param`` or nothing dynamic).
+
+Every failure is an InputError or ModelError whose one line says what the model expects and what to give.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .errors import InputError, ModelError
+
+# The first-stage activation of an example input may take at most this many bytes (fp32). Tracing and a reference
+# forward pass hold several such tensors at once.
+MAX_ACTIVATION_BYTES = 2 ** 30
+
+
+def _modules(model):
+    modules = getattr(model, "modules", None)
+    return list(modules()) if callable(modules) else []
+
+
+def input_channels(model) -> int | None:
+    """Channels the model takes: the first module with ``in_channels`` (a convolution), or None if unknown."""
+    for module in _modules(model):
+        channels = getattr(module, "in_channels", None)
+        if isinstance(channels, int) and channels > 0:
+            return channels
+    return None
+
+
+def _stem_and_stages(model) -> tuple[int, int, int] | None:
+    """(patch_size, number of stages, first-stage channels) of a WTConvNeXt-like model, else None."""
+    stem, stages, dims = getattr(model, "stem", None), getattr(model, "stages", None), getattr(model, "dims", None)
+    if stem is None or stages is None or not dims:
+        return None
+    conv = next((m for m in stem.modules() if hasattr(m, "stride") and hasattr(m, "kernel_size")), None)
+    if conv is None:
+        return None
+    stride = conv.stride[0] if isinstance(conv.stride, tuple) else int(conv.stride)
+    kernel = conv.kernel_size[0] if isinstance(conv.kernel_size, tuple) else int(conv.kernel_size)
+    return max(stride, kernel), len(stages), int(dims[0])
+
+
+def min_size(model) -> int:
+    """Smallest height and width the model accepts (1 when the model's structure does not say)."""
+    structure = _stem_and_stages(model)
+    if structure is None:
+        return 1
+    patch, stages, _ = structure
+    return patch * 2 ** (stages - 1)
+
+
+def output_classes(model) -> int | None:
+    """Number of classes of a classifier's (B, classes) output, or None when the model does not say."""
+    classes = getattr(model, "num_classes", None)
+    return classes if isinstance(classes, int) and classes > 0 else None
+
+
+def check_input_shape(model, shape, option: str = "--input-shape", *, dynamic: bool = False) -> None:
+    """Check a (B, C, H, W) the user asked for against the model: channels, smallest and largest size."""
+    shape = tuple(int(d) for d in shape)
+    shown = ",".join(map(str, shape))
+    if len(shape) != 4:
+        raise InputError(f"{option} {shown}: expected 4 dimensions B,C,H,W")
+    batch, channels, height, width = shape
+    want = input_channels(model)
+    if want is not None and channels != want:
+        example = ",".join(map(str, (batch, want, height, width)))
+        raise InputError(f"{option} {shown}: the model takes {want} input channel{'s' if want != 1 else ''} "
+                         f"(dimension 1), not {channels}; e.g. {option} {example}")
+    smallest = min_size(model)
+    if min(height, width) < smallest:
+        patch, stages, _ = _stem_and_stages(model)
+        raise InputError(f"{option} {shown}: height and width must be at least {smallest} for this model (a "
+                         f"{patch}x{patch} stem, then {stages - 1} stages halving the resolution); e.g. {option} "
+                         f"{batch},{channels},{max(height, smallest)},{max(width, smallest)}")
+    structure = _stem_and_stages(model)
+    patch, first_channels = (structure[0], structure[2]) if structure else (1, max(channels, 1))
+    activation = batch * max(first_channels, channels) * -(-height // patch) * -(-width // patch) * 4
+    if activation > MAX_ACTIVATION_BYTES or batch * channels * height * width * 4 > MAX_ACTIVATION_BYTES:
+        hint = ("the export is dynamic in batch, height and width, so a small example input serves every size; "
+                "leave --input-shape out or give a smaller one" if dynamic else "give a smaller shape")
+        raise InputError(f"{option} {shown}: this input would need about {activation / 2 ** 30:.0f} GiB per "
+                         f"activation (limit {MAX_ACTIVATION_BYTES // 2 ** 30} GiB); {hint}")
+
+
+def check_input_arrays(model, arrays, option: str = "--inputs") -> None:
+    """Check user-given (B, C, H, W) arrays against the model (channels, smallest and largest size)."""
+    for array in arrays:
+        check_input_shape(model, np.shape(array), f"{option} (an array of shape)")
+
+
+def check_checkpoint_file(path: str) -> None:
+    """A checkpoint must exist and look like a PyTorch (zip or pickle) or safetensors file before torch reads it:
+    anything else (a text file renamed .pth) gets a message saying what the file is expected to be."""
+    if not os.path.isfile(path):
+        raise InputError(f"--checkpoint {path} does not exist (or is not a file)")
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if not head:
+        raise ModelError(f"--checkpoint {path} is empty (0 bytes); give the published .pth/.pt or .safetensors file")
+    is_zip = head.startswith(b"PK\x03\x04")              # torch.save since PyTorch 1.6
+    is_pickle = head[:1] == b"\x80"                       # legacy torch.save (pickle protocol >= 2)
+    header = int.from_bytes(head[:8], "little") if len(head) >= 9 else 0
+    is_safetensors = 0 < header < 100_000_000 and head[8:9] == b"{"
+    if not (is_zip or is_pickle or is_safetensors):
+        raise ModelError(f"--checkpoint {path} is not a PyTorch checkpoint (torch.save) or a safetensors file (it "
+                         f"starts with {head[:8]!r}); give the published .pth/.pt or .safetensors weights")
+
+
+# --- the ONNX side -------------------------------------------------------------------------------------------
+
+def onnx_input(proto) -> tuple[str, list]:
+    """(name, dims) of the ONNX model's single input; a dim is an int when fixed, None when dynamic."""
+    inputs = list(proto.graph.input)
+    initializers = {t.name for t in proto.graph.initializer}
+    inputs = [i for i in inputs if i.name not in initializers]
+    if len(inputs) != 1:
+        raise ModelError(f"the ONNX model has {len(inputs)} inputs; wtconv-trt handles models with one image input "
+                         f"(B, C, H, W)")
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in inputs[0].type.tensor_type.shape.dim]
+    return inputs[0].name, dims
+
+
+def _show(dims) -> str:
+    return "(" + ", ".join("?" if d is None else str(d) for d in dims) + ")"
+
+
+def check_onnx_matches_model(proto, model, what: str = "the PyTorch model") -> None:
+    """The ONNX model and the PyTorch reference must agree on input channels and on the output's shape."""
+    _, dims = onnx_input(proto)
+    if len(dims) != 4:
+        raise ModelError(f"the ONNX model's input has shape {_show(dims)}; expected 4 dimensions (B, C, H, W)")
+    channels = input_channels(model)
+    if channels is not None and dims[1] is not None and dims[1] != channels:
+        raise ModelError(f"the ONNX model takes {dims[1]} input channels but {what} takes {channels}: is this the "
+                         f"ONNX model exported from it? Give the matching --arch/--checkpoint, or export it again")
+    classes = output_classes(model)
+    outputs = list(proto.graph.output)
+    if classes is not None and outputs:
+        out = [d.dim_value if d.HasField("dim_value") else None for d in outputs[0].type.tensor_type.shape.dim]
+        if len(outputs) != 1 or len(out) != 2 or (out[1] is not None and out[1] != classes):
+            shapes = ", ".join(_show([d.dim_value if d.HasField("dim_value") else None
+                                      for d in o.type.tensor_type.shape.dim]) for o in outputs)
+            raise ModelError(f"the ONNX model's output{'s' if len(outputs) > 1 else ''} {shapes} do not match "
+                             f"{what}, which gives (B, {classes}): is this the ONNX model exported from it? Give "
+                             f"the matching --arch/--checkpoint, or export it again")
+
+
+def check_arrays_fit_onnx(arrays, dims, option: str) -> None:
+    """Every array's shape must equal the ONNX input's fixed dimensions (a static export takes one shape only)."""
+    for array in arrays:
+        shape = tuple(np.shape(array))
+        if len(shape) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shape)):
+            fixed = ",".join("?" if d is None else str(d) for d in dims)
+            raise InputError(f"{option}: the ONNX model's input is fixed at {fixed} ('?': any size) but an input "
+                             f"has shape {','.join(map(str, shape))}; give inputs of that shape, or export without "
+                             f"--static")
+
+
+def fit_batches(arrays, dims) -> list:
+    """Default inputs re-cut for a model whose batch dimension is fixed: batches of exactly that size."""
+    batch = dims[0] if dims else None
+    if batch is None:
+        return list(arrays)
+    joined = np.concatenate(list(arrays), axis=0)
+    count = len(joined) // batch
+    if count == 0:
+        raise InputError(f"the ONNX model's batch is fixed at {batch}, more than the {len(joined)} default inputs; "
+                         f"give --inputs with batch {batch}")
+    return [joined[i * batch:(i + 1) * batch] for i in range(min(count, 2))]
