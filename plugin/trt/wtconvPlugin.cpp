@@ -106,13 +106,60 @@ std::string dimsString(nvinfer1::Dims const& dims)
     return s.str();
 }
 
-WTConvParams makeParams(DataType type, nvinfer1::Dims const& dims, int32_t k, int32_t levels, int32_t stride)
+char const* formatName(TensorFormat format) noexcept
+{
+    switch (format)
+    {
+    case TensorFormat::kLINEAR: return "kLINEAR";
+    case TensorFormat::kHWC: return "kHWC";
+    case TensorFormat::kHWC8: return "kHWC8";
+    case TensorFormat::kHWC16: return "kHWC16";
+    default: return "a format the kernels cannot address";
+    }
+}
+
+// TensorRT tensor format -> the kernels' layout and channel pitch (docs/design.md, "TensorRT facts"): kLINEAR
+// is NCHW; kHWC (fp32), kHWC8 (fp16, bf16) and kHWC16 (fp16) are channels-last with C rounded up to 1, 8 or 16
+// elements per pixel. Other formats (vector-major kCHW*, DLA, 5-D) and other format/dtype pairs: false.
+bool toKernelLayout(TensorFormat format, DataType type, int64_t channels, Layout& layout, int64_t& pitch) noexcept
+{
+    auto roundUp = [channels](int64_t multiple) { return (channels + multiple - 1) / multiple * multiple; };
+    switch (format)
+    {
+    case TensorFormat::kLINEAR:
+        layout = Layout::kNCHW;
+        pitch = 0;
+        return true;
+    case TensorFormat::kHWC:
+        layout = Layout::kNHWC;
+        pitch = channels;
+        return type == DataType::kFLOAT;
+    case TensorFormat::kHWC8:
+        layout = Layout::kNHWC;
+        pitch = roundUp(8);
+        return type == DataType::kHALF || type == DataType::kBF16;
+    case TensorFormat::kHWC16:
+        layout = Layout::kNHWC;
+        pitch = roundUp(16);
+        return type == DataType::kHALF;
+    default: return false;
+    }
+}
+
+WTConvParams makeParams(
+    DataType type, TensorFormat format, nvinfer1::Dims const& dims, int32_t k, int32_t levels, int32_t stride)
 {
     WTConvParams p;
     wtconv::DataType kernelType{};
     if (!toKernelType(type, kernelType))
     {
         fail(std::string("input 0: expected float32, float16 or bfloat16, given ") + dataTypeName(type));
+    }
+    if (!toKernelLayout(format, type, dims.d[1], p.layout, p.channelPitch))
+    {
+        fail(std::string("input 0: expected format kLINEAR, kHWC (float32), kHWC8 (float16, bfloat16) or kHWC16 "
+                         "(float16), given format ")
+            + std::to_string(static_cast<int32_t>(format)) + " with " + dataTypeName(type));
     }
     p.dtype = kernelType;
     p.batch = dims.d[0];
@@ -125,12 +172,14 @@ WTConvParams makeParams(DataType type, nvinfer1::Dims const& dims, int32_t k, in
     return p;
 }
 
-// Asks the kernels whether they have an instantiation for `type` (checkShape reads no pointers and
-// launches nothing, so this is safe at build time and without a GPU).
-bool kernelsSupport(DataType type, int64_t channels, int32_t k, int32_t levels, int32_t stride) noexcept
+// Asks the kernels whether they have an instantiation for `type` in `format` (checkShape reads no pointers and
+// launches nothing, so this is safe at build time and without a GPU). Channels-last formats are offered only
+// once the kernels' checkShape accepts Layout::kNHWC, so TensorRT can never pick a layout they cannot run.
+bool kernelsSupport(
+    DataType type, TensorFormat format, int64_t channels, int32_t k, int32_t levels, int32_t stride) noexcept
 {
     WTConvParams p;
-    if (!toKernelType(type, p.dtype))
+    if (!toKernelType(type, p.dtype) || !toKernelLayout(format, type, channels, p.layout, p.channelPitch))
     {
         return false;
     }
@@ -337,7 +386,7 @@ int32_t WTConvPlugin::getOutputDataTypes(
             fail("getOutputDataTypes: expected 1 input and 1 output, given " + std::to_string(nbInputs) + " inputs and "
                 + std::to_string(nbOutputs) + " outputs");
         }
-        if (!kernelsSupport(inputTypes[0], channels(), mKernelSize, mLevels, mStride))
+        if (!kernelsSupport(inputTypes[0], TensorFormat::kLINEAR, channels(), mKernelSize, mLevels, mStride))
         {
             fail(std::string("getOutputDataTypes: input 0: expected float32, float16 or bfloat16 (as the kernels "
                              "support), given ")
@@ -424,17 +473,14 @@ bool WTConvPlugin::supportsFormatCombination(
                 + std::to_string(pos) + ", " + std::to_string(nbInputs) + " inputs, " + std::to_string(nbOutputs)
                 + " outputs");
         }
+        // TensorRT fixes positions in order: when asked about pos, inOut[0..pos-1] are decided, so pos 1 only
+        // compares with pos 0. Input and output share one dtype and one layout (the kernels take one for both).
         PluginTensorDesc const& desc = inOut[pos].desc;
-        if (desc.format != TensorFormat::kLINEAR)
-        {
-            return false;
-        }
         if (pos == 0)
         {
-            return kernelsSupport(desc.type, channels(), mKernelSize, mLevels, mStride);
+            return kernelsSupport(desc.type, desc.format, channels(), mKernelSize, mLevels, mStride);
         }
-        // The output's dtype is decided by the input's, which TensorRT fixed before asking about pos 1.
-        return desc.type == inOut[0].desc.type;
+        return desc.type == inOut[0].desc.type && desc.format == inOut[0].desc.format;
     }
     catch (std::exception const& e)
     {
@@ -462,10 +508,16 @@ int32_t WTConvPlugin::configurePlugin(
                 + " in every optimization profile, given min " + dimsString(in[0].min) + ", max "
                 + dimsString(in[0].max));
         }
-        if (!kernelsSupport(in[0].desc.type, channels(), mKernelSize, mLevels, mStride))
+        if (!kernelsSupport(in[0].desc.type, in[0].desc.format, channels(), mKernelSize, mLevels, mStride))
         {
-            fail(std::string("configurePlugin: input 0: expected float32, float16 or bfloat16, given ")
-                + dataTypeName(in[0].desc.type));
+            fail(std::string("configurePlugin: input 0: expected float32, float16 or bfloat16 in a format "
+                             "supportsFormatCombination accepted, given ")
+                + dataTypeName(in[0].desc.type) + " in " + formatName(in[0].desc.format));
+        }
+        if (out[0].desc.format != in[0].desc.format)
+        {
+            fail(std::string("configurePlugin: output 0: expected the input's format ") + formatName(in[0].desc.format)
+                + ", given " + formatName(out[0].desc.format));
         }
         if (out[0].desc.type != in[0].desc.type)
         {
@@ -475,13 +527,18 @@ int32_t WTConvPlugin::configurePlugin(
         if (in[0].max.nbDims == 4)
         {
             char message[512] = {};
-            WTConvParams p = makeParams(in[0].desc.type, in[0].max, mKernelSize, mLevels, mStride);
+            WTConvParams p = makeParams(in[0].desc.type, in[0].desc.format, in[0].max, mKernelSize, mLevels, mStride);
             if (checkShape(p, message, sizeof(message)) != cudaSuccess)
             {
                 fail(std::string("configurePlugin: input 0 at the profile's max ") + dimsString(in[0].max) + ": "
                     + message);
             }
         }
+        logMessage(nvinfer1::ILogger::Severity::kVERBOSE,
+            (std::string(kWHO) + ": configurePlugin: " + dataTypeName(in[0].desc.type) + " "
+                + formatName(in[0].desc.format) + ", input " + dimsString(in[0].desc.dims) + " in "
+                + dimsString(in[0].min) + ".." + dimsString(in[0].max))
+                .c_str());
         // Upload the weights now, at build time and outside any stream capture, so the clones TensorRT
         // times (onShapeChange + enqueue, possibly captured) already share them. Not fatal here:
         // enqueue uploads them if still missing, outside any capture, and fails loudly otherwise.
@@ -511,7 +568,8 @@ size_t WTConvPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int
             fail("getWorkspaceSize: expected 1 input with 4-D max dimensions");
         }
         // Sized for the profile's largest shape; enqueue uses what the actual shape needs of it.
-        WTConvParams const p = makeParams(inputs[0].desc.type, inputs[0].max, mKernelSize, mLevels, mStride);
+        WTConvParams const p = makeParams(
+            inputs[0].desc.type, inputs[0].desc.format, inputs[0].max, mKernelSize, mLevels, mStride);
         return wtconvWorkspaceBytes(p);
     }
     catch (std::exception const& e)
@@ -648,10 +706,16 @@ int32_t WTConvPlugin::onShapeChange(
                 + std::to_string(nbOutputs));
         }
         checkInputDims(in[0].dims, channels(), "onShapeChange: input 0");
-        if (!kernelsSupport(in[0].type, channels(), mKernelSize, mLevels, mStride))
+        if (!kernelsSupport(in[0].type, in[0].format, channels(), mKernelSize, mLevels, mStride))
         {
-            fail(std::string("onShapeChange: input 0: expected float32, float16 or bfloat16, given ")
-                + dataTypeName(in[0].type));
+            fail(std::string("onShapeChange: input 0: expected float32, float16 or bfloat16 in kLINEAR or a "
+                             "channels-last format the kernels accept, given ")
+                + dataTypeName(in[0].type) + " in " + formatName(in[0].format));
+        }
+        if (out[0].format != in[0].format)
+        {
+            fail(std::string("onShapeChange: output 0: expected the input's format ") + formatName(in[0].format)
+                + ", given " + formatName(out[0].format));
         }
         if (out[0].type != in[0].type)
         {
@@ -716,10 +780,13 @@ int32_t WTConvPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDes
             return -1;
         }
         WTConvParams p;
-        if (!toKernelType(inputDesc[0].type, p.dtype) || outputDesc[0].type != inputDesc[0].type)
+        if (!toKernelType(inputDesc[0].type, p.dtype) || outputDesc[0].type != inputDesc[0].type
+            || outputDesc[0].format != inputDesc[0].format
+            || !toKernelLayout(inputDesc[0].format, inputDesc[0].type, dims.d[1], p.layout, p.channelPitch))
         {
-            report(std::string(kWHO) + ": enqueue: unsupported dtypes " + dataTypeName(inputDesc[0].type) + " -> "
-                + dataTypeName(outputDesc[0].type));
+            report(std::string(kWHO) + ": enqueue: unsupported dtypes/formats " + dataTypeName(inputDesc[0].type) + " "
+                + formatName(inputDesc[0].format) + " -> " + dataTypeName(outputDesc[0].type) + " "
+                + formatName(outputDesc[0].format));
             return -1;
         }
         p.batch = dims.d[0];

@@ -1,0 +1,672 @@
+// gpuTests.cpp — the harness's GPU part: enqueue with real device memory against the float64 cases of
+// make_cases.py, shape changes, two contexts on two streams, CUDA-graph capture and replay, error paths.
+// Exit code 77 (CTest: skipped) when there is no CUDA device.
+#include "harnessSupport.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace wtconv_harness
+{
+namespace
+{
+
+// ---------------------------------------------------------------------------------------------------
+// GPU part
+
+#define CUDA_OK(call)                                                                                                  \
+    do                                                                                                                 \
+    {                                                                                                                  \
+        cudaError_t const e_ = (call);                                                                                 \
+        if (e_ != cudaSuccess)                                                                                         \
+        {                                                                                                              \
+            std::printf("FAIL CUDA %s at %s:%d: %s\n", #call, __FILE__, __LINE__, cudaGetErrorString(e_));             \
+            ++gFailed;                                                                                                 \
+            return false;                                                                                              \
+        }                                                                                                              \
+    } while (0)
+
+template <typename T>
+bool readFile(std::string const& path, std::vector<T>& out)
+{
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    if (!f)
+    {
+        return false;
+    }
+    std::streamsize const bytes = f.tellg();
+    f.seekg(0);
+    out.resize(static_cast<size_t>(bytes) / sizeof(T));
+    return static_cast<bool>(f.read(reinterpret_cast<char*>(out.data()), bytes));
+}
+
+struct RunCase
+{
+    std::string layer;
+    std::string dtype; // float32 | float16 | bfloat16
+    int64_t n{0}, h{0}, w{0};
+    double bound{0};
+    std::vector<char> x;      // input bytes in dtype
+    std::vector<double> yRef; // float64 spec output
+};
+
+DataType dataTypeOf(std::string const& s)
+{
+    return s == "float32" ? DataType::kFLOAT : s == "float16" ? DataType::kHALF : DataType::kBF16;
+}
+
+size_t elemSize(DataType t)
+{
+    return t == DataType::kFLOAT ? 4 : 2;
+}
+
+double toDouble(DataType t, char const* p)
+{
+    if (t == DataType::kFLOAT)
+    {
+        float v;
+        std::memcpy(&v, p, 4);
+        return v;
+    }
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    uint32_t bits;
+    if (t == DataType::kBF16)
+    {
+        bits = static_cast<uint32_t>(h) << 16;
+    }
+    else
+    {
+        uint32_t const sign = static_cast<uint32_t>(h & 0x8000U) << 16;
+        uint32_t e = (h >> 10) & 0x1FU;
+        uint32_t m = h & 0x3FFU;
+        if (e == 0x1FU)
+            bits = sign | 0x7F800000U | (m << 13);
+        else if (e != 0)
+            bits = sign | ((e + 112U) << 23) | (m << 13);
+        else if (m != 0)
+        {
+            e = 113U;
+            while ((m & 0x400U) == 0)
+            {
+                m <<= 1;
+                --e;
+            }
+            bits = sign | (e << 23) | ((m & 0x3FFU) << 13);
+        }
+        else
+            bits = sign;
+    }
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+// max |y - ref| / max |ref|; NaN anywhere (the poison) -> infinity.
+double relError(DataType t, std::vector<char> const& y, std::vector<double> const& ref)
+{
+    double maxErr = 0;
+    double maxRef = 0;
+    size_t const es = elemSize(t);
+    for (size_t i = 0; i < ref.size(); ++i)
+    {
+        double const v = toDouble(t, y.data() + i * es);
+        if (!std::isfinite(v))
+        {
+            return INFINITY;
+        }
+        maxErr = std::max(maxErr, std::fabs(v - ref[i]));
+        maxRef = std::max(maxRef, std::fabs(ref[i]));
+    }
+    return maxRef > 0 ? maxErr / maxRef : maxErr;
+}
+
+struct GpuLayer
+{
+    LayerConfig cfg;
+    std::vector<RunCase> runs;
+};
+
+struct DeviceRun
+{
+    DataType type{};
+    Dims in{}, out{};
+    void* x{nullptr};
+    void* y{nullptr};
+    size_t xBytes{0}, yBytes{0};
+};
+
+bool prepare(RunCase const& r, LayerConfig const& l, DeviceRun& d)
+{
+    d.type = dataTypeOf(r.dtype);
+    d.in = dims4(r.n, l.channels, r.h, r.w);
+    d.out = dims4(r.n, l.channels, ceilDiv(r.h, l.stride), ceilDiv(r.w, l.stride));
+    d.xBytes = r.x.size();
+    d.yBytes = r.yRef.size() * elemSize(d.type);
+    CUDA_OK(cudaMalloc(&d.x, d.xBytes));
+    CUDA_OK(cudaMalloc(&d.y, d.yBytes));
+    CUDA_OK(cudaMemcpy(d.x, r.x.data(), d.xBytes, cudaMemcpyHostToDevice));
+    return true;
+}
+
+void release(DeviceRun& d)
+{
+    cudaFree(d.x);
+    cudaFree(d.y);
+    d.x = d.y = nullptr;
+}
+
+bool fetchAndCompare(DeviceRun const& d, RunCase const& r, std::vector<double> const& ref, std::string const& what)
+{
+    std::vector<char> y(d.yBytes);
+    CUDA_OK(cudaMemcpy(y.data(), d.y, d.yBytes, cudaMemcpyDeviceToHost));
+    double const err = relError(d.type, y, ref);
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "rel err %.3e <= bound %.3e", err, r.bound);
+    return check(err <= r.bound, what + ": " + buf, buf);
+}
+
+// Builds the layer's plugin through the build phase (configure over the runs' range), serializes it and
+// deserializes it in the runtime phase. Returns the runtime-phase plugin (caller deletes) and the workspace size.
+IPluginV3* buildAndDeserialize(IPluginCreatorV3One* creator, GpuLayer const& layer, DataType type, size_t& workspace)
+{
+    FieldSet fields = parserFields(layer.cfg);
+    PluginFieldCollection fc = fields.collection();
+    IPluginV3* plugin = creator->createPlugin(layer.cfg.name.c_str(), &fc, TensorRTPhase::kBUILD);
+    PluginHandles h = capabilities(plugin);
+    if (!check(h.build != nullptr, layer.cfg.name + ": createPlugin(kBUILD)", gLogger.last()))
+    {
+        delete plugin;
+        return nullptr;
+    }
+    Dims min = dims4(INT32_MAX, layer.cfg.channels, INT32_MAX, INT32_MAX);
+    Dims max = dims4(0, layer.cfg.channels, 0, 0);
+    for (auto const& r : layer.runs)
+    {
+        min.d[0] = std::min(min.d[0], r.n);
+        min.d[2] = std::min(min.d[2], r.h);
+        min.d[3] = std::min(min.d[3], r.w);
+        max.d[0] = std::max(max.d[0], r.n);
+        max.d[2] = std::max(max.d[2], r.h);
+        max.d[3] = std::max(max.d[3], r.w);
+    }
+    DynamicPluginTensorDesc in = dynDesc(type, dims4(-1, layer.cfg.channels, -1, -1), min, max);
+    DynamicPluginTensorDesc out = dynDesc(type, dims4(-1, layer.cfg.channels, -1, -1), min, max);
+    check(h.build->configurePlugin(&in, 1, &out, 1) == 0, layer.cfg.name + ": configurePlugin", gLogger.last());
+    workspace = h.build->getWorkspaceSize(&in, 1, &out, 1);
+    FieldSet engine = copyFields(h.runtime->getFieldsToSerialize());
+    delete plugin;
+    PluginFieldCollection efc = engine.collection();
+    IPluginV3* runtimePlugin = creator->createPlugin(layer.cfg.name.c_str(), &efc, TensorRTPhase::kRUNTIME);
+    check(runtimePlugin != nullptr, layer.cfg.name + ": createPlugin(kRUNTIME)", gLogger.last());
+    return runtimePlugin;
+}
+
+bool poison(DeviceRun const& d, cudaStream_t stream)
+{
+    CUDA_OK(cudaMemsetAsync(d.y, 0xFF, d.yBytes, stream)); // NaN in fp32/fp16/bf16
+    return true;
+}
+
+// NCHW <-> channels-last with `pitch` elements per pixel (channels c >= C are padding), on raw element bytes.
+std::vector<char> toChannelsLast(std::vector<char> const& nchw, Dims const& d, int64_t pitch, size_t es, char padByte)
+{
+    int64_t const n = d.d[0], c = d.d[1], h = d.d[2], w = d.d[3];
+    std::vector<char> out(static_cast<size_t>(n * h * w * pitch) * es, padByte);
+    for (int64_t b = 0; b < n; ++b)
+        for (int64_t ch = 0; ch < c; ++ch)
+            for (int64_t i = 0; i < h * w; ++i)
+            {
+                std::memcpy(out.data() + static_cast<size_t>((b * h * w + i) * pitch + ch) * es,
+                    nchw.data() + static_cast<size_t>((b * c + ch) * h * w + i) * es, es);
+            }
+    return out;
+}
+
+std::vector<char> fromChannelsLast(std::vector<char> const& nhwc, Dims const& d, int64_t pitch, size_t es)
+{
+    int64_t const n = d.d[0], c = d.d[1], h = d.d[2], w = d.d[3];
+    std::vector<char> out(static_cast<size_t>(n * c * h * w) * es);
+    for (int64_t b = 0; b < n; ++b)
+        for (int64_t ch = 0; ch < c; ++ch)
+            for (int64_t i = 0; i < h * w; ++i)
+            {
+                std::memcpy(out.data() + static_cast<size_t>((b * c + ch) * h * w + i) * es,
+                    nhwc.data() + static_cast<size_t>((b * h * w + i) * pitch + ch) * es, es);
+            }
+    return out;
+}
+
+// Every channels-last format the plugin offers for `type`: each run through onShapeChange + enqueue with the
+// input transposed on the host (padding channels filled with NaN bytes), the output compared with the same
+// float64 reference after transposing back, and the output's padding channels checked untouched.
+bool channelsLastRuns(
+    PluginHandles const& hc, GpuLayer const& sub, DataType type, cudaStream_t stream, std::string const& tag)
+{
+    size_t const es = elemSize(type);
+    for (TensorFormat const format : {TensorFormat::kHWC, TensorFormat::kHWC8, TensorFormat::kHWC16})
+    {
+        int64_t const pitch = channelsLastPitch(format, type, sub.cfg.channels);
+        DynamicPluginTensorDesc io[2] = {};
+        io[0].desc.type = type;
+        io[0].desc.format = format;
+        if (pitch == 0 || !hc.build->supportsFormatCombination(0, io, 1, 1))
+        {
+            continue;
+        }
+        std::string const fname = format == TensorFormat::kHWC ? "kHWC"
+            : format == TensorFormat::kHWC8                    ? "kHWC8"
+                                                               : "kHWC16";
+        Dims min = dims4(INT32_MAX, sub.cfg.channels, INT32_MAX, INT32_MAX);
+        Dims max = dims4(0, sub.cfg.channels, 0, 0);
+        for (auto const& r : sub.runs)
+        {
+            min.d[0] = std::min(min.d[0], r.n);
+            min.d[2] = std::min(min.d[2], r.h);
+            min.d[3] = std::min(min.d[3], r.w);
+            max.d[0] = std::max(max.d[0], r.n);
+            max.d[2] = std::max(max.d[2], r.h);
+            max.d[3] = std::max(max.d[3], r.w);
+        }
+        DynamicPluginTensorDesc in = dynDesc(type, dims4(-1, sub.cfg.channels, -1, -1), min, max);
+        in.desc.format = format;
+        DynamicPluginTensorDesc outDyn = in;
+        size_t const workspaceBytes = hc.build->getWorkspaceSize(&in, 1, &outDyn, 1);
+        void* workspace = nullptr;
+        if (workspaceBytes > 0)
+        {
+            CUDA_OK(cudaMalloc(&workspace, workspaceBytes));
+        }
+        for (auto const& r : sub.runs)
+        {
+            std::string const what = tag + " " + fname + " N=" + std::to_string(r.n) + " H=" + std::to_string(r.h)
+                + " W=" + std::to_string(r.w);
+            Dims const dIn = dims4(r.n, sub.cfg.channels, r.h, r.w);
+            Dims const dOut = dims4(r.n, sub.cfg.channels, ceilDiv(r.h, sub.cfg.stride), ceilDiv(r.w, sub.cfg.stride));
+            std::vector<char> const x = toChannelsLast(r.x, dIn, pitch, es, static_cast<char>(0xFF));
+            size_t const yBytes = static_cast<size_t>(dOut.d[0] * dOut.d[2] * dOut.d[3] * pitch) * es;
+            void* dx = nullptr;
+            void* dy = nullptr;
+            CUDA_OK(cudaMalloc(&dx, x.size()));
+            CUDA_OK(cudaMalloc(&dy, yBytes));
+            CUDA_OK(cudaMemcpy(dx, x.data(), x.size(), cudaMemcpyHostToDevice));
+            CUDA_OK(cudaMemsetAsync(dy, 0xFF, yBytes, stream));
+            PluginTensorDesc pin = desc(type, dIn);
+            PluginTensorDesc pout = desc(type, dOut);
+            pin.format = format;
+            pout.format = format;
+            void const* inputs[] = {dx};
+            void* outputs[] = {dy};
+            bool ok = check(hc.runtime->onShapeChange(&pin, 1, &pout, 1) == 0, what + ": onShapeChange", gLogger.last())
+                && check(hc.runtime->enqueue(&pin, &pout, inputs, outputs, workspace, stream) == 0, what + ": enqueue",
+                    gLogger.last());
+            if (ok && cudaStreamSynchronize(stream) == cudaSuccess)
+            {
+                std::vector<char> y(yBytes);
+                CUDA_OK(cudaMemcpy(y.data(), dy, yBytes, cudaMemcpyDeviceToHost));
+                double const err = relError(type, fromChannelsLast(y, dOut, pitch, es), r.yRef);
+                char buf[160];
+                std::snprintf(buf, sizeof(buf), "rel err %.3e <= bound %.3e", err, r.bound);
+                check(err <= r.bound, what + ": " + buf, buf);
+                bool paddingKept = true;
+                for (size_t px = 0; paddingKept && px < yBytes / es / static_cast<size_t>(pitch); ++px)
+                {
+                    for (int64_t ch = sub.cfg.channels; paddingKept && ch < pitch; ++ch)
+                    {
+                        for (size_t b = 0; b < es; ++b)
+                        {
+                            paddingKept = paddingKept
+                                && y[(px * static_cast<size_t>(pitch) + static_cast<size_t>(ch)) * es + b]
+                                    == static_cast<char>(0xFF);
+                        }
+                    }
+                }
+                if (pitch > sub.cfg.channels)
+                {
+                    check(paddingKept, what + ": padding channels of the output untouched");
+                }
+            }
+            cudaFree(dx);
+            cudaFree(dy);
+        }
+        cudaFree(workspace);
+    }
+    return true;
+}
+
+bool gpuLayer(IPluginCreatorV3One* creator, GpuLayer const& layer)
+{
+    std::map<std::string, std::vector<RunCase const*>> byType;
+    for (auto const& r : layer.runs)
+    {
+        byType[r.dtype].push_back(&r);
+    }
+    for (auto const& entry : byType)
+    {
+        DataType const type = dataTypeOf(entry.first);
+        std::string const tag = layer.cfg.name + " " + entry.first;
+        // Skip dtypes the kernels do not have (bf16 is optional).
+        {
+            FieldSet f = parserFields(layer.cfg);
+            PluginFieldCollection fc = f.collection();
+            IPluginV3* p = creator->createPlugin("probe", &fc, TensorRTPhase::kBUILD);
+            PluginHandles h = capabilities(p);
+            DynamicPluginTensorDesc io[2] = {};
+            io[0].desc.type = type;
+            io[0].desc.format = TensorFormat::kLINEAR;
+            bool const supported = h.build != nullptr && h.build->supportsFormatCombination(0, io, 1, 1);
+            delete p;
+            if (!supported)
+            {
+                std::printf("SKIP %s: dtype not supported by the kernels\n", tag.c_str());
+                continue;
+            }
+        }
+        GpuLayer sub;
+        sub.cfg = layer.cfg;
+        for (auto const* r : entry.second)
+        {
+            sub.runs.push_back(*r);
+        }
+        size_t workspaceBytes = 0;
+        IPluginV3* runtimePlugin = buildAndDeserialize(creator, sub, type, workspaceBytes);
+        PluginHandles hr = capabilities(runtimePlugin);
+        if (hr.runtime == nullptr)
+        {
+            delete runtimePlugin;
+            continue;
+        }
+        TestErrorRecorder recorder;
+        TestResourceContext context(&recorder);
+        IPluginV3* ctxPlugin = hr.runtime->attachToContext(&context);
+        PluginHandles hc = capabilities(ctxPlugin);
+        if (!check(hc.runtime != nullptr, tag + ": attachToContext"))
+        {
+            delete runtimePlugin;
+            delete ctxPlugin;
+            continue;
+        }
+        void* workspace = nullptr;
+        if (workspaceBytes > 0)
+        {
+            CUDA_OK(cudaMalloc(&workspace, workspaceBytes));
+        }
+        cudaStream_t stream;
+        CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+        // Shape changes through onShapeChange + enqueue, in manifest order (several N, H, W).
+        for (auto const& r : sub.runs)
+        {
+            DeviceRun d;
+            if (!prepare(r, sub.cfg, d))
+            {
+                continue;
+            }
+            std::string const what = tag + " N=" + std::to_string(r.n) + " H=" + std::to_string(r.h)
+                + " W=" + std::to_string(r.w);
+            PluginTensorDesc in = desc(type, d.in);
+            PluginTensorDesc out = desc(type, d.out);
+            bool ok = check(hc.runtime->onShapeChange(&in, 1, &out, 1) == 0, what + ": onShapeChange", gLogger.last());
+            ok = ok && poison(d, stream);
+            void const* inputs[] = {d.x};
+            void* outputs[] = {d.y};
+            ok = ok
+                && check(hc.runtime->enqueue(&in, &out, inputs, outputs, workspace, stream) == 0, what + ": enqueue",
+                    gLogger.last());
+            if (ok && cudaStreamSynchronize(stream) == cudaSuccess)
+            {
+                fetchAndCompare(d, r, r.yRef, what);
+            }
+            release(d);
+        }
+
+        // The same runs in every channels-last format the plugin offers for this dtype.
+        channelsLastRuns(hc, sub, type, stream, tag);
+
+        // Two contexts on two streams at once (each with its own workspace, as TensorRT gives them).
+        if (sub.runs.size() >= 2)
+        {
+            RunCase const& ra = sub.runs[0];
+            RunCase const& rb = sub.runs[1];
+            IPluginV3* pa = hr.runtime->attachToContext(&context);
+            IPluginV3* pb = hr.runtime->attachToContext(&context);
+            PluginHandles ha = capabilities(pa), hb = capabilities(pb);
+            DeviceRun da, db;
+            void* wa = nullptr;
+            void* wb = nullptr;
+            cudaStream_t sa, sb;
+            bool ok = ha.runtime != nullptr && hb.runtime != nullptr && prepare(ra, sub.cfg, da)
+                && prepare(rb, sub.cfg, db);
+            if (ok && workspaceBytes > 0)
+            {
+                ok = cudaMalloc(&wa, workspaceBytes) == cudaSuccess && cudaMalloc(&wb, workspaceBytes) == cudaSuccess;
+            }
+            ok = ok && cudaStreamCreateWithFlags(&sa, cudaStreamNonBlocking) == cudaSuccess
+                && cudaStreamCreateWithFlags(&sb, cudaStreamNonBlocking) == cudaSuccess;
+            if (ok)
+            {
+                PluginTensorDesc ia = desc(type, da.in), oa = desc(type, da.out);
+                PluginTensorDesc ib = desc(type, db.in), ob = desc(type, db.out);
+                ok = ha.runtime->onShapeChange(&ia, 1, &oa, 1) == 0 && hb.runtime->onShapeChange(&ib, 1, &ob, 1) == 0;
+                void const* xa[] = {da.x};
+                void* ya[] = {da.y};
+                void const* xb[] = {db.x};
+                void* yb[] = {db.y};
+                ok = ok && poison(da, sa) && poison(db, sb);
+                for (int i = 0; ok && i < 4; ++i) // interleaved, no synchronisation in between
+                {
+                    ok = ha.runtime->enqueue(&ia, &oa, xa, ya, wa, sa) == 0
+                        && hb.runtime->enqueue(&ib, &ob, xb, yb, wb, sb) == 0;
+                }
+                ok = ok && cudaStreamSynchronize(sa) == cudaSuccess && cudaStreamSynchronize(sb) == cudaSuccess;
+                if (check(ok, tag + ": two contexts enqueued on two streams"))
+                {
+                    fetchAndCompare(da, ra, ra.yRef, tag + ": context A (stream A)");
+                    fetchAndCompare(db, rb, rb.yRef, tag + ": context B (stream B)");
+                }
+                cudaStreamDestroy(sa);
+                cudaStreamDestroy(sb);
+            }
+            else
+            {
+                check(false, tag + ": two contexts set up");
+            }
+            release(da);
+            release(db);
+            cudaFree(wa);
+            cudaFree(wb);
+            delete pa;
+            delete pb;
+        }
+
+        // CUDA graph: capture one enqueue (global capture mode: an allocation or synchronisation inside
+        // enqueue would invalidate the capture), replay it, then replay on new input data in place.
+        {
+            RunCase const& r = sub.runs.back();
+            DeviceRun d;
+            if (prepare(r, sub.cfg, d))
+            {
+                PluginTensorDesc in = desc(type, d.in), out = desc(type, d.out);
+                void const* inputs[] = {d.x};
+                void* outputs[] = {d.y};
+                bool ok = hc.runtime->onShapeChange(&in, 1, &out, 1) == 0;
+                cudaGraph_t graph = nullptr;
+                cudaGraphExec_t exec = nullptr;
+                ok = ok && cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess;
+                int32_t const rc = ok ? hc.runtime->enqueue(&in, &out, inputs, outputs, workspace, stream) : -1;
+                cudaError_t const endStatus = cudaStreamEndCapture(stream, &graph);
+                ok = check(ok && rc == 0 && endStatus == cudaSuccess && graph != nullptr,
+                    tag + ": enqueue captured into a CUDA graph (global capture mode)",
+                    std::string(cudaGetErrorString(endStatus)) + " rc=" + std::to_string(rc));
+                ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+                for (int replay = 0; ok && replay < 2; ++replay)
+                {
+                    ok = poison(d, stream) && cudaGraphLaunch(exec, stream) == cudaSuccess
+                        && cudaStreamSynchronize(stream) == cudaSuccess;
+                    ok = ok && fetchAndCompare(d, r, r.yRef, tag + ": graph replay " + std::to_string(replay + 1));
+                }
+                if (ok)
+                {
+                    // y(-x) = 2 b_c - y(x): the operator is affine with per-channel bias b.
+                    std::vector<char> neg = r.x;
+                    size_t const es = elemSize(type);
+                    for (size_t i = 0; i < neg.size(); i += es)
+                    {
+                        neg[i + es - 1] = static_cast<char>(neg[i + es - 1] ^ 0x80); // flip the sign bit
+                    }
+                    std::vector<double> ref(r.yRef.size());
+                    size_t const plane = static_cast<size_t>(d.out.d[2] * d.out.d[3]);
+                    for (size_t i = 0; i < ref.size(); ++i)
+                    {
+                        size_t const c = (i / plane) % static_cast<size_t>(sub.cfg.channels);
+                        ref[i] = 2.0 * static_cast<double>(sub.cfg.baseBias[c]) - r.yRef[i];
+                    }
+                    ok = cudaMemcpy(d.x, neg.data(), neg.size(), cudaMemcpyHostToDevice) == cudaSuccess
+                        && poison(d, stream) && cudaGraphLaunch(exec, stream) == cudaSuccess
+                        && cudaStreamSynchronize(stream) == cudaSuccess;
+                    ok = ok && fetchAndCompare(d, r, ref, tag + ": graph replay on new input (-x)");
+                }
+                if (exec != nullptr)
+                    cudaGraphExecDestroy(exec);
+                if (graph != nullptr)
+                    cudaGraphDestroy(graph);
+                release(d);
+            }
+        }
+
+        // Enqueue error paths: return an error code, never throw or crash.
+        {
+            RunCase const& r = sub.runs.front();
+            DeviceRun d;
+            if (prepare(r, sub.cfg, d))
+            {
+                PluginTensorDesc in = desc(type, d.in), out = desc(type, d.out);
+                void const* inputs[] = {d.x};
+                void* outputs[] = {d.y};
+                hc.runtime->onShapeChange(&in, 1, &out, 1);
+                recorder.clear();
+                // The profile's workspace (workspaceBytes) is sized for its largest shape; this shape may need
+                // none (planes up to 64x64 run in one workspace-free launch), so decide from this shape.
+                if (wtconv::wtconvWorkspaceBytes(kernelParams(type, d.in, sub.cfg)) > 0)
+                {
+                    check(hc.runtime->enqueue(&in, &out, inputs, outputs, nullptr, stream) != 0
+                            && recorder.getNbErrors() > 0,
+                        tag + ": enqueue without its workspace returns an error (recorded)", gLogger.last());
+                }
+                else
+                {
+                    check(hc.runtime->enqueue(&in, &out, inputs, outputs, nullptr, stream) == 0,
+                        tag + ": enqueue of a shape that needs no workspace runs without one", gLogger.last());
+                }
+                PluginTensorDesc badIn = desc(type, dims4(r.n, sub.cfg.channels + 1, r.h, r.w));
+                check(hc.runtime->enqueue(&badIn, &out, inputs, outputs, workspace, stream) != 0,
+                    tag + ": enqueue with a channel mismatch returns an error");
+                check(hc.runtime->enqueue(&in, &out, nullptr, outputs, workspace, stream) != 0,
+                    tag + ": enqueue with null inputs returns an error");
+                // A runtime-phase plugin never attached has no device weights. Inside a stream capture enqueue
+                // refuses (no allocation or copy while capturing) and leaves the capture valid; outside a
+                // capture it uploads them on its stream and computes.
+                {
+                    cudaGraph_t graph = nullptr;
+                    bool const began = cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess;
+                    gLogger.clear();
+                    int32_t const rc = began ? hr.runtime->enqueue(&in, &out, inputs, outputs, workspace, stream) : 0;
+                    std::string const message = gLogger.last();
+                    cudaError_t const endStatus = cudaStreamEndCapture(stream, &graph);
+                    check(began && rc != 0 && contains(message, "captur") && endStatus == cudaSuccess,
+                        tag + ": enqueue without uploaded weights inside a capture refuses, capture stays valid",
+                        message + " / end capture: " + cudaGetErrorString(endStatus));
+                    if (graph != nullptr)
+                        cudaGraphDestroy(graph);
+                    bool ok = poison(d, stream)
+                        && check(hr.runtime->enqueue(&in, &out, inputs, outputs, workspace, stream) == 0,
+                            tag + ": enqueue without uploaded weights, not capturing, uploads them", gLogger.last())
+                        && cudaStreamSynchronize(stream) == cudaSuccess;
+                    ok = ok && fetchAndCompare(d, r, r.yRef, tag + ": result after the upload in enqueue");
+                }
+                check(cudaStreamSynchronize(stream) == cudaSuccess && cudaGetLastError() == cudaSuccess,
+                    tag + ": the stream is healthy after the error paths");
+                release(d);
+            }
+        }
+        cudaStreamDestroy(stream);
+        cudaFree(workspace);
+        delete ctxPlugin;
+        delete runtimePlugin;
+    }
+    return true;
+}
+
+bool loadCases(std::string const& dir, std::vector<GpuLayer>& layers)
+{
+    std::ifstream manifest(dir + "/manifest.txt");
+    if (!check(static_cast<bool>(manifest), "read " + dir + "/manifest.txt"))
+    {
+        return false;
+    }
+    std::string line;
+    while (std::getline(manifest, line))
+    {
+        std::istringstream s(line);
+        std::string kind;
+        s >> kind;
+        if (kind == "layer")
+        {
+            GpuLayer g;
+            s >> g.cfg.name >> g.cfg.channels >> g.cfg.k >> g.cfg.levels >> g.cfg.stride;
+            bool ok = readFile(dir + "/" + g.cfg.name + ".base_weight.f32", g.cfg.baseWeight)
+                && readFile(dir + "/" + g.cfg.name + ".base_bias.f32", g.cfg.baseBias)
+                && readFile(dir + "/" + g.cfg.name + ".wavelet_weight.f32", g.cfg.waveletWeight);
+            if (!check(ok, "read weights of " + g.cfg.name))
+            {
+                return false;
+            }
+            layers.push_back(std::move(g));
+        }
+        else if (kind == "run")
+        {
+            RunCase r;
+            std::string prefix;
+            s >> r.layer >> r.dtype >> r.n >> r.h >> r.w >> r.bound >> prefix;
+            bool ok = readFile(dir + "/" + prefix + ".x.bin", r.x) && readFile(dir + "/" + prefix + ".y.f64", r.yRef);
+            if (!check(ok && !layers.empty() && layers.back().cfg.name == r.layer, "read run " + prefix))
+            {
+                return false;
+            }
+            layers.back().runs.push_back(std::move(r));
+        }
+    }
+    return !layers.empty();
+}
+
+} // namespace
+
+int runGpu(std::string const& dynamicLib, std::string const& casesDir)
+{
+    std::printf("INFO TensorRT headers %d.%d, harness mode gpu\n", NV_TENSORRT_MAJOR, NV_TENSORRT_MINOR);
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
+    {
+        std::printf("SKIP gpu: no CUDA device\n");
+        return 77;
+    }
+    cudaDeviceProp prop{};
+    cudaGetDeviceProperties(&prop, 0);
+    std::printf("INFO device 0: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    PluginLibrary lib = loadDynamicLibrary(dynamicLib);
+    std::vector<GpuLayer> layers;
+    if (lib.creator != nullptr && loadCases(casesDir, layers))
+    {
+        for (auto const& layer : layers)
+        {
+            gpuLayer(lib.creator, layer);
+        }
+    }
+    std::printf("gpu: %d passed, %d failed\n", gPassed, gFailed);
+    return gFailed == 0 && gPassed > 0 ? 0 : 1;
+}
+
+} // namespace wtconv_harness
