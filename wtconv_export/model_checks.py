@@ -68,38 +68,42 @@ def output_classes(model) -> int | None:
     return classes if isinstance(classes, int) and classes > 0 else None
 
 
-def check_input_shape(model, shape, option: str = "--input-shape", *, dynamic: bool = False) -> None:
-    """Check a (B, C, H, W) the user asked for against the model: channels, smallest and largest size."""
+def check_input_shape(model, shape, option: str = "--input-shape", *, dynamic: bool = False,
+                      arrays: bool = False) -> None:
+    """Check a (B, C, H, W) the user asked for against the model: channels, smallest and largest size.
+    ``arrays``: the shape is that of an array the user gave with ``option`` (no shape to suggest)."""
     shape = tuple(int(d) for d in shape)
     shown = ",".join(map(str, shape))
+    subject = f"{option}: an array of shape {shown}" if arrays else f"{option} {shown}"
     if len(shape) != 4:
-        raise InputError(f"{option} {shown}: expected 4 dimensions B,C,H,W")
+        raise InputError(f"{subject}: expected 4 dimensions B,C,H,W")
     batch, channels, height, width = shape
     want = input_channels(model)
     if want is not None and channels != want:
         example = ",".join(map(str, (batch, want, height, width)))
-        raise InputError(f"{option} {shown}: the model takes {want} input channel{'s' if want != 1 else ''} "
-                         f"(dimension 1), not {channels}; e.g. {option} {example}")
+        raise InputError(f"{subject}: the model takes {want} input channel{'s' if want != 1 else ''} "
+                         f"(dimension 1), not {channels}" + ("" if arrays else f"; e.g. {option} {example}"))
     smallest = min_size(model)
     if min(height, width) < smallest:
         patch, stages, _ = _stem_and_stages(model)
-        raise InputError(f"{option} {shown}: height and width must be at least {smallest} for this model (a "
-                         f"{patch}x{patch} stem, then {stages - 1} stages halving the resolution); e.g. {option} "
-                         f"{batch},{channels},{max(height, smallest)},{max(width, smallest)}")
+        raise InputError(f"{subject}: height and width must be at least {smallest} for this model (a "
+                         f"{patch}x{patch} stem, then {stages - 1} stages halving the resolution)"
+                         + ("" if arrays else f"; e.g. {option} {batch},{channels},{max(height, smallest)},"
+                                              f"{max(width, smallest)}"))
     structure = _stem_and_stages(model)
     patch, first_channels = (structure[0], structure[2]) if structure else (1, max(channels, 1))
     activation = batch * max(first_channels, channels) * -(-height // patch) * -(-width // patch) * 4
     if activation > MAX_ACTIVATION_BYTES or batch * channels * height * width * 4 > MAX_ACTIVATION_BYTES:
         hint = ("the export is dynamic in batch, height and width, so a small example input serves every size; "
                 "leave --input-shape out or give a smaller one" if dynamic else "give a smaller shape")
-        raise InputError(f"{option} {shown}: this input would need about {activation / 2 ** 30:.0f} GiB per "
+        raise InputError(f"{subject}: this input would need about {activation / 2 ** 30:.0f} GiB per "
                          f"activation (limit {MAX_ACTIVATION_BYTES // 2 ** 30} GiB); {hint}")
 
 
 def check_input_arrays(model, arrays, option: str = "--inputs") -> None:
     """Check user-given (B, C, H, W) arrays against the model (channels, smallest and largest size)."""
     for array in arrays:
-        check_input_shape(model, np.shape(array), f"{option} (an array of shape)")
+        check_input_shape(model, np.shape(array), option, arrays=True)
 
 
 def check_checkpoint_file(path: str) -> None:

@@ -106,6 +106,17 @@ def dims(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def gpu_list(text: str) -> list[int]:
+    """Comma-separated GPU indices, e.g. 0,1 (each from 0 to 1023, no repeats)."""
+    parts = [p.strip() for p in str(text).split(",")]
+    if not all(p.isascii() and p.isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated GPU indices such as 0,1, got {text!r}")
+    gpus = [int(p) for p in parts]
+    if max(gpus) > 1023 or len(set(gpus)) != len(gpus):
+        raise argparse.ArgumentTypeError(f"expected distinct GPU indices from 0 to 1023, got {text!r}")
+    return gpus
+
+
 def existing_file(text: str) -> str:
     """A path to an existing, readable, non-empty regular file."""
     import os

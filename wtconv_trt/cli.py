@@ -26,11 +26,20 @@ SUBCOMMANDS = [
 ]
 
 
+class UsageError(Exception):
+    """A command line argparse refused; ``main`` prints it as one line and returns 2."""
+
+    def __init__(self, prog: str, message: str):
+        super().__init__(message)
+        self.prog = prog
+
+
 class OneLineParser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one line (argparse prints the usage block first by default)."""
+    """An ArgumentParser whose usage errors are one line (argparse prints the usage block first by default) and
+    reach ``main`` as an exception, so that ``main`` returns 2 for them as for every other user error."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        raise UsageError(self.prog, f"{message} (see '{self.prog} --help')")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +61,9 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
         command = f"wtconv-trt {args.command}"
         return int(args._run(args) or 0)
+    except UsageError as error:
+        print(f"{error.prog}: error: {_one_line(error)}", file=sys.stderr)
+        return 2
     except WtconvTrtError as error:
         print(f"{command}: error: {_one_line(error)}", file=sys.stderr)
         return 2

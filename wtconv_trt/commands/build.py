@@ -1,44 +1,123 @@
 """``wtconv-trt build MODEL.onnx --precision fp32|fp16 --plugin LIB --shapes MIN/OPT/MAX``."""
 
+from wtconv_trt import arguments
+
 HELP = "build a TensorRT engine (fp32 / fp16) from an exported ONNX model, with the WTConv2d plugin"
 
 
 def add_arguments(parser):
     parser.add_argument("onnx", metavar="MODEL.onnx", help="ONNX model from 'wtconv-trt export'")
-    parser.add_argument("--precision", choices=("fp32", "fp16"), default="fp16",
-                        help="engine precision (default fp16). TensorRT 11 needs an fp16 export for fp16; "
-                             "TensorRT 10 also accepts an fp32 export (BuilderFlag.FP16)")
+    parser.add_argument("--precision", choices=("fp32", "fp16"), default=None,
+                        help="engine precision (default: the export's, read from the ONNX model). TensorRT 11 needs "
+                             "an fp16 export for fp16; TensorRT 10 also accepts an fp32 export (BuilderFlag.FP16)")
     parser.add_argument("--plugin", metavar="LIB",
                         help="the dynamic WTConv2d plugin library (plugin/trt, exports getCreators); required "
                              "when the model has WTConv2d nodes")
     parser.add_argument("--shapes", action="append", default=[], metavar="[NAME:]MIN/OPT/MAX",
                         help="one optimisation profile, e.g. input:1x3x224x224/8x3x224x224/32x3x224x224; "
                              "repeat for several profiles; several inputs: comma-separated. Default: batch 1/8/32 "
-                             "at the model's fixed size")
+                             "at the model's fixed size, or at the export's example size when H and W are dynamic")
     parser.add_argument("-o", "--engine", metavar="ENGINE",
                         help="output engine file (default MODEL.<precision>.engine beside the ONNX model); the "
                              "manifest is ENGINE.json")
     parser.add_argument("--timing-cache", metavar="FILE",
                         help="TensorRT timing cache: read if it exists, written after the build (speeds up rebuilds)")
-    parser.add_argument("--workspace", type=int, metavar="MiB", help="builder workspace limit in MiB")
-    parser.add_argument("--optimization-level", type=int, choices=range(0, 6), metavar="0-5",
+    parser.add_argument("--workspace", type=arguments.int_range(1, 1 << 24, " MiB"), metavar="MiB",
+                        help="builder workspace limit in MiB (1 to 16 Ti)")
+    parser.add_argument("--optimization-level", type=arguments.int_range(0, 5), metavar="0-5",
                         help="builder optimisation level (TensorRT default 3)")
     parser.add_argument("--no-tf32", action="store_true",
                         help="disallow TF32 for fp32 convolutions and matrix products (TensorRT allows it by default)")
     parser.add_argument("--source-model", metavar="SPEC",
                         help="the PyTorch model the ONNX model came from, recorded for 'validate': 'default' or "
                              "ARCH:CHECKPOINT (default: what the exporter recorded in the ONNX metadata)")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing engine and manifest")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--verbose", action="store_true", help="print TensorRT's verbose log")
+
+
+# TensorRT indexes most tensors with 32-bit offsets: a profile whose largest input has more elements cannot build.
+MAX_INPUT_ELEMENTS = 2 ** 31 - 1
+
+
+def _precision(args, info) -> str:
+    """--precision, else the export's: fp16 for an fp16 export, fp32 otherwise (said on stderr)."""
+    import sys
+
+    if args.precision:
+        return args.precision
+    precision = "fp16" if info.input_dtype == "float16" else "fp32"
+    print(f"precision: {precision} (the export's; an fp16 engine needs 'wtconv-trt export --precision fp16', or "
+          f"--precision fp16 with TensorRT 10)", file=sys.stderr)
+    return precision
+
+
+def _default_shapes(args, info) -> list:
+    """--shapes, else, when H and W are dynamic, batch 1/8/32 at the export's example size (its metadata)."""
+    import sys
+
+    from wtconv_export.inputs import parse_shape
+
+    if args.shapes or len(info.inputs) != 1:
+        return list(args.shapes)
+    name, dims = next(iter(info.inputs.items()))
+    dynamic = [i for i, d in enumerate(dims) if not (isinstance(d, int) and d >= 0)]
+    example = info.metadata.get("input_shape")
+    if not example or len(dims) != 4 or not set(dynamic) - {0}:
+        return []   # fixed H and W: trt_engine's default profile (batch 1/8/32 at that size)
+    _, channels, height, width = parse_shape(example, "the export's input_shape metadata")
+    shapes = "/".join(f"{b}x{channels}x{height}x{width}" for b in (1, 8, 32))
+    print(f"profile: {name}:{shapes} (batch 1/8/32 at the export's {height}x{width}; give --shapes for other "
+          f"sizes)", file=sys.stderr)
+    return [f"{name}:{shapes}"]
+
+
+def _check_before_tensorrt(args, info, precision: str, shapes: list) -> None:
+    """Everything the user gave, checked before TensorRT is imported: profiles and their size, the plugin
+    library, where the engine, its manifest and the timing cache go."""
+    from trt_engine.build import default_engine_path, plan_profiles
+    from wtconv_export.errors import InputError, PluginError
+
+    from ..paths import check_output_file
+
+    for profile in plan_profiles(shapes, info.inputs):
+        for name, r in profile.inputs.items():
+            elements = 1
+            for d in r.max:
+                elements *= d
+            if elements > MAX_INPUT_ELEMENTS:
+                raise InputError(f"--shapes {name}: the max shape {'x'.join(map(str, r.max))} has {elements} "
+                                 f"elements, more than TensorRT's {MAX_INPUT_ELEMENTS} per tensor; give a smaller "
+                                 f"max batch or size")
+    if args.plugin:
+        from trt_engine.plugin_library import inspect_library
+
+        library = inspect_library(args.plugin)
+        if not library.exports_get_creators:
+            raise PluginError(f"--plugin {args.plugin} is a shared library but not the dynamic WTConv2d plugin (it "
+                              f"exports no getCreators); pass build/plugin/trt/libwtconv_trt_plugin_dynamic.so")
+    engine = args.engine or str(default_engine_path(args.onnx, precision))
+    check_output_file(engine, option="-o", force=args.force)
+    check_output_file(engine + ".json", option="-o (its manifest)", force=args.force)
+    if args.timing_cache:
+        check_output_file(args.timing_cache, option="--timing-cache", force=True)
 
 
 def run(args) -> int:
     import sys
     import warnings
 
-    from trt_engine.build import BuildOptions, NoPluginNodesWarning, build_engine
+    from trt_engine.build import BuildOptions, NoPluginNodesWarning, build_engine, inspect_onnx
 
-    opts = BuildOptions(onnx=args.onnx, precision=args.precision, plugin=args.plugin, shapes=list(args.shapes),
+    from ..paths import check_input_file
+
+    check_input_file(args.onnx, what="ONNX model", made_by="export one with 'wtconv-trt export -o MODEL.onnx'")
+    info = inspect_onnx(args.onnx)
+    precision = _precision(args, info)
+    shapes = _default_shapes(args, info)
+    _check_before_tensorrt(args, info, precision, shapes)
+
+    opts = BuildOptions(onnx=args.onnx, precision=precision, plugin=args.plugin, shapes=shapes,
                         engine=args.engine, timing_cache=args.timing_cache, workspace_mib=args.workspace,
                         optimization_level=args.optimization_level, tf32=not args.no_tf32,
                         source_model=args.source_model, progress=not args.no_progress, verbose=args.verbose)

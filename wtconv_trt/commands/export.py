@@ -25,7 +25,7 @@ def model_from_args(args):
     from wtconv_export.model_checks import check_checkpoint_file
     from wtconv_export.onnx_models import model_from_source
 
-    if args.checkpoint:
+    if args.checkpoint and args.arch:   # without --arch, model_from_source says --arch is needed
         check_checkpoint_file(args.checkpoint)
     return model_from_source(args.arch, checkpoint=args.checkpoint, random_weights=args.random_weights,
                              seed=args.seed)
@@ -62,7 +62,7 @@ def run(args) -> int:
     from wtconv_export.model_checks import check_input_shape
     from wtconv_export.onnx_export import DEFAULT_OPSET, NoWTConvWarning, export_onnx
 
-    from ..outputs import check_output_file
+    from ..paths import check_output_file
 
     # Everything the user gave is checked before the model is loaded or traced.
     output = check_output_file(args.output, option="-o", force=args.force)

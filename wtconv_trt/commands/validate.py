@@ -1,6 +1,8 @@
 """``wtconv-trt validate``: compare an exported ONNX model (or, with --engine, a TensorRT engine) with the
 PyTorch reference through Polygraphy; exit status 1 on mismatch."""
 
+from wtconv_trt import arguments
+
 HELP = "compare an exported ONNX model (ONNX Runtime, CPU) or a TensorRT engine with PyTorch via Polygraphy"
 
 
@@ -11,49 +13,87 @@ def add_arguments(parser) -> None:
     target.add_argument("--engine", metavar="ENGINE",
                         help="a TensorRT engine to check instead (needs TensorRT; see trt_engine)")
     add_model_arguments(parser)
-    parser.add_argument("--inputs", metavar="FILE",
+    parser.add_argument("--inputs", metavar="FILE", type=arguments.existing_file,
                         help="inputs: a .npy array (B,C,H,W) or a .npz of such arrays (one comparison each); "
                              "default: the shipped held-out digits for the default model, else seeded random images")
-    parser.add_argument("--input-shape", metavar="B,C,H,W",
-                        help="shape of the generated inputs when there are no shipped or given inputs")
-    parser.add_argument("--tolerance", type=float, default=None,
-                        help="max |onnx - torch| / max |torch| allowed (default: 1e-4 fp32, 2e-2 fp16)")
-    add_engine_arguments(parser)  # --plugin, --iterations, --atol/--rtol, --save-*
+    parser.add_argument("--input-shape", metavar="B,C,H,W", type=arguments.shape,
+                        help="shape of the generated inputs when there are no shipped or given inputs (B,C,H,W or "
+                             "BxCxHxW)")
+    parser.add_argument("--tolerance", type=arguments.tolerance, default=None,
+                        help="max |onnx - torch| / max |torch| allowed, > 0 (default: 1e-4 fp32, 2e-2 fp16)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also print Polygraphy's own report (default: one verdict line)")
+    add_engine_arguments(parser)  # --plugin, --iterations, --atol/--rtol, --save-*, --force
+
+
+ENGINE_ONLY = ("plugin", "iterations", "atol", "rtol", "save_inputs", "save_outputs")
 
 
 def run(args) -> int:
     if args.engine:
         return run_engine_validation(args)
 
-    import os
+    import contextlib
+    import io
 
     import onnx
 
-    from wtconv_export.inputs import default_inputs, load_inputs
+    from wtconv_export.errors import InputError, ModelError
+    from wtconv_export.inputs import default_inputs, format_dims, load_inputs
+    from wtconv_export.model_checks import (check_arrays_fit_onnx, check_input_arrays, check_input_shape,
+                                            check_onnx_matches_model, fit_batches, onnx_input)
     from wtconv_export.onnx_export import read_metadata
     from wtconv_export.onnx_models import build_model_from_metadata
     from wtconv_export.onnx_validate import validate_onnx
 
+    from ..paths import check_input_file
     from .export import model_from_args
 
-    if not os.path.isfile(args.model):
-        raise ValueError(f"{args.model} does not exist")
+    given = [name for name in ENGINE_ONLY if getattr(args, name) is not None]
+    if given:
+        raise InputError(f"--{given[0].replace('_', '-')} applies only with --engine (an ONNX model is checked on "
+                         f"--inputs or --input-shape)")
+    check_input_file(args.model, what="ONNX model", made_by="export one with 'wtconv-trt export -o MODEL.onnx'")
     try:
         proto = onnx.load(args.model, load_external_data=False)
-    except Exception as error:
-        raise ValueError(f"cannot read {args.model} as an ONNX model: {error}") from error
+    except Exception as error:  # onnx raises DecodeError and other protobuf errors for a file that is not ONNX
+        raise ModelError(f"cannot read {args.model} as an ONNX model ({type(error).__name__}); give the .onnx file "
+                         f"written by 'wtconv-trt export'") from error
     metadata = read_metadata(proto)
-    del proto
     if args.arch or args.checkpoint or args.random_weights:
         model, description = model_from_args(args)
+        what = f"--arch {args.arch}" if args.arch else "the default model"
     else:
         model, description = build_model_from_metadata(metadata)
+        what = "the PyTorch model recorded in its metadata"
+    check_onnx_matches_model(proto, model, what)
+    _, dims = onnx_input(proto)
+    del proto
     description = {**metadata, **description}
-    inputs = load_inputs(args.inputs) if args.inputs else default_inputs(description, args.input_shape)
-    result = validate_onnx(args.model, model, inputs, tolerance=args.tolerance)
+    if args.inputs:
+        inputs = load_inputs(args.inputs)
+        check_input_arrays(model, inputs, f"--inputs {args.inputs}")
+        check_arrays_fit_onnx(inputs, dims, f"--inputs {args.inputs}")
+    elif args.input_shape:
+        check_input_shape(model, args.input_shape, "--input-shape")
+        check_arrays_fit_onnx([_zeros(args.input_shape)], dims, "--input-shape")
+        inputs = default_inputs(description, format_dims(args.input_shape))
+        if dims[0] is not None:  # a fixed batch: only the batch asked for (default_inputs adds a larger one)
+            inputs = inputs[:1]
+    else:
+        inputs = fit_batches(default_inputs(description, None), dims)
+        check_arrays_fit_onnx(inputs, dims, "the default inputs (give --inputs or --input-shape)")
+    quiet = contextlib.nullcontext() if args.verbose else contextlib.redirect_stdout(io.StringIO())
+    with quiet:  # Polygraphy's log (and its note about the 'colored' package) only with -v
+        result = validate_onnx(args.model, model, inputs, tolerance=args.tolerance, polygraphy_report=args.verbose)
     print(result.summary())
     return 0 if result.passed else 1
 
+
+def _zeros(shape):
+    import numpy as np
+
+    return np.broadcast_to(np.float32(0), tuple(shape))
 
 
 def add_engine_arguments(parser) -> None:
@@ -65,17 +105,25 @@ def add_engine_arguments(parser) -> None:
     g.add_argument("--plugin", metavar="LIB",
                    help="WTConv2d plugin library (default: the one recorded in the engine's manifest, else "
                         "build/plugin/trt/libwtconv_trt_plugin_dynamic.so)")
-    g.add_argument("--iterations", type=int, default=4,
-                   help="number of generated input batches (default 4); the batch shape is --input-shape, "
-                        "default the first optimisation profile's opt shape")
-    g.add_argument("--atol", type=float, help="absolute tolerance (default per precision: "
-                   + ", ".join(f"{p} {a:g}" for p, (a, _) in TOLERANCES.items()) + "; else --tolerance)")
-    g.add_argument("--rtol", type=float, help="relative tolerance (default per precision: "
-                   + ", ".join(f"{p} {r:g}" for p, (_, r) in TOLERANCES.items()) + "; else --tolerance)")
+    g.add_argument("--iterations", type=arguments.int_range(1, 10000), default=None,
+                   help="number of generated input batches, 1 to 10000 (default 4); the batch shape is "
+                        "--input-shape, default the first optimisation profile's opt shape")
+    g.add_argument("--atol", type=arguments.non_negative_float, help="absolute tolerance (default per precision: "
+                   + ", ".join(f"{p} {a:g}" for p, (a, _) in TOLERANCES.items()) + ")")
+    g.add_argument("--rtol", type=arguments.non_negative_float, help="relative tolerance (default per precision: "
+                   + ", ".join(f"{p} {r:g}" for p, (_, r) in TOLERANCES.items()) + ")")
     g.add_argument("--save-inputs", metavar="FILE.json",
                    help="save the inputs in Polygraphy's JSON format (polygraphy run --load-inputs)")
     g.add_argument("--save-outputs", metavar="FILE.json",
                    help="save the PyTorch outputs as a Polygraphy RunResults (polygraphy run --load-outputs)")
+    g.add_argument("--force", action="store_true", help="overwrite existing --save-inputs / --save-outputs files")
+
+
+def check_engine_exists(engine: str) -> None:
+    """The engine file itself must exist before its manifest is looked for (bench, validate, triton-repo)."""
+    from ..paths import check_input_file
+
+    check_input_file(engine, what="engine", made_by="build one with 'wtconv-trt build MODEL.onnx'")
 
 
 def run_engine_validation(args) -> int:
@@ -83,18 +131,27 @@ def run_engine_validation(args) -> int:
     (--arch/--checkpoint/--random-weights), --inputs, --input-shape and --tolerance. Exit status: 0 pass, 1 mismatch."""
     from trt_engine.validate import validate_engine
     from wtconv_export.inputs import load_inputs
+    from wtconv_export.model_checks import check_input_arrays, check_input_shape
 
+    from ..paths import check_output_file
     from .export import model_from_args
 
-    shape = args.input_shape.replace(",", "x") if args.input_shape else None
+    check_engine_exists(args.engine)
+    for option, path in (("--save-inputs", args.save_inputs), ("--save-outputs", args.save_outputs)):
+        if path:
+            check_output_file(path, option=option, force=args.force)
+    shape = "x".join(map(str, args.input_shape)) if args.input_shape else None
     model = source = None
     if args.arch or args.checkpoint or args.random_weights:
         model, source = model_from_args(args)
     inputs = load_inputs(args.inputs) if args.inputs else None
-    atol = args.atol if args.atol is not None else args.tolerance
-    rtol = args.rtol if args.rtol is not None else args.tolerance
+    if model is not None and inputs is not None:
+        check_input_arrays(model, inputs, f"--inputs {args.inputs}")
+    if model is not None and args.input_shape:
+        check_input_shape(model, args.input_shape, "--input-shape")
     report = validate_engine(
-        args.engine, plugin=args.plugin, shape=shape, iterations=args.iterations, atol=atol, rtol=rtol,
-        source_model=source, model=model, inputs=inputs, save_inputs=args.save_inputs,
-        save_outputs=args.save_outputs)
+        args.engine, plugin=args.plugin, shape=shape, iterations=args.iterations or 4, atol=args.atol,
+        rtol=args.rtol, tolerance=args.tolerance, source_model=source, model=model, inputs=inputs,
+        save_inputs=args.save_inputs, save_outputs=args.save_outputs)
+    print(report.format())
     return 0 if report.passed else 1

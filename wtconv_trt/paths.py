@@ -1,6 +1,10 @@
-"""Where commands write: one rule for every command that writes a file or a directory.
+"""Where commands read and write: one rule for every command.
 
-Checked before any work starts, so a long export or build never ends in "cannot write": the directory must exist
+Inputs (an ONNX model, an engine): the file must exist, be a regular file and not be empty, or the message says
+which of these it is not and which command makes the file.
+
+Outputs:
+checked before any work starts, so a long export or build never ends in "cannot write": the directory must exist
 and accept a new file (tried for real: permission bits say nothing for root or read-only mounts), a path that
 should be a file must not be a directory, and an existing output is never replaced unless the user passed
 ``--force``. Writers themselves write atomically (temporary file, then rename), so nothing half-written is left.
@@ -71,3 +75,18 @@ def check_output_dir(path, *, option: str, force: bool = False, will_write=()) -
             raise InputError(f"{option} {shown} already holds {', '.join(clashes)}; pass --force to overwrite, or "
                              f"choose another directory")
     return full
+
+
+def check_input_file(path, *, what: str, made_by: str) -> str:
+    """``path`` must be an existing, non-empty regular file; InputError naming ``what`` it should be and the
+    command that writes one (``made_by``) otherwise."""
+    shown = os.fspath(path)
+    if not os.path.exists(shown):
+        raise InputError(f"{what} {shown} does not exist; {made_by}")
+    if os.path.isdir(shown):
+        raise InputError(f"{what} {shown} is a directory; give the file itself ({made_by})")
+    if not os.path.isfile(shown):
+        raise InputError(f"{what} {shown} is not a regular file; {made_by}")
+    if os.path.getsize(shown) == 0:
+        raise InputError(f"{what} {shown} is empty (0 bytes); {made_by}")
+    return shown
