@@ -16,6 +16,8 @@
 #include "NvInferVersion.h"
 #include "wtconvPluginContract.h"
 
+#include <cstddef>
+
 #ifndef WTCONV_PACKAGE_VERSION
 #error "WTCONV_PACKAGE_VERSION must be defined by the build (plugin/CMakeLists.txt reads it from pyproject.toml)"
 #endif
@@ -31,37 +33,69 @@
 #define WTCONV_ABI_TENSORRT_RTX "no"
 #endif
 
-// The plugin's name and version as literals (the record is built by string-literal concatenation); checked
-// against the contract below.
-#define WTCONV_ABI_PLUGIN_NAME "WTConv2d"
-#define WTCONV_ABI_PLUGIN_VERSION "1"
-
-// `library` is "dynamic" (getCreators / setLoggerFinder, loadLibrary) or "static" (REGISTER_TENSORRT_PLUGIN).
-#define WTCONV_PLUGIN_ABI_RECORD(library)                                                                                             \
-    "wtconv_trt_plugin format=1 library=" library                                                                                     \
-    " abi=trt" WTCONV_ABI_STRINGIFY(NV_TENSORRT_MAJOR) " tensorrt=" WTCONV_ABI_STRINGIFY(NV_TENSORRT_MAJOR) "." WTCONV_ABI_STRINGIFY( \
-        NV_TENSORRT_MINOR) "." WTCONV_ABI_STRINGIFY(NV_TENSORRT_PATCH) " tensorrt_rtx_abi=" WTCONV_ABI_TENSORRT_RTX                   \
-                                                                       " plugin=" WTCONV_ABI_PLUGIN_NAME                              \
-                                                                       " plugin_version=" WTCONV_ABI_PLUGIN_VERSION                   \
-                                                                       " package_version=" WTCONV_PACKAGE_VERSION
-
-// Defines the record in the section; use once per library, at namespace scope.
-#define WTCONV_DEFINE_PLUGIN_ABI_RECORD(library)                                                                       \
-    extern "C" __attribute__((                                                                                         \
-        section(".wtconv_trt_abi"), used)) char const wtconvTrtAbiRecord[] = WTCONV_PLUGIN_ABI_RECORD(library)
-
 namespace wtconv
 {
 namespace abi
 {
 
-constexpr bool sameString(char const* a, char const* b)
+// The record is joined at compile time from its parts, so the plugin's name and version come from the
+// contract (defined once) and the text lands in the section as constant data.
+template <size_t N>
+struct Text
 {
-    return *a == *b && (*a == '\0' || sameString(a + 1, b + 1));
+    char text[N];
+};
+
+template <size_t P>
+constexpr size_t joinedSize(char const* const (&parts)[P])
+{
+    size_t n = 1; // the terminating NUL
+    for (size_t i = 0; i < P; ++i)
+    {
+        for (char const* c = parts[i]; *c != '\0'; ++c)
+        {
+            ++n;
+        }
+    }
+    return n;
 }
 
-static_assert(sameString(WTCONV_ABI_PLUGIN_NAME, contract::kPLUGIN_NAME), "ABI record and contract disagree");
-static_assert(sameString(WTCONV_ABI_PLUGIN_VERSION, contract::kPLUGIN_VERSION), "ABI record and contract disagree");
+template <size_t N, size_t P>
+constexpr Text<N> join(char const* const (&parts)[P])
+{
+    Text<N> out{};
+    size_t k = 0;
+    for (size_t i = 0; i < P; ++i)
+    {
+        for (char const* c = parts[i]; *c != '\0'; ++c)
+        {
+            out.text[k++] = *c;
+        }
+    }
+    out.text[k] = '\0';
+    return out;
+}
 
 } // namespace abi
 } // namespace wtconv
+
+// `library` is "dynamic" (getCreators / setLoggerFinder, loadLibrary) or "static" (REGISTER_TENSORRT_PLUGIN).
+#define WTCONV_PLUGIN_ABI_PARTS(library)                                                                           \
+    {                                                                                                              \
+        "wtconv_trt_plugin format=1 library=", library, " abi=trt", WTCONV_ABI_STRINGIFY(NV_TENSORRT_MAJOR),         \
+            " tensorrt=", WTCONV_ABI_STRINGIFY(NV_TENSORRT_MAJOR), ".", WTCONV_ABI_STRINGIFY(NV_TENSORRT_MINOR), ".", \
+            WTCONV_ABI_STRINGIFY(NV_TENSORRT_PATCH), " tensorrt_rtx_abi=", WTCONV_ABI_TENSORRT_RTX, " plugin=",       \
+            ::wtconv::contract::kPLUGIN_NAME, " plugin_version=", ::wtconv::contract::kPLUGIN_VERSION,               \
+            " package_version=", WTCONV_PACKAGE_VERSION                                                            \
+    }
+
+// Defines the record in the section; use once per library, at global scope. Not exported (hidden visibility
+// and the libraries' version scripts); `used` keeps it although nothing references it.
+#define WTCONV_DEFINE_PLUGIN_ABI_RECORD(library)                                                                   \
+    namespace                                                                                                      \
+    {                                                                                                              \
+    constexpr char const* kWtconvTrtAbiParts[] = WTCONV_PLUGIN_ABI_PARTS(library);                                 \
+    }                                                                                                              \
+    extern "C" __attribute__((section(".wtconv_trt_abi"), used))                                                   \
+    ::wtconv::abi::Text<::wtconv::abi::joinedSize(kWtconvTrtAbiParts)> const wtconvTrtAbiRecord                    \
+        = ::wtconv::abi::join<::wtconv::abi::joinedSize(kWtconvTrtAbiParts)>(kWtconvTrtAbiParts)

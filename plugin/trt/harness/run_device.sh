@@ -2,7 +2,7 @@
 # Builds the plugin and its interface harness against each TensorRT header tree and runs the CTest
 # harness (host part, export checks, case generation, GPU part). One command for a GPU machine:
 #
-#   plugin/trt/harness/run_device.sh [TENSORRT_ROOT ...]      (default: .trt/v10.16 .trt/v11.1)
+#   plugin/trt/harness/run_device.sh [TENSORRT_ROOT ...]      (default: every .trt/*/ holding include/NvInferRuntime.h)
 #
 # Each TENSORRT_ROOT holds include/NvInferRuntime.h (a TensorRT install or the public repository's headers).
 # Environment: CMAKE_CUDA_ARCHITECTURES (default 90), OUT (if set, full logs are copied there).
@@ -13,7 +13,13 @@ cd "$(dirname "$0")/../../.."
 repo=$(pwd)
 roots=("$@")
 if [ ${#roots[@]} -eq 0 ]; then
-    roots=(.trt/v10.16 .trt/v11.1)
+    for dir in .trt/*/; do
+        [ -f "${dir}include/NvInferRuntime.h" ] && roots+=("${dir%/}")
+    done
+fi
+if [ ${#roots[@]} -eq 0 ]; then
+    echo "FAIL no TensorRT header tree given and none under .trt/*/include/NvInferRuntime.h"
+    exit 1
 fi
 arch=${CMAKE_CUDA_ARCHITECTURES:-90}
 jobs=$(nproc 2>/dev/null || echo 4)
@@ -57,7 +63,7 @@ for root in "${roots[@]}"; do
     ctest --test-dir "$build/trt" --output-on-failure -V >"$build.ctest.log" 2>&1
     ctest_rc=$?
     sed -E 's/^[0-9]+: //' "$build.ctest.log" \
-        | grep -E "^(host|gpu): [0-9]+ passed|^FAIL|^SKIP|^INFO (device|TensorRT)|PASS exports|tests passed|Skipped|\*\*\*" \
+        | grep -E "^(host|gpu): [0-9]+ passed|^FAIL|^SKIP|^INFO (device|TensorRT)|channels-last I/O|PASS exports|PASS ABI record|tests passed|Skipped|\*\*\*" \
         | awk '!seen[$0]++'
     [ $ctest_rc -eq 0 ] || status=1
     if [ $have_gpu -eq 1 ] && ! grep -qE "gpu: [0-9]+ passed, 0 failed" "$build.ctest.log"; then
