@@ -11,8 +11,19 @@ import torch
 import torch.nn as nn
 
 from engine_helpers import fake_engine
-from trt_engine.validate import (TOLERANCES, check_engine_request, compare_runners, make_inputs, make_runner_class,
-                                 tolerances_for)
+from trt_engine.engine_file import check_engine_request
+from trt_engine.validate import MIN_TOP1_AGREEMENT, TOLERANCES, engine_tolerance, make_inputs, tolerances_for
+from wtconv_export.errors import EngineError
+from wtconv_export.validation import Tolerance, compare_runners, torch_runner_class
+
+
+def make_runner_class():
+    return torch_runner_class()
+
+
+def elementwise(atol, rtol):
+    """An engine validation's criteria: element-wise atol/rtol and the top-1 agreement bound."""
+    return Tolerance(atol=atol, rtol=rtol, min_top1=MIN_TOP1_AGREEMENT)
 
 
 def small_classifier(seed=0):
@@ -34,10 +45,10 @@ def test_comparison_passes_and_saves_polygraphy_files(tmp_path):
     shape = (4, 1, 8, 8)
     engine_like = TorchRunner(copy.deepcopy(model), {"input": shape}, ["output"], name="engine")
     reference = TorchRunner(model, {"input": shape}, ["output"], name="reference")
-    report = compare_runners(engine_like, reference, feeds_for(shape, dtype="float16"), 1e-5, 1e-5,
-                             tmp_path / "inputs.json", tmp_path / "outputs.json")
+    report = compare_runners(engine_like, reference, feeds_for(shape, dtype="float16"), elementwise(1e-5, 1e-5),
+                             save_inputs=tmp_path / "inputs.json", save_outputs=tmp_path / "outputs.json")
     assert report.passed and report.top1_agreement == 1.0
-    assert len(report.rows) == 2 and report.rows[0]["max_abs"] == 0.0
+    assert len(report.rows) == 2 and report.rows[0].max_abs == 0.0
     assert "PASSED" in report.format("TensorRT", "PyTorch")
 
     inputs = load_json(str(tmp_path / "inputs.json"))
@@ -58,9 +69,9 @@ def test_comparison_fails_on_mismatch():
         other[-1].bias.add_(0.5)
     shape = (4, 1, 8, 8)
     report = compare_runners(TorchRunner(other, {"input": shape}, ["output"]),
-                             TorchRunner(model, {"input": shape}, ["output"]), feeds_for(shape), 1e-3, 1e-3)
+                             TorchRunner(model, {"input": shape}, ["output"]), feeds_for(shape), elementwise(1e-3, 1e-3))
     assert not report.passed
-    assert report.rows[0]["max_abs"] == pytest.approx(0.5, rel=1e-5)
+    assert report.rows[0].max_abs == pytest.approx(0.5, rel=1e-5)
     assert "FAILED" in report.format("TensorRT", "PyTorch")
 
 
@@ -73,7 +84,7 @@ def test_top1_disagreement_fails_even_within_tolerance():
         flipped[-1].bias.neg_()
     shape = (8, 1, 8, 8)
     report = compare_runners(TorchRunner(flipped, {"input": shape}, ["output"]),
-                             TorchRunner(model, {"input": shape}, ["output"]), feeds_for(shape), 1e3, 1e3)
+                             TorchRunner(model, {"input": shape}, ["output"]), feeds_for(shape), elementwise(1e3, 1e3))
     assert report.top1_agreement < 0.99 and not report.passed
 
 
@@ -90,8 +101,11 @@ def test_tolerances():
     assert tolerances_for("fp16") == TOLERANCES["fp16"]
     assert tolerances_for("fp32", atol=1e-2) == (1e-2, TOLERANCES["fp32"][1])
     assert TOLERANCES["fp16"][0] > TOLERANCES["fp32"][0]
-    with pytest.raises(ValueError):
+    with pytest.raises(EngineError):
         tolerances_for("int8")
+    criteria = engine_tolerance("fp16", rtol=0.1, scale=0.02)
+    assert (criteria.atol, criteria.rtol, criteria.scale, criteria.min_top1) == \
+        (TOLERANCES["fp16"][0], 0.1, 0.02, MIN_TOP1_AGREEMENT)
 
 
 def test_default_model_inputs_are_real_digits():
@@ -134,8 +148,9 @@ def test_saved_files_replay_with_the_polygraphy_command_line(tmp_path, offset, e
     TorchRunner = make_runner_class()
     shape = (2, 1, 8, 8)
     reference = TorchRunner(Shifted(), {"input": shape}, ["output"], name="pytorch")
-    compare_runners(TorchRunner(Shifted(), {"input": shape}, ["output"]), reference, feeds_for(shape), 1e-6, 1e-6,
-                    tmp_path / "inputs.json", tmp_path / "outputs.json")
+    compare_runners(TorchRunner(Shifted(), {"input": shape}, ["output"]), reference, feeds_for(shape),
+                    elementwise(1e-6, 1e-6), save_inputs=tmp_path / "inputs.json",
+                    save_outputs=tmp_path / "outputs.json")
     done = subprocess.run([polygraphy, "run", model_path, "--onnxrt", "--load-inputs", str(tmp_path / "inputs.json"),
                            "--load-outputs", str(tmp_path / "outputs.json"), "--atol", "1e-6", "--rtol", "1e-6"],
                           capture_output=True, text=True)

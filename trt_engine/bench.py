@@ -19,18 +19,23 @@ graph capture and tensorrt_api.ExecutionSession for TensorRT.
 from __future__ import annotations
 
 import json
+import logging
 import math
-import sys
+import os
 import time
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-from trt_engine.errors import EngineError
+from trt_engine.profiles import Profile, format_shape
+from wtconv_export.errors import EngineError, InputError
+from wtconv_export.progress import Progress
 
-from trt_engine.profiles import format_shape
+logger = logging.getLogger(__name__)
 
 PERCENTILES = (90.0, 95.0, 99.0)
 
 
-def percentile(sorted_times, p: float) -> float:
+def percentile(sorted_times: Sequence[float], p: float) -> float:
     """trtexec's findPercentile on an ascending list."""
     n = len(sorted_times)
     if n == 0:
@@ -41,7 +46,7 @@ def percentile(sorted_times, p: float) -> float:
     return sorted_times[max(n - 1 - exclude, 0)]
 
 
-def median(sorted_times) -> float:
+def median(sorted_times: Sequence[float]) -> float:
     n = len(sorted_times)
     if n == 0:
         return math.inf
@@ -49,7 +54,7 @@ def median(sorted_times) -> float:
     return sorted_times[m] if n % 2 else (sorted_times[m - 1] + sorted_times[m]) / 2.0
 
 
-def latency_stats(times_ms) -> dict:
+def latency_stats(times_ms: Iterable[float]) -> dict[str, float]:
     """min / mean / median / p90 / p95 / p99 / max / coefficient of variation (ms)."""
     t = sorted(float(x) for x in times_ms)
     if not t:
@@ -64,7 +69,8 @@ def latency_stats(times_ms) -> dict:
     return stats
 
 
-def bench_shapes(profiles, input_name: str, which=("min", "opt", "max")) -> list:
+def bench_shapes(profiles: Sequence[Profile], input_name: str,
+                 which: Sequence[str] = ("min", "opt", "max")) -> list[tuple[int, str, tuple[int, ...]]]:
     """[(profile index, label, shape)] without duplicates (min == opt happens)."""
     out, seen = [], set()
     for index, profile in enumerate(profiles):
@@ -78,18 +84,19 @@ def bench_shapes(profiles, input_name: str, which=("min", "opt", "max")) -> list
     return out
 
 
-def run_benchmark(engine, *, plugin=None, shapes=None, iterations=200, warmup_ms=200.0, cuda_graph=("off", "on"),
-                  out=sys.stdout) -> dict:
+def run_benchmark(engine: str | os.PathLike, *, plugin: str | os.PathLike | None = None,
+                  shapes: Sequence[str] | None = None, iterations: int = 200, warmup_ms: float = 200.0,
+                  cuda_graph: Sequence[str] = ("off", "on")) -> dict[str, Any]:
     """Benchmark every shape; returns the JSON-able result. ``shapes``: list of 'BxCxHxW' (default: each
-    profile's min/opt/max)."""
+    profile's min/opt/max). Each finished case is logged at INFO (median, p99, images/s)."""
     import torch
 
     from trt_engine.profiles import find_profile, parse_dims
     from trt_engine.tensorrt_api import ExecutionSession
-    from trt_engine.validate import check_engine_request, load_engine_for_run
+    from trt_engine.engine_file import check_engine_request, load_engine_for_run
 
     if iterations < 1:
-        raise ValueError(f"--iterations must be >= 1, got {iterations}")
+        raise InputError(f"--iterations must be >= 1, got {iterations}")
     check = check_engine_request(engine)
     m = check.manifest
     if shapes:
@@ -105,6 +112,7 @@ def run_benchmark(engine, *, plugin=None, shapes=None, iterations=200, warmup_ms
                            "PyTorch has no CUDA device")
     results = []
     stream = torch.cuda.Stream()
+    progress = Progress(logger, "bench", len(cases) * len(cuda_graph))
     for profile_index, label, shape in cases:
         session = ExecutionSession(loaded, {check.input_name: shape}, profile_index, stream)
         for mode in cuda_graph:
@@ -117,9 +125,9 @@ def run_benchmark(engine, *, plugin=None, shapes=None, iterations=200, warmup_ms
                       "throughput_images_per_s": batch * r["inferences"] / r["wall_s"]})
             results.append(r)
             lat = r["latency_ms"]
-            print(f"profile {profile_index} {label:>4} {format_shape(shape):>14} graph {mode:>3}: "
-                  f"median {lat['median']:.4f} ms, p99 {lat['p99']:.4f} ms, "
-                  f"{r['throughput_images_per_s']:.0f} img/s", file=out)
+            progress.step(f"profile {profile_index} {label:>4} {format_shape(shape):>14} graph {mode:>3}: "
+                          f"median {lat['median']:.4f} ms, p99 {lat['p99']:.4f} ms, "
+                          f"{r['throughput_images_per_s']:.0f} img/s")
         del session
     return {"engine": str(engine), "tensorrt": m["tensorrt"]["version"], "precision": m["precision"],
             "gpu": torch.cuda.get_device_name(), "iterations": iterations, "warmup_ms": warmup_ms,
@@ -161,10 +169,12 @@ def _time(launch, stream, iterations: int, warmup_ms: float) -> dict:
     return {"latency_ms": latency_stats(times), "inferences": iterations, "wall_s": wall}
 
 
-def write_json(result: dict, path) -> None:
+def write_json(result: dict, path: str | os.PathLike) -> None:
+    """Write the result as JSON, atomically."""
     from trt_engine.manifest import atomic_write_json
     atomic_write_json(path, result)
 
 
 def dumps(result: dict) -> str:
+    """The result as indented JSON text."""
     return json.dumps(result, indent=2)

@@ -189,7 +189,7 @@ def write_repository(engine, out, *, name: str | None = None, plugin_static=None
                      preferred_batch_sizes=None, max_queue_delay_us: int = 100, labels=None,
                      force: bool = False) -> dict:
     """Write the repository; returns {"config", "model_dir", "serve", "config_text", "plan"}."""
-    from trt_engine.validate import check_engine_request
+    from trt_engine.engine_file import check_engine_request
 
     check = check_engine_request(engine)          # manifest + sha256: never ship a corrupt engine
     manifest = check.manifest

@@ -1,4 +1,4 @@
-"""wtconv_export: the PyTorch side of wtconv-trt (shared/DESIGN.md §1).
+"""wtconv_export: the PyTorch side of wtconv-trt (docs/design.md §1).
 
 Reference ``WTConv2d`` (published numerics and names), ``WTConvNeXt``, weight folding, the fused operator's
 executable spec and custom op, the shipped default model. Names are imported lazily (PEP 562), so
@@ -6,6 +6,8 @@ executable spec and custom op, the shipped default model. Names are imported laz
 """
 
 import importlib
+
+from ._version import __version__
 
 _EXPORTS = {
     "WTConv2d": ".wtconv2d",
@@ -20,7 +22,7 @@ _EXPORTS = {
     "load_default_model": ".models",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS) + ["__version__"]
 
 
 def __getattr__(name):

@@ -1,4 +1,4 @@
-"""The ONNX <-> TensorRT plugin contract, defined once on the Python side (shared/DESIGN.md §4).
+"""The ONNX <-> TensorRT plugin contract, defined once on the Python side (docs/design.md §4).
 
 The C++ side defines the same names once in ``plugin/trt/wtconvPluginContract.h``; a test reads that
 header and checks the two agree, so a rename on one side cannot slip through.
@@ -29,3 +29,8 @@ FLOAT_FIELDS = (FIELD_BASE_WEIGHT, FIELD_BASE_BIAS, FIELD_WAVELET_WEIGHT)
 # has no such limits; the exporter checks them so a model the plugin cannot run fails at export.
 MAX_KERNEL_SIZE = 15
 MAX_WT_LEVELS = 8
+
+# ONNX metadata_props keys written by the exporter and read by the engine builder ("wtconv_trt.source",
+# "wtconv_trt.weights", "wtconv_trt.input_shape", "wtconv_trt.precision", ...): how a built engine finds the
+# PyTorch model it came from.
+METADATA_PREFIX = "wtconv_trt."

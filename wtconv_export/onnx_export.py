@@ -39,6 +39,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import contract
+from .contract import METADATA_PREFIX
 from .folding import FoldedWTConv, fold_wtconv
 from .fused_module import FusedWTConv2d
 from .ops import plugin_can_run
@@ -50,7 +51,6 @@ DEFAULT_OPSET = 18            # LayerNormalization needs >= 17; TensorRT 10 and 
 INPUT_NAME = "input"
 OUTPUT_NAME = "output"
 DYNAMIC_AXES = ("batch", "height", "width")
-METADATA_PREFIX = "wtconv_trt."   # metadata_props keys written by export_onnx
 
 _TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
