@@ -8,6 +8,7 @@ import pytest
 from engine_helpers import fake_engine
 from trt_engine import manifest as mf
 from trt_engine.profiles import parse_profile
+from wtconv_export.errors import EngineError
 
 
 def test_round_trip_and_sha256(tmp_path):
@@ -51,29 +52,29 @@ def test_truncated_and_corrupt_engines_are_caught(tmp_path):
     engine, manifest = fake_engine(tmp_path)
     data = engine.read_bytes()
     engine.write_bytes(data[:-10])
-    with pytest.raises(ValueError, match="truncated, corrupt or was replaced; rebuild"):
+    with pytest.raises(EngineError, match="truncated, corrupt or was replaced; rebuild"):
         mf.check_engine_file(engine, manifest)
     engine.write_bytes(bytes([data[0] ^ 0xFF]) + data[1:])
-    with pytest.raises(ValueError, match="sha256 .* corrupt or was replaced"):
+    with pytest.raises(EngineError, match="sha256 .* corrupt or was replaced"):
         mf.check_engine_file(engine, manifest)
     engine.unlink()
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(EngineError):
         mf.check_engine_file(engine, manifest)
 
 
 def test_missing_and_malformed_manifests(tmp_path):
     engine = tmp_path / "x.engine"
     engine.write_bytes(b"123")
-    with pytest.raises(FileNotFoundError, match="no manifest x.engine.json"):
+    with pytest.raises(EngineError, match="no manifest x.engine.json"):
         mf.read_manifest(engine)
     mf.manifest_path(engine).write_text("{not json")
-    with pytest.raises(ValueError, match="not valid JSON"):
+    with pytest.raises(EngineError, match="not valid JSON"):
         mf.read_manifest(engine)
     mf.manifest_path(engine).write_text('{"format": "something else"}')
-    with pytest.raises(ValueError, match="not a wtconv-trt engine manifest"):
+    with pytest.raises(EngineError, match="not a wtconv-trt engine manifest"):
         mf.read_manifest(engine)
     mf.manifest_path(engine).write_text(json.dumps({"format": mf.FORMAT, "format_version": 99}))
-    with pytest.raises(ValueError, match="format version 99"):
+    with pytest.raises(EngineError, match="format version 99"):
         mf.read_manifest(engine)
 
 
@@ -81,17 +82,17 @@ def test_tensorrt_version_check():
     manifest = {"tensorrt": {"version": "10.16.0.72", "major": 10}, "precision": "fp16",
                 "model": {"onnx": "m.onnx"}}
     mf.check_tensorrt_version(manifest, "10.16.0.72")
-    with pytest.raises(ValueError, match=r"built with TensorRT 10\.16\.0\.72, this machine has TensorRT 11\.1\.0\.2.*"
+    with pytest.raises(EngineError, match=r"built with TensorRT 10\.16\.0\.72, this machine has TensorRT 11\.1\.0\.2.*"
                                          r"Rebuild it here.*TensorRT 11"):
         mf.check_tensorrt_version(manifest, "11.1.0.2")
-    with pytest.raises(ValueError, match="only load in the TensorRT version that built them"):
+    with pytest.raises(EngineError, match="only load in the TensorRT version that built them"):
         mf.check_tensorrt_version(manifest, "10.15.1.1")
 
 
 def test_parse_version():
     assert mf.parse_version("10.16.0.72") == (10, 16, 0, 72)
     assert mf.parse_version("11.1.0.post1") == (11, 1, 0)
-    with pytest.raises(ValueError):
+    with pytest.raises(EngineError):
         mf.parse_version("dev")
 
 
@@ -101,9 +102,9 @@ def test_version_is_checked_before_deserialization(tmp_path, monkeypatch):
     import types
 
     from trt_engine import tensorrt_api
-    from trt_engine.validate import check_engine_request, load_engine_for_run
+    from trt_engine.engine_file import check_engine_request, load_engine_for_run
 
     engine, _ = fake_engine(tmp_path, trt_version="10.16.0.72")
     monkeypatch.setattr(tensorrt_api, "import_tensorrt", lambda: types.SimpleNamespace(__version__="11.1.0.5"))
-    with pytest.raises(ValueError, match="built with TensorRT 10.16.0.72, this machine has TensorRT 11.1.0.5"):
+    with pytest.raises(EngineError, match="built with TensorRT 10.16.0.72, this machine has TensorRT 11.1.0.5"):
         load_engine_for_run(engine, check_engine_request(engine).manifest)

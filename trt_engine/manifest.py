@@ -19,6 +19,8 @@ import tempfile
 from pathlib import Path
 
 from trt_engine.profiles import Profile
+from wtconv_export._version import __version__
+from wtconv_export.errors import EngineError
 
 FORMAT = "wtconv-trt-engine-manifest"
 FORMAT_VERSION = 1
@@ -73,7 +75,7 @@ def parse_version(text: str) -> tuple[int, ...]:
             break
         parts.append(int(digits))
     if not parts:
-        raise ValueError(f"not a version number: {text!r}")
+        raise EngineError(f"not a version number: {text!r}")
     return tuple(parts)
 
 
@@ -86,6 +88,7 @@ def make_manifest(*, engine_file: str, engine_sha256: str, engine_bytes: int, on
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
+        "wtconv_trt": {"version": __version__},
         "engine": {"file": engine_file, "sha256": engine_sha256, "bytes": int(engine_bytes)},
         "model": {"onnx": onnx_file, "sha256": onnx_sha256, "wtconv_nodes": int(wtconv_nodes),
                   "input_dtype": onnx_input_dtype, "source": source_model},
@@ -111,23 +114,23 @@ def read_manifest(engine_path) -> dict:
     """Read and check the manifest beside ``engine_path``; ValueError / FileNotFoundError with the fix."""
     path = manifest_path(engine_path)
     if not path.is_file():
-        raise FileNotFoundError(f"no manifest {path.name} beside the engine {Path(engine_path).name}: the engine was "
+        raise EngineError(f"no manifest {path.name} beside the engine {Path(engine_path).name}: the engine was "
                                 f"not built by 'wtconv-trt build' or the manifest was not copied with it; rebuild "
                                 f"with wtconv-trt build, or copy {path.name} next to the engine")
     try:
         with open(path, encoding="utf-8") as f:
             manifest = json.load(f)
     except json.JSONDecodeError as error:
-        raise ValueError(f"manifest {path}: not valid JSON ({error}); rebuild the engine with wtconv-trt build") \
+        raise EngineError(f"manifest {path}: not valid JSON ({error}); rebuild the engine with wtconv-trt build") \
             from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a wtconv-trt engine manifest (expected \"format\": \"{FORMAT}\")")
+        raise EngineError(f"{path}: not a wtconv-trt engine manifest (expected \"format\": \"{FORMAT}\")")
     if manifest.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{path}: manifest format version {manifest.get('format_version')!r}, this wtconv-trt reads "
+        raise EngineError(f"{path}: manifest format version {manifest.get('format_version')!r}, this wtconv-trt reads "
                          f"version {FORMAT_VERSION}; rebuild the engine with this wtconv-trt")
     for key in ("engine", "tensorrt", "precision", "profiles", "io"):
         if key not in manifest:
-            raise ValueError(f"{path}: manifest has no {key!r} entry; rebuild the engine with wtconv-trt build")
+            raise EngineError(f"{path}: manifest has no {key!r} entry; rebuild the engine with wtconv-trt build")
     return manifest
 
 
@@ -140,15 +143,15 @@ def check_engine_file(engine_path, manifest: dict) -> None:
     an engine rebuilt without its manifest are caught here, before TensorRT sees the bytes)."""
     engine_path = Path(engine_path)
     if not engine_path.is_file():
-        raise FileNotFoundError(f"engine {engine_path} does not exist")
+        raise EngineError(f"engine {engine_path} does not exist; build it with wtconv-trt build")
     size = engine_path.stat().st_size
     want = manifest["engine"]
     if size != want.get("bytes"):
-        raise ValueError(f"engine {engine_path.name} is {size} bytes, its manifest says {want.get('bytes')}: the file "
+        raise EngineError(f"engine {engine_path.name} is {size} bytes, its manifest says {want.get('bytes')}: the file "
                          f"is truncated, corrupt or was replaced; rebuild it with wtconv-trt build")
     digest = sha256_file(engine_path)
     if digest != want.get("sha256"):
-        raise ValueError(f"engine {engine_path.name} has sha256 {digest[:16]}…, its manifest says "
+        raise EngineError(f"engine {engine_path.name} has sha256 {digest[:16]}…, its manifest says "
                          f"{str(want.get('sha256'))[:16]}…: the file is corrupt or was replaced; rebuild it with "
                          f"wtconv-trt build")
 
@@ -158,7 +161,7 @@ def check_tensorrt_version(manifest: dict, installed_version: str) -> None:
     not do: the plugin is native code compiled for one TensorRT). Fail before deserialization, naming both."""
     built = manifest["tensorrt"]["version"]
     if parse_version(built) != parse_version(installed_version):
-        raise ValueError(f"the engine was built with TensorRT {built}, this machine has TensorRT {installed_version}: "
+        raise EngineError(f"the engine was built with TensorRT {built}, this machine has TensorRT {installed_version}: "
                          f"engines only load in the TensorRT version that built them. Rebuild it here: wtconv-trt "
                          f"build {manifest.get('model', {}).get('onnx', 'MODEL.onnx')} --precision "
                          f"{manifest.get('precision', 'fp16')} --plugin <plugin library built for TensorRT "
