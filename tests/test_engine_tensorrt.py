@@ -1,6 +1,6 @@
 """End to end with TensorRT: export the shipped default model -> build fp32 and fp16 engines with the plugin ->
 validate against PyTorch with Polygraphy -> benchmark -> Triton repository. Skips (with the reason) where
-TensorRT or the built plugin library is missing, which is every machine of this project (DESIGN.md §5)."""
+TensorRT or the built plugin library is missing (docs/design.md §5)."""
 
 import json
 

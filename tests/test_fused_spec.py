@@ -29,7 +29,7 @@ def relative_error(got: torch.Tensor, expected: torch.Tensor) -> float:
 
 def random_module(channels, k, levels, stride, bias, seed, exact_filters=True):
     """A float64 WTConv2d with every weight and scale random; exact +-1/2 Haar filters unless told otherwise
-    (the published float32-rounded filters differ from 1/2 by 3e-8 relative, DESIGN.md §2)."""
+    (the published float32-rounded filters differ from 1/2 by 3e-8 relative, docs/design.md §2.4)."""
     torch.manual_seed(seed)
     m = WTConv2d(channels, channels, kernel_size=k, stride=stride, bias=bias, wt_levels=levels).double()
     with torch.no_grad():

@@ -1,4 +1,4 @@
-"""The ONNX <-> TensorRT plugin contract is the same on both sides (shared/DESIGN.md §4).
+"""The ONNX <-> TensorRT plugin contract is the same on both sides (docs/design.md §4).
 
 Python defines it in wtconv_export/contract.py, C++ in plugin/trt/wtconvPluginContract.h; this test parses the
 header (no compiler needed) and checks names, version, namespace, field names and limits agree, and that the

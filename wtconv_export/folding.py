@@ -1,4 +1,4 @@
-"""Weight folding (shared/DESIGN.md §2, step 1): the exact payload of the ONNX node and the plugin fields.
+"""Weight folding (docs/design.md §2.4, Eq. 2): the exact payload of the ONNX node and the plugin fields.
 
     W~b = sb * Wb,   b~b = sb * bb,   W~l = sl * Wl          (sb: base_scale, sl: wavelet_scale[l-1])
 

@@ -1,4 +1,4 @@
-"""Executable spec of the fused WTConv operator (shared/DESIGN.md §2, fused formulation), pure PyTorch.
+"""Executable spec of the fused WTConv operator (docs/design.md §2.4), pure PyTorch.
 
 Given folded weights (folding.py), for input x (B, C, H, W):
 
@@ -7,7 +7,7 @@ Given folded weights (folding.py), for input x (B, C, H, W):
                             LL = (a+b+c+d)/2, LH = (a+b-c-d)/2, HL = (a-b+c-d)/2, HH = (a-b-c+d)/2
                             F_l = W~l * [LL, LH, HL, HH]_l   (depthwise k x k, 'same' zero padding)
                             LL_l = the unfiltered LL band
-    synthesis (closed form, Eq. 3 of DESIGN.md §2), for output pixel (y, x):
+    synthesis (closed form, docs/design.md §2.4, Eq. 3), for output pixel (y, x):
         R(y, x) = sum_l 2^-l [F_l^LL + s_y F_l^LH + s_x F_l^HL + s_y s_x F_l^HH](y >> l, x >> l),
         s_y = (-1)^((y >> (l-1)) & 1),  s_x = (-1)^((x >> (l-1)) & 1)
     output:                 y = W~b * x + b~b + R, evaluated only at the kept pixels (s*i, s*j).

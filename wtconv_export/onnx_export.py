@@ -1,4 +1,4 @@
-"""ONNX export of models containing WTConv2d layers (shared/DESIGN.md §4, §5).
+"""ONNX export of models containing WTConv2d layers (docs/design.md §4, §5).
 
 Two forms of the same model:
 
@@ -91,7 +91,7 @@ def _wtconv2d_op_schema():
              contract.FIELD_PLUGIN_NAMESPACE: OpSchema.AttrType.STRING}
     return OpSchema(
         contract.OP_TYPE, contract.ONNX_DOMAIN, 1,
-        doc="Fused wavelet convolution (wtconv-trt, shared/DESIGN.md §2, §4); folded fp32 weights as attributes.",
+        doc="Fused wavelet convolution (wtconv-trt, docs/design.md §2, §4); folded fp32 weights as attributes.",
         inputs=[OpSchema.FormalParameter("x", "T")], outputs=[OpSchema.FormalParameter("y", "T")],
         type_constraints=[("T", ["tensor(float)", "tensor(float16)"], "activations, fp32 or fp16")],
         attributes=[OpSchema.Attribute(name, kind, name) for name, kind in kinds.items()])
@@ -164,7 +164,7 @@ class WTConv2dPluginNode(FusedWTConv2d):
     """A FusedWTConv2d that exports as one ``wtconv::WTConv2d`` node carrying the plugin fields.
 
     The attributes are plain Python values computed here, at construction, outside the traced region
-    (DESIGN.md §5). In eager mode the module runs the custom operator (the executable spec on the
+    (docs/design.md §5). In eager mode the module runs the custom operator (the executable spec on the
     CPU), so the prepared model is still runnable and comparable.
     """
 
@@ -176,7 +176,7 @@ class WTConv2dPluginNode(FusedWTConv2d):
         self.onnx_attributes[contract.FIELD_PLUGIN_NAMESPACE] = contract.PLUGIN_NAMESPACE
 
     def _apply(self, fn, recurse=True):
-        # Folded weights stay fp32 whatever ``model.half()`` does to the rest (DESIGN.md §2).
+        # Folded weights stay fp32 whatever ``model.half()`` does to the rest (docs/design.md §2.4).
         super()._apply(fn, recurse)
         for name in ("base_weight", "base_bias", "wavelet_weight"):
             buf = getattr(self, name)
@@ -191,7 +191,7 @@ class WTConv2dPluginNode(FusedWTConv2d):
 
 
 def _haar_filters(channels: int) -> torch.Tensor:
-    """(4C, 1, 2, 2) exact ±1/2 Haar taps, subband order LL, LH, HL, HH (DESIGN.md §2)."""
+    """(4C, 1, 2, 2) exact ±1/2 Haar taps, subband order LL, LH, HL, HH (docs/design.md §2.2)."""
     taps = torch.tensor([[[1.0, 1.0], [1.0, 1.0]],
                          [[1.0, 1.0], [-1.0, -1.0]],
                          [[1.0, -1.0], [1.0, -1.0]],
@@ -202,7 +202,7 @@ def _haar_filters(channels: int) -> torch.Tensor:
 class StandardWTConv2d(nn.Module):
     """The published WTConv2d computation from folded weights, in operators every runtime has.
 
-    Same algorithm as WTConv2d.forward (DESIGN.md §2, reference algorithm); the only differences are the
+    Same algorithm as WTConv2d.forward (docs/design.md §2.3); the only differences are the
     folded scales and exact 1/2 taps (both below fp32 rounding) and a shape-generic odd-size pad.
     """
 
@@ -228,7 +228,7 @@ class StandardWTConv2d(nn.Module):
         out = F.conv2d(x, self.base_weight, self.base_bias, padding=pad, groups=c)
         # One zero pad to a multiple of 2^L instead of the published pad-to-even at every level: the
         # extra Haar coefficients are of all-zero patches (LL_l is unfiltered, so zeros stay zeros), and
-        # with the final crop no output pixel < H (< W) reads them (DESIGN.md §2, "crops need no special
+        # with the final crop no output pixel < H (< W) reads them (docs/design.md §2.4, "crops need no special
         # handling"). Same values, and torch.export's symbolic shapes stay small (per-level H mod 2 pads
         # made torch.export slow, see above).
         m = 2 ** levels
@@ -484,7 +484,7 @@ def export_onnx(model: nn.Module, path, *, ops: str = "plugin", precision: str =
     _name_dynamic_axes(proto, dynamic)
     if any(f.name == contract.OP_TYPE for f in proto.functions):
         raise RuntimeError(f"the exporter emitted an ONNX local function named {contract.OP_TYPE}; "
-                           "TensorRT would import it instead of the plugin (DESIGN.md §4)")
+                           "TensorRT would import it instead of the plugin (docs/design.md §4)")
     num_nodes = count_wtconv_nodes(proto)
     expected = len(layers) if ops == "plugin" else 0
     if num_nodes != expected:

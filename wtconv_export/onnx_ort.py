@@ -1,4 +1,4 @@
-"""Running exported models in ONNX Runtime on the CPU, WTConv2d nodes included (shared/DESIGN.md §5).
+"""Running exported models in ONNX Runtime on the CPU, WTConv2d nodes included (docs/design.md §5).
 
 ONNX Runtime does not know ``wtconv::WTConv2d``. onnxruntime-extensions can run a Python function as an
 operator, but its Python ops read only scalar int/float/string attributes, so the model is rewritten for

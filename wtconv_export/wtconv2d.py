@@ -2,7 +2,7 @@
 
 Parameter names and shapes match BGU-CS-VIL/WTConv ``wtconv/wtconv2d.py`` so its checkpoints load with
 ``strict=True``: base_conv.{weight,bias}, base_scale.weight, wavelet_convs.{i}.weight,
-wavelet_scale.{i}.weight, wt_filter, iwt_filter. The algorithm is shared/DESIGN.md §2 "reference
+wavelet_scale.{i}.weight, wt_filter, iwt_filter. The algorithm is docs/design.md §2.3 "Reference
 algorithm"; the fused formulation lives in ``fused_spec.py`` and is tested against this module.
 """
 
