@@ -1,56 +1,77 @@
 #!/usr/bin/env bash
 # tools/device_kernels.sh — on a GPU machine, from the repository root: build the kernels (sm_90 unless
-# CUDA_ARCHS says otherwise), run the GPU tests, compute-sanitizer memcheck + racecheck on the standalone
-# runner, and the layer / model benchmark. Logs and results go to ${OUT:-device_out}.
+# CUDA_ARCHS says otherwise), run the GPU tests (kernels, custom op, models), compute-sanitizer memcheck +
+# racecheck on the standalone runner, and the layer / model benchmark. Logs go to ${OUT:-device_out}/logs.tgz,
+# benchmark results to ${OUT}/bench_layer.{json,md,png}; a short summary is printed last.
 #   STAGES="build test sanitize bench" BENCH_ARGS="--quick" tools/device_kernels.sh
+# The official fused kernels join the benchmark when a checkout of BGU-CS-VIL/WTConv is at
+# ${OFFICIAL:-third_party/WTConv} (never committed: /third_party/ is ignored).
 set -uo pipefail
 OUT=${OUT:-device_out}
 mkdir -p "$OUT"
+LOGS=$(mktemp -d)
 STAGES=${STAGES:-"build test sanitize bench"}
 ARCHS=${CUDA_ARCHS:-90}
-BENCH_ARGS=${BENCH_ARGS:-"--model"}
+BENCH_ARGS=${BENCH_ARGS:-""}
+OFFICIAL=${OFFICIAL:-third_party/WTConv}
 export WTCONV_KERNELS_LIB=$PWD/build/plugin/libwtconv_kernels_capi.so
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
+export MAX_JOBS=${MAX_JOBS:-16}
 status=0
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
+summary=()
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$LOGS/gpu.txt"
+finish() {
+  tar czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
+  echo "===== summary"
+  printf '%s\n' "${summary[@]}"
+  exit $status
+}
 
 if [[ " $STAGES " == *" build "* ]]; then
   start=$SECONDS
   { cmake -S plugin -B build/plugin -G Ninja -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" -DWTCONV_PTXAS_VERBOSE=ON \
-    && cmake --build build/plugin -j; } > "$OUT/build.log" 2>&1 || { echo "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1; }
-  echo "build: ok ($((SECONDS - start)) s); spills: $(grep -c '[1-9][0-9]* bytes spill' "$OUT/build.log" || true)"
+    && cmake --build build/plugin -j; } > "$LOGS/build.log" 2>&1 || { echo "BUILD FAILED"; tail -40 "$LOGS/build.log"; status=1; finish; }
+  summary+=("build: ok ($((SECONDS - start)) s); spills: $(grep -c '[1-9][0-9]* bytes spill' "$LOGS/build.log" || true)")
 fi
 
 if [[ " $STAGES " == *" test "* ]]; then
   start=$SECONDS
-  python3 -m pytest -q -p no:cacheprovider tests/test_kernels_gpu.py ${PYTEST_ARGS:-} > "$OUT/pytest.log" 2>&1 || status=1
-  echo "pytest ($((SECONDS - start)) s): $(tail -1 "$OUT/pytest.log")"
-  grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20
+  python3 -m pytest -q -rs -p no:cacheprovider tests/test_kernels_gpu.py tests/test_model_gpu.py ${PYTEST_ARGS:-} \
+    > "$LOGS/pytest.log" 2>&1 || status=1
+  summary+=("pytest ($((SECONDS - start)) s): $(tail -1 "$LOGS/pytest.log")")
+  grep -E "^(FAILED|ERROR)|worst|Worst" "$LOGS/pytest.log" | head -30
+  sed -n '/error report\|measured agreement\|Worst/,$p' "$LOGS/pytest.log" | head -20
 fi
 
 if [[ " $STAGES " == *" sanitize "* ]]; then
   for tool in memcheck racecheck; do
     start=$SECONDS
-    compute-sanitizer --tool $tool --error-exitcode 3 build/plugin/wtconv_sanitize_runner > "$OUT/sanitize_$tool.log" 2>&1
+    compute-sanitizer --tool $tool --error-exitcode 3 build/plugin/wtconv_sanitize_runner > "$LOGS/sanitize_$tool.log" 2>&1
     rc=$?
     [[ $rc -ne 0 ]] && status=1
-    echo "compute-sanitizer $tool: rc=$rc ($((SECONDS - start)) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_$tool.log" | tail -1) / $(tail -1 "$OUT/sanitize_$tool.log" | grep failures)"
+    summary+=("compute-sanitizer $tool: rc=$rc ($((SECONDS - start)) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/sanitize_$tool.log" | tail -1) / $(tail -1 "$LOGS/sanitize_$tool.log" | grep failures)")
   done
 fi
 
 if [[ " $STAGES " == *" profile "* ]]; then
   ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
-    --section MemoryWorkloadAnalysis -k regex:"levelKernel|poolKernel" --launch-skip 0 --launch-count ${NCU_COUNT:-12} \
-    python3 tools/profile_kernels.py > "$OUT/ncu.log" 2>&1
-  grep -E "levelKernel|poolKernel|Duration|Compute \(SM\) Throughput|DRAM Throughput|Achieved Occupancy|Stall|Registers|Block Limit|Memory Throughput" "$OUT/ncu.log" | head -${NCU_LINES:-80}
+    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section InstructionStats \
+    -k regex:"levelKernel|poolKernel|smallPlaneKernel" --launch-skip 0 --launch-count ${NCU_COUNT:-12} \
+    python3 tools/profile_kernels.py > "$LOGS/ncu.log" 2>&1
+  grep -E "levelKernel|poolKernel|smallPlaneKernel|Duration|Compute \(SM\) Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Block Limit|Memory Throughput|Issue Slots Busy|L1/TEX Hit|Shared" "$LOGS/ncu.log" | head -${NCU_LINES:-80}
 fi
 
 if [[ " $STAGES " == *" bench "* ]]; then
   start=$SECONDS
-  python3 -m wtconv_trt.commands.bench_layer --out "$OUT" $BENCH_ARGS \
-    --command-line "STAGES=bench BENCH_ARGS='$BENCH_ARGS' tools/device_kernels.sh" > "$OUT/bench.log" 2>&1 || status=1
-  echo "bench ($((SECONDS - start)) s)"
-  grep -E "^(model|contiguous|Worst)|Error|error" "$OUT/bench.log" | head -30
+  official_arg=""
+  [[ -f "$OFFICIAL/fast_wtconv/wtconv_cuda.py" ]] && official_arg="--official $OFFICIAL"
+  cmdline="STAGES=bench BENCH_ARGS='$BENCH_ARGS' tools/device_kernels.sh (python3 -m wtconv_trt bench-layer --out OUT $official_arg $BENCH_ARGS)"
+  python3 -m wtconv_trt bench-layer --out "$OUT" $official_arg $BENCH_ARGS --command-line "$cmdline" \
+    > "$LOGS/bench.log" 2>&1 || status=1
+  summary+=("bench ($((SECONDS - start)) s): rc=$?")
+  grep -E "Traceback|Error|failed" "$LOGS/bench.log" | head -10
+  sed -n '/^## Targets/,/^## Layers/p' "$OUT/bench_layer.md" 2>/dev/null
+  sed -n '/^## Per-call/,$p' "$OUT/bench_layer.md" 2>/dev/null
 fi
-exit $status
+finish

@@ -3,6 +3,7 @@
 import torch
 import torch.nn as nn
 
+from . import cuda_kernels
 from .folding import FoldedWTConv, fold_wtconv
 from .ops import fused_wtconv2d
 
@@ -10,7 +11,8 @@ from .ops import fused_wtconv2d
 class FusedWTConv2d(nn.Module):
     """Drop-in inference replacement of a WTConv2d: y = fused_wtconv2d(x, folded weights).
 
-    The folded weights are fp32 buffers (DESIGN.md §2); the input may be fp32, fp16 or bf16.
+    The folded weights are fp32 buffers (docs/design.md, "The operator"); the input may be fp32, fp16 or
+    bf16, NCHW or channels-last (the output keeps the input's layout on the CUDA kernels).
     """
 
     def __init__(self, folded: FoldedWTConv):
@@ -36,6 +38,12 @@ class FusedWTConv2d(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 4 or x.shape[1] != self.in_channels:
             raise ValueError(f"FusedWTConv2d: input must be (B, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        # Eager CUDA calls launch the kernels directly (cuda_kernels.module_call: same kernels, without the
+        # custom op's dispatch cost); tracing, export, compile and CPU go through the custom operator.
+        y = cuda_kernels.module_call(x, self.base_weight, self.base_bias, self.wavelet_weight,
+                                     self.kernel_size, self.wt_levels, self.stride)
+        if y is not None:
+            return y
         return fused_wtconv2d(x, self.base_weight, self.base_bias, self.wavelet_weight,
                               self.kernel_size, self.wt_levels, self.stride)
 

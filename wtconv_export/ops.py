@@ -34,17 +34,27 @@ def check_arguments(x: torch.Tensor, base_weight: torch.Tensor, base_bias: torch
                              f"kernel_size={k}, wt_levels={n}; got {tuple(tensor.shape)}")
 
 
+def output_memory_format(x: torch.Tensor) -> torch.memory_format:
+    """The output keeps a channels-last input's layout (the CUDA kernels read and write it in place);
+    anything else gives an NCHW-contiguous output."""
+    if not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last):
+        return torch.channels_last
+    return torch.contiguous_format
+
+
 @torch.library.custom_op(OPERATOR, mutates_args=())
 def fused_wtconv2d(x: torch.Tensor, base_weight: torch.Tensor, base_bias: torch.Tensor,
                    wavelet_weight: torch.Tensor, kernel_size: int, wt_levels: int, stride: int) -> torch.Tensor:
     check_arguments(x, base_weight, base_bias, wavelet_weight, kernel_size, wt_levels, stride)
-    return fused_wtconv2d_spec(x, base_weight, base_bias, wavelet_weight, kernel_size, wt_levels, stride)
+    y = fused_wtconv2d_spec(x, base_weight, base_bias, wavelet_weight, kernel_size, wt_levels, stride)
+    return y.contiguous(memory_format=output_memory_format(x))
 
 
 @fused_wtconv2d.register_fake
 def _(x, base_weight, base_bias, wavelet_weight, kernel_size, wt_levels, stride):
     b, c, h, w = x.shape
-    return x.new_empty((b, c, (h + stride - 1) // stride, (w + stride - 1) // stride))
+    return torch.empty((b, c, (h + stride - 1) // stride, (w + stride - 1) // stride), dtype=x.dtype,
+                       device=x.device, memory_format=output_memory_format(x))
 
 
 def plugin_can_run(kernel_size: int, wt_levels: int, stride: int) -> str | None:

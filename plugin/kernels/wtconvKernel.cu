@@ -88,6 +88,11 @@ constexpr size_t kAlign = 256;
 constexpr int64_t kMaxDim = (int64_t{1} << 31) - 64; // per-dimension limit (int32 tile arithmetic)
 constexpr size_t kBlockSharedTarget = 64 * 1024;
 
+IoStrides planarStrides(int64_t channels, int64_t h, int64_t w)
+{
+    return IoStrides{channels * h * w, h * w, 1};
+}
+
 size_t alignUp(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 int roundUp(int v, int m) { return (v + m - 1) / m * m; }
 
@@ -101,6 +106,17 @@ void writeMessage(char* message, size_t bytes, char const* fmt, ...)
     va_start(args, fmt);
     std::vsnprintf(message, bytes, fmt, args);
     va_end(args);
+}
+
+// Element offsets of the I/O tensor x (or y) with spatial size h x w in p's layout.
+IoStrides ioStrides(WTConvParams const& p, int64_t h, int64_t w)
+{
+    if (p.layout == Layout::kNHWC)
+    {
+        int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+        return IoStrides{h * w * pitch, 1, pitch};
+    }
+    return planarStrides(p.channels, h, w);
 }
 
 struct Grids
@@ -290,6 +306,9 @@ cudaError_t forwardImpl(WTConvParams const& p, cudaStream_t stream)
         sa.baseWeight = p.baseWeight;
         sa.baseBias = p.baseBias;
         sa.waveletWeight = p.waveletWeight;
+        sa.inStrides = ioStrides(p, p.height, p.width);
+        sa.outStrides = ioStrides(p, sa.ho, sa.wo);
+        sa.channelFastest = p.layout == Layout::kNHWC;
         return launchSmall<T>(sa, stream);
     }
     float* ll[kMaxLevels + 1] = {};
@@ -313,6 +332,9 @@ cudaError_t forwardImpl(WTConvParams const& p, cudaStream_t stream)
         }
         pa.planes = planes;
         pa.total = planes * g.h[s + m] * g.w[s + m];
+        pa.channels = channels;
+        pa.srcStrides = s == 0 ? ioStrides(p, g.h[0], g.w[0]) : planarStrides(channels, g.h[s], g.w[s]);
+        pa.planeFastest = s == 0 && p.layout == Layout::kNHWC;
         cudaError_t const e = s == 0 ? launchPool<T>(pa, m, stream) : launchPool<float>(pa, m, stream);
         if (e != cudaSuccess)
         {
@@ -330,6 +352,9 @@ cudaError_t forwardImpl(WTConvParams const& p, cudaStream_t stream)
         a.out = d[l - 1];
         a.levelWeight = p.waveletWeight + static_cast<int64_t>(l - 1) * 4 * p.channels * p.kernelSize * p.kernelSize;
         a.vecStore = false;
+        a.srcStrides = planarStrides(channels, g.h[l - 1], g.w[l - 1]);
+        a.outStrides = a.srcStrides;
+        a.planeFastest = false;
         cudaError_t const e = launchLevel<float, float, false>(a, stream);
         if (e != cudaSuccess)
         {
@@ -345,7 +370,11 @@ cudaError_t forwardImpl(WTConvParams const& p, cudaStream_t stream)
     a.baseWeight = p.baseWeight;
     a.baseBias = p.baseBias;
     a.levelWeight = p.waveletWeight;
-    a.vecStore = p.stride == 1 && a.wo % 4 == 0 && reinterpret_cast<uintptr_t>(p.output) % (4 * sizeof(T)) == 0;
+    a.srcStrides = ioStrides(p, p.height, p.width);
+    a.outStrides = ioStrides(p, a.ho, a.wo);
+    a.planeFastest = p.layout == Layout::kNHWC;
+    a.vecStore = p.layout == Layout::kNCHW && p.stride == 1 && a.wo % 4 == 0
+        && reinterpret_cast<uintptr_t>(p.output) % (4 * sizeof(T)) == 0;
     return launchLevel<T, T, true>(a, stream);
 }
 
@@ -418,11 +447,6 @@ cudaError_t checkShape(WTConvParams const& p, char* message, size_t messageBytes
                      "wtconv: channelPitch must be 0 (meaning channels) or in %lld..%lld (channels..limit) for kNHWC, got %lld",
                      static_cast<long long>(p.channels), static_cast<long long>(detail::kMaxDim),
                      static_cast<long long>(p.channelPitch));
-        return cudaErrorInvalidValue;
-    }
-    if (p.layout == Layout::kNHWC)
-    {
-        writeMessage(message, messageBytes, "wtconv: layout kNHWC is not implemented yet; pass kNCHW");
         return cudaErrorInvalidValue;
     }
     return cudaSuccess;

@@ -22,6 +22,24 @@ constexpr int kMaxTile = 64;    // largest tile edge (in pixels of the source gr
 constexpr int kMicro = 4;       // each thread computes a 4 x 4 micro-tile of one convolution
 constexpr int kPoolMaxLevels = 3; // a pooling launch produces up to 3 levels (a thread reads an 8 x 8 block)
 
+// Element offsets of a 4-D tensor: (b, c, y, x) lies at b * batch + c * channel + (y * width + x) * pixel.
+// NCHW: {C*H*W, H*W, 1}; NHWC with channel pitch Cp: {H*W*Cp, 1, Cp}; the fp32 workspace planes are NCHW.
+struct IoStrides
+{
+    int64_t batch;
+    int64_t channel;
+    int64_t pixel;
+};
+
+// Offset of plane (batch b0, channel c0 + p) with c0 + p possibly past the last channel (it wraps into the
+// following batch items): 32-bit arithmetic after one 64-bit division per block.
+__device__ __forceinline__ int64_t planeOffset(IoStrides const& s, int64_t b0, int c0, int p, int channels)
+{
+    int const c = c0 + p;
+    int const q = c / channels;
+    return (b0 + q) * s.batch + static_cast<int64_t>(c - q * channels) * s.channel;
+}
+
 inline int64_t gridFor(int64_t blocks)
 {
     int64_t constexpr kMaxGrid = (int64_t{1} << 31) - 1;
@@ -164,6 +182,10 @@ struct LevelArgs
     int32_t tch, tcw;           // cells per tile (th / 2, tw / 2)
     int32_t perPlane;           // floats per plane: source + 4 bands + 4 G + weights
     bool vecStore;              // output rows allow aligned 4-wide stores
+    IoStrides srcStrides;       // src element offsets (x: its layout; LL_{l-1}: planar)
+    IoStrides outStrides;       // out element offsets (BASE: y's layout; else planar)
+    bool planeFastest;          // P == 1: neighbouring blocks take the same tile of neighbouring planes
+                                // (channels-last: they share the DRAM sectors of their pixels in L2)
 };
 
 // One level pass over a tile of the source grid (level l-1), for P planes at once.
@@ -199,13 +221,24 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
         }
         else
         {
-            plane0 = blk / tilesPerPlane;
-            int const t = static_cast<int>(blk - plane0 * tilesPerPlane);
+            int t;
+            if (a.planeFastest)
+            {
+                int64_t const tile = blk / a.planes;
+                plane0 = blk - tile * a.planes;
+                t = static_cast<int>(tile);
+            }
+            else
+            {
+                plane0 = blk / tilesPerPlane;
+                t = static_cast<int>(blk - plane0 * tilesPerPlane);
+            }
             ty = t / a.tilesX;
             tx = t - ty * a.tilesX;
         }
         int const np = static_cast<int>(min(static_cast<int64_t>(P), a.planes - plane0));
-        int const c0 = static_cast<int>(plane0 % a.channels); // one 64-bit division per group; int32 after
+        int64_t const b0 = plane0 / a.channels; // one 64-bit division per group; int32 after
+        int const c0 = static_cast<int>(plane0 - b0 * a.channels);
         int const y0 = ty * a.th; // even
         int const x0 = tx * a.tw;
 
@@ -265,7 +298,8 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
                     bool const rowOk = row < rows;
                     bool const y0ok = rowOk && gy >= 0 && gy < a.hs;
                     bool const y1ok = rowOk && gy + 1 >= 0 && gy + 1 < a.hs;
-                    TIn const* plane = src + (plane0 + p) * static_cast<int64_t>(a.hs) * a.ws;
+                    TIn const* plane = src + planeOffset(a.srcStrides, b0, c0, p, a.channels);
+                    int64_t const px = a.srcStrides.pixel;
 #pragma unroll
                     for (int cc = 0; cc < kColChunks; ++cc)
                     {
@@ -274,11 +308,12 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
                         bool const colOk = bj < cellsW;
                         bool const x0ok = colOk && gx >= 0 && gx < a.ws;
                         bool const x1ok = colOk && gx + 1 >= 0 && gx + 1 < a.ws;
-                        int64_t const o0 = static_cast<int64_t>(gy) * a.ws + gx;
+                        int64_t const o0 = (static_cast<int64_t>(gy) * a.ws + gx) * px;
+                        int64_t const down = static_cast<int64_t>(a.ws) * px;
                         v[u][cc][0] = (y0ok && x0ok) ? toFloat(plane[o0]) : 0.f;
-                        v[u][cc][1] = (y0ok && x1ok) ? toFloat(plane[o0 + 1]) : 0.f;
-                        v[u][cc][2] = (y1ok && x0ok) ? toFloat(plane[o0 + a.ws]) : 0.f;
-                        v[u][cc][3] = (y1ok && x1ok) ? toFloat(plane[o0 + a.ws + 1]) : 0.f;
+                        v[u][cc][1] = (y0ok && x1ok) ? toFloat(plane[o0 + px]) : 0.f;
+                        v[u][cc][2] = (y1ok && x0ok) ? toFloat(plane[o0 + down]) : 0.f;
+                        v[u][cc][3] = (y1ok && x1ok) ? toFloat(plane[o0 + down + px]) : 0.f;
                     }
                 }
 #pragma unroll
@@ -377,7 +412,8 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
                     float acc[kMicro][kMicro] = {};
                     convMicro<K>(base + (py + r) * a.sp + px + r + a.sOff, a.sp, wsm + 4 * kk, k, acc);
                     float const* g = base + sPlane + 4 * bPlane;
-                    TOut* o = out + (plane0 + p) * static_cast<int64_t>(a.ho) * a.wo;
+                    TOut* o = out + planeOffset(a.outStrides, b0, c0, p, a.channels);
+                    int64_t const opx = a.outStrides.pixel;
 #pragma unroll
                     for (int oy = 0; oy < kMicro; ++oy)
                     {
@@ -397,10 +433,10 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
                         int const gx = x0 + px;
                         if (gy < a.ho)
                         {
-                            TOut* orow = o + static_cast<int64_t>(gy) * a.wo + gx;
+                            TOut* orow = o + (static_cast<int64_t>(gy) * a.wo + gx) * opx;
                             if (a.vecStore && gx + kMicro <= a.wo)
                             {
-                                store4(orow, v);
+                                store4(orow, v); // vecStore implies pixel stride 1
                             }
                             else
                             {
@@ -409,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
                                 {
                                     if (gx + ox < a.wo)
                                     {
-                                        orow[ox] = fromFloat<TOut>(v[ox]);
+                                        orow[ox * opx] = fromFloat<TOut>(v[ox]);
                                     }
                                 }
                             }
@@ -446,7 +482,8 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
                     float const sy = (ly & 1) ? -1.f : 1.f, sx = (lx & 1) ? -1.f : 1.f;
                     int const gi = (ly >> 1) * a.tcw + (lx >> 1);
                     float const t = g[gi] + sy * g[gi + gPlane] + sx * (g[gi + 2 * gPlane] + sy * g[gi + 3 * gPlane]);
-                    out[(plane0 + p) * static_cast<int64_t>(a.ho) * a.wo + static_cast<int64_t>(oyI) * a.wo + oxI]
+                    out[planeOffset(a.outStrides, b0, c0, p, a.channels)
+                        + (static_cast<int64_t>(oyI) * a.wo + oxI) * a.outStrides.pixel]
                         = fromFloat<TOut>(acc + 0.5f * t);
                 }
             }
@@ -508,6 +545,9 @@ struct SmallArgs
     int32_t planesPerBlock;     // P planes of one channel (batch items b0 .. b0+P-1)
     int64_t batch, batchGroups; // B, ceil(B / P)
     int64_t blocks;             // C * batchGroups
+    IoStrides inStrides, outStrides; // x and y element offsets (their layout)
+    bool channelFastest;        // neighbouring blocks take neighbouring channels (channels-last: they share
+                                // the DRAM sectors of their pixels in L2); else neighbouring batch groups
     // shared-memory regions (floats from the start), each sized for P planes
     int32_t xOff, xPitch, xPlane;          // X padded: (H + 2r) x xPitch
     int32_t llOff[kMaxLevels + 1];         // LL_l, l = 1..L-1, compact h_l x w_l
@@ -535,11 +575,22 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
     for (int64_t blk = blockIdx.x; blk < a.blocks; blk += gridDim.x)
     {
         // P planes of ONE channel (batch-major grouping): its weights are loaded once per block
-        int64_t const cl = blk / a.batchGroups;
+        int64_t cl, bg;
+        if (a.channelFastest)
+        {
+            bg = blk / a.channels;
+            cl = blk - bg * a.channels;
+        }
+        else
+        {
+            cl = blk / a.batchGroups;
+            bg = blk - cl * a.batchGroups;
+        }
         int const c = static_cast<int>(cl);
-        int64_t const b0 = (blk - cl * a.batchGroups) * P;
+        int64_t const b0 = bg * P;
         int const np = static_cast<int>(min(static_cast<int64_t>(P), a.batch - b0));
-        int64_t const planeStride = static_cast<int64_t>(a.channels) * H * W; // between batch items
+        int64_t const planeStride = a.inStrides.batch; // between batch items
+        int64_t const px = a.inStrides.pixel;
         __syncthreads();
 
         // ---- 0. zero X and every level's band planes (their halos stay zero), load the weights --------
@@ -593,7 +644,7 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
             int const n = np * hw1;
             int const bp = w1 + 2 * r;
             int const bs = P * a.bandPlane[1];
-            TIn const* s0 = src + (b0 * a.channels + c) * static_cast<int64_t>(H) * W;
+            TIn const* s0 = src + b0 * a.inStrides.batch + c * a.inStrides.channel;
             for (int i0 = threadIdx.x; i0 < n; i0 += 2 * kThreads)
             {
                 float v[2][4];
@@ -607,12 +658,13 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
                         int const p = i / hw1;
                         int const j = i - p * hw1;
                         int const y = j / w1, x = j - (j / w1) * w1;
-                        TIn const* sp = s0 + p * planeStride + (2 * y) * W + 2 * x;
+                        TIn const* sp = s0 + p * planeStride + (static_cast<int64_t>(2 * y) * W + 2 * x) * px;
                         bool const x1 = 2 * x + 1 < W, y1 = 2 * y + 1 < H;
+                        int64_t const down = W * px;
                         v[u][0] = toFloat(sp[0]);
-                        v[u][1] = x1 ? toFloat(sp[1]) : 0.f;
-                        v[u][2] = y1 ? toFloat(sp[W]) : 0.f;
-                        v[u][3] = (x1 && y1) ? toFloat(sp[W + 1]) : 0.f;
+                        v[u][1] = x1 ? toFloat(sp[px]) : 0.f;
+                        v[u][2] = y1 ? toFloat(sp[down]) : 0.f;
+                        v[u][3] = (x1 && y1) ? toFloat(sp[down + px]) : 0.f;
                     }
                 }
 #pragma unroll
@@ -832,7 +884,7 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
                                 }
                             }
                         }
-                        TIn* o = out + ((b0 + p) * a.channels + c) * static_cast<int64_t>(a.ho) * a.wo;
+                        TIn* o = out + (b0 + p) * a.outStrides.batch + c * a.outStrides.channel;
 #pragma unroll
                         for (int oy = 0; oy < 2; ++oy)
                         {
@@ -853,7 +905,8 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
                                 int const e = ox >> 1;
                                 float const sx = (ox & 1) ? -1.f : 1.f;
                                 float const t = g[0][e] + sy * g[1][e] + sx * (g[2][e] + sy * g[3][e]);
-                                o[static_cast<int64_t>(y / a.stride) * a.wo + x / a.stride] = fromFloat<TIn>(acc[oy][ox] + bias + 0.5f * t);
+                                o[(static_cast<int64_t>(y / a.stride) * a.wo + x / a.stride) * a.outStrides.pixel]
+                                    = fromFloat<TIn>(acc[oy][ox] + bias + 0.5f * t);
                             }
                         }
                     }
@@ -921,6 +974,9 @@ struct PoolArgs
     int32_t h[kPoolMaxLevels + 1], w[kPoolMaxLevels + 1]; // h[0] = hs
     int64_t planes;
     int64_t total;              // planes * h[M] * w[M]
+    int32_t channels;           // C (planes = B * C)
+    IoStrides srcStrides;       // src element offsets (x: its layout; LL: planar)
+    bool planeFastest;          // consecutive threads take the same cell of consecutive planes (channels-last)
 };
 
 template <typename TIn, int M>
@@ -932,11 +988,24 @@ __global__ void __launch_bounds__(kThreads) poolKernel(PoolArgs const a)
          idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
     {
         int64_t const hw = static_cast<int64_t>(a.h[M]) * a.w[M];
-        int64_t const plane = idx / hw;
-        int const cell = static_cast<int>(idx - plane * hw);
+        int64_t plane;
+        int cell;
+        if (a.planeFastest)
+        {
+            int64_t const q = idx / a.planes;
+            plane = idx - q * a.planes;
+            cell = static_cast<int>(q);
+        }
+        else
+        {
+            plane = idx / hw;
+            cell = static_cast<int>(idx - plane * hw);
+        }
         int const ci = cell / a.w[M], cj = cell - (cell / a.w[M]) * a.w[M];
         float v[E][E];
-        TIn const* s = src + plane * static_cast<int64_t>(a.h[0]) * a.w[0];
+        int64_t const b = plane / a.channels;
+        TIn const* s = src + b * a.srcStrides.batch + (plane - b * a.channels) * a.srcStrides.channel;
+        int64_t const px = a.srcStrides.pixel;
 #pragma unroll
         for (int y = 0; y < E; ++y)
         {
@@ -945,7 +1014,7 @@ __global__ void __launch_bounds__(kThreads) poolKernel(PoolArgs const a)
             for (int x = 0; x < E; ++x)
             {
                 int const gx = cj * E + x;
-                v[y][x] = (gy < a.h[0] && gx < a.w[0]) ? toFloat(s[static_cast<int64_t>(gy) * a.w[0] + gx]) : 0.f;
+                v[y][x] = (gy < a.h[0] && gx < a.w[0]) ? toFloat(s[(static_cast<int64_t>(gy) * a.w[0] + gx) * px]) : 0.f;
             }
         }
 #pragma unroll

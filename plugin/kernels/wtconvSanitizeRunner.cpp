@@ -1,7 +1,9 @@
 // wtconvSanitizeRunner.cpp — a standalone runner of representative launches (no PyTorch), for
 // compute-sanitizer memcheck / racecheck:
 //   compute-sanitizer --tool memcheck build/plugin/wtconv_sanitize_runner
-// Outputs are poisoned with NaN (0xFF bytes) and must come back finite; exit status 0 = all cases ran.
+// Every case runs NCHW, NHWC and NHWC with a padded channel pitch (a multiple of 8 above C). Outputs are
+// poisoned with NaN (0xFF bytes) and must come back finite, except the padding channels, which must keep the
+// poison (never written); exit status 0 = all cases ran.
 #include "wtconvKernel.h"
 
 #include <cmath>
@@ -25,11 +27,20 @@ namespace
 {
 size_t elementBytes(wtconv::DataType t) { return t == wtconv::DataType::kFLOAT32 ? 4 : 2; }
 
-bool finite(std::vector<unsigned char> const& bytes, wtconv::DataType t)
+// Element i (of a pitch-strided channel dimension; pitch = channels for dense layouts) is checked when its
+// channel is below `channels`; padding channels must still hold the 0xFF poison.
+bool finite(std::vector<unsigned char> const& bytes, wtconv::DataType t, size_t channels = 1, size_t pitch = 1)
 {
     size_t const eb = elementBytes(t);
     for (size_t i = 0; i < bytes.size(); i += eb)
     {
+        if ((i / eb) % pitch >= channels)
+        {
+            for (size_t j = 0; j < eb; ++j)
+                if (bytes[i + j] != 0xff)
+                    return false;
+            continue;
+        }
         uint32_t bits = 0;
         if (eb == 4)
         {
@@ -71,6 +82,10 @@ int main()
     {
         for (auto const& cs : cases)
         {
+          for (int variant = 0; variant < 3; ++variant)
+          {
+            // 0: NCHW, 1: NHWC dense, 2: NHWC with the channel pitch rounded up to a multiple of 8 (+8 if C is one)
+            int64_t const pitch = variant == 0 ? cs.c : variant == 1 ? cs.c : (cs.c + 8) / 8 * 8;
             wtconv::WTConvParams p;
             p.dtype = t;
             p.batch = cs.b;
@@ -80,9 +95,11 @@ int main()
             p.kernelSize = cs.k;
             p.levels = cs.levels;
             p.stride = cs.stride;
+            p.layout = variant == 0 ? wtconv::Layout::kNCHW : wtconv::Layout::kNHWC;
+            p.channelPitch = variant == 2 ? pitch : 0;
             size_t const eb = elementBytes(t);
-            size_t const inBytes = size_t(cs.b) * cs.c * cs.h * cs.w * eb;
-            size_t const outBytes = size_t(cs.b) * cs.c * wtconv::outputSize(cs.h, cs.stride)
+            size_t const inBytes = size_t(cs.b) * pitch * cs.h * cs.w * eb;
+            size_t const outBytes = size_t(cs.b) * pitch * wtconv::outputSize(cs.h, cs.stride)
                 * wtconv::outputSize(cs.w, cs.stride) * eb;
             size_t const nw = size_t(cs.c) * cs.k * cs.k, nww = size_t(cs.levels) * 4 * nw;
             std::vector<float> hw(nw + cs.c + nww);
@@ -128,14 +145,17 @@ int main()
             CHECK(cudaStreamSynchronize(stream));
             std::vector<unsigned char> hout(outBytes);
             CHECK(cudaMemcpy(hout.data(), out, outBytes, cudaMemcpyDeviceToHost));
-            bool const ok = e == cudaSuccess && finite(hout, t);
-            std::printf("%s dtype=%d %dx%dx%dx%d k=%d L=%d s=%d %s\n", ok ? "ok  " : "FAIL", int(t), cs.b, cs.c, cs.h,
-                        cs.w, cs.k, cs.levels, cs.stride, message);
+            bool const ok = e == cudaSuccess
+                && (variant == 0 ? finite(hout, t) : finite(hout, t, size_t(cs.c), size_t(pitch)));
+            std::printf("%s dtype=%d %dx%dx%dx%d k=%d L=%d s=%d %s pitch=%lld %s\n", ok ? "ok  " : "FAIL", int(t), cs.b,
+                        cs.c, cs.h, cs.w, cs.k, cs.levels, cs.stride, variant == 0 ? "NCHW" : "NHWC",
+                        static_cast<long long>(pitch), message);
             failures += ok ? 0 : 1;
             cudaFree(in);
             cudaFree(out);
             cudaFree(w);
             cudaFree(ws);
+          }
         }
     }
     CHECK(cudaStreamDestroy(stream));
