@@ -1,8 +1,11 @@
 """``wtconv-trt demo`` (the README's main job): passes on the shipped model, fails when agreement is too loose."""
 
+import pytest
+
 from wtconv_trt.cli import main
 
 
+@pytest.mark.slow  # the whole demo, three ONNX exports and validations included
 def test_demo_passes(capsys, tmp_path):
     assert main(["demo", "--count", "16", "--onnx-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""Export error paths (issue 5, item 6): no WTConv2d, layers beyond the plugin's limits, checkpoints that do
+"""Export error paths: no WTConv2d, layers beyond the plugin's limits, checkpoints that do
 not fit, unwritable outputs, and nothing half-written left behind."""
 
 from collections import OrderedDict

@@ -1,4 +1,4 @@
-"""The TensorRT plugin driven through its IPluginV3 interface by the CTest harness (issue 4).
+"""The TensorRT plugin driven through its IPluginV3 interface by the CTest harness.
 
 For each TensorRT header tree found, builds plugin/ with -Werror on plugin/trt (so "builds" means "no
 warnings"), runs plugin/trt's CTest tests and checks their results:
@@ -26,6 +26,7 @@ import pytest
 from conftest import cuda_device_skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # builds plugin/ once per TensorRT header tree
 
 
 def header_roots():

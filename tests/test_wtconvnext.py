@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from wtconv_export.errors import InputError, ModelError
 from wtconv_export.models import load_checkpoint, read_state_dict
 from wtconv_export.wtconvnext import WTCONVNEXT_CONFIGS, WTConvNeXt, create_wtconvnext, wtconvnext_tiny
 
@@ -115,9 +116,9 @@ def test_timm_registration_when_timm_is_importable():
 
 def test_read_state_dict_rejects_non_mappings(tmp_path):
     torch.save([1, 2, 3], tmp_path / "list.pth")
-    with pytest.raises(ValueError, match="expected a state_dict"):
+    with pytest.raises(ModelError, match="expected a state_dict"):
         read_state_dict(tmp_path / "list.pth")
-    with pytest.raises(FileNotFoundError, match="does not exist"):
+    with pytest.raises(InputError, match="does not exist"):
         read_state_dict(tmp_path / "absent.pth")
 
 

@@ -12,6 +12,7 @@ import torch
 
 from . import contract
 from .wtconv2d import WTConv2d
+from .errors import ModelError
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class FoldedWTConv:
 def fold_wtconv(module: WTConv2d, dtype: torch.dtype = torch.float32) -> FoldedWTConv:
     """Fold a WTConv2d's scales into its convolution weights; products taken in float64, stored in ``dtype``."""
     if not isinstance(module, WTConv2d):
-        raise ValueError(f"fold_wtconv: expected a WTConv2d, got {type(module).__name__}")
+        raise ModelError(f"fold_wtconv: expected a WTConv2d, got {type(module).__name__}")
     c, k, levels = module.in_channels, module.kernel_size, module.wt_levels
     f64 = torch.float64
     sb = module.base_scale.weight.detach().to(f64).reshape(c)

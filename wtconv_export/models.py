@@ -18,6 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .wtconvnext import WTConvNeXt
+from .errors import ConfigurationError, InputError, ModelError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_MODEL_WEIGHTS = DATA_DIR / "default_model.safetensors"
@@ -40,7 +41,7 @@ def read_state_dict(path_or_state_dict) -> dict:
     if isinstance(path_or_state_dict, (str, os.PathLike)):
         path = Path(path_or_state_dict)
         if not path.is_file():
-            raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
+            raise InputError(f"checkpoint {str(path)!r} does not exist")
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
             obj = load_file(str(path))
@@ -50,7 +51,7 @@ def read_state_dict(path_or_state_dict) -> dict:
     else:
         obj, source = path_or_state_dict, "state_dict"
     if not isinstance(obj, dict):
-        raise ValueError(f"checkpoint {source}: expected a state_dict (a mapping of names to tensors), "
+        raise ModelError(f"checkpoint {source}: expected a state_dict (a mapping of names to tensors), "
                          f"got {type(obj).__name__}")
     for wrapper in ("state_dict", "model", "state_dict_ema"):
         if wrapper in obj and isinstance(obj[wrapper], dict):
@@ -58,7 +59,7 @@ def read_state_dict(path_or_state_dict) -> dict:
             break
     state = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}
     if not state:
-        raise ValueError(f"checkpoint {source}: no tensors found (keys: {sorted(obj)[:10]})")
+        raise ModelError(f"checkpoint {source}: no tensors found (keys: {sorted(obj)[:10]})")
     if all(k.startswith("module.") for k in state):
         state = {k[len("module."):]: v for k, v in state.items()}
     return state
@@ -123,7 +124,7 @@ def load_checkpoint(model: nn.Module, path_or_state_dict, strict: bool = True) -
     if strict and unexpected:
         problems.append(f"{len(unexpected)} unexpected key(s): {_short_list(unexpected)}")
     if problems:
-        raise ValueError(f"checkpoint does not fit {type(model).__name__}: " + " | ".join(problems)
+        raise ModelError(f"checkpoint does not fit {type(model).__name__}: " + " | ".join(problems)
                          + ". Check the model variant (tiny/small/base) and its num_classes.")
     model.load_state_dict(state, strict=strict)
     return model
@@ -147,8 +148,8 @@ def build_model_from_config(config: dict) -> WTConvNeXt:
 def load_default_model() -> tuple[WTConvNeXt, dict]:
     """(the shipped default model in eval mode on the CPU, its config dict)."""
     if not DEFAULT_MODEL_WEIGHTS.is_file():
-        raise FileNotFoundError(f"the default model's weights are missing ({DEFAULT_MODEL_WEIGHTS.name}); "
-                                f"run samples/train_default_model.py to create them")
+        raise ConfigurationError(f"the default model's weights are missing ({DEFAULT_MODEL_WEIGHTS.name}); "
+                                 f"run samples/train_default_model.py to create them")
     config = read_default_config()
     model = build_model_from_config(config)
     load_checkpoint(model, DEFAULT_MODEL_WEIGHTS)
@@ -186,7 +187,7 @@ def load_digits_dataset(split_seed: int | None = None, test_size: float | None =
         from sklearn.datasets import load_digits
         from sklearn.model_selection import train_test_split
     except ImportError as error:
-        raise ImportError("load_digits_dataset needs scikit-learn: pip install scikit-learn") from error
+        raise ConfigurationError("load_digits_dataset needs scikit-learn: pip install scikit-learn") from error
     if split_seed is None or test_size is None:
         recorded = read_default_config()["dataset"]
         split_seed = recorded["split_seed"] if split_seed is None else split_seed

@@ -44,6 +44,7 @@ from .folding import FoldedWTConv, fold_wtconv
 from .fused_module import FusedWTConv2d
 from .ops import plugin_can_run
 from .wtconv2d import WTConv2d
+from .errors import InputError, ModelError
 
 OPS_CHOICES = ("plugin", "standard")
 PRECISION_CHOICES = ("fp32", "fp16")
@@ -314,7 +315,7 @@ def check_plugin_limits(model: nn.Module) -> None:
         if reason is not None:
             problems.append(f"layer '{path}': {reason}")
     if problems:
-        raise ValueError("the WTConv2d plugin cannot run " + "; ".join(problems)
+        raise ModelError("the WTConv2d plugin cannot run " + "; ".join(problems)
                          + f" (limits: kernel_size <= {contract.MAX_KERNEL_SIZE}, wt_levels <= "
                          f"{contract.MAX_WT_LEVELS}); export with ops='standard' (--ops standard) instead")
 
@@ -333,9 +334,9 @@ def prepare_for_export(model: nn.Module, ops: str = "plugin", precision: str = "
     plugin weights. Raises ValueError for a layer the plugin cannot run (ops="plugin").
     """
     if ops not in OPS_CHOICES:
-        raise ValueError(f"ops must be one of {OPS_CHOICES}, got {ops!r}")
+        raise InputError(f"ops must be one of {OPS_CHOICES}, got {ops!r}")
     if precision not in PRECISION_CHOICES:
-        raise ValueError(f"precision must be one of {PRECISION_CHOICES}, got {precision!r}")
+        raise InputError(f"precision must be one of {PRECISION_CHOICES}, got {precision!r}")
     if ops == "plugin":
         check_plugin_limits(model)
     model = copy.deepcopy(model).cpu().float().eval()
@@ -397,13 +398,13 @@ def check_output_path(path: str) -> str:
     path = os.path.abspath(os.fspath(path))
     directory = os.path.dirname(path)
     if os.path.isdir(path):
-        raise ValueError(f"output path {path} is a directory; give a file name such as model.onnx")
+        raise InputError(f"output path {path} is a directory; give a file name such as model.onnx")
     if not os.path.isdir(directory):
-        raise ValueError(f"cannot write {path}: directory {directory} does not exist")
+        raise InputError(f"cannot write {path}: directory {directory} does not exist")
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise ValueError(f"cannot write {path}: directory {directory} is not writable")
+        raise InputError(f"cannot write {path}: directory {directory} is not writable")
     if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise ValueError(f"cannot write {path}: the existing file is not writable")
+        raise InputError(f"cannot write {path}: the existing file is not writable")
     return path
 
 
@@ -456,9 +457,9 @@ def export_onnx(model: nn.Module, path, *, ops: str = "plugin", precision: str =
     path = check_output_path(path)
     input_shape = tuple(int(d) for d in input_shape)
     if len(input_shape) != 4 or min(input_shape) < 1:
-        raise ValueError(f"input_shape must be (B, C, H, W) with positive sizes, got {input_shape}")
+        raise InputError(f"input_shape must be (B, C, H, W) with positive sizes, got {input_shape}")
     if not isinstance(opset, int) or opset < 18:
-        raise ValueError(f"opset must be an integer >= 18 (the standard-op WTConv2d uses opset-18 Pad/Slice "
+        raise InputError(f"opset must be an integer >= 18 (the standard-op WTConv2d uses opset-18 Pad/Slice "
                          f"forms; TensorRT 10 and 11 parse 18 and later), got {opset!r}")
     with warnings.catch_warnings(), _quiet_exporter_logs():
         # torch.export's own deprecation chatter (FutureWarning from its pytree, "torchvision is not

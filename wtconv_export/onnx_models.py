@@ -11,6 +11,7 @@ import os
 
 import torch
 import torch.nn as nn
+from .errors import ConfigurationError, InputError, ModelError
 
 ARCHS = ("wtconvnext_tiny", "wtconvnext_small", "wtconvnext_base")
 DEFAULT_SOURCE = "default"
@@ -21,13 +22,13 @@ def load_checkpoint_strict(model: nn.Module, path: str) -> nn.Module:
     strict=True: models.load_checkpoint, whose ValueError names the missing, unexpected and mis-shaped keys."""
     from .models import load_checkpoint
     if not os.path.isfile(path):
-        raise ValueError(f"checkpoint {path} does not exist (or is not a file)")
+        raise InputError(f"checkpoint {path} does not exist (or is not a file)")
     try:
         return load_checkpoint(model, path, strict=True)
     except (ValueError, FileNotFoundError):
         raise
     except Exception as error:  # unpicklable or truncated files, safetensors header errors
-        raise ValueError(f"cannot read checkpoint {path}: {error}") from error
+        raise ModelError(f"cannot read checkpoint {path}: {error}") from error
 
 
 @torch.no_grad()
@@ -68,19 +69,19 @@ def build_model(source: str = DEFAULT_SOURCE, *, checkpoint: str | None = None, 
     """
     if source == DEFAULT_SOURCE:
         if checkpoint or random_weights:
-            raise ValueError("--checkpoint / --random-weights need --arch (the default model ships its own weights)")
+            raise InputError("--checkpoint / --random-weights need --arch (the default model ships its own weights)")
         try:
             from . import models
         except ImportError as error:
-            raise ValueError("the shipped default model is not available in this installation "
-                             "(wtconv_export.models is missing); use --arch with --checkpoint or --random-weights"
-                             ) from error
+            raise ConfigurationError("the shipped default model is not available in this installation "
+                                     "(wtconv_export.models is missing); use --arch with --checkpoint or --random-weights"
+                                     ) from error
         model, config = models.load_default_model()
         return model.eval(), {"source": DEFAULT_SOURCE, "weights": "shipped", **_default_shape(config)}
     if source not in ARCHS:
-        raise ValueError(f"unknown architecture {source!r}; expected one of {', '.join(ARCHS)}")
+        raise InputError(f"unknown architecture {source!r}; expected one of {', '.join(ARCHS)}")
     if bool(checkpoint) == bool(random_weights):
-        raise ValueError(f"--arch {source} needs exactly one of --checkpoint FILE or --random-weights")
+        raise InputError(f"--arch {source} needs exactly one of --checkpoint FILE or --random-weights")
     from .wtconvnext import create_wtconvnext
     torch.manual_seed(seed)
     model = create_wtconvnext(source)
@@ -125,7 +126,7 @@ def build_model_from_metadata(metadata: dict):
     source = metadata.get("source")
     weights = metadata.get("weights", "")
     if not source:
-        raise ValueError("the ONNX model does not say which PyTorch model it was exported from "
+        raise ModelError("the ONNX model does not say which PyTorch model it was exported from "
                          "(no wtconv_trt.source metadata): give --arch with --checkpoint or --random-weights")
     if source == DEFAULT_SOURCE:
         return build_model(DEFAULT_SOURCE)
@@ -133,4 +134,4 @@ def build_model_from_metadata(metadata: dict):
         return build_model(source, random_weights=True, seed=int(weights.split(":", 1)[1]))
     if weights.startswith("checkpoint:"):
         return build_model(source, checkpoint=weights.split(":", 1)[1])
-    raise ValueError(f"unrecognised wtconv_trt.weights metadata {weights!r}: give --checkpoint or --random-weights")
+    raise ModelError(f"unrecognised wtconv_trt.weights metadata {weights!r}: give --checkpoint or --random-weights")

@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from . import contract
+from .errors import ConfigurationError, ModelError
 
 ORT_DOMAIN = "ai.onnx.contrib"     # the domain onnxruntime-extensions' Python ops live in
 ORT_OP_TYPE = "WTConv2dSpec"
@@ -83,7 +84,7 @@ def folded_weights_of(node) -> tuple:
     attrs = node_attributes(node)
     missing = [f for f in contract.INT_FIELDS + contract.FLOAT_FIELDS if f not in attrs]
     if missing:
-        raise ValueError(f"{contract.OP_TYPE} node '{node.name}' lacks attribute(s) {', '.join(missing)}")
+        raise ModelError(f"{contract.OP_TYPE} node '{node.name}' lacks attribute(s) {', '.join(missing)}")
     k, levels, stride = (int(attrs[f]) for f in contract.INT_FIELDS)
     bias = np.asarray(attrs[contract.FIELD_BASE_BIAS], dtype=np.float32)
     c = bias.size
@@ -92,7 +93,7 @@ def folded_weights_of(node) -> tuple:
     for field, shape in expected.items():
         values = np.asarray(attrs[field], dtype=np.float32)
         if values.size != int(np.prod(shape)):
-            raise ValueError(f"{contract.OP_TYPE} node '{node.name}': attribute {field} has {values.size} values, "
+            raise ModelError(f"{contract.OP_TYPE} node '{node.name}': attribute {field} has {values.size} values, "
                              f"expected {int(np.prod(shape))} = {' x '.join(map(str, shape))} for C={c} "
                              f"(from base_bias), kernel_size={k}, wt_levels={levels}")
         arrays[field] = values.reshape(shape)
@@ -124,7 +125,7 @@ def rewrite_for_ort(model):
         x, y = node.input[0], node.output[0]
         x_type = types.get(x, TensorProto.FLOAT)
         if x_type not in (TensorProto.FLOAT, TensorProto.FLOAT16):
-            raise ValueError(f"{contract.OP_TYPE} node '{node.name}': input type "
+            raise ModelError(f"{contract.OP_TYPE} node '{node.name}': input type "
                              f"{TensorProto.DataType.Name(x_type)} is not float or float16")
         x32, y32 = (f"{prefix}.x32", f"{prefix}.y32") if x_type != TensorProto.FLOAT else (x, y)
         if x_type != TensorProto.FLOAT:
@@ -157,8 +158,8 @@ def make_ort_session(model, providers=("CPUExecutionProvider",), session_options
         try:
             from onnxruntime_extensions import get_library_path
         except ImportError as error:
-            raise ValueError(f"the model has {count} {contract.OP_TYPE} nodes; running them in ONNX Runtime needs "
-                             "onnxruntime-extensions: pip install onnxruntime-extensions") from error
+            raise ConfigurationError(f"the model has {count} {contract.OP_TYPE} nodes; running them in ONNX Runtime needs "
+                                     "onnxruntime-extensions: pip install onnxruntime-extensions") from error
         _register_python_op()
         options.register_custom_ops_library(get_library_path())
     return ort.InferenceSession(rewritten.SerializeToString(), sess_options=options, providers=list(providers))

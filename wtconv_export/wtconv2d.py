@@ -11,11 +11,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import haar
+from .errors import InputError, ModelError
 
 
 def _check_positive_int(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"WTConv2d: {name} must be an integer >= {minimum}, got {value!r}")
+        raise ModelError(f"WTConv2d: {name} must be an integer >= {minimum}, got {value!r}")
     return value
 
 
@@ -49,16 +50,16 @@ class WTConv2d(nn.Module):
         super().__init__()
         _check_positive_int("in_channels", in_channels, 1)
         if in_channels != out_channels:
-            raise ValueError(f"WTConv2d: in_channels and out_channels must be equal (depthwise layer), "
+            raise ModelError(f"WTConv2d: in_channels and out_channels must be equal (depthwise layer), "
                              f"got in_channels={in_channels}, out_channels={out_channels}")
         _check_positive_int("kernel_size", kernel_size, 1)
         if kernel_size % 2 == 0:
-            raise ValueError(f"WTConv2d: kernel_size must be odd ('same' padding is symmetric only for odd "
+            raise ModelError(f"WTConv2d: kernel_size must be odd ('same' padding is symmetric only for odd "
                              f"kernels), got {kernel_size}; use {kernel_size - 1} or {kernel_size + 1}")
         _check_positive_int("wt_levels", wt_levels, 1)
         _check_positive_int("stride", stride, 1)
         if wt_type != "db1":
-            raise ValueError(f"WTConv2d: wt_type must be 'db1' (Haar), got {wt_type!r}")
+            raise ModelError(f"WTConv2d: wt_type must be 'db1' (Haar), got {wt_type!r}")
 
         self.in_channels = in_channels
         self.kernel_size = kernel_size
@@ -87,9 +88,9 @@ class WTConv2d(nn.Module):
 
     def check_input(self, x: torch.Tensor) -> None:
         if x.dim() != 4:
-            raise ValueError(f"WTConv2d: input must be 4-D (B, C, H, W), got shape {tuple(x.shape)}")
+            raise InputError(f"WTConv2d: input must be 4-D (B, C, H, W), got shape {tuple(x.shape)}")
         if x.shape[1] != self.in_channels:
-            raise ValueError(f"WTConv2d: input must have {self.in_channels} channels (dim 1), "
+            raise InputError(f"WTConv2d: input must have {self.in_channels} channels (dim 1), "
                              f"got shape {tuple(x.shape)}")
 
     def forward(self, x):
@@ -130,7 +131,7 @@ class WTConv2d(nn.Module):
         for name, param in own.items():
             key = prefix + name
             if key in state_dict and tuple(state_dict[key].shape) != tuple(param.shape):
-                raise ValueError(f"WTConv2d checkpoint: parameter '{key}' must have shape {tuple(param.shape)} "
+                raise ModelError(f"WTConv2d checkpoint: parameter '{key}' must have shape {tuple(param.shape)} "
                                  f"(channels={self.in_channels}, kernel_size={self.kernel_size}, "
                                  f"wt_levels={self.wt_levels}), got {tuple(state_dict[key].shape)}")
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,

@@ -27,6 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .wtconv2d import WTConv2d
+from .errors import InputError, ModelError
 
 __all__ = ["WTConvNeXt", "WTCONVNEXT_CONFIGS", "create_wtconvnext", "wtconvnext_tiny", "wtconvnext_small",
            "wtconvnext_base"]
@@ -144,7 +145,7 @@ def _check_per_stage(name: str, value, num_stages: int, minimum: int) -> tuple:
     values = tuple(value) if isinstance(value, (tuple, list)) else (value,) * num_stages
     if len(values) != num_stages or any(isinstance(v, bool) or not isinstance(v, int) or v < minimum
                                         for v in values):
-        raise ValueError(f"WTConvNeXt: {name} must be {num_stages} integers >= {minimum} (one per stage), "
+        raise ModelError(f"WTConvNeXt: {name} must be {num_stages} integers >= {minimum} (one per stage), "
                          f"got {value!r}")
     return values
 
@@ -172,7 +173,7 @@ class WTConvNeXt(nn.Module):
         super().__init__()
         depths = tuple(depths) if isinstance(depths, (tuple, list)) else depths
         if not isinstance(depths, tuple) or not depths:
-            raise ValueError(f"WTConvNeXt: depths must be a non-empty sequence, got {depths!r}")
+            raise ModelError(f"WTConvNeXt: depths must be a non-empty sequence, got {depths!r}")
         n = len(depths)
         depths = _check_per_stage("depths", depths, n, 1)
         dims = _check_per_stage("dims", dims, n, 1)
@@ -181,7 +182,7 @@ class WTConvNeXt(nn.Module):
         for name, value, minimum in (("in_chans", in_chans, 1), ("patch_size", patch_size, 1),
                                      ("num_classes", num_classes, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(f"WTConvNeXt: {name} must be an integer >= {minimum}, got {value!r}")
+                raise ModelError(f"WTConvNeXt: {name} must be an integer >= {minimum}, got {value!r}")
 
         self.num_classes = num_classes
         self.depths, self.dims, self.kernel_sizes, self.wt_levels = depths, dims, kernel_sizes, wt_levels
@@ -235,7 +236,7 @@ class WTConvNeXt(nn.Module):
 def create_wtconvnext(name: str, **kwargs) -> WTConvNeXt:
     """Build a published WTConvNeXt by name (wtconvnext_tiny / _small / _base); kwargs override the config."""
     if name not in WTCONVNEXT_CONFIGS:
-        raise ValueError(f"unknown model {name!r}; expected one of {', '.join(WTCONVNEXT_CONFIGS)}")
+        raise InputError(f"unknown model {name!r}; expected one of {', '.join(WTCONVNEXT_CONFIGS)}")
     return WTConvNeXt(**{**WTCONVNEXT_CONFIGS[name], **kwargs})
 
 
@@ -244,7 +245,7 @@ def _entrypoint(name: str, pretrained: bool, kwargs: dict) -> WTConvNeXt:
     for key in ("pretrained_cfg", "pretrained_cfg_overlay", "cache_dir"):
         kwargs.pop(key, None)
     if pretrained:
-        raise ValueError(f"{name}: pretrained=True is not supported (no download); build the model, then "
+        raise InputError(f"{name}: pretrained=True is not supported (no download); build the model, then "
                          f"wtconv_export.models.load_checkpoint(model, 'WTConvNeXt_....pth')")
     return create_wtconvnext(name, **kwargs)
 
