@@ -8,6 +8,14 @@ Fixtures for hardware- and library-dependent tests (each calls pytest.skip with 
                          variable WTCONV_KERNELS_LIB, from ``wtconv_export.cuda_kernels.find_library()`` when
                          that module exists, or not at all (skip, saying how to build it).
     require_tensorrt     ``import tensorrt`` works (bindings and libnvinfer); returns the module.
+    tensorrt_rtx         TensorRT-RTX is installed and imports (our loader links included); selects it as this
+                         process's backend and returns its module.
+    rtx_plugin           the plugin libraries built with CMake against the TensorRT header set TensorRT-RTX's ABI
+                         matches (``<repo>/../shared/tensorrt-headers/11.1``), one CUDA architecture, into the per-user
+                         cache; rebuilt only when the sources' hash changes. {"plugin": dynamic, "plugin-static": ...}.
+                         Skips with the reason when the headers, CMake or nvcc are absent.
+    no_tensorrt          simulates a machine with neither TensorRT nor TensorRT-RTX (monkeypatch), so the "not
+                         installed" paths run on every machine.
 
 Markers do the same for a whole test: ``@pytest.mark.gpu`` behaves like require_cuda and
 ``@pytest.mark.tensorrt`` like require_tensorrt (markers are declared in pyproject.toml).
@@ -22,12 +30,21 @@ so a plain ``pytest -q`` run shows the measured agreement, not only pass/fail.
 """
 
 import importlib
+import importlib.util
 import os
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 KERNELS_LIB_ENV = "WTCONV_KERNELS_LIB"
+REPO = Path(__file__).resolve().parent.parent
+TENSORRT_HEADERS = REPO.parent / "shared" / "tensorrt-headers"
+# TensorRT-RTX 1.7 carries TensorRT 11's ABI (plugin/README.md): its plugins are built against the 11.x headers.
+RTX_HEADER_SET = "11.1"
+# One architecture keeps the test build short (about 20 s on two cores); the build phase runs no kernel.
+TEST_CUDA_ARCHITECTURES = "90"
 
 
 def pytest_configure(config):
@@ -80,6 +97,75 @@ def tensorrt_skip_reason():
     except Exception as error:  # ImportError, or the bindings present but libnvinfer missing (OSError)
         return f"TensorRT is not available ({type(error).__name__}: {error})"
     return None
+
+
+def tensorrt_rtx_skip_reason():
+    if importlib.util.find_spec("tensorrt_rtx_bindings") is None:
+        return ("TensorRT-RTX is not installed (pip install -e '.[test]' installs tensorrt-rtx-cu13, which builds "
+                "engines without a GPU)")
+    return None
+
+
+@pytest.fixture(scope="session")
+def tensorrt_rtx():
+    reason = tensorrt_rtx_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from trt_engine import tensorrt_api
+
+    tensorrt_api.use_backend("tensorrt-rtx")
+    return tensorrt_api.import_tensorrt()
+
+
+def rtx_plugin_skip_reason():
+    headers = TENSORRT_HEADERS / RTX_HEADER_SET
+    if not (headers / "include" / "NvInferRuntime.h").is_file():
+        return (f"TensorRT {RTX_HEADER_SET} headers not found at {headers} (../shared/tensorrt-headers beside the "
+                f"checkout): the plugin cannot be built for the real-TensorRT tests")
+    if shutil.which("cmake") is None:
+        return "cmake is not on PATH: the plugin cannot be built for the real-TensorRT tests"
+    if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").is_file():
+        return "nvcc (CUDA toolkit) not found: the plugin cannot be built for the real-TensorRT tests"
+    return None
+
+
+@pytest.fixture(scope="session")
+def rtx_plugin(tensorrt_rtx):
+    """The plugin libraries for TensorRT-RTX, built once per source hash into the per-user cache (a lock keeps
+    concurrent test runs from building the same folder twice)."""
+    import fcntl
+
+    from wtconv_export import libraries
+    from wtconv_export.library_build import build_libraries, sources_digest
+
+    reason = rtx_plugin_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    headers = TENSORRT_HEADERS / RTX_HEADER_SET
+    digest = sources_digest(REPO / "plugin", RTX_HEADER_SET, TEST_CUDA_ARCHITECTURES,
+                            (headers / "include" / "NvInferVersion.h").read_text(errors="replace"))[:16]
+    folder = libraries.user_cache_dir() / "test-builds" / digest
+    folder.mkdir(parents=True, exist_ok=True)
+    names = {kind: folder / "lib" / "trt11" / libraries.FILE_NAMES[kind] for kind in ("plugin", "plugin-static")}
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not all(p.is_file() for p in names.values()):
+            build_libraries(tensorrt_headers=headers, source=REPO / "plugin", build_dir=folder / "build",
+                            install_root=folder / "lib", cuda_architectures=TEST_CUDA_ARCHITECTURES,
+                            kinds=["plugin", "plugin-static"])
+    return names
+
+
+@pytest.fixture
+def no_tensorrt(monkeypatch):
+    """Neither TensorRT nor TensorRT-RTX, whatever is installed: the backend lookup finds none and ``import
+    tensorrt`` fails, so trt_engine takes its "not installed" paths."""
+    from trt_engine import backends, tensorrt_api
+
+    monkeypatch.setattr(backends, "installed_backends", lambda: [])
+    monkeypatch.setattr(tensorrt_api, "_TRT", None)
+    monkeypatch.setattr(tensorrt_api, "_BACKEND", None)
+    monkeypatch.setitem(sys.modules, "tensorrt", None)   # import tensorrt -> ImportError
 
 
 @pytest.fixture(scope="session")

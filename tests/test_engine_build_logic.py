@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine_helpers import tiny_onnx
+from wtconv_export.errors import ConfigurationError, InputError
 from trt_engine.build import (NoPluginNodesWarning, ProgressBoard, check_plugin_need, decide_typing,
                               default_engine_path, inspect_onnx, parse_source_model, plan_profiles,
                               source_from_metadata)
@@ -40,7 +41,7 @@ def test_decide_typing_errors():
         decide_typing(10, "int8", "float32")
     with pytest.raises(ValueError, match="input is float64"):
         decide_typing(10, "fp32", "float64")
-    with pytest.raises(ValueError, match="not supported"):
+    with pytest.raises(ConfigurationError, match="not supported"):
         decide_typing(8, "fp32", "float32")
 
 
@@ -74,7 +75,7 @@ def test_inspect_onnx(tmp_path):
 
 
 def test_inspect_onnx_errors(tmp_path):
-    with pytest.raises(FileNotFoundError, match="wtconv-trt export"):
+    with pytest.raises(InputError, match="wtconv-trt export"):
         inspect_onnx(tmp_path / "missing.onnx")
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x00\x01garbage")

@@ -19,7 +19,7 @@ def test_round_trip_and_sha256(tmp_path):
     assert read == json.loads(json.dumps(written))
     assert read["engine"]["sha256"] == hashlib.sha256(engine.read_bytes()).hexdigest()
     assert mf.sha256_file(engine) == read["engine"]["sha256"]
-    assert read["tensorrt"] == {"version": "10.16.0.72", "major": 10}
+    assert read["tensorrt"] == {"version": "10.16.0.72", "major": 10, "backend": "tensorrt"}
     assert read["plugin"]["name"] == "WTConv2d" and read["plugin"]["version"] == "1"
     assert mf.profiles_of(read) == [parse_profile("input:1x1x32x32/8x1x32x32/32x1x32x32")]
     assert {t["name"]: t["dtype"] for t in read["io"]} == {"input": "float16", "output": "float16"}

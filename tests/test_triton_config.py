@@ -94,10 +94,17 @@ def _static_plugin(tmp_path):
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler to build a stand-in plugin library")
+    # A stand-in libnvinfer.so.10: Triton needs the static-registration library to link the engine's libnvinfer.
+    nvinfer = tmp_path / "libnvinfer.so.10"
+    (tmp_path / "nvinfer.c").write_text("int getPluginRegistry(void) { return 0; }\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(nvinfer), str(tmp_path / "nvinfer.c"),
+                    "-Wl,-soname,libnvinfer.so.10"], check=True)
     src = tmp_path / "p.c"
-    src.write_text("__attribute__((constructor)) static void reg(void) {}\n")
+    src.write_text("extern int getPluginRegistry(void);\n"
+                   "__attribute__((constructor)) static void reg(void) { getPluginRegistry(); }\n")
     lib = tmp_path / "libwtconv_trt_plugin.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src), f"-L{tmp_path}", "-l:libnvinfer.so.10"],
+                   check=True)
     return lib
 
 
@@ -124,10 +131,11 @@ def test_write_repository(tmp_path):
 
 def test_repository_refuses_a_corrupt_engine_and_a_missing_plugin(tmp_path, monkeypatch):
     from trt_engine import plugin_library
+    from wtconv_export.errors import PluginError
     monkeypatch.delenv(plugin_library.ENV_STATIC, raising=False)
-    monkeypatch.setattr(plugin_library, "DEFAULT_STATIC", tmp_path / "not-built.so")
+    monkeypatch.setattr(plugin_library, "default_plugin", lambda **kwargs: None)   # none built anywhere
     engine, _ = fake_engine(tmp_path)
-    with pytest.raises(ValueError, match="--plugin-static"):
+    with pytest.raises(PluginError, match="--plugin-static"):
         write_repository(engine, tmp_path / "repo")
     engine.write_bytes(b"x" + engine.read_bytes()[1:])
     with pytest.raises(ValueError, match="corrupt"):

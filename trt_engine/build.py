@@ -16,6 +16,7 @@ the source model record, the progress display, the manifest.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -24,11 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wtconv_export import contract
+from wtconv_export.contract import METADATA_PREFIX
+from wtconv_export.errors import ConfigurationError, InputError, ModelError, PluginError
 from trt_engine import manifest as mf
 from trt_engine.profiles import check_profile_against_inputs, default_profile, parse_profile
 
+log = logging.getLogger(__name__)
+
 PRECISIONS = ("fp32", "fp16")
-METADATA_PREFIX = "wtconv_trt."  # wtconv_export.onnx_export.METADATA_PREFIX (kept equal by a test)
 
 
 class NoPluginNodesWarning(UserWarning):
@@ -39,9 +43,12 @@ class NoPluginNodesWarning(UserWarning):
 # Typing mode: which network flag and builder flag give the requested precision on this TensorRT
 # -------------------------------------------------------------------------------------------------------------
 
-def decide_typing(trt_major: int, precision: str, onnx_dtype: str) -> tuple[bool, bool]:
+def decide_typing(trt_major: int, precision: str, onnx_dtype: str, backend: str = "tensorrt") -> tuple[bool, bool]:
     """(strongly_typed, fp16_builder_flag) for TensorRT ``trt_major``, the requested ``precision`` ("fp32" /
     "fp16") and the ONNX model's input dtype ("float32" / "float16").
+
+    - TensorRT-RTX (``backend="tensorrt-rtx"``, any version): as TensorRT 11 (always strongly typed, no FP16
+      builder flag; its Python BuilderFlag has no FP16 member).
 
     - TensorRT 11: networks are always strongly typed and BuilderFlag.FP16 no longer exists (NvInfer.h v11.1:
       BuilderFlag starts at kDEBUG = 2; kSTRONGLY_TYPED "Deprecated in TensorRT 11.0. Strongly typed mode is
@@ -52,18 +59,21 @@ def decide_typing(trt_major: int, precision: str, onnx_dtype: str) -> tuple[bool
       and keeps fp32 I/O. fp32 is built strongly typed.
     """
     if precision not in PRECISIONS:
-        raise ValueError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if onnx_dtype not in ("float32", "float16"):
-        raise ValueError(f"the ONNX model's input is {onnx_dtype}; expected float32 or float16 (export it with "
+        raise ModelError(f"the ONNX model's input is {onnx_dtype}; expected float32 or float16 (export it with "
                          f"wtconv-trt export --precision fp32|fp16)")
+    if backend == "tensorrt-rtx":
+        trt_major = 11  # same typing rules as TensorRT 11
     if trt_major < 10:
-        raise ValueError(f"TensorRT {trt_major}.x is not supported: the WTConv2d plugin needs TensorRT 10 or 11")
+        raise ConfigurationError(f"TensorRT {trt_major}.x is not supported: the WTConv2d plugin needs TensorRT 10 or 11")
     if precision == "fp32" and onnx_dtype == "float16":
-        raise ValueError("--precision fp32 was asked but the ONNX model is fp16: build it with --precision fp16, or "
+        raise ModelError("--precision fp32 was asked but the ONNX model is fp16: build it with --precision fp16, or "
                          "build the fp32 export (wtconv-trt export --precision fp32)")
     if trt_major >= 11:
         if precision == "fp16" and onnx_dtype != "float16":
-            raise ValueError(f"TensorRT {trt_major} has no FP16 builder flag (networks are always strongly typed), "
+            runtime = "TensorRT-RTX" if backend == "tensorrt-rtx" else f"TensorRT {trt_major}"
+            raise ModelError(f"{runtime} has no FP16 builder flag (networks are always strongly typed), "
                              f"so an fp16 engine needs an fp16 ONNX model and this one is fp32: export with "
                              f"'wtconv-trt export --precision fp16' and build that file")
         return True, False
@@ -95,11 +105,11 @@ def inspect_onnx(path) -> OnnxInfo:
 
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"ONNX model {path} does not exist; export one with wtconv-trt export")
+        raise InputError(f"ONNX model {path} does not exist; export one with wtconv-trt export")
     try:
         proto = onnx.load(str(path), load_external_data=False)
     except Exception as error:  # onnx raises DecodeError / ValueError variants
-        raise ValueError(f"{path} is not a readable ONNX model ({type(error).__name__}: {error})") from None
+        raise ModelError(f"{path} is not a readable ONNX model ({type(error).__name__}: {error})") from None
     initializers = {i.name for i in proto.graph.initializer}
     inputs, dtype = {}, None
     for value in proto.graph.input:
@@ -111,7 +121,7 @@ def inspect_onnx(path) -> OnnxInfo:
         if dtype is None:
             dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
     if not inputs:
-        raise ValueError(f"ONNX model {path} has no graph input")
+        raise ModelError(f"ONNX model {path} has no graph input")
     nodes = sum(1 for n in proto.graph.node if n.op_type == contract.OP_TYPE)
     metadata = {p.key[len(METADATA_PREFIX):]: p.value for p in proto.metadata_props
                 if p.key.startswith(METADATA_PREFIX)}
@@ -136,18 +146,18 @@ def parse_source_model(text: str | None) -> dict | None:
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as error:
-            raise ValueError(f"source model {text!r}: not valid JSON ({error})") from None
+            raise InputError(f"source model {text!r}: not valid JSON ({error})") from None
         if not isinstance(obj, dict) or "source" not in obj:
-            raise ValueError(f"source model {text!r}: a JSON object with a 'source' key is expected")
+            raise InputError(f"source model {text!r}: a JSON object with a 'source' key is expected")
         return obj
     if text == "default":
         return {"source": "default", "weights": "shipped"}
     arch, sep, checkpoint = text.partition(":")
     if not arch.startswith("wtconvnext_"):
-        raise ValueError(f"source model {text!r}: expected 'default' or ARCH:CHECKPOINT with ARCH one of "
+        raise InputError(f"source model {text!r}: expected 'default' or ARCH:CHECKPOINT with ARCH one of "
                          f"wtconvnext_tiny / wtconvnext_small / wtconvnext_base")
     if not sep or not checkpoint:
-        raise ValueError(f"source model {text!r}: give the checkpoint too, ARCH:CHECKPOINT (e.g. "
+        raise InputError(f"source model {text!r}: give the checkpoint too, ARCH:CHECKPOINT (e.g. "
                          f"wtconvnext_tiny:WTConvNeXt_tiny_5_300e_ema.pth)")
     return {"source": arch, "weights": f"checkpoint:{os.path.abspath(checkpoint)}"}
 
@@ -256,6 +266,8 @@ class BuildOptions:
     optimization_level: int | None = None
     tf32: bool = True
     source_model: str | None = None                # "default" | "ARCH:CHECKPOINT" | JSON; default: ONNX metadata
+    backend: str = "auto"                          # "auto" | "tensorrt" | "tensorrt-rtx" (trt_engine.backends)
+    compute_capabilities: list | None = None       # TensorRT-RTX targets ("8.9", "current"); default: all it has
     progress: bool = True
     verbose: bool = False
 
@@ -288,39 +300,59 @@ def check_plugin_need(info: OnnxInfo, plugin) -> None:
                       f"operators only (the fused plugin is not used); export with --ops plugin to use it",
                       NoPluginNodesWarning, stacklevel=3)
     elif not plugin:
-        raise ValueError(f"the ONNX model has {info.wtconv_nodes} {contract.OP_TYPE} nodes, which need our TensorRT "
-                         f"plugin: pass --plugin build/plugin/trt/libwtconv_trt_plugin_dynamic.so (built from "
-                         f"plugin/), or export with --ops standard")
+        raise InputError(f"the ONNX model has {info.wtconv_nodes} {contract.OP_TYPE} nodes, which need our TensorRT "
+                         f"plugin: pass --plugin PATH/libwtconv_trt_plugin_dynamic.so (none was found: build it with "
+                         f"wtconv-trt build-libs --tensorrt-headers DIR; 'wtconv-trt doctor' shows where it is "
+                         f"looked for), or export with --ops standard")
 
 
 def build_engine(opts: BuildOptions) -> BuildResult:
-    """Check the inputs (CPU), then build with TensorRT, write engine + manifest atomically."""
-    from trt_engine import tensorrt_api
+    """Check the inputs (CPU), then build with TensorRT or TensorRT-RTX, write engine + manifest atomically."""
+    from trt_engine import backends, tensorrt_api
+    from trt_engine.plugin_library import default_plugin, expected_abi, inspect_library, runtime_name
 
     start = time.monotonic()
     info = inspect_onnx(opts.onnx)
-    if not opts.plugin and info.wtconv_nodes:
-        from trt_engine.plugin_library import default_plugin
-        found = default_plugin()
-        if found is not None:
-            print(f"using the plugin library built in this checkout: {found}", file=sys.stderr)
-            opts.plugin = str(found)
-    check_plugin_need(info, opts.plugin)
+    if info.wtconv_nodes == 0 or (not opts.plugin and default_plugin() is None):
+        check_plugin_need(info, opts.plugin)  # warns (standard operators only) or says how to get the plugin
     if opts.plugin:
-        from trt_engine.plugin_library import inspect_library
-        inspect_library(opts.plugin)  # exists and is a shared library
+        inspect_library(opts.plugin)  # exists and is a shared library (PluginError otherwise), before TensorRT loads
     profiles = plan_profiles(opts.shapes, info.inputs)
     engine_path = Path(opts.engine) if opts.engine else default_engine_path(opts.onnx, opts.precision)
     if engine_path.is_dir():
-        raise ValueError(f"--engine {engine_path} is a directory; give a file name such as model.engine")
+        raise InputError(f"--engine {engine_path} is a directory; give a file name such as model.engine")
     if not engine_path.parent.is_dir():
-        raise ValueError(f"cannot write {engine_path}: directory {engine_path.parent} does not exist")
+        raise InputError(f"cannot write {engine_path}: directory {engine_path.parent} does not exist")
     source = parse_source_model(opts.source_model) or source_from_metadata(info.metadata)
 
+    backend = tensorrt_api.use_backend(opts.backend)   # ConfigurationError when it is not installed
+    if opts.compute_capabilities and backend != backends.TENSORRT_RTX:
+        raise InputError("--compute-capability is a TensorRT-RTX setting; TensorRT builds for the GPU it runs on "
+                         "(drop the option, or pass --backend tensorrt-rtx)")
     trt = tensorrt_api.import_tensorrt()
     trt_version = trt.__version__
+    runtime = runtime_name(backend, trt_version)
     major = mf.parse_version(trt_version)[0]
-    strongly_typed, fp16_flag = decide_typing(major, opts.precision, info.input_dtype)
+    strongly_typed, fp16_flag = decide_typing(major, opts.precision, info.input_dtype, backend)
+    if not opts.plugin and info.wtconv_nodes:
+        abi = expected_abi(backend, major)
+        found = default_plugin(abi=abi)
+        if found is None:
+            raise PluginError(f"the ONNX model has {info.wtconv_nodes} {contract.OP_TYPE} nodes and the plugin "
+                              f"libraries found are not built for {runtime} (ABI {abi}): build one with wtconv-trt "
+                              f"build-libs --tensorrt-headers <TensorRT {abi[3:]}.x include dir>, or pass --plugin")
+        print(f"using the plugin library {found}", file=sys.stderr)
+        opts.plugin = str(found)
+    compute_capabilities = None
+    if backend == backends.TENSORRT_RTX:
+        # Default: every GPU generation this TensorRT-RTX compiles for, so the engine runs on any of them (and the
+        # build needs no GPU); narrow it with --compute-capability to build faster and smaller.
+        known = tensorrt_api.compute_capability_names()
+        compute_capabilities = list(opts.compute_capabilities or known)
+        unknown = [c for c in compute_capabilities if c != "current" and c not in known]
+        if unknown:
+            raise InputError(f"--compute-capability {', '.join(unknown)}: {runtime} compiles for "
+                             f"{', '.join(known)} (or 'current', the GPU of this machine)")
 
     plugin_record = None
     if opts.plugin:
@@ -332,22 +364,27 @@ def build_engine(opts: BuildOptions) -> BuildResult:
     profiles = [check_profile_against_inputs(p, builder.inputs()) for p in profiles]
     plugin_layers = builder.plugin_layer_count()
     if plugin_layers != info.wtconv_nodes:
-        print(f"warning: the ONNX model has {info.wtconv_nodes} {contract.OP_TYPE} nodes but the TensorRT network "
-              f"has {plugin_layers} plugin layers", file=sys.stderr)
-    print(f"building {opts.precision} engine with TensorRT {trt_version} "
-          f"({'strongly typed' if strongly_typed else 'weakly typed, BuilderFlag.FP16'}; "
-          f"{plugin_layers} plugin layers; profiles: " + "; ".join(p.describe() for p in profiles) + ")",
-          file=sys.stderr)
+        log.warning("the ONNX model has %d %s nodes but the TensorRT network has %d plugin layers",
+                    info.wtconv_nodes, contract.OP_TYPE, plugin_layers)
+    typing = "strongly typed" if strongly_typed else "weakly typed, BuilderFlag.FP16"
+    targets = f"; compute capabilities {', '.join(compute_capabilities)}" if compute_capabilities else ""
+    print(f"building {opts.precision} engine with {runtime} ({typing}; {plugin_layers} plugin layers{targets}; "
+          f"profiles: " + "; ".join(p.describe() for p in profiles) + ")", file=sys.stderr)
     engine_bytes = builder.build(
         profiles=profiles, fp16_flag=fp16_flag, tf32=opts.tf32, timing_cache=opts.timing_cache,
         progress_board=ProgressBoard() if opts.progress else None,
         workspace_bytes=opts.workspace_mib * (1 << 20) if opts.workspace_mib else None,
-        optimization_level=opts.optimization_level)
-    # Deserialize once here: catches a plugin that cannot deserialize itself before anyone ships the engine,
-    # and gives the I/O tensors exactly as the engine has them.
-    loaded = tensorrt_api.deserialize_engine(engine_bytes, "the engine just built")
-    io = loaded.io()
-    del loaded
+        optimization_level=opts.optimization_level, compute_capabilities=compute_capabilities)
+    if backend == backends.TENSORRT_RTX:
+        # A TensorRT-RTX engine deserializes only on a GPU of its target compute capabilities, which the building
+        # machine need not have: the I/O tensors come from the network (dynamic dimensions as -1).
+        io = builder.io()
+    else:
+        # Deserialize once here: catches a plugin that cannot deserialize itself before anyone ships the engine,
+        # and gives the I/O tensors exactly as the engine has them.
+        loaded = tensorrt_api.deserialize_engine(engine_bytes, "the engine just built")
+        io = loaded.io()
+        del loaded
 
     mf.atomic_write_bytes(engine_path, engine_bytes)
     manifest = mf.make_manifest(
@@ -358,6 +395,8 @@ def build_engine(opts: BuildOptions) -> BuildResult:
         strongly_typed=strongly_typed, fp16_flag=fp16_flag, tf32=opts.tf32, profiles=profiles, io=io,
         build={"created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "plugin_layers": plugin_layers,
                "timing_cache": opts.timing_cache, "workspace_mib": opts.workspace_mib,
-               "optimization_level": opts.optimization_level, "seconds": round(time.monotonic() - start, 1)})
+               "optimization_level": opts.optimization_level, "compute_capabilities": compute_capabilities,
+               "seconds": round(time.monotonic() - start, 1)},
+        backend=backend)
     manifest_file = mf.write_manifest(engine_path, manifest)
     return BuildResult(engine_path, manifest_file, manifest, time.monotonic() - start)

@@ -82,7 +82,7 @@ def parse_version(text: str) -> tuple[int, ...]:
 def make_manifest(*, engine_file: str, engine_sha256: str, engine_bytes: int, onnx_file: str, onnx_sha256: str,
                   wtconv_nodes: int, onnx_input_dtype: str, source_model: dict | None, tensorrt_version: str,
                   plugin: dict | None, precision: str, strongly_typed: bool, fp16_flag: bool, tf32: bool,
-                  profiles: list, io: list, build: dict | None = None) -> dict:
+                  profiles: list, io: list, build: dict | None = None, backend: str = "tensorrt") -> dict:
     """The manifest as a JSON-able dict. ``profiles``: list of Profile; ``io``: list of
     {"name", "mode": "input"|"output", "shape": [..., -1 for dynamic], "dtype": "float16"|...}."""
     return {
@@ -92,7 +92,7 @@ def make_manifest(*, engine_file: str, engine_sha256: str, engine_bytes: int, on
         "engine": {"file": engine_file, "sha256": engine_sha256, "bytes": int(engine_bytes)},
         "model": {"onnx": onnx_file, "sha256": onnx_sha256, "wtconv_nodes": int(wtconv_nodes),
                   "input_dtype": onnx_input_dtype, "source": source_model},
-        "tensorrt": {"version": tensorrt_version, "major": parse_version(tensorrt_version)[0]},
+        "tensorrt": {"version": tensorrt_version, "major": parse_version(tensorrt_version)[0], "backend": backend},
         "plugin": plugin,
         "precision": precision,
         "strongly_typed": bool(strongly_typed),
@@ -156,10 +156,21 @@ def check_engine_file(engine_path, manifest: dict) -> None:
                          f"wtconv-trt build")
 
 
-def check_tensorrt_version(manifest: dict, installed_version: str) -> None:
+def backend_of(manifest: dict) -> str:
+    """'tensorrt' or 'tensorrt-rtx': which TensorRT built the engine (manifests without the key: TensorRT)."""
+    return manifest["tensorrt"].get("backend", "tensorrt")
+
+
+def check_tensorrt_version(manifest: dict, installed_version: str, installed_backend: str = "tensorrt") -> None:
     """TensorRT engines are not portable across TensorRT versions (unless built version-compatible, which we do
     not do: the plugin is native code compiled for one TensorRT). Fail before deserialization, naming both."""
     built = manifest["tensorrt"]["version"]
+    built_backend = backend_of(manifest)
+    if built_backend != installed_backend:
+        names = {"tensorrt": "TensorRT", "tensorrt-rtx": "TensorRT-RTX"}
+        raise EngineError(f"the engine was built with {names.get(built_backend, built_backend)} {built}, but "
+                          f"{names.get(installed_backend, installed_backend)} {installed_version} is in use: pass "
+                          f"--backend {built_backend}, or rebuild the engine with --backend {installed_backend}")
     if parse_version(built) != parse_version(installed_version):
         raise EngineError(f"the engine was built with TensorRT {built}, this machine has TensorRT {installed_version}: "
                          f"engines only load in the TensorRT version that built them. Rebuild it here: wtconv-trt "

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trt_engine import manifest as mf
+from wtconv_export.errors import PluginError, ServingError
 
 # NumPy dtype name -> Triton DataType (model_config.proto).
 TRITON_DTYPES = {"float32": "TYPE_FP32", "float16": "TYPE_FP16", "bfloat16": "TYPE_BF16", "int8": "TYPE_INT8",
@@ -193,6 +194,9 @@ def write_repository(engine, out, *, name: str | None = None, plugin_static=None
 
     check = check_engine_request(engine)          # manifest + sha256: never ship a corrupt engine
     manifest = check.manifest
+    if mf.backend_of(manifest) != "tensorrt":
+        raise ServingError(f"{engine} was built by TensorRT-RTX, whose engines Triton's TensorRT backend cannot load "
+                           f"(it runs TensorRT engines): build the engine with --backend tensorrt for Triton")
     name = name or Path(engine).name.split(".")[0]
     out = Path(out)
     model_dir = out / name
@@ -206,18 +210,11 @@ def write_repository(engine, out, *, name: str | None = None, plugin_static=None
         if guess is not None:
             plugin_static = str(guess)
         else:
-            raise ValueError("the engine uses the WTConv2d plugin: pass --plugin-static "
+            raise PluginError("the engine uses the WTConv2d plugin: pass --plugin-static "
                              "PATH/TO/libwtconv_trt_plugin.so "
                              "(the static-registration library from plugin/, which Triton loads with LD_PRELOAD)")
     if plugin_static:
-        from trt_engine.plugin_library import inspect_library
-        info = inspect_library(plugin_static)
-        if info.exports_get_creators and not info.needed:
-            raise ValueError(f"{plugin_static} is the dynamic (getCreators) plugin library; Triton needs the "
-                             f"static-registration one, libwtconv_trt_plugin.so")
-        if info.nvinfer_major is not None and info.nvinfer_major != manifest["tensorrt"]["major"]:
-            raise ValueError(f"{plugin_static} links TensorRT {info.nvinfer_major} but the engine was built with "
-                             f"TensorRT {manifest['tensorrt']['version']}; use the plugin built for that version")
+        check_static_plugin(plugin_static, manifest)
     label_lines = _labels(manifest, labels)
     config = make_config(manifest, name=name, instances=instances, gpus=gpus,
                          preferred_batch_sizes=preferred_batch_sizes, max_queue_delay_us=max_queue_delay_us,
@@ -237,6 +234,31 @@ def write_repository(engine, out, *, name: str | None = None, plugin_static=None
     serve.chmod(serve.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return {"config": model_dir / "config.pbtxt", "model_dir": model_dir, "serve": serve, "config_text": config,
             "plan": plan_batching(manifest), "name": name}
+
+
+def check_static_plugin(plugin_static, manifest: dict) -> None:
+    """The library Triton will dlopen (LD_PRELOAD, or the TensorRT backend's ``plugins=``, RTLD_LOCAL) must
+    register the creator from its static initialiser, which calls ``getPluginRegistry`` from libnvinfer: so it must
+    be the static-registration library, link libnvinfer itself (nothing else provides the symbol at that point),
+    and link the engine's TensorRT major. Its ABI record, when present, must be the engine's ABI too."""
+    from trt_engine.plugin_library import check_library_for_tensorrt, inspect_library
+
+    info = inspect_library(plugin_static)
+    engine_trt = f"TensorRT {manifest['tensorrt']['version']}"
+    if info.kind == "dynamic":
+        raise PluginError(f"{plugin_static} is the dynamic (getCreators) plugin library: loaded by Triton it would "
+                          f"register nothing and the engine would not deserialize; pass the static-registration one, "
+                          f"libwtconv_trt_plugin.so")
+    major = manifest["tensorrt"]["major"]
+    if info.nvinfer_major is None:
+        raise PluginError(f"{plugin_static} does not link libnvinfer: under Triton (LD_PRELOAD or plugins=) its "
+                          f"static registration cannot find getPluginRegistry and the server fails. Build "
+                          f"libwtconv_trt_plugin.so against a TensorRT {major} install (cmake -S plugin -B build/plugin "
+                          f"-DTensorRT_ROOT=<TensorRT {major} with lib/libnvinfer.so>)")
+    if info.nvinfer_major != major:
+        raise PluginError(f"{plugin_static} links TensorRT {info.nvinfer_major} (libnvinfer.so.{info.nvinfer_major}) "
+                          f"but the engine was built with {engine_trt}; use the plugin built for TensorRT {major}")
+    check_library_for_tensorrt(info, major, "tensorrt", manifest["tensorrt"]["version"])
 
 
 def _labels(manifest: dict, labels):

@@ -10,6 +10,12 @@ def add_arguments(parser):
     parser.add_argument("--precision", choices=("fp32", "fp16"), default=None,
                         help="engine precision (default: the export's, read from the ONNX model). TensorRT 11 needs "
                              "an fp16 export for fp16; TensorRT 10 also accepts an fp32 export (BuilderFlag.FP16)")
+    parser.add_argument("--backend", choices=("auto", "tensorrt", "tensorrt-rtx"), default="auto",
+                        help="TensorRT 10/11 or TensorRT-RTX (default auto: the one installed; TensorRT when both "
+                             "are). Recorded in the engine's manifest")
+    parser.add_argument("--compute-capability", action="append", metavar="M.m", dest="compute_capabilities",
+                        help="TensorRT-RTX only: a GPU architecture to compile for (e.g. 8.9, 12.0, or 'current'); "
+                             "repeat for several. Default: every one this TensorRT-RTX supports")
     parser.add_argument("--plugin", metavar="LIB",
                         help="the dynamic WTConv2d plugin library (plugin/trt, exports getCreators); required "
                              "when the model has WTConv2d nodes")
@@ -120,7 +126,12 @@ def run(args) -> int:
     opts = BuildOptions(onnx=args.onnx, precision=precision, plugin=args.plugin, shapes=shapes,
                         engine=args.engine, timing_cache=args.timing_cache, workspace_mib=args.workspace,
                         optimization_level=args.optimization_level, tf32=not args.no_tf32,
-                        source_model=args.source_model, progress=not args.no_progress, verbose=args.verbose)
+                        source_model=args.source_model, progress=not args.no_progress, verbose=args.verbose,
+                        backend=args.backend, compute_capabilities=args.compute_capabilities)
+    if args.verbose:   # TensorRT's info and verbose messages (trt_engine.tensorrt logger) on stderr
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG, format="%(message)s")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", NoPluginNodesWarning)
         try:
@@ -130,7 +141,8 @@ def run(args) -> int:
                 print(f"warning: {w.message}", file=sys.stderr)
     m = result.manifest
     print(f"engine:   {result.engine_path} ({m['engine']['bytes'] / 2**20:.1f} MiB, "
-          f"TensorRT {m['tensorrt']['version']}, "
+          f"{'TensorRT-RTX' if m['tensorrt'].get('backend') == 'tensorrt-rtx' else 'TensorRT'} "
+          f"{m['tensorrt']['version']}, "
           f"{m['precision']}, built in {result.seconds:.1f} s)")
     print(f"manifest: {result.manifest_path}")
     for t in m["io"]:

@@ -1,0 +1,125 @@
+"""Where the compiled libraries are found: one lookup order for the kernel library and the plugin libraries.
+
+Three libraries are built from ``plugin/`` (docs/engines.md, "Compiled libraries"):
+
+- ``kernels``: ``libwtconv_kernels_capi.so``, the fused CUDA kernels behind an ``extern "C"`` API (ctypes);
+- ``plugin``: ``libwtconv_trt_plugin_dynamic.so``, the TensorRT plugin loaded with ``IPluginRegistry.loadLibrary``;
+- ``plugin-static``: ``libwtconv_trt_plugin.so``, the plugin that registers itself when dlopen'ed (Triton,
+  ``polygraphy --plugins``).
+
+A plugin library is built against one TensorRT ABI (``trt10`` or ``trt11``; TensorRT-RTX uses ``trt11``), so
+plugin lookups take the ABI wanted and look in a folder per ABI. The order, first match wins:
+
+1. the environment variable (``WTCONV_KERNELS_LIB``, ``WTCONV_TRT_PLUGIN``, ``WTCONV_TRT_PLUGIN_STATIC``), a file
+   path taken as given;
+2. the package's own ``lib`` folder (``wtconv_export/lib/``, ``wtconv_export/lib/<abi>/``);
+3. the per-user cache (``$WTCONV_TRT_CACHE``, else ``$XDG_CACHE_HOME/wtconv-trt``, else ``~/.cache/wtconv-trt``),
+   ``lib/`` and ``lib/<abi>/`` below it, where ``wtconv-trt build-libs`` installs;
+4. a CMake build tree beside the sources (``build/plugin``, ``build/plugin/trt``) for a checkout.
+
+Only the standard library is used here, so both ``wtconv_export.cuda_kernels`` and ``trt_engine`` can call it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+KINDS = ("kernels", "plugin", "plugin-static")
+FILE_NAMES = {"kernels": "libwtconv_kernels_capi.so", "plugin": "libwtconv_trt_plugin_dynamic.so",
+              "plugin-static": "libwtconv_trt_plugin.so"}
+ENV_VARS = {"kernels": "WTCONV_KERNELS_LIB", "plugin": "WTCONV_TRT_PLUGIN", "plugin-static": "WTCONV_TRT_PLUGIN_STATIC"}
+ENV_CACHE = "WTCONV_TRT_CACHE"
+ABIS = ("trt10", "trt11")
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_SOURCE_ROOT = _PACKAGE_DIR.parent  # the checkout, for an editable install; absent from an installed wheel
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One place looked at: ``where`` says which step of the order it is."""
+
+    where: str
+    path: Path
+
+    @property
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+
+def package_lib_dir() -> Path:
+    return _PACKAGE_DIR / "lib"
+
+
+def user_cache_dir() -> Path:
+    """The per-user cache of this package (libraries built by ``wtconv-trt build-libs``, loader links)."""
+    env = os.environ.get(ENV_CACHE)
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "wtconv-trt"
+
+
+def user_lib_dir() -> Path:
+    return user_cache_dir() / "lib"
+
+
+def build_tree_dir() -> Path:
+    return _SOURCE_ROOT / "build" / "plugin"
+
+
+def _check_kind(kind: str, abi: str | None) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"library kind {kind!r}: expected one of {', '.join(KINDS)}")
+    if abi is not None and abi not in ABIS:
+        raise ValueError(f"plugin ABI {abi!r}: expected one of {', '.join(ABIS)}")
+
+
+def candidates(kind: str, abi: str | None = None) -> list[Candidate]:
+    """Every place looked at for library ``kind``, in lookup order (existing or not)."""
+    _check_kind(kind, abi)
+    name = FILE_NAMES[kind]
+    out = []
+    env = os.environ.get(ENV_VARS[kind])
+    if env:
+        out.append(Candidate(f"environment {ENV_VARS[kind]}", Path(env).expanduser()))
+    for where, base in (("package", package_lib_dir()), ("user cache", user_lib_dir())):
+        if kind == "kernels":
+            out.append(Candidate(where, base / name))
+        else:
+            for one in ([abi] if abi else list(ABIS)):
+                out.append(Candidate(f"{where} ({one})", base / one / name))
+    tree = build_tree_dir()
+    out.append(Candidate("build tree", tree / name if kind == "kernels" else tree / "trt" / name))
+    return out
+
+
+def find(kind: str, abi: str | None = None, accept: Callable[[Path], bool] | None = None) -> Path | None:
+    """The first existing library of ``kind`` in lookup order, or None. ``accept`` may refuse a file (the plugin
+    lookup uses it to skip a build-tree library made for another ABI). A file named by the environment variable
+    is returned as given, even when ``accept`` would refuse it, so the caller reports what is wrong with it."""
+    for candidate in candidates(kind, abi):
+        if not candidate.exists:
+            continue
+        if candidate.where.startswith("environment") or accept is None or accept(candidate.path):
+            return candidate.path
+    return None
+
+
+def install_dir(kind: str, abi: str | None = None, root: Path | None = None) -> Path:
+    """Where ``wtconv-trt build-libs`` puts library ``kind`` under ``root`` (default: the per-user lib folder)."""
+    _check_kind(kind, abi)
+    root = user_lib_dir() if root is None else Path(root)
+    if kind == "kernels":
+        return root
+    if abi is None:
+        raise ValueError("a plugin library is installed per TensorRT ABI: give abi='trt10' or 'trt11'")
+    return root / abi
+
+
+__all__ = ["ABIS", "Candidate", "ENV_VARS", "FILE_NAMES", "KINDS", "build_tree_dir", "candidates", "find",
+           "install_dir", "package_lib_dir", "user_cache_dir", "user_lib_dir"]

@@ -1,0 +1,143 @@
+"""Build the compiled libraries with CMake and install them where the lookup finds them (wtconv_export.libraries).
+
+Used by ``wtconv-trt build-libs`` and by the test suite's plugin fixture::
+
+    from wtconv_export.library_build import build_libraries
+    installed = build_libraries(tensorrt_headers="TensorRT-11/include")   # -> {"kernels": Path, "plugin": ...}
+
+CMake configures ``plugin/`` of the source checkout (the package's ``wtconv_export`` sits beside it in an
+editable install; pass ``source=`` otherwise), builds the kernel C API library and, when TensorRT headers are
+given, the two plugin libraries, then copies them into the per-user cache: ``lib/`` for the kernels,
+``lib/<abi>/`` for the plugins, the ABI (``trt10`` / ``trt11``) read from the headers' ``NvInferVersion.h``.
+TensorRT-RTX uses plugins built against TensorRT 11 headers (plugin/README.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from wtconv_export import libraries
+from wtconv_export.errors import ConfigurationError, InputError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CUDA_ARCHITECTURES = "native"
+_TARGETS = {"kernels": "wtconv_kernels_capi", "plugin": "wtconv_trt_plugin_dynamic",
+            "plugin-static": "wtconv_trt_plugin"}
+_BUILT_AT = {"kernels": ".", "plugin": "trt", "plugin-static": "trt"}  # below the build folder
+_SOURCE_SUFFIXES = {".cu", ".cuh", ".h", ".hpp", ".cpp", ".c", ".txt", ".cmake", ".in"}
+
+
+def default_source_dir() -> Path | None:
+    """``plugin/`` of the checkout this package runs from, or None (an installed wheel has no sources)."""
+    folder = libraries.build_tree_dir().parent.parent / "plugin"
+    return folder if (folder / "CMakeLists.txt").is_file() else None
+
+
+def tensorrt_root(headers) -> Path:
+    """The TensorRT_ROOT CMake wants (the folder holding ``include/NvInferRuntime.h``), from either that folder
+    or its ``include/``; InputError when no TensorRT headers are there."""
+    path = Path(headers).expanduser().resolve()
+    for root in (path, path.parent):
+        if (root / "include" / "NvInferRuntime.h").is_file():
+            return root
+    raise InputError(f"--tensorrt-headers {headers}: no include/NvInferRuntime.h there; give a TensorRT install or "
+                     f"the include/ folder of TensorRT's headers (TensorRT 10.x or 11.x; 11.x for TensorRT-RTX)")
+
+
+def headers_abi(root: Path) -> str:
+    """'trt10' / 'trt11' from NV_TENSORRT_MAJOR in the headers' NvInferVersion.h."""
+    text = (Path(root) / "include" / "NvInferVersion.h").read_text(encoding="utf-8", errors="replace")
+    match = re.search(r"#define\s+(?:NV_TENSORRT_MAJOR|TRT_MAJOR_ENTERPRISE)\s+(\d+)", text)
+    if not match:
+        raise InputError(f"{root}/include/NvInferVersion.h does not define NV_TENSORRT_MAJOR: not TensorRT headers?")
+    abi = f"trt{match.group(1)}"
+    if abi not in libraries.ABIS:
+        raise InputError(f"TensorRT {match.group(1)} headers in {root}: the plugin supports TensorRT 10 and 11")
+    return abi
+
+
+def sources_digest(source: Path, *extra: str) -> str:
+    """sha256 over the CMake sources under ``source`` (and ``extra`` words): a build made from the same sources
+    with the same options can be reused."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(source).rglob("*") if p.is_file() and p.suffix in _SOURCE_SUFFIXES):
+        digest.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes() + b"\0")
+    version = Path(source).parent / "pyproject.toml"
+    if version.is_file():  # the package version is compiled into the libraries (plugin/CMakeLists.txt)
+        match = re.search(r'(?m)^version\s*=\s*"([^"]+)"', version.read_text(encoding="utf-8"))
+        digest.update((match.group(1) if match else "").encode() + b"\0")
+    for word in extra:
+        digest.update(word.encode() + b"\0")
+    return digest.hexdigest()
+
+
+def _run(command: list[str], what: str, log_file: Path) -> None:
+    log.info("%s: %s", what, " ".join(command))
+    with open(log_file, "a", encoding="utf-8") as out:
+        out.write("$ " + " ".join(command) + "\n")
+        out.flush()
+        result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
+    if result.returncode != 0:
+        tail = log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
+        raise ConfigurationError(f"{what} failed (exit {result.returncode}); full log in {log_file}; last lines: "
+                                 + " | ".join(line.strip() for line in tail if line.strip()))
+
+
+def build_libraries(*, tensorrt_headers=None, source=None, build_dir=None, install_root=None,
+                    cuda_architectures: str = DEFAULT_CUDA_ARCHITECTURES, jobs: int | None = None,
+                    kinds=None) -> dict:
+    """Configure, build and install the libraries; returns {kind: installed path}.
+
+    ``kinds``: which of "kernels", "plugin", "plugin-static" (default: the kernels, and both plugins when
+    ``tensorrt_headers`` is given). ``install_root``: default the per-user lib folder."""
+    for tool in ("cmake", "nvcc"):
+        if shutil.which(tool) is None and not (tool == "nvcc" and Path("/usr/local/cuda/bin/nvcc").is_file()):
+            raise ConfigurationError(f"{tool} is not on PATH: building the libraries needs CMake >= 3.24 and the "
+                                     f"CUDA toolkit (nvcc)")
+    source = Path(source) if source else default_source_dir()
+    if source is None or not (source / "CMakeLists.txt").is_file():
+        raise ConfigurationError("the CMake sources (plugin/) are not beside this package: run from a checkout of "
+                                 "the repository, or pass --source PATH/TO/plugin")
+    root = tensorrt_root(tensorrt_headers) if tensorrt_headers else None
+    abi = headers_abi(root) if root else None
+    if kinds is None:
+        kinds = ["kernels"] + (["plugin", "plugin-static"] if root else [])
+    if any(k.startswith("plugin") for k in kinds) and root is None:
+        raise InputError("the plugin libraries need TensorRT headers: pass --tensorrt-headers DIR")
+    build_dir = Path(build_dir) if build_dir else libraries.user_cache_dir() / "build" / (abi or "kernels")
+    build_dir.mkdir(parents=True, exist_ok=True)
+    log_file = build_dir / "build-libs.log"
+    configure = ["cmake", "-S", str(source), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
+                 f"-DCMAKE_CUDA_ARCHITECTURES={cuda_architectures}", "-DWTCONV_BUILD_PLUGIN_HARNESS=OFF"]
+    if root:
+        configure.append(f"-DTensorRT_ROOT={root}")
+    if shutil.which("nvcc") is None:
+        configure.append("-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc")
+    _run(configure, "CMake configure", log_file)
+    jobs = jobs or max(os.cpu_count() or 1, 1)
+    _run(["cmake", "--build", str(build_dir), "-j", str(jobs), "--target", *(_TARGETS[k] for k in kinds)],
+         "CMake build", log_file)
+    installed = {}
+    for kind in kinds:
+        built = build_dir / _BUILT_AT[kind] / libraries.FILE_NAMES[kind]
+        if not built.is_file():
+            raise ConfigurationError(f"CMake did not produce {built}; see {log_file}")
+        target_dir = libraries.install_dir(kind, abi if kind != "kernels" else None, install_root)
+        target_dir.mkdir(parents=True, exist_ok=True)
+        target = target_dir / built.name
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        shutil.copy2(built, tmp)
+        os.replace(tmp, target)  # atomic: a process loading the old file keeps its mapping
+        installed[kind] = target
+    return installed
+
+
+__all__ = ["DEFAULT_CUDA_ARCHITECTURES", "build_libraries", "default_source_dir", "headers_abi", "sources_digest",
+           "tensorrt_root"]
