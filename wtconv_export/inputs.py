@@ -14,6 +14,7 @@ from .errors import InputError
 
 # Largest accepted dimension: TensorRT binds shapes as signed 32-bit values, and nothing larger is a real size.
 MAX_DIM = 2 ** 31 - 1
+_SPACE = " \t\r\n"   # spaces allowed around numbers and separators (ASCII only)
 
 
 def parse_dims(text: str, what: str, rank: int | None = None) -> tuple[int, ...]:
@@ -25,10 +26,10 @@ def parse_dims(text: str, what: str, rank: int | None = None) -> tuple[int, ...]
     prefix = f"{what}: " if what else ""
     example = "B,C,H,W or BxCxHxW, e.g. 1,3,224,224" if rank == 4 else "dimensions like 8,3,224,224 or 8x3x224x224"
     raw = text if isinstance(text, str) else str(text)
-    body = raw.strip().lower()
+    body = raw.strip(_SPACE).lower()
     separators = {c for c in body if c in "x,"}
-    parts = body.split(separators.pop()) if len(separators) == 1 else [body]
-    if len(separators) > 0 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
+    parts = [p.strip(_SPACE) for p in (body.split(separators.pop()) if len(separators) == 1 else [body])]
+    if len(separators) > 0 or not all(p.isascii() and p.isdigit() for p in parts):
         raise InputError(f"{prefix}expected {example} (positive integers separated by ',' or 'x'), got {raw!r}")
     dims = tuple(int(p) for p in parts)
     if rank is not None and len(dims) != rank:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 
 # Largest integer seed: torch.Generator.manual_seed and numpy.random.default_rng both take any value below 2**63.
@@ -18,11 +19,14 @@ MAX_SEED = 2 ** 63 - 1
 MAX_INT32 = 2 ** 31 - 1
 
 
+_INTEGER = re.compile(r"[ \t]*[+-]?[0-9]+[ \t]*")
+
+
 def _int(text: str) -> int:
-    try:
-        return int(str(text).strip(), 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    """Decimal ASCII digits with an optional sign (int() would also take '1_000' and non-ASCII digits)."""
+    if not _INTEGER.fullmatch(str(text)):
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+    return int(text)
 
 
 def int_range(low: int, high: int, what: str = "") -> Callable[[str], int]:

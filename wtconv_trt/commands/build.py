@@ -46,22 +46,19 @@ def add_arguments(parser):
 MAX_INPUT_ELEMENTS = 2 ** 31 - 1
 
 
-def _precision(args, info) -> str:
-    """--precision, else the export's: fp16 for an fp16 export, fp32 otherwise (said on stderr)."""
-    import sys
-
+def _precision(args, info, notes: list) -> str:
+    """--precision, else the export's: fp16 for an fp16 export, fp32 otherwise (a line added to ``notes``)."""
     if args.precision:
         return args.precision
     precision = "fp16" if info.input_dtype == "float16" else "fp32"
-    print(f"precision: {precision} (the export's; an fp16 engine needs 'wtconv-trt export --precision fp16', or "
-          f"--precision fp16 with TensorRT 10)", file=sys.stderr)
+    notes.append(f"precision: {precision} (the export's; an fp16 engine needs 'wtconv-trt export --precision fp16', "
+                 f"or --precision fp16 with TensorRT 10)")
     return precision
 
 
-def _default_shapes(args, info) -> list:
-    """--shapes, else, when H and W are dynamic, batch 1/8/32 at the export's example size (its metadata)."""
-    import sys
-
+def _default_shapes(args, info, notes: list) -> list:
+    """--shapes, else, when H and W are dynamic, batch 1/8/32 at the export's example size (its metadata; a line
+    added to ``notes``)."""
     from wtconv_export.inputs import parse_shape
 
     if args.shapes or len(info.inputs) != 1:
@@ -73,8 +70,8 @@ def _default_shapes(args, info) -> list:
         return []   # fixed H and W: trt_engine's default profile (batch 1/8/32 at that size)
     _, channels, height, width = parse_shape(example, "the export's input_shape metadata")
     shapes = "/".join(f"{b}x{channels}x{height}x{width}" for b in (1, 8, 32))
-    print(f"profile: {name}:{shapes} (batch 1/8/32 at the export's {height}x{width}; give --shapes for other "
-          f"sizes)", file=sys.stderr)
+    notes.append(f"profile: {name}:{shapes} (batch 1/8/32 at the export's {height}x{width}; give --shapes for "
+                 f"other sizes)")
     return [f"{name}:{shapes}"]
 
 
@@ -119,9 +116,12 @@ def run(args) -> int:
 
     check_input_file(args.onnx, what="ONNX model", made_by="export one with 'wtconv-trt export -o MODEL.onnx'")
     info = inspect_onnx(args.onnx)
-    precision = _precision(args, info)
-    shapes = _default_shapes(args, info)
+    notes: list = []
+    precision = _precision(args, info, notes)
+    shapes = _default_shapes(args, info, notes)
     _check_before_tensorrt(args, info, precision, shapes)
+    for note in notes:   # the defaults chosen, said once everything given is known to be usable
+        print(note, file=sys.stderr)
 
     opts = BuildOptions(onnx=args.onnx, precision=precision, plugin=args.plugin, shapes=shapes,
                         engine=args.engine, timing_cache=args.timing_cache, workspace_mib=args.workspace,

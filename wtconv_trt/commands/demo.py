@@ -8,17 +8,39 @@ against PyTorch with Polygraphy in ONNX Runtime. Exits 1 when any relative error
 max |reference|) exceeds the tolerance or any ONNX validation fails.
 """
 
+from wtconv_trt import arguments
+
 HELP = "run the shipped default model through the reference and the fused WTConv operator and compare them"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--count", type=int, default=64,
+    parser.add_argument("--count", type=arguments.positive_int, default=64,
                         help="number of shipped held-out images to run (default 64, at most the split size)")
-    parser.add_argument("--tolerance", type=float, default=1e-5,
+    parser.add_argument("--tolerance", type=arguments.tolerance, default=1e-5,
                         help="largest accepted fp32 relative error, per layer and for the logits (default 1e-5)")
     parser.add_argument("--onnx-dir", default="wtconv_trt_out",
                         help="where the ONNX exports of the default model are written (default ./wtconv_trt_out)")
     parser.add_argument("--skip-onnx", action="store_true", help="only the PyTorch comparison, no ONNX export")
+    parser.add_argument("--force", action="store_true", help="overwrite earlier exports in --onnx-dir")
+
+
+# The files the ONNX step writes into --onnx-dir (wtconv_export.onnx_validate.export_and_validate_default).
+ONNX_FILES = ("default_plugin_fp32.onnx", "default_plugin_fp16.onnx", "default_standard_fp32.onnx")
+
+
+def _next_step(onnx_dir: str) -> str:
+    """The next command the user can run on this machine: a TensorRT build where TensorRT is installed, else the
+    validation of an export in ONNX Runtime (which runs anywhere)."""
+    import os
+
+    from trt_engine.tensorrt_api import tensorrt_available
+
+    fp16 = os.path.join(onnx_dir, "default_plugin_fp16.onnx")
+    fp32 = os.path.join(onnx_dir, "default_plugin_fp32.onnx")
+    if tensorrt_available():
+        return f"Next: build a TensorRT engine: wtconv-trt build {fp16} (docs/engines.md)"
+    return (f"Next: wtconv-trt validate {fp32} (ONNX Runtime, runs here); TensorRT is not installed, so "
+            f"'wtconv-trt build' needs a machine with it (docs/engines.md)")
 
 
 def _errors(got, expected):
@@ -40,10 +62,10 @@ def run(args) -> int:
     from wtconv_export.ops import fused_wtconv2d
     from wtconv_export.wtconv2d import WTConv2d
 
-    if args.count < 1:
-        raise ValueError(f"--count must be >= 1, got {args.count}")
-    if not args.tolerance > 0:
-        raise ValueError(f"--tolerance must be > 0, got {args.tolerance}")
+    from ..paths import check_output_dir
+
+    if not args.skip_onnx:  # before the PyTorch part, so a bad --onnx-dir costs nothing
+        check_output_dir(args.onnx_dir, option="--onnx-dir", force=args.force, will_write=ONNX_FILES)
     # Tiny tensors: one thread is fastest, and OpenMP's spinning pool stalls on a busy machine.
     torch.set_num_threads(1)
     start = time.perf_counter()
@@ -121,9 +143,12 @@ def run(args) -> int:
     from wtconv_export.onnx_validate import export_and_validate_default
     print(f"\nONNX: export the default model (plugin fp32 / fp16, standard ops fp32) to {args.onnx_dir} "
           f"and validate each against PyTorch with Polygraphy (ONNX Runtime)")
-    if export_and_validate_default(args.onnx_dir) != 0:
+    outcomes = export_and_validate_default(args.onnx_dir)
+    for exported, outcome in outcomes:
+        print(exported.summary())
+        print("  " + outcome.summary())
+    if not all(outcome.passed for _, outcome in outcomes):
         print("\nFAIL: an ONNX export does not match PyTorch (see above)")
         return 1
-    print(f"\nOK: every export matches PyTorch ({time.perf_counter() - start:.1f} s). Next: build a TensorRT engine, "
-          f"see docs/engines.md")
+    print(f"\nOK: every export matches PyTorch ({time.perf_counter() - start:.1f} s). {_next_step(args.onnx_dir)}")
     return 0

@@ -1,0 +1,331 @@
+"""Every subcommand with every kind of bad argument: missing, wrong type, out of range, wrong shape, wrong file
+kind, unwritable output, existing output. Each case must end with exit status 2, exactly one non-empty line on
+stderr (``wtconv-trt ...: error: ...``, naming what was expected), no traceback, and no file created, changed or
+removed. The command line runs in-process (``wtconv_trt.cli.main``); Ctrl-C runs in a subprocess.
+
+The model files are made once per module: the shipped default model exported (a few seconds), a static export, tiny
+Relu-only ONNX models and a fake engine with its manifest (no TensorRT needed: every case fails before it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine_helpers import fake_engine, tiny_onnx
+from wtconv_trt import cli
+
+pytest.importorskip("onnx")
+
+
+def _unwritable_dir(base: Path) -> Path | None:
+    """A directory in which files cannot be created, even by root (permission bits do not stop root)."""
+    ro = base / "read-only"
+    ro.mkdir()
+    ro.chmod(0o555)
+    candidates = [ro, Path("/sys/kernel"), Path("/proc/self")]
+    for directory in candidates:
+        try:
+            fd, probe = tempfile.mkstemp(dir=directory)
+        except OSError:
+            return directory
+        os.close(fd)
+        os.unlink(probe)
+    return None
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    work = tmp_path_factory.mktemp("bad_input")
+    f = {"work": work}
+    f["d_onnx"] = work / "d.onnx"
+    f["s_onnx"] = work / "s.onnx"
+    assert cli.main(["export", "-o", str(f["d_onnx"])]) == 0
+    assert cli.main(["export", "-o", str(f["s_onnx"]), "--static"]) == 0
+    f["relu1"] = Path(tiny_onnx(work / "relu1.onnx", dims=("batch", 1, 32, 32)))
+    f["relu3"] = Path(tiny_onnx(work / "relu3.onnx", dims=("batch", 3, 32, 32)))
+    f["empty"] = work / "empty.onnx"
+    f["empty"].write_bytes(b"")
+    f["dir"] = work / "a-directory"
+    f["dir"].mkdir()
+    f["existing"] = work / "precious.txt"
+    f["existing"].write_text("keep me\n")
+    f["text_pth"] = work / "notes.pth"
+    f["text_pth"].write_text("these are my notes, not a checkpoint\n")
+    f["npy3"] = work / "three_channels.npy"
+    np.save(f["npy3"], np.zeros((2, 3, 32, 32), np.float32))
+    f["npy_small"] = work / "small.npy"
+    np.save(f["npy_small"], np.zeros((1, 1, 8, 8), np.float32))
+    f["npy_int"] = work / "ints.npy"
+    np.save(f["npy_int"], np.zeros((1, 1, 32, 32), np.int64))
+    engines = work / "engines"
+    engines.mkdir()
+    f["engine"], _ = fake_engine(engines)
+    plain = work / "engines-without-plugin"
+    plain.mkdir()
+    f["engine_plain"], _ = fake_engine(plain, plugin=False)
+    f["engine_no_manifest"] = work / "lonely.engine"
+    f["engine_no_manifest"].write_bytes(b"plan bytes without a manifest")
+    f["demo_dir"] = work / "demo_out"
+    f["demo_dir"].mkdir()
+    shutil.copy(f["d_onnx"], f["demo_dir"] / "default_plugin_fp32.onnx")
+    f["repo"] = work / "repo"
+    (f["repo"] / "model").mkdir(parents=True)
+    (f["repo"] / "model" / "config.pbtxt").write_text("name: \"model\"\n")
+    (work / "d.fp32.engine").write_bytes(b"an engine built earlier")   # build's default output for d.onnx
+    f["missing"] = work / "no-such-file.onnx"
+    f["new"] = work / "new-output.onnx"
+    f["missing_dir"] = work / "no-such-dir"
+    f["cwd"] = work / "cwd"
+    f["cwd"].mkdir()
+    f["ro"] = _unwritable_dir(work)
+    f["ls"] = Path("/usr/bin/ls") if Path("/usr/bin/ls").is_file() else None
+    return f
+
+
+# (id, argv, a phrase the one error line must contain). {name} is replaced by the fixture's path of that name.
+CASES = [
+    # --- any subcommand: unknown options, no subcommand
+    ("no-subcommand", [], "required: COMMAND"),
+    ("unknown-subcommand", ["deploy"], "invalid choice: 'deploy'"),
+    # --- demo
+    ("demo/missing-value", ["demo", "--count"], "expected one argument"),
+    ("demo/count-type", ["demo", "--count", "many"], "expected an integer"),
+    ("demo/count-zero", ["demo", "--count", "0"], "from 1 to"),
+    ("demo/count-negative", ["demo", "--count", "-3"], "from 1 to"),
+    ("demo/tolerance-nan", ["demo", "--tolerance", "nan"], "finite"),
+    ("demo/tolerance-inf", ["demo", "--tolerance", "inf"], "finite"),
+    ("demo/tolerance-negative", ["demo", "--tolerance", "-1"], "> 0"),
+    ("demo/tolerance-zero", ["demo", "--tolerance", "0"], "> 0"),
+    ("demo/onnx-dir-is-file", ["demo", "--onnx-dir", "{existing}"], "is a file, not a directory"),
+    ("demo/onnx-dir-unwritable", ["demo", "--onnx-dir", "{ro}/out"], "cannot create files"),
+    ("demo/onnx-dir-existing", ["demo", "--onnx-dir", "{demo_dir}"], "pass --force"),
+    # --- export
+    ("export/missing-output", ["export"], "required: -o"),
+    ("export/missing-value", ["export", "-o"], "expected one argument"),
+    ("export/arch-without-weights", ["export", "-o", "{new}", "--arch", "wtconvnext_tiny"],
+     "exactly one of --checkpoint FILE or --random-weights"),
+    ("export/checkpoint-without-arch", ["export", "-o", "{new}", "--checkpoint", "{text_pth}"], "need --arch"),
+    ("export/unknown-arch", ["export", "-o", "{new}", "--arch", "resnet50"], "invalid choice"),
+    ("export/opset-type", ["export", "-o", "{new}", "--opset", "eighteen"], "expected an integer"),
+    ("export/seed-type", ["export", "-o", "{new}", "--seed", "1.5"], "expected an integer"),
+    ("export/ops-choice", ["export", "-o", "{new}", "--ops", "fancy"], "invalid choice"),
+    ("export/precision-choice", ["export", "-o", "{new}", "--precision", "int8"], "invalid choice"),
+    ("export/seed-huge", ["export", "-o", "{new}", "--seed", "99999999999999999999"], "from 0 to"),
+    ("export/seed-negative", ["export", "-o", "{new}", "--seed", "-1"], "from 0 to"),
+    ("export/opset-huge", ["export", "-o", "{new}", "--opset", "99999"], "from 18 to"),
+    ("export/opset-old", ["export", "-o", "{new}", "--opset", "17"], "from 18 to"),
+    ("export/shape-too-small", ["export", "-o", "{new}", "--input-shape", "1,1,1,1"], "at least 16"),
+    ("export/shape-too-large", ["export", "-o", "{new}", "--input-shape", "1,1,100000,100000"], "GiB"),
+    ("export/shape-zero", ["export", "-o", "{new}", "--input-shape", "0,1,32,32"], "from 1 to"),
+    ("export/shape-type", ["export", "-o", "{new}", "--input-shape", "a,b,c,d"], "positive integers"),
+    ("export/shape-channels", ["export", "-o", "{new}", "--input-shape", "1,3,32,32"], "1 input channel"),
+    ("export/shape-rank", ["export", "-o", "{new}", "--input-shape", "1,1,32"], "4 dimensions"),
+    ("export/shape-mixed-separators", ["export", "-o", "{new}", "--input-shape", "1x1,32,32"], "separated by"),
+    ("export/output-is-dir", ["export", "-o", "{dir}"], "is a directory"),
+    ("export/checkpoint-is-text", ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--checkpoint",
+                                   "{text_pth}"], "not a PyTorch checkpoint"),
+    ("export/checkpoint-empty", ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--checkpoint", "{empty}"],
+     "is empty"),
+    ("export/checkpoint-missing", ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--checkpoint",
+                                   "{missing}"], "does not exist"),
+    ("export/checkpoint-is-dir", ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--checkpoint", "{dir}"],
+     "not a file"),
+    ("export/output-unwritable", ["export", "-o", "{ro}/m.onnx"], "cannot create files"),
+    ("export/output-dir-missing", ["export", "-o", "{missing_dir}/m.onnx"], "does not exist"),
+    ("export/output-existing", ["export", "-o", "{existing}"], "already exists; pass --force"),
+    # --- validate (ONNX)
+    ("validate/missing-target", ["validate"], "one of the arguments"),
+    ("validate/model-missing", ["validate", "{missing}"], "does not exist"),
+    ("validate/tolerance-type", ["validate", "{d_onnx}", "--tolerance", "tight"], "expected a number"),
+    ("validate/tolerance-negative", ["validate", "{d_onnx}", "--tolerance", "-1"], "> 0"),
+    ("validate/tolerance-zero", ["validate", "{d_onnx}", "--tolerance", "0"], "> 0"),
+    ("validate/tolerance-nan", ["validate", "{d_onnx}", "--tolerance", "nan"], "finite"),
+    ("validate/iterations-negative", ["validate", "{d_onnx}", "--iterations", "-4"], "from 1 to"),
+    ("validate/iterations-on-onnx", ["validate", "{d_onnx}", "--iterations", "4"], "only with --engine"),
+    ("validate/seed-huge", ["validate", "{d_onnx}", "--seed", "99999999999999999999"], "from 0 to"),
+    ("validate/shape-channels", ["validate", "{d_onnx}", "--input-shape", "1,3,32,32"], "1 input channel"),
+    ("validate/shape-too-small", ["validate", "{d_onnx}", "--input-shape", "1,1,4,4"], "at least 16"),
+    ("validate/inputs-channels", ["validate", "{d_onnx}", "--inputs", "{npy3}"], "1 input channel"),
+    ("validate/inputs-too-small", ["validate", "{d_onnx}", "--inputs", "{npy_small}"], "at least 16"),
+    ("validate/static-batch", ["validate", "{s_onnx}", "--input-shape", "2,1,32,32"], "fixed at 1,1,32,32"),
+    ("validate/onnx-other-channels", ["validate", "{relu3}"], "does not say which PyTorch model"),
+    ("validate/onnx-not-from-arch", ["validate", "{relu1}", "--arch", "wtconvnext_tiny", "--random-weights"],
+     "input channels"),
+    ("validate/model-is-dir", ["validate", "{dir}"], "is a directory"),
+    ("validate/model-empty", ["validate", "{empty}"], "is empty"),
+    ("validate/model-is-text", ["validate", "{existing}"], "cannot read"),
+    ("validate/inputs-is-text", ["validate", "{d_onnx}", "--inputs", "{existing}"], "--inputs"),
+    ("validate/inputs-int", ["validate", "{d_onnx}", "--inputs", "{npy_int}"], "float"),
+    ("validate/inputs-missing", ["validate", "{d_onnx}", "--inputs", "{missing}"], "does not exist"),
+    # --- validate --engine
+    ("validate-engine/missing", ["validate", "--engine", "{missing}"], "does not exist; build one"),
+    ("validate-engine/is-dir", ["validate", "--engine", "{dir}"], "is a directory"),
+    ("validate-engine/empty", ["validate", "--engine", "{empty}"], "is empty"),
+    ("validate-engine/no-manifest", ["validate", "--engine", "{engine_no_manifest}"], "manifest"),
+    ("validate-engine/iterations-zero", ["validate", "--engine", "{engine}", "--iterations", "0"], "from 1 to"),
+    ("validate-engine/atol-negative", ["validate", "--engine", "{engine}", "--atol", "-1"], ">= 0"),
+    ("validate-engine/shape-outside", ["validate", "--engine", "{engine}", "--input-shape", "64,1,32,32"],
+     "outside every optimisation profile"),
+    ("validate-engine/save-unwritable", ["validate", "--engine", "{engine}", "--save-inputs", "{ro}/i.json"],
+     "cannot create files"),
+    ("validate-engine/save-existing", ["validate", "--engine", "{engine}", "--save-outputs", "{existing}"],
+     "already exists; pass --force"),
+    # --- build
+    ("build/missing-model", ["build"], "required: MODEL.onnx"),
+    ("build/model-missing", ["build", "{missing}"], "does not exist"),
+    ("build/workspace-type", ["build", "{d_onnx}", "--workspace", "lots"], "expected an integer"),
+    ("build/level-type", ["build", "{d_onnx}", "--optimization-level", "high"], "expected an integer"),
+    ("build/precision-choice", ["build", "{d_onnx}", "--precision", "int8"], "invalid choice"),
+    ("build/workspace-negative", ["build", "{d_onnx}", "--workspace", "-5"], "from 1 to"),
+    ("build/workspace-zero", ["build", "{d_onnx}", "--workspace", "0"], "from 1 to"),
+    ("build/level-out-of-range", ["build", "{d_onnx}", "--optimization-level", "9"], "from 0 to 5"),
+    ("build/max-batch-2^31", ["build", "{d_onnx}", "--shapes", "input:1x1x32x32/8x1x32x32/2147483648x1x32x32"],
+     "from 1 to 2147483647"),
+    ("build/max-shape-elements", ["build", "{d_onnx}", "--shapes", "input:1x1x32x32/8x1x32x32/2147483647x1x32x32"],
+     "elements"),
+    ("build/shapes-channels", ["build", "{d_onnx}", "--shapes", "input:1x3x32x32/1x3x32x32/1x3x32x32"],
+     "fixed at 1"),
+    ("build/shapes-order", ["build", "{d_onnx}", "--shapes", "input:4x1x32x32/2x1x32x32/8x1x32x32"],
+     "min <= opt <= max"),
+    ("build/shapes-rank", ["build", "{d_onnx}", "--shapes", "1x1x32/1x1x32/1x1x32"], "rank"),
+    ("build/shapes-two-shapes", ["build", "{d_onnx}", "--shapes", "input:1x1x32x32/8x1x32x32"], "three shapes"),
+    ("build/shapes-unknown-input", ["build", "{d_onnx}", "--shapes", "images:1x1x32x32/1x1x32x32/1x1x32x32"],
+     "no input named 'images'"),
+    ("build/model-is-dir", ["build", "{dir}"], "is a directory"),
+    ("build/model-empty", ["build", "{empty}"], "is empty"),
+    ("build/model-is-text", ["build", "{existing}"], "ONNX"),
+    ("build/plugin-is-text", ["build", "{d_onnx}", "--plugin", "{existing}", "-o", "{new}"], "not an ELF"),
+    ("build/plugin-is-program", ["build", "{d_onnx}", "--plugin", "{ls}", "-o", "{new}"], "getCreators"),
+    ("build/plugin-missing", ["build", "{d_onnx}", "--plugin", "{missing}", "-o", "{new}"], "does not exist"),
+    ("build/output-unwritable", ["build", "{d_onnx}", "-o", "{ro}/m.engine"], "cannot create files"),
+    ("build/output-is-dir", ["build", "{d_onnx}", "-o", "{dir}"], "is a directory"),
+    ("build/output-existing", ["build", "{d_onnx}", "-o", "{existing}"], "already exists; pass --force"),
+    ("build/default-output-existing", ["build", "{d_onnx}"], "already exists; pass --force"),
+    ("build/timing-cache-is-dir", ["build", "{d_onnx}", "-o", "{new}", "--timing-cache", "{dir}"], "is a directory"),
+    # --- bench
+    ("bench/missing-engine-option", ["bench"], "required: --engine"),
+    ("bench/engine-missing", ["bench", "--engine", "{missing}"], "does not exist; build one"),
+    ("bench/iterations-type", ["bench", "--engine", "{engine}", "--iterations", "many"], "expected an integer"),
+    ("bench/warmup-type", ["bench", "--engine", "{engine}", "--warmup", "soon"], "expected a number"),
+    ("bench/shape-type", ["bench", "--engine", "{engine}", "--shape", "axb"], "positive integers"),
+    ("bench/iterations-zero", ["bench", "--engine", "{engine}", "--iterations", "0"], "from 1 to"),
+    ("bench/iterations-negative", ["bench", "--engine", "{engine}", "--iterations", "-4"], "from 1 to"),
+    ("bench/warmup-negative", ["bench", "--engine", "{engine}", "--warmup", "-1"], ">= 0"),
+    ("bench/warmup-nan", ["bench", "--engine", "{engine}", "--warmup", "nan"], "finite"),
+    ("bench/shape-outside", ["bench", "--engine", "{engine}", "--shape", "64x1x32x32"],
+     "outside every optimisation profile"),
+    ("bench/shape-comma-outside", ["bench", "--engine", "{engine}", "--shape", "1,1,99,99"],
+     "outside every optimisation profile"),
+    ("bench/engine-is-dir", ["bench", "--engine", "{dir}"], "is a directory"),
+    ("bench/engine-is-onnx", ["bench", "--engine", "{d_onnx}"], "manifest"),
+    ("bench/json-unwritable", ["bench", "--engine", "{engine}", "--json", "{ro}/r.json"], "cannot create files"),
+    ("bench/json-existing", ["bench", "--engine", "{engine}", "--json", "{existing}"], "already exists"),
+    # --- triton-repo
+    ("triton/missing-out", ["triton-repo", "--engine", "{engine}"], "required: --out"),
+    ("triton/engine-missing", ["triton-repo", "--engine", "{missing}", "--out", "{work}/repo2"],
+     "does not exist; build one"),
+    ("triton/instances-type", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--instances", "two"],
+     "expected an integer"),
+    ("triton/instances-huge", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--instances",
+                               "100000000000"], "from 1 to 64"),
+    ("triton/instances-zero", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--instances", "0"],
+     "from 1 to 64"),
+    ("triton/gpus-type", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--gpus", "a"],
+     "GPU indices"),
+    ("triton/gpus-negative", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--gpus", "-1"],
+     "GPU indices"),
+    ("triton/delay-negative", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2",
+                               "--max-queue-delay-us", "-1"], "from 0 to"),
+    ("triton/preferred-batch-zero", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2",
+                                     "--preferred-batch", "0"], "from 1 to"),
+    ("triton/preferred-batch-above-max", ["triton-repo", "--engine", "{engine_plain}", "--out", "{work}/repo2",
+                                          "--preferred-batch", "64"], "max_batch_size"),
+    ("triton/out-is-file", ["triton-repo", "--engine", "{engine}", "--out", "{existing}"], "is a file"),
+    ("triton/labels-is-dir", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--labels", "{dir}"],
+     "is a directory"),
+    ("triton/engine-is-dir", ["triton-repo", "--engine", "{dir}", "--out", "{work}/repo2"], "is a directory"),
+    ("triton/plugin-static-missing", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2"],
+     "--plugin-static"),
+    ("triton/out-unwritable", ["triton-repo", "--engine", "{engine}", "--out", "{ro}/repo"], "cannot create files"),
+    ("triton/out-existing", ["triton-repo", "--engine", "{engine_plain}", "--out", "{repo}", "--name", "model"],
+     "pass --force"),
+]
+
+# Every registered subcommand refuses an unknown option and a missing option value in one line.
+GENERIC = [(f"{name}/unknown-option", [name, "--no-such-option"], "error:") for name, _ in cli.SUBCOMMANDS]
+
+
+def _snapshot(root: Path) -> dict:
+    """Every file under ``root`` with its size and modification time (a new, changed or removed file shows)."""
+    found = {}
+    for directory, _, names in os.walk(root):
+        for name in names:
+            path = Path(directory) / name
+            stat = path.lstat()
+            found[str(path.relative_to(root))] = (stat.st_size, stat.st_mtime_ns)
+    return found
+
+
+@pytest.mark.parametrize("case_id, argv, phrase", CASES + GENERIC, ids=[c[0] for c in CASES + GENERIC])
+def test_bad_input_is_one_line_and_exit_2(case_id, argv, phrase, files, capsys, monkeypatch):
+    needs = {name for arg in argv for name in re.findall(r"{(\w+)}", arg)}
+    missing = sorted(n for n in needs if files.get(n) is None)
+    if missing:
+        pytest.skip(f"this machine has no {', '.join(missing)} for this case (e.g. no unwritable directory)")
+    argv = [a.format(**{k: v for k, v in files.items() if v is not None}) for a in argv]
+    monkeypatch.chdir(files["cwd"])
+    before = _snapshot(files["work"])
+    capsys.readouterr()
+    status = cli.main(argv)
+    out, err = capsys.readouterr()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert status == 2, f"exit status {status} for {argv}; stderr: {err!r}"
+    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}: {err!r}"
+    assert "Traceback" not in err + out
+    assert lines[0].startswith("wtconv-trt") and ": error: " in lines[0], lines[0]
+    assert phrase in lines[0], f"{phrase!r} not in {lines[0]!r}"
+    assert _snapshot(files["work"]) == before, "a file was created, changed or removed"
+
+
+def test_every_subcommand_has_bad_input_cases():
+    """The table covers every registered subcommand (a new command needs its rows here)."""
+    covered = {argv[0] for _, argv, _ in CASES if argv}
+    registered = {name for name, _ in cli.SUBCOMMANDS}
+    assert registered <= covered, f"no bad-input cases for {sorted(registered - covered)}"
+
+
+def test_ctrl_c_during_export_exits_130_with_one_line(tmp_path):
+    """SIGINT while the export runs: exit status 130, one line on stderr, no output file or temporary left."""
+    output = tmp_path / "m.onnx"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "wtconv_trt", "export", "-o", str(output), "--arch", "wtconvnext_tiny",
+         "--random-weights"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Wait until the command is running (PyTorch loaded, so inside wtconv_trt.cli.main), then interrupt.
+    maps = Path(f"/proc/{process.pid}/maps")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if "libtorch_cpu" in maps.read_text() or "libtorch_cuda" in maps.read_text():
+                break
+        except OSError:
+            pass
+        time.sleep(0.1)
+    time.sleep(1.0)
+    assert process.poll() is None, "the export ended before it could be interrupted"
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert process.returncode == 130, (process.returncode, err[-2000:])
+    assert lines == ["wtconv-trt export: interrupted"], err[-2000:]
+    assert list(tmp_path.iterdir()) == [], "the interrupted export left a file behind"
