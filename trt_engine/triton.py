@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trt_engine import manifest as mf
-from wtconv_export.errors import PluginError, ServingError
+from wtconv_export.errors import InputError, ModelError, PluginError, ServingError
 
 # NumPy dtype name -> Triton DataType (model_config.proto).
 TRITON_DTYPES = {"float32": "TYPE_FP32", "float16": "TYPE_FP16", "bfloat16": "TYPE_BF16", "int8": "TYPE_INT8",
@@ -57,7 +57,7 @@ def plan_batching(manifest: dict) -> BatchPlan:
     profiles = mf.profiles_of(manifest)
     inputs = [t for t in manifest["io"] if t["mode"] == "input"]
     if len(inputs) != 1:
-        raise ValueError(f"the engine has {len(inputs)} inputs; triton-repo handles single-input models")
+        raise ModelError(f"the engine has {len(inputs)} inputs; triton-repo handles single-input models")
     name, engine_shape = inputs[0]["name"], inputs[0]["shape"]
     if engine_shape[0] != -1:
         # The batch dimension is fixed in the engine: Triton must not add its own.
@@ -66,7 +66,7 @@ def plan_batching(manifest: dict) -> BatchPlan:
                          f"the engine's batch dimension is fixed at {engine_shape[0]}: max_batch_size 0 (no batching)")
     ranges = sorted((p.inputs[name].min[0], p.inputs[name].max[0], i) for i, p in enumerate(profiles))
     if not ranges or ranges[0][0] != 1:
-        raise ValueError(
+        raise ModelError(
             "no optimisation profile starts at batch 1 (" + "; ".join(f"profile {i}: batch {lo}..{hi}"
                                                                       for lo, hi, i in ranges)
             + "). Triton batches requests dynamically and may send any batch from 1 to max_batch_size, so the "
@@ -96,18 +96,18 @@ def make_config(manifest: dict, *, name: str, instances: int = 1, kind: str = "K
                 preferred_batch_sizes=None, max_queue_delay_us: int = 100, labels: bool = False) -> str:
     """config.pbtxt text for the engine described by ``manifest``."""
     if not _NAME.match(name):
-        raise ValueError(f"model name {name!r}: use letters, digits, '_', '-', '.' only")
+        raise InputError(f"model name {name!r}: use letters, digits, '_', '-', '.' only")
     if instances < 1:
-        raise ValueError(f"--instances must be >= 1, got {instances}")
+        raise InputError(f"--instances must be >= 1, got {instances}")
     if kind not in ("KIND_GPU",):
-        raise ValueError("a TensorRT plan runs on the GPU only: instance kind must be KIND_GPU")
+        raise InputError("a TensorRT plan runs on the GPU only: instance kind must be KIND_GPU")
     plan = plan_batching(manifest)
     inputs = [t for t in manifest["io"] if t["mode"] == "input"]
     outputs = [t for t in manifest["io"] if t["mode"] == "output"]
 
     def dtype(t):
         if t["dtype"] not in TRITON_DTYPES:
-            raise ValueError(f"tensor {t['name']!r} has dtype {t['dtype']}, which Triton's TensorRT backend does "
+            raise ModelError(f"tensor {t['name']!r} has dtype {t['dtype']}, which Triton's TensorRT backend does "
                              f"not take")
         return TRITON_DTYPES[t["dtype"]]
 
@@ -136,7 +136,7 @@ def make_config(manifest: dict, *, name: str, instances: int = 1, kind: str = "K
         preferred = sorted(set(int(b) for b in preferred))
         bad = [b for b in preferred if not 1 <= b <= plan.max_batch_size]
         if bad:
-            raise ValueError(f"preferred batch sizes {bad} are outside 1..{plan.max_batch_size} (max_batch_size)")
+            raise InputError(f"preferred batch sizes {bad} are outside 1..{plan.max_batch_size} (max_batch_size)")
         lines.append("dynamic_batching {")
         if preferred:
             lines.append(f"  preferred_batch_size: {dims_list(preferred)}")
@@ -201,7 +201,7 @@ def write_repository(engine, out, *, name: str | None = None, plugin_static=None
     out = Path(out)
     model_dir = out / name
     if model_dir.exists() and any(model_dir.iterdir()) and not force:
-        raise ValueError(f"{model_dir} already exists and is not empty; pass --force to overwrite it")
+        raise InputError(f"{model_dir} already exists and is not empty; pass --force to overwrite it")
     if manifest.get("plugin") and not plugin_static:
         from trt_engine.plugin_library import default_plugin
         guess = Path(manifest["plugin"]["library"]).with_name("libwtconv_trt_plugin.so")
@@ -265,7 +265,7 @@ def _labels(manifest: dict, labels):
     if labels:
         path = Path(labels)
         if not path.is_file():
-            raise FileNotFoundError(f"labels file {labels} does not exist (one class name per line)")
+            raise InputError(f"labels file {labels} does not exist (one class name per line)")
         return path.read_text(encoding="utf-8").splitlines()
     source = (manifest.get("model") or {}).get("source") or {}
     if source.get("source") == "default":
@@ -279,9 +279,9 @@ def parse_gpus(text):
     try:
         gpus = [int(x) for x in str(text).split(",")]
     except ValueError:
-        raise ValueError(f"--gpus {text!r}: expected comma-separated GPU indices, e.g. 0,1") from None
+        raise InputError(f"--gpus {text!r}: expected comma-separated GPU indices, e.g. 0,1") from None
     if any(g < 0 for g in gpus):
-        raise ValueError(f"--gpus {text!r}: GPU indices are >= 0")
+        raise InputError(f"--gpus {text!r}: GPU indices are >= 0")
     return gpus
 
 
