@@ -79,6 +79,9 @@ def files(tmp_path_factory):
     f["demo_dir"] = work / "demo_out"
     f["demo_dir"].mkdir()
     shutil.copy(f["d_onnx"], f["demo_dir"] / "default_plugin_fp32.onnx")
+    f["bench_dir"] = work / "bench_out"
+    f["bench_dir"].mkdir()
+    (f["bench_dir"] / "bench_layer.json").write_text("{}\n")
     f["repo"] = work / "repo"
     (f["repo"] / "model").mkdir(parents=True)
     (f["repo"] / "model" / "config.pbtxt").write_text("name: \"model\"\n")
@@ -231,6 +234,14 @@ CASES = [
     ("bench/engine-is-onnx", ["bench", "--engine", "{d_onnx}"], "manifest"),
     ("bench/json-unwritable", ["bench", "--engine", "{engine}", "--json", "{ro}/r.json"], "cannot create files"),
     ("bench/json-existing", ["bench", "--engine", "{engine}", "--json", "{existing}"], "already exists"),
+    # --- bench-layer (the checks come before any CUDA work)
+    ("bench-layer/replays-type", ["bench-layer", "--replays", "many"], "expected an integer"),
+    ("bench-layer/replays-zero", ["bench-layer", "--replays", "0"], "from 1 to"),
+    ("bench-layer/dtypes", ["bench-layer", "--dtypes", "fp64"], "fp32, fp16, bf16"),
+    ("bench-layer/dtypes-empty", ["bench-layer", "--dtypes", ","], "fp32, fp16, bf16"),
+    ("bench-layer/out-is-file", ["bench-layer", "--out", "{existing}"], "is a file"),
+    ("bench-layer/out-unwritable", ["bench-layer", "--out", "{ro}/bench"], "cannot create files"),
+    ("bench-layer/out-existing", ["bench-layer", "--out", "{bench_dir}"], "pass --force"),
     # --- triton-repo
     ("triton/missing-out", ["triton-repo", "--engine", "{engine}"], "required: --out"),
     ("triton/engine-missing", ["triton-repo", "--engine", "{missing}", "--out", "{work}/repo2"],
