@@ -35,7 +35,7 @@ def test_export_prints_summary(default_exports, capsys, tmp_path):
 
 @pytest.mark.parametrize("key", [("plugin", "fp32"), ("plugin", "fp16"), ("standard", "fp32")])
 def test_validate_passes_on_export(key, default_exports, capsys, error_report):
-    assert cli_main(["validate", str(default_exports[key])]) == 0
+    assert cli_main(["validate", str(default_exports[key]), "-v"]) == 0   # -v: Polygraphy's report too
     out = capsys.readouterr().out
     assert "PASSED: ONNX Runtime vs PyTorch" in out
     assert "Accuracy Summary | onnxruntime vs. pytorch" in out   # Polygraphy's own report is printed

@@ -45,6 +45,7 @@ from .fused_module import FusedWTConv2d
 from .ops import plugin_can_run
 from .wtconv2d import WTConv2d
 from .errors import InputError, ModelError
+from .progress import Progress
 
 OPS_CHOICES = ("plugin", "standard")
 PRECISION_CHOICES = ("fp32", "fp16")
@@ -52,6 +53,8 @@ DEFAULT_OPSET = 18            # LayerNormalization needs >= 17; TensorRT 10 and 
 INPUT_NAME = "input"
 OUTPUT_NAME = "output"
 DYNAMIC_AXES = ("batch", "height", "width")
+
+logger = logging.getLogger(__name__)
 
 _TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
@@ -384,17 +387,17 @@ class ExportResult:
 
 @contextlib.contextmanager
 def _quiet_exporter_logs():
-    logger = logging.getLogger("torch.onnx._internal.exporter._registration")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = registration.level
+    registration.setLevel(logging.ERROR)
     try:
         yield
     finally:
-        logger.setLevel(level)
+        registration.setLevel(level)
 
 
 def check_output_path(path: str) -> str:
-    """The absolute output path; ValueError when it cannot be written (checked before the slow export)."""
+    """The absolute output path; InputError when it cannot be written (checked before the slow export)."""
     path = os.path.abspath(os.fspath(path))
     directory = os.path.dirname(path)
     if os.path.isdir(path):
@@ -449,8 +452,9 @@ def export_onnx(model: nn.Module, path, *, ops: str = "plugin", precision: str =
         metadata: extra metadata_props (keys are prefixed with "wtconv_trt."), e.g. the model's source.
 
     The file is written atomically (a temporary file in the same directory, renamed when complete).
-    Warns (NoWTConvWarning) if the model has no WTConv2d; ValueError for a layer the plugin cannot run,
-    an unwritable path or bad arguments.
+    Warns (NoWTConvWarning) if the model has no WTConv2d; ModelError for a layer the plugin cannot run,
+    InputError for an unwritable path or bad arguments. Each of the four steps (fold, trace and convert, check,
+    write) is logged at INFO as it finishes: WTConvNeXt-T takes tens of seconds.
     """
     import onnx
 
@@ -467,7 +471,9 @@ def export_onnx(model: nn.Module, path, *, ops: str = "plugin", precision: str =
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         warnings.filterwarnings("ignore", module=r"torch\.onnx.*")
+        progress = Progress(logger, f"export {os.path.basename(path)}", 4, estimate=False)
         prepared, layers = prepare_for_export(model, ops, precision)
+        progress.step(f"{len(layers)} WTConv2d layers folded ({ops}, {precision})")
         layer_modules = sorted((m for m in prepared.modules() if isinstance(m, (WTConv2dPluginNode, StandardWTConv2d))),
                                key=lambda m: m.layer)
         # Sizes 0 and 1 are specialised by torch.export; trace dynamic dims with at least 2.
@@ -478,6 +484,7 @@ def export_onnx(model: nn.Module, path, *, ops: str = "plugin", precision: str =
             output_names=[OUTPUT_NAME], dynamic_shapes=_dynamic_shapes(len(trace_shape)) if dynamic else None,
             external_data=False, verbose=False, report=False,
             custom_translation_table=_translation_table(layer_modules, precision))
+        progress.step("traced and converted (torch.onnx, dynamo)")
     if not layers:
         warnings.warn(f"the model ({type(model).__name__}) has no WTConv2d layer: the ONNX model will "
                       f"contain no {contract.OP_TYPE} node; exporting anyway", NoWTConvWarning, stacklevel=2)
@@ -495,6 +502,7 @@ def export_onnx(model: nn.Module, path, *, ops: str = "plugin", precision: str =
         entry = proto.metadata_props.add()
         entry.key, entry.value = METADATA_PREFIX + key, value
     onnx.checker.check_model(proto)
+    progress.step("onnx.checker passed")
 
     directory = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + ".", dir=directory)
@@ -509,6 +517,7 @@ def export_onnx(model: nn.Module, path, *, ops: str = "plugin", precision: str =
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    progress.step(f"written to {path}")
     return ExportResult(path=path, ops=ops, precision=precision, opset=opset, layers=layers,
                         num_wtconv_nodes=num_nodes, input_shape=input_shape, dynamic=dynamic,
                         size_bytes=os.path.getsize(path))

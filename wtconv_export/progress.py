@@ -14,14 +14,16 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["Progress", "track"]
+__all__ = ["Progress", "show_progress", "track"]
 
 
 class Progress:
-    """Counts the steps of one job and logs each with the elapsed time and an estimate of the time left."""
+    """Counts the steps of one job and logs each with the elapsed time and, for steps of similar length
+    (``estimate``), an estimate of the time left."""
 
-    def __init__(self, logger: logging.Logger, what: str, total: int | None = None) -> None:
+    def __init__(self, logger: logging.Logger, what: str, total: int | None = None, estimate: bool = True) -> None:
         self.logger = logger
+        self.estimate = estimate
         self.what = what
         self.total = total
         self.done = 0
@@ -33,7 +35,7 @@ class Progress:
         elapsed = time.monotonic() - self.start
         count = f"{self.done}/{self.total}" if self.total else f"{self.done}"
         left = ""
-        if self.total and self.done < self.total:
+        if self.estimate and self.total and self.done < self.total:
             left = f", about {elapsed / self.done * (self.total - self.done):.0f} s left"
         self.logger.info("%s %s (%.1f s%s)%s", self.what, count, elapsed, left, f": {message}" if message else "")
 
@@ -46,3 +48,36 @@ def track(items: Iterable[T], logger: logging.Logger, what: str, total: int | No
     for item in items:
         yield item
         progress.step()
+
+
+class _CurrentStderrHandler(logging.StreamHandler):
+    """A handler writing to whatever ``sys.stderr`` is when a record is emitted (not the stream of the moment
+    the handler was made), so redirections made later (tests capturing output, a caller's redirect) apply."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property  # type: ignore[override]
+    def stream(self):  # noqa: ANN201 (a text stream)
+        import sys
+
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # noqa: ANN001 (StreamHandler.__init__ assigns it; the property wins)
+        pass
+
+
+def show_progress(packages: tuple[str, ...] = ("wtconv_export", "trt_engine")) -> None:
+    """Show the INFO records of the project's libraries (progress, summaries) on stderr, one message per line.
+
+    For command-line programs; idempotent. Libraries never call it: a program embedding them configures logging
+    its own way."""
+    for package in packages:
+        package_logger = logging.getLogger(package)
+        if not any(isinstance(h, _CurrentStderrHandler) for h in package_logger.handlers):
+            handler = _CurrentStderrHandler()
+            handler.setFormatter(logging.Formatter("%(message)s"))
+            package_logger.addHandler(handler)
+        if package_logger.level == logging.NOTSET or package_logger.level > logging.INFO:
+            package_logger.setLevel(logging.INFO)

@@ -13,6 +13,7 @@ import importlib
 import sys
 
 from wtconv_export.errors import WtconvTrtError
+from wtconv_export.progress import show_progress
 
 # (subcommand, module). Keep in the order of the user workflow.
 SUBCOMMANDS = [
@@ -59,6 +60,7 @@ def main(argv=None) -> int:
     command = "wtconv-trt"
     try:
         args = build_parser().parse_args(argv)
+        show_progress()  # the libraries' INFO records (progress of long jobs) on stderr
         command = f"wtconv-trt {args.command}"
         return int(args._run(args) or 0)
     except UsageError as error:
