@@ -619,7 +619,7 @@ bool WTConvPlugin::ensureDeviceWeights(std::string& error, cudaStream_t const* c
         weights->baseWeight = reinterpret_cast<float const*>(base);
         weights->baseBias = reinterpret_cast<float const*>(base + baseWeightBytes);
         weights->waveletWeight = reinterpret_cast<float const*>(base + baseWeightBytes + baseBiasBytes);
-        // From enqueue (not capturing) the copies are ordered on the launch stream; elsewhere synchronous.
+        // From enqueue (not capturing) the copies go on the launch stream; elsewhere they are synchronous.
         auto copy = [copyStream](void* dst, void const* src, size_t bytes)
         {
             return copyStream != nullptr ? cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, *copyStream)
@@ -633,6 +633,11 @@ bool WTConvPlugin::ensureDeviceWeights(std::string& error, cudaStream_t const* c
         if (status == cudaSuccess)
         {
             status = copy(base + baseWeightBytes + baseBiasBytes, mWaveletWeight.data(), waveletBytes);
+        }
+        if (status == cudaSuccess && copyStream != nullptr)
+        {
+            // Complete before the weights are shared: a clone may launch on another stream.
+            status = cudaStreamSynchronize(*copyStream);
         }
         if (status != cudaSuccess)
         {
