@@ -27,12 +27,14 @@ SUBCOMMANDS = [
 ]
 
 
-class UsageError(Exception):
-    """A command line argparse refused; ``main`` prints it as one line and returns 2."""
+class UsageError(SystemExit):
+    """A command line argparse refused; ``main`` prints it as one line and returns 2. A SystemExit with status 2,
+    as argparse's own, for callers of ``build_parser().parse_args`` outside ``main``."""
 
     def __init__(self, prog: str, message: str):
-        super().__init__(message)
+        super().__init__(2)
         self.prog = prog
+        self.message = message
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -64,7 +66,7 @@ def main(argv=None) -> int:
         command = f"wtconv-trt {args.command}"
         return int(args._run(args) or 0)
     except UsageError as error:
-        print(f"{error.prog}: error: {_one_line(error)}", file=sys.stderr)
+        print(f"{error.prog}: error: {' '.join(error.message.split())}", file=sys.stderr)
         return 2
     except WtconvTrtError as error:
         print(f"{command}: error: {_one_line(error)}", file=sys.stderr)
