@@ -25,4 +25,4 @@ def test_demo_fails_on_an_impossible_tolerance(capsys):
 
 def test_demo_rejects_bad_arguments(capsys):
     assert main(["demo", "--count", "0"]) == 2
-    assert "--count must be >= 1, got 0" in capsys.readouterr().err
+    assert "argument --count: expected an integer from 1 to" in capsys.readouterr().err
