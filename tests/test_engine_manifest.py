@@ -108,3 +108,41 @@ def test_version_is_checked_before_deserialization(tmp_path, monkeypatch):
     monkeypatch.setattr(tensorrt_api, "import_tensorrt", lambda: types.SimpleNamespace(__version__="11.1.0.5"))
     with pytest.raises(EngineError, match="built with TensorRT 10.16.0.72, this machine has TensorRT 11.1.0.5"):
         load_engine_for_run(engine, check_engine_request(engine).manifest)
+
+
+def test_typed_manifest_round_trip(tmp_path):
+    """The typed form (EngineManifest) and the file's JSON form carry the same content."""
+    engine, written = fake_engine(tmp_path)
+    info = mf.load_manifest(engine)
+    assert info.to_json() == json.loads(json.dumps(written))
+    assert mf.EngineManifest.from_json(info.to_json()) == info
+    assert (info.precision, info.tensorrt_major, info.backend) == ("fp16", 10, "tensorrt")
+    assert [t.name for t in info.inputs] == ["input"] and [t.name for t in info.outputs] == ["output"]
+    assert info.inputs[0].shape == (-1, 1, 32, 32)
+    assert info.profiles == [parse_profile("input:1x1x32x32/8x1x32x32/32x1x32x32")]
+    from wtconv_export import __version__
+    assert written["wtconv_trt"] == {"version": __version__} and info.wtconv_trt_version == __version__
+
+
+def test_manifest_written_before_the_version_and_backend_entries_still_reads(tmp_path):
+    engine, written = fake_engine(tmp_path)
+    older = json.loads(json.dumps(written))
+    del older["wtconv_trt"], older["tensorrt"]["backend"]
+    mf.write_manifest(engine, older)
+    info = mf.load_manifest(engine)
+    assert info.backend == "tensorrt" and info.wtconv_trt_version is None
+    assert info.to_json() == older | {"tensorrt": {**older["tensorrt"], "backend": "tensorrt"}}
+
+
+def test_malformed_entries_are_named(tmp_path):
+    engine, written = fake_engine(tmp_path)
+    bad = json.loads(json.dumps(written))
+    bad["io"][0]["mode"] = "sideways"
+    mf.write_manifest(engine, bad)
+    with pytest.raises(EngineError, match="malformed entry.*io entry"):
+        mf.read_manifest(engine)
+    bad = json.loads(json.dumps(written))
+    del bad["engine"]["sha256"]
+    mf.write_manifest(engine, bad)
+    with pytest.raises(EngineError, match="malformed entry.*sha256"):
+        mf.load_manifest(engine)

@@ -131,14 +131,14 @@ def test_write_repository(tmp_path):
 
 def test_repository_refuses_a_corrupt_engine_and_a_missing_plugin(tmp_path, monkeypatch):
     from trt_engine import plugin_library
-    from wtconv_export.errors import PluginError
+    from wtconv_export.errors import EngineError, PluginError
     monkeypatch.delenv(plugin_library.ENV_STATIC, raising=False)
     monkeypatch.setattr(plugin_library, "default_plugin", lambda **kwargs: None)   # none built anywhere
     engine, _ = fake_engine(tmp_path)
     with pytest.raises(PluginError, match="--plugin-static"):
         write_repository(engine, tmp_path / "repo")
     engine.write_bytes(b"x" + engine.read_bytes()[1:])
-    with pytest.raises(ValueError, match="corrupt"):
+    with pytest.raises(EngineError, match="corrupt"):
         write_repository(engine, tmp_path / "repo2", plugin_static=_static_plugin(tmp_path))
 
 

@@ -98,7 +98,7 @@ def run_benchmark(engine: str | os.PathLike, *, plugin: str | os.PathLike | None
     if iterations < 1:
         raise InputError(f"--iterations must be >= 1, got {iterations}")
     check = check_engine_request(engine)
-    m = check.manifest
+    info = check.info
     if shapes:
         cases = []
         for text in shapes:
@@ -106,7 +106,7 @@ def run_benchmark(engine: str | os.PathLike, *, plugin: str | os.PathLike | None
             cases.append((find_profile(check.profiles, {check.input_name: shape}), "user", shape))
     else:
         cases = bench_shapes(check.profiles, check.input_name)
-    loaded = load_engine_for_run(engine, m, plugin)
+    loaded = load_engine_for_run(engine, check.manifest, plugin)
     if not torch.cuda.is_available():
         raise EngineError("bench needs PyTorch with CUDA (it uses torch.cuda streams, events and graphs); this "
                            "PyTorch has no CUDA device")
@@ -129,7 +129,7 @@ def run_benchmark(engine: str | os.PathLike, *, plugin: str | os.PathLike | None
                           f"median {lat['median']:.4f} ms, p99 {lat['p99']:.4f} ms, "
                           f"{r['throughput_images_per_s']:.0f} img/s")
         del session
-    return {"engine": str(engine), "tensorrt": m["tensorrt"]["version"], "precision": m["precision"],
+    return {"engine": str(engine), "tensorrt": info.tensorrt_version, "precision": info.precision,
             "gpu": torch.cuda.get_device_name(), "iterations": iterations, "warmup_ms": warmup_ms,
             "latency": "GPU compute time per inference (CUDA events), ms", "results": results}
 

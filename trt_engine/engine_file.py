@@ -26,9 +26,11 @@ __all__ = ["EngineCheck", "check_engine_request", "load_engine_for_run"]
 
 @dataclass
 class EngineCheck:
-    """What validate and bench need before running: manifest, profiles, chosen shape and profile."""
+    """What validate and bench need before running: manifest (its JSON form and the typed ``info``), profiles,
+    chosen shape and profile."""
 
     manifest: dict
+    info: mf.EngineManifest
     profiles: list[Profile]
     input_name: str
     input_dtype: str
@@ -42,14 +44,13 @@ def check_engine_request(engine: str | os.PathLike, shape_text: str | None = Non
     fix (EngineError, InputError)."""
     manifest = mf.read_manifest(engine)
     mf.check_engine_file(engine, manifest)
-    profiles = mf.profiles_of(manifest)
-    inputs = [t for t in manifest["io"] if t["mode"] == "input"]
-    if len(inputs) != 1:
-        raise EngineError(f"the engine has {len(inputs)} inputs; validate and bench handle single-input models")
-    name = inputs[0]["name"]
-    shape = parse_dims(shape_text, "--shape") if shape_text else tuple(profiles[0].inputs[name].opt)
-    index = find_profile(profiles, {name: shape})
-    return EngineCheck(manifest, profiles, name, inputs[0]["dtype"], tuple(shape), index)
+    info = mf.EngineManifest.from_json(manifest, str(mf.manifest_path(engine)))
+    if len(info.inputs) != 1:
+        raise EngineError(f"the engine has {len(info.inputs)} inputs; validate and bench handle single-input models")
+    name = info.inputs[0].name
+    shape = parse_dims(shape_text, "--shape") if shape_text else tuple(info.profiles[0].inputs[name].opt)
+    index = find_profile(info.profiles, {name: shape})
+    return EngineCheck(manifest, info, info.profiles, name, info.inputs[0].dtype, tuple(shape), index)
 
 
 def load_engine_for_run(engine: str | os.PathLike, manifest: dict, plugin: str | os.PathLike | None = None) -> Any:

@@ -4,7 +4,9 @@ A TensorRT engine is opaque and tied to the TensorRT version (and GPU) that buil
 library it was built with. The manifest records what is needed to use it safely and to rebuild it:
 TensorRT version, plugin identity and library, precision and typing mode, optimisation profiles, I/O
 tensors, the source PyTorch model, and sha256 of the ONNX model and of the engine (so a truncated or
-replaced engine is caught before TensorRT is asked to deserialize it).
+replaced engine is caught before TensorRT is asked to deserialize it), and the wtconv-trt version that wrote it.
+``EngineManifest`` is the typed form; the file holds its ``to_json()`` (format "wtconv-trt-engine-manifest",
+version 1; entries added since, ``wtconv_trt`` and ``tensorrt.backend``, are optional when read).
 
 Written atomically (temporary file in the same folder, fsync, os.replace), like the engine itself.
 No TensorRT here: this module runs and is tested on the CPU.
@@ -16,7 +18,9 @@ import hashlib
 import json
 import os
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trt_engine.profiles import Profile
 from wtconv_export._version import __version__
@@ -79,29 +83,118 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
+@dataclass(frozen=True)
+class TensorIO:
+    """One input or output tensor of the engine, as TensorRT reports it (-1 for a dynamic dimension)."""
+
+    name: str
+    mode: str  # "input" | "output"
+    shape: tuple[int, ...]
+    dtype: str  # NumPy name: "float32", "float16", ...
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "mode": self.mode, "shape": list(self.shape), "dtype": self.dtype}
+
+    @staticmethod
+    def from_json(obj: Any) -> TensorIO:
+        if not isinstance(obj, dict) or obj.get("mode") not in ("input", "output"):
+            raise ValueError(f"an io entry must be {{name, mode: input|output, shape, dtype}}, got {obj!r}")
+        return TensorIO(str(obj["name"]), obj["mode"], tuple(int(d) for d in obj["shape"]), str(obj["dtype"]))
+
+
+@dataclass
+class EngineManifest:
+    """Everything the manifest records, typed. ``to_json`` gives the file's format (FORMAT, FORMAT_VERSION);
+    ``from_json`` reads it back, including manifests written before the ``wtconv_trt`` and ``backend`` entries."""
+
+    engine_file: str
+    engine_sha256: str
+    engine_bytes: int
+    onnx_file: str
+    onnx_sha256: str
+    wtconv_nodes: int
+    onnx_input_dtype: str
+    source_model: dict | None
+    tensorrt_version: str
+    plugin: dict | None  # name, version, namespace, library, kind, ... (None: no plugin layer)
+    precision: str  # "fp32" | "fp16"
+    strongly_typed: bool
+    fp16_flag: bool
+    tf32: bool
+    profiles: list[Profile]
+    io: list[TensorIO]
+    build: dict = field(default_factory=dict)
+    backend: str = "tensorrt"  # "tensorrt" | "tensorrt-rtx"
+    wtconv_trt_version: str | None = __version__  # None: written before the version was recorded
+
+    @property
+    def tensorrt_major(self) -> int:
+        return parse_version(self.tensorrt_version)[0]
+
+    @property
+    def inputs(self) -> list[TensorIO]:
+        return [t for t in self.io if t.mode == "input"]
+
+    @property
+    def outputs(self) -> list[TensorIO]:
+        return [t for t in self.io if t.mode == "output"]
+
+    def to_json(self) -> dict:
+        obj: dict[str, Any] = {"format": FORMAT, "format_version": FORMAT_VERSION}
+        if self.wtconv_trt_version is not None:
+            obj["wtconv_trt"] = {"version": self.wtconv_trt_version}
+        obj.update({
+            "engine": {"file": self.engine_file, "sha256": self.engine_sha256, "bytes": int(self.engine_bytes)},
+            "model": {"onnx": self.onnx_file, "sha256": self.onnx_sha256, "wtconv_nodes": int(self.wtconv_nodes),
+                      "input_dtype": self.onnx_input_dtype, "source": self.source_model},
+            "tensorrt": {"version": self.tensorrt_version, "major": self.tensorrt_major, "backend": self.backend},
+            "plugin": self.plugin,
+            "precision": self.precision,
+            "strongly_typed": bool(self.strongly_typed),
+            "fp16_flag": bool(self.fp16_flag),
+            "tf32": bool(self.tf32),
+            "profiles": [p.to_json() for p in self.profiles],
+            "io": [t.to_json() for t in self.io],
+            "build": dict(self.build),
+        })
+        return obj
+
+    @staticmethod
+    def from_json(obj: dict, where: str = "manifest") -> EngineManifest:
+        """The manifest ``obj`` (already checked for FORMAT and FORMAT_VERSION); EngineError naming the entry that
+        is missing or malformed."""
+        try:
+            engine, model, trt = obj["engine"], obj.get("model") or {}, obj["tensorrt"]
+            return EngineManifest(
+                engine_file=str(engine["file"]), engine_sha256=str(engine["sha256"]), engine_bytes=int(engine["bytes"]),
+                onnx_file=str(model.get("onnx", "")), onnx_sha256=str(model.get("sha256", "")),
+                wtconv_nodes=int(model.get("wtconv_nodes", 0)), onnx_input_dtype=str(model.get("input_dtype", "")),
+                source_model=model.get("source"), tensorrt_version=str(trt["version"]), plugin=obj.get("plugin"),
+                precision=str(obj["precision"]), strongly_typed=bool(obj.get("strongly_typed", True)),
+                fp16_flag=bool(obj.get("fp16_flag", False)), tf32=bool(obj.get("tf32", True)),
+                profiles=[Profile.from_json(p) for p in obj["profiles"]],
+                io=[TensorIO.from_json(t) for t in obj["io"]], build=dict(obj.get("build") or {}),
+                backend=str(trt.get("backend", "tensorrt")),
+                wtconv_trt_version=(obj.get("wtconv_trt") or {}).get("version"))
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise EngineError(f"{where}: malformed entry ({type(error).__name__}: {error}); rebuild the engine with "
+                              f"wtconv-trt build") from None
+
+
 def make_manifest(*, engine_file: str, engine_sha256: str, engine_bytes: int, onnx_file: str, onnx_sha256: str,
                   wtconv_nodes: int, onnx_input_dtype: str, source_model: dict | None, tensorrt_version: str,
                   plugin: dict | None, precision: str, strongly_typed: bool, fp16_flag: bool, tf32: bool,
                   profiles: list, io: list, build: dict | None = None, backend: str = "tensorrt") -> dict:
-    """The manifest as a JSON-able dict. ``profiles``: list of Profile; ``io``: list of
+    """The manifest as a JSON-able dict (EngineManifest.to_json). ``profiles``: list of Profile; ``io``: list of
     {"name", "mode": "input"|"output", "shape": [..., -1 for dynamic], "dtype": "float16"|...}."""
-    return {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "wtconv_trt": {"version": __version__},
-        "engine": {"file": engine_file, "sha256": engine_sha256, "bytes": int(engine_bytes)},
-        "model": {"onnx": onnx_file, "sha256": onnx_sha256, "wtconv_nodes": int(wtconv_nodes),
-                  "input_dtype": onnx_input_dtype, "source": source_model},
-        "tensorrt": {"version": tensorrt_version, "major": parse_version(tensorrt_version)[0], "backend": backend},
-        "plugin": plugin,
-        "precision": precision,
-        "strongly_typed": bool(strongly_typed),
-        "fp16_flag": bool(fp16_flag),
-        "tf32": bool(tf32),
-        "profiles": [p.to_json() if isinstance(p, Profile) else p for p in profiles],
-        "io": io,
-        "build": build or {},
-    }
+    return EngineManifest(
+        engine_file=engine_file, engine_sha256=engine_sha256, engine_bytes=int(engine_bytes), onnx_file=onnx_file,
+        onnx_sha256=onnx_sha256, wtconv_nodes=int(wtconv_nodes), onnx_input_dtype=onnx_input_dtype,
+        source_model=source_model, tensorrt_version=tensorrt_version, plugin=plugin, precision=precision,
+        strongly_typed=bool(strongly_typed), fp16_flag=bool(fp16_flag), tf32=bool(tf32),
+        profiles=[p if isinstance(p, Profile) else Profile.from_json(p) for p in profiles],
+        io=[t if isinstance(t, TensorIO) else TensorIO.from_json(t) for t in io], build=build or {},
+        backend=backend).to_json()
 
 
 def write_manifest(engine_path, manifest: dict) -> Path:
@@ -111,7 +204,8 @@ def write_manifest(engine_path, manifest: dict) -> Path:
 
 
 def read_manifest(engine_path) -> dict:
-    """Read and check the manifest beside ``engine_path``; ValueError / FileNotFoundError with the fix."""
+    """Read and check the manifest beside ``engine_path`` (the JSON form; load_manifest gives the typed one);
+    EngineError with the fix."""
     path = manifest_path(engine_path)
     if not path.is_file():
         raise EngineError(f"no manifest {path.name} beside the engine {Path(engine_path).name}: the engine was "
@@ -131,7 +225,13 @@ def read_manifest(engine_path) -> dict:
     for key in ("engine", "tensorrt", "precision", "profiles", "io"):
         if key not in manifest:
             raise EngineError(f"{path}: manifest has no {key!r} entry; rebuild the engine with wtconv-trt build")
+    EngineManifest.from_json(manifest, str(path))  # every entry well-formed
     return manifest
+
+
+def load_manifest(engine_path: str | os.PathLike) -> EngineManifest:
+    """The manifest beside ``engine_path``, read and checked (read_manifest), as an EngineManifest."""
+    return EngineManifest.from_json(read_manifest(engine_path), str(manifest_path(engine_path)))
 
 
 def profiles_of(manifest: dict) -> list[Profile]:

@@ -140,11 +140,11 @@ def validate_engine(engine: str | os.PathLike, *, plugin: str | os.PathLike | No
     if inputs is not None and len(inputs) == 0:
         raise InputError("no inputs given: give at least one (B, C, H, W) array")
     check = check_engine_request(engine, shape if inputs is None else format_shape(np.shape(inputs[0])))
-    m = check.manifest
+    info = check.info
     if isinstance(source_model, str):
         source_model = parse_source_model(source_model)
-    source = source_model or m.get("model", {}).get("source")
-    criteria = engine_tolerance(m["precision"], atol, rtol, tolerance)
+    source = source_model or info.source_model
+    criteria = engine_tolerance(info.precision, atol, rtol, tolerance)
     for path in (save_inputs, save_outputs):
         if path and not Path(path).resolve().parent.is_dir():
             raise InputError(f"cannot write {path}: its directory does not exist")
@@ -160,9 +160,9 @@ def validate_engine(engine: str | os.PathLike, *, plugin: str | os.PathLike | No
     else:
         feeds = make_inputs(source, check.input_name, check.shape, check.input_dtype, iterations, seed)
 
-    loaded = load_engine_for_run(engine, m, plugin)
+    loaded = load_engine_for_run(engine, check.manifest, plugin)
     reference_model = prepare_reference(model) if model is not None else load_source_model(source)
-    outputs = [t["name"] for t in m["io"] if t["mode"] == "output"]
+    outputs = [t.name for t in info.outputs]
     engine_runner = TrtRunner(loaded.engine, name="tensorrt", optimization_profile=check.profile_index)
     reference_runner = torch_runner(reference_model, {check.input_name: check.shape}, outputs, name="pytorch")
     report = compare_runners(engine_runner, reference_runner, feeds, criteria, save_inputs=save_inputs,
@@ -170,11 +170,12 @@ def validate_engine(engine: str | os.PathLike, *, plugin: str | os.PathLike | No
     what = (source or {}).get("source", "given model") if model is None else "given model"
     report.test_name, report.reference_name = "TensorRT", f"PyTorch ({what})"
     report.header.append(
-        f"engine {engine} ({m['precision']}, TensorRT {m['tensorrt']['version']}), input {check.input_name} "
+        f"engine {engine} ({info.precision}, TensorRT {info.tensorrt_version}), input {check.input_name} "
         f"{check.input_dtype}, profile {check.profile_index}, {len(feeds)} batches of "
         + ", ".join(sorted({format_shape(f[check.input_name].shape) for f in feeds})))
     if save_inputs or save_outputs:
-        report.footer.append(replay_command(engine, save_inputs, save_outputs, criteria.atol, criteria.rtol, m))
+        report.footer.append(replay_command(engine, save_inputs, save_outputs, criteria.atol, criteria.rtol,
+                                            check.manifest))
     return report
 
 
