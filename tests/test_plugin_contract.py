@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HEADER = ROOT / "plugin" / "trt" / "wtconvPluginContract.h"
 KERNEL_HEADER = ROOT / "plugin" / "kernels" / "wtconvKernel.h"
 PLUGIN_SOURCES = [ROOT / "plugin" / "trt" / name for name in
-                  ("wtconvPlugin.cpp", "wtconvPlugin.h", "wtconvPluginEntry.cpp", "wtconvPluginRegistration.cpp")]
+                  ("wtconvPlugin.cpp", "wtconvPlugin.h", "wtconvPluginEntry.cpp", "wtconvPluginRegistration.cpp",
+                   "wtconvPluginFields.cpp", "wtconvPluginFields.h", "wtconvPluginFieldsCapi.cpp", "wtconvPluginAbi.h")]
 
 _STRING = re.compile(r'constexpr\s+char\s+const\s*\*\s*(k[A-Z0-9_]+)\s*=\s*"([^"]*)"\s*;')
 _INT = re.compile(r"constexpr\s+int32_t\s+(k[A-Za-z0-9_]+)\s*=\s*(-?\d+)\s*;")
