@@ -224,7 +224,20 @@ def error_report():
     return _REPORT
 
 
+_BUILD_TIMES: dict = {}
+
+
+@pytest.fixture(scope="session")
+def build_times():
+    """{what: seconds} of the real engine builds; printed in the terminal summary."""
+    return _BUILD_TIMES
+
+
 def pytest_terminal_summary(terminalreporter):
+    if _BUILD_TIMES:
+        terminalreporter.section("TensorRT-RTX engine builds (parse + build, seconds)")
+        for name, seconds in _BUILD_TIMES.items():
+            terminalreporter.write_line(f"{name}: {seconds:.2f} s")
     if _REPORT.worst:
         terminalreporter.section("worst measured errors")
         for name, (error, where) in sorted(_REPORT.worst.items()):

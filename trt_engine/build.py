@@ -345,10 +345,10 @@ def build_engine(opts: BuildOptions) -> BuildResult:
         opts.plugin = str(found)
     compute_capabilities = None
     if backend == backends.TENSORRT_RTX:
-        # Default: every GPU generation this TensorRT-RTX compiles for, so the engine runs on any of them (and the
-        # build needs no GPU); narrow it with --compute-capability to build faster and smaller.
+        # Default: every GPU generation from Ampere up that this TensorRT-RTX compiles for, so the engine runs on
+        # any of them (and the build needs no GPU); --compute-capability narrows or changes the list.
         known = tensorrt_api.compute_capability_names()
-        compute_capabilities = list(opts.compute_capabilities or known)
+        compute_capabilities = list(opts.compute_capabilities or tensorrt_api.default_compute_capabilities())
         unknown = [c for c in compute_capabilities if c != "current" and c not in known]
         if unknown:
             raise InputError(f"--compute-capability {', '.join(unknown)}: {runtime} compiles for "

@@ -287,6 +287,13 @@ def compute_capability_names() -> list[str]:
     return names
 
 
+def default_compute_capabilities() -> list[str]:
+    """The targets a TensorRT-RTX build uses unless told otherwise: every one from 8.0 (Ampere) up. Turing (7.5) is
+    left out because TensorRT-RTX 1.7 cannot compile fp32 matrix products for it ("FP32 GEMM is not supported"),
+    which every fp32 export has; ask for it with --compute-capability 7.5 (fp16 exports build for it)."""
+    return [name for name in compute_capability_names() if tuple(int(p) for p in name.split(".")) >= (8, 0)]
+
+
 class NetworkBuilder:
     """Builder + network + ONNX parser for one model. Use: parse(), inputs(), then build()."""
 
@@ -317,12 +324,17 @@ class NetworkBuilder:
             plugin_missing |= node_op == contract.OP_TYPE
             lines.append(f"node {err.node()} {err.node_name()!r} ({node_op}): {err.desc()} [{err.code()}]")
         hint = ""
-        if plugin_missing:
+        if plugin_missing and not has_wtconv_creator():
             hint = (f" -- the {contract.OP_TYPE} nodes need our plugin: pass --plugin with "
                     f"libwtconv_trt_plugin_dynamic.so built for {runtime_name(self.backend, self.trt.__version__)}")
-        plugin_said = [m for m in self.logger.errors if contract.PLUGIN_NAME in m]
+        elif plugin_missing and any("Plugin not found" in line for line in lines):
+            hint = (f" -- our plugin is registered as {contract.PLUGIN_NAME!r} version {contract.PLUGIN_VERSION!r} "
+                    f"namespace {contract.PLUGIN_NAMESPACE!r}: the node's plugin_version / plugin_namespace attributes "
+                    f"must match (re-export the model with wtconv-trt export)")
+        # Our plugin prefixes its messages with "WTConv2d plugin:" (plugin/trt); quote the last ones.
+        plugin_said = [m for m in self.logger.errors if m.startswith(f"{contract.PLUGIN_NAME} plugin:")]
         if plugin_said:
-            hint += "; the plugin said: " + " | ".join(plugin_said[-3:])
+            hint += " -- the plugin said: " + " | ".join(plugin_said[-3:])
         self.logger.errors.clear()
         raise EngineError(f"TensorRT's ONNX parser rejected {onnx_path}: " + " | ".join(lines or ["(no details)"])
                           + hint)

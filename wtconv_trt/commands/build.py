@@ -15,7 +15,7 @@ def add_arguments(parser):
                              "are). Recorded in the engine's manifest")
     parser.add_argument("--compute-capability", action="append", metavar="M.m", dest="compute_capabilities",
                         help="TensorRT-RTX only: a GPU architecture to compile for (e.g. 8.9, 12.0, or 'current'); "
-                             "repeat for several. Default: every one this TensorRT-RTX supports")
+                             "repeat for several. Default: every one from 8.0 up (7.5 builds fp16 models only)")
     parser.add_argument("--plugin", metavar="LIB",
                         help="the dynamic WTConv2d plugin library (plugin/trt, exports getCreators); required "
                              "when the model has WTConv2d nodes")
