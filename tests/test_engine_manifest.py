@@ -4,8 +4,8 @@ import hashlib
 import json
 
 import pytest
-
 from engine_helpers import fake_engine
+
 from trt_engine import manifest as mf
 from trt_engine.profiles import parse_profile
 from wtconv_export.errors import EngineError
@@ -79,11 +79,13 @@ def test_missing_and_malformed_manifests(tmp_path):
 
 
 def test_tensorrt_version_check():
-    manifest = {"tensorrt": {"version": "10.16.0.72", "major": 10}, "precision": "fp16",
-                "model": {"onnx": "m.onnx"}}
+    manifest = {"tensorrt": {"version": "10.16.0.72", "major": 10}, "precision": "fp16", "model": {"onnx": "m.onnx"}}
     mf.check_tensorrt_version(manifest, "10.16.0.72")
-    with pytest.raises(EngineError, match=r"built with TensorRT 10\.16\.0\.72, this machine has TensorRT 11\.1\.0\.2.*"
-                                         r"Rebuild it here.*TensorRT 11"):
+    with pytest.raises(
+        EngineError,
+        match=r"built with TensorRT 10\.16\.0\.72, this machine has TensorRT 11\.1\.0\.2.*"
+        r"Rebuild it here.*TensorRT 11",
+    ):
         mf.check_tensorrt_version(manifest, "11.1.0.2")
     with pytest.raises(EngineError, match="only load in the TensorRT version that built them"):
         mf.check_tensorrt_version(manifest, "10.15.1.1")
@@ -121,6 +123,7 @@ def test_typed_manifest_round_trip(tmp_path):
     assert info.inputs[0].shape == (-1, 1, 32, 32)
     assert info.profiles == [parse_profile("input:1x1x32x32/8x1x32x32/32x1x32x32")]
     from wtconv_export import __version__
+
     assert written["wtconv_trt"] == {"version": __version__} and info.wtconv_trt_version == __version__
 
 

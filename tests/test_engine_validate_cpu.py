@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
-
 from engine_helpers import fake_engine
+
 from trt_engine.engine_file import check_engine_request
 from trt_engine.validate import MIN_TOP1_AGREEMENT, TOLERANCES, engine_tolerance, make_inputs, tolerances_for
 from wtconv_export.errors import EngineError
@@ -28,8 +28,9 @@ def elementwise(atol, rtol):
 
 def small_classifier(seed=0):
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                         nn.Linear(4, 10)).eval()
+    return nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 10)
+    ).eval()
 
 
 def feeds_for(shape, n=2, dtype="float32"):
@@ -45,8 +46,14 @@ def test_comparison_passes_and_saves_polygraphy_files(tmp_path):
     shape = (4, 1, 8, 8)
     engine_like = TorchRunner(copy.deepcopy(model), {"input": shape}, ["output"], name="engine")
     reference = TorchRunner(model, {"input": shape}, ["output"], name="reference")
-    report = compare_runners(engine_like, reference, feeds_for(shape, dtype="float16"), elementwise(1e-5, 1e-5),
-                             save_inputs=tmp_path / "inputs.json", save_outputs=tmp_path / "outputs.json")
+    report = compare_runners(
+        engine_like,
+        reference,
+        feeds_for(shape, dtype="float16"),
+        elementwise(1e-5, 1e-5),
+        save_inputs=tmp_path / "inputs.json",
+        save_outputs=tmp_path / "outputs.json",
+    )
     assert report.passed and report.top1_agreement == 1.0
     assert len(report.rows) == 2 and report.rows[0].max_abs == 0.0
     assert "PASSED" in report.format("TensorRT", "PyTorch")
@@ -54,7 +61,7 @@ def test_comparison_passes_and_saves_polygraphy_files(tmp_path):
     inputs = load_json(str(tmp_path / "inputs.json"))
     assert len(inputs) == 2 and inputs[0]["input"].dtype == np.float16 and inputs[0]["input"].shape == shape
     saved = RunResults.load(str(tmp_path / "outputs.json"))
-    assert len(saved) == 1                       # only the reference: the replay compares TensorRT against it
+    assert len(saved) == 1  # only the reference: the replay compares TensorRT against it
     name, iterations = saved[0]
     assert name == reference.name and len(iterations) == 2
     expected = model(torch.from_numpy(inputs[0]["input"].astype(np.float32))).detach().numpy()
@@ -68,8 +75,12 @@ def test_comparison_fails_on_mismatch():
     with torch.no_grad():
         other[-1].bias.add_(0.5)
     shape = (4, 1, 8, 8)
-    report = compare_runners(TorchRunner(other, {"input": shape}, ["output"]),
-                             TorchRunner(model, {"input": shape}, ["output"]), feeds_for(shape), elementwise(1e-3, 1e-3))
+    report = compare_runners(
+        TorchRunner(other, {"input": shape}, ["output"]),
+        TorchRunner(model, {"input": shape}, ["output"]),
+        feeds_for(shape),
+        elementwise(1e-3, 1e-3),
+    )
     assert not report.passed
     assert report.rows[0].max_abs == pytest.approx(0.5, rel=1e-5)
     assert "FAILED" in report.format("TensorRT", "PyTorch")
@@ -83,8 +94,12 @@ def test_top1_disagreement_fails_even_within_tolerance():
         flipped[-1].weight.neg_()
         flipped[-1].bias.neg_()
     shape = (8, 1, 8, 8)
-    report = compare_runners(TorchRunner(flipped, {"input": shape}, ["output"]),
-                             TorchRunner(model, {"input": shape}, ["output"]), feeds_for(shape), elementwise(1e3, 1e3))
+    report = compare_runners(
+        TorchRunner(flipped, {"input": shape}, ["output"]),
+        TorchRunner(model, {"input": shape}, ["output"]),
+        feeds_for(shape),
+        elementwise(1e3, 1e3),
+    )
     assert report.top1_agreement < 0.99 and not report.passed
 
 
@@ -104,13 +119,18 @@ def test_tolerances():
     with pytest.raises(EngineError):
         tolerances_for("int8")
     criteria = engine_tolerance("fp16", rtol=0.1, scale=0.02)
-    assert (criteria.atol, criteria.rtol, criteria.scale, criteria.min_top1) == \
-        (TOLERANCES["fp16"][0], 0.1, 0.02, MIN_TOP1_AGREEMENT)
+    assert (criteria.atol, criteria.rtol, criteria.scale, criteria.min_top1) == (
+        TOLERANCES["fp16"][0],
+        0.1,
+        0.02,
+        MIN_TOP1_AGREEMENT,
+    )
 
 
 def test_default_model_inputs_are_real_digits():
     feeds = make_inputs({"source": "default"}, "input", (2, 1, 32, 32), "float16", 2, seed=0)
     from wtconv_export.models import load_heldout_digits
+
     images, _ = load_heldout_digits(count=4)
     np.testing.assert_array_equal(feeds[1]["input"], images[2:4].numpy().astype(np.float16))
     random = make_inputs({"source": "default"}, "input", (2, 1, 64, 64), "float32", 1, seed=0)
@@ -139,7 +159,7 @@ def test_saved_files_replay_with_the_polygraphy_command_line(tmp_path, offset, e
         pytest.skip("polygraphy command not on PATH")
     from engine_helpers import tiny_onnx
 
-    model_path = tiny_onnx(tmp_path / "relu.onnx")              # output = relu(input), input (batch, 1, 8, 8)
+    model_path = tiny_onnx(tmp_path / "relu.onnx")  # output = relu(input), input (batch, 1, 8, 8)
 
     class Shifted(nn.Module):
         def forward(self, x):
@@ -148,10 +168,30 @@ def test_saved_files_replay_with_the_polygraphy_command_line(tmp_path, offset, e
     TorchRunner = make_runner_class()
     shape = (2, 1, 8, 8)
     reference = TorchRunner(Shifted(), {"input": shape}, ["output"], name="pytorch")
-    compare_runners(TorchRunner(Shifted(), {"input": shape}, ["output"]), reference, feeds_for(shape),
-                    elementwise(1e-6, 1e-6), save_inputs=tmp_path / "inputs.json",
-                    save_outputs=tmp_path / "outputs.json")
-    done = subprocess.run([polygraphy, "run", model_path, "--onnxrt", "--load-inputs", str(tmp_path / "inputs.json"),
-                           "--load-outputs", str(tmp_path / "outputs.json"), "--atol", "1e-6", "--rtol", "1e-6"],
-                          capture_output=True, text=True)
+    compare_runners(
+        TorchRunner(Shifted(), {"input": shape}, ["output"]),
+        reference,
+        feeds_for(shape),
+        elementwise(1e-6, 1e-6),
+        save_inputs=tmp_path / "inputs.json",
+        save_outputs=tmp_path / "outputs.json",
+    )
+    done = subprocess.run(
+        [
+            polygraphy,
+            "run",
+            model_path,
+            "--onnxrt",
+            "--load-inputs",
+            str(tmp_path / "inputs.json"),
+            "--load-outputs",
+            str(tmp_path / "outputs.json"),
+            "--atol",
+            "1e-6",
+            "--rtol",
+            "1e-6",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert (done.returncode == 0) == (expected_status == 0), done.stdout[-2000:] + done.stderr[-2000:]

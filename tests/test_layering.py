@@ -76,20 +76,30 @@ def layer(module: str) -> str:
 def test_the_reader_sees_the_imports(graph):
     """The graph is not empty by accident: a few imports that must be there are found."""
     assert "wtconv_export.errors" in graph["wtconv_export.inputs"]
-    assert "wtconv_trt.commands.export" in graph["wtconv_trt.commands.validate"]       # relative import
+    assert "wtconv_trt.commands.export" in graph["wtconv_trt.commands.validate"]  # relative import
     assert any(layer(target) == "wtconv_export" for target in graph["trt_engine.build"])
     assert len(graph) > 30
 
 
 def test_libraries_never_import_the_command_line(graph):
-    upward = sorted(f"{m} -> {t}" for m, targets in graph.items() if layer(m) != "wtconv_trt"
-                    for t in targets if layer(t) == "wtconv_trt")
+    upward = sorted(
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        if layer(m) != "wtconv_trt"
+        for t in targets
+        if layer(t) == "wtconv_trt"
+    )
     assert upward == [], "a library imports the command-line package:\n" + "\n".join(upward)
 
 
 def test_wtconv_export_never_imports_trt_engine(graph):
-    upward = sorted(f"{m} -> {t}" for m, targets in graph.items() if layer(m) == "wtconv_export"
-                    for t in targets if layer(t) == "trt_engine")
+    upward = sorted(
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        if layer(m) == "wtconv_export"
+        for t in targets
+        if layer(t) == "trt_engine"
+    )
     assert upward == [], "wtconv_export imports trt_engine:\n" + "\n".join(upward)
 
 
@@ -103,7 +113,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for target in sorted(graph.get(node, ())):
             if state.get(target) == 1:
-                return stack[stack.index(target):] + [target]
+                return stack[stack.index(target) :] + [target]
             if target not in state:
                 cycle = visit(target)
                 if cycle:

@@ -31,8 +31,12 @@ def oracle(test, ref, atol, rtol):
             disagree += 1
     scale = max(abs(float(v)) for v in ref.flat)
     same_rows = sum(int(np.argmax(test[r]) == np.argmax(ref[r])) for r in range(ref.shape[0]))
-    return {"max_abs": max(diffs), "scale_error": max(diffs) / scale, "agreeing": 1 - disagree / len(diffs),
-            "top1": same_rows / ref.shape[0]}
+    return {
+        "max_abs": max(diffs),
+        "scale_error": max(diffs) / scale,
+        "agreeing": 1 - disagree / len(diffs),
+        "top1": same_rows / ref.shape[0],
+    }
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

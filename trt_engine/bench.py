@@ -69,8 +69,9 @@ def latency_stats(times_ms: Iterable[float]) -> dict[str, float]:
     return stats
 
 
-def bench_shapes(profiles: Sequence[Profile], input_name: str,
-                 which: Sequence[str] = ("min", "opt", "max")) -> list[tuple[int, str, tuple[int, ...]]]:
+def bench_shapes(
+    profiles: Sequence[Profile], input_name: str, which: Sequence[str] = ("min", "opt", "max")
+) -> list[tuple[int, str, tuple[int, ...]]]:
     """[(profile index, label, shape)] without duplicates (min == opt happens)."""
     out, seen = [], set()
     for index, profile in enumerate(profiles):
@@ -84,16 +85,22 @@ def bench_shapes(profiles: Sequence[Profile], input_name: str,
     return out
 
 
-def run_benchmark(engine: str | os.PathLike, *, plugin: str | os.PathLike | None = None,
-                  shapes: Sequence[str] | None = None, iterations: int = 200, warmup_ms: float = 200.0,
-                  cuda_graph: Sequence[str] = ("off", "on")) -> dict[str, Any]:
+def run_benchmark(
+    engine: str | os.PathLike,
+    *,
+    plugin: str | os.PathLike | None = None,
+    shapes: Sequence[str] | None = None,
+    iterations: int = 200,
+    warmup_ms: float = 200.0,
+    cuda_graph: Sequence[str] = ("off", "on"),
+) -> dict[str, Any]:
     """Benchmark every shape; returns the JSON-able result. ``shapes``: list of 'BxCxHxW' (default: each
     profile's min/opt/max). Each finished case is logged at INFO (median, p99, images/s)."""
     import torch
 
+    from trt_engine.engine_file import check_engine_request, load_engine_for_run
     from trt_engine.profiles import find_profile, parse_dims
     from trt_engine.tensorrt_api import ExecutionSession
-    from trt_engine.engine_file import check_engine_request, load_engine_for_run
 
     if iterations < 1:
         raise InputError(f"--iterations must be >= 1, got {iterations}")
@@ -108,8 +115,10 @@ def run_benchmark(engine: str | os.PathLike, *, plugin: str | os.PathLike | None
         cases = bench_shapes(check.profiles, check.input_name)
     loaded = load_engine_for_run(engine, check.manifest, plugin)
     if not torch.cuda.is_available():
-        raise EngineError("bench needs PyTorch with CUDA (it uses torch.cuda streams, events and graphs); this "
-                           "PyTorch has no CUDA device")
+        raise EngineError(
+            "bench needs PyTorch with CUDA (it uses torch.cuda streams, events and graphs); this "
+            "PyTorch has no CUDA device"
+        )
     results = []
     stream = torch.cuda.Stream()
     progress = Progress(logger, "bench", len(cases) * len(cuda_graph))
@@ -119,42 +128,61 @@ def run_benchmark(engine: str | os.PathLike, *, plugin: str | os.PathLike | None
             launch = _graph_launcher(session, stream) if mode == "on" else session.enqueue
             r = _time(launch, stream, iterations, warmup_ms)
             batch = shape[0]
-            r.update({"profile": profile_index, "shape_label": label, "shape": list(shape), "batch": batch,
-                      "cuda_graph": mode == "on",
-                      "throughput_qps": r["inferences"] / r["wall_s"],
-                      "throughput_images_per_s": batch * r["inferences"] / r["wall_s"]})
+            r.update(
+                {
+                    "profile": profile_index,
+                    "shape_label": label,
+                    "shape": list(shape),
+                    "batch": batch,
+                    "cuda_graph": mode == "on",
+                    "throughput_qps": r["inferences"] / r["wall_s"],
+                    "throughput_images_per_s": batch * r["inferences"] / r["wall_s"],
+                }
+            )
             results.append(r)
             lat = r["latency_ms"]
-            progress.step(f"profile {profile_index} {label:>4} {format_shape(shape):>14} graph {mode:>3}: "
-                          f"median {lat['median']:.4f} ms, p99 {lat['p99']:.4f} ms, "
-                          f"{r['throughput_images_per_s']:.0f} img/s")
+            progress.step(
+                f"profile {profile_index} {label:>4} {format_shape(shape):>14} graph {mode:>3}: "
+                f"median {lat['median']:.4f} ms, p99 {lat['p99']:.4f} ms, "
+                f"{r['throughput_images_per_s']:.0f} img/s"
+            )
         del session
-    return {"engine": str(engine), "tensorrt": info.tensorrt_version, "precision": info.precision,
-            "gpu": torch.cuda.get_device_name(), "iterations": iterations, "warmup_ms": warmup_ms,
-            "latency": "GPU compute time per inference (CUDA events), ms", "results": results}
+    return {
+        "engine": str(engine),
+        "tensorrt": info.tensorrt_version,
+        "precision": info.precision,
+        "gpu": torch.cuda.get_device_name(),
+        "iterations": iterations,
+        "warmup_ms": warmup_ms,
+        "latency": "GPU compute time per inference (CUDA events), ms",
+        "results": results,
+    }
 
 
 def _graph_launcher(session, stream):
     import torch
+
     with torch.cuda.stream(stream):
-        session.enqueue()                       # setup outside the capture, as trtexec
+        session.enqueue()  # setup outside the capture, as trtexec
     stream.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
         session.enqueue()
-    session._graph = graph                      # keep it alive with the buffers it uses
+    session._graph = graph  # keep it alive with the buffers it uses
     return graph.replay
 
 
 def _time(launch, stream, iterations: int, warmup_ms: float) -> dict:
     import torch
+
     with torch.cuda.stream(stream):
         start = time.perf_counter()
         while (time.perf_counter() - start) * 1e3 < warmup_ms:
             launch()
             stream.synchronize()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(iterations)]
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iterations)
+        ]
         for begin, end in events:
             begin.record(stream)
             launch()
@@ -172,6 +200,7 @@ def _time(launch, stream, iterations: int, warmup_ms: float) -> dict:
 def write_json(result: dict, path: str | os.PathLike) -> None:
     """Write the result as JSON, atomically."""
     from trt_engine.manifest import atomic_write_json
+
     atomic_write_json(path, result)
 
 

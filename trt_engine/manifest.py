@@ -30,12 +30,13 @@ FORMAT = "wtconv-trt-engine-manifest"
 FORMAT_VERSION = 1
 
 
-def manifest_path(engine_path) -> Path:
+def manifest_path(engine_path: str | os.PathLike) -> Path:
+    """ENGINE -> ENGINE.json, beside it."""
     engine_path = Path(engine_path)
     return engine_path.with_name(engine_path.name + ".json")
 
 
-def sha256_file(path, chunk: int = 1 << 20) -> str:
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(chunk):
@@ -43,11 +44,11 @@ def sha256_file(path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def sha256_bytes(data) -> str:
+def sha256_bytes(data: bytes | bytearray | memoryview) -> str:
     return hashlib.sha256(memoryview(data)).hexdigest()
 
 
-def atomic_write_bytes(path, data) -> None:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes | bytearray | memoryview) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,7 +67,8 @@ def atomic_write_bytes(path, data) -> None:
         raise
 
 
-def atomic_write_json(path, obj) -> None:
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    """``obj`` as indented JSON, written atomically."""
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode("utf-8"))
 
 
@@ -143,20 +145,27 @@ class EngineManifest:
         obj: dict[str, Any] = {"format": FORMAT, "format_version": FORMAT_VERSION}
         if self.wtconv_trt_version is not None:
             obj["wtconv_trt"] = {"version": self.wtconv_trt_version}
-        obj.update({
-            "engine": {"file": self.engine_file, "sha256": self.engine_sha256, "bytes": int(self.engine_bytes)},
-            "model": {"onnx": self.onnx_file, "sha256": self.onnx_sha256, "wtconv_nodes": int(self.wtconv_nodes),
-                      "input_dtype": self.onnx_input_dtype, "source": self.source_model},
-            "tensorrt": {"version": self.tensorrt_version, "major": self.tensorrt_major, "backend": self.backend},
-            "plugin": self.plugin,
-            "precision": self.precision,
-            "strongly_typed": bool(self.strongly_typed),
-            "fp16_flag": bool(self.fp16_flag),
-            "tf32": bool(self.tf32),
-            "profiles": [p.to_json() for p in self.profiles],
-            "io": [t.to_json() for t in self.io],
-            "build": dict(self.build),
-        })
+        obj.update(
+            {
+                "engine": {"file": self.engine_file, "sha256": self.engine_sha256, "bytes": int(self.engine_bytes)},
+                "model": {
+                    "onnx": self.onnx_file,
+                    "sha256": self.onnx_sha256,
+                    "wtconv_nodes": int(self.wtconv_nodes),
+                    "input_dtype": self.onnx_input_dtype,
+                    "source": self.source_model,
+                },
+                "tensorrt": {"version": self.tensorrt_version, "major": self.tensorrt_major, "backend": self.backend},
+                "plugin": self.plugin,
+                "precision": self.precision,
+                "strongly_typed": bool(self.strongly_typed),
+                "fp16_flag": bool(self.fp16_flag),
+                "tf32": bool(self.tf32),
+                "profiles": [p.to_json() for p in self.profiles],
+                "io": [t.to_json() for t in self.io],
+                "build": dict(self.build),
+            }
+        )
         return obj
 
     @staticmethod
@@ -166,62 +175,108 @@ class EngineManifest:
         try:
             engine, model, trt = obj["engine"], obj.get("model") or {}, obj["tensorrt"]
             return EngineManifest(
-                engine_file=str(engine["file"]), engine_sha256=str(engine["sha256"]), engine_bytes=int(engine["bytes"]),
-                onnx_file=str(model.get("onnx", "")), onnx_sha256=str(model.get("sha256", "")),
-                wtconv_nodes=int(model.get("wtconv_nodes", 0)), onnx_input_dtype=str(model.get("input_dtype", "")),
-                source_model=model.get("source"), tensorrt_version=str(trt["version"]), plugin=obj.get("plugin"),
-                precision=str(obj["precision"]), strongly_typed=bool(obj.get("strongly_typed", True)),
-                fp16_flag=bool(obj.get("fp16_flag", False)), tf32=bool(obj.get("tf32", True)),
+                engine_file=str(engine["file"]),
+                engine_sha256=str(engine["sha256"]),
+                engine_bytes=int(engine["bytes"]),
+                onnx_file=str(model.get("onnx", "")),
+                onnx_sha256=str(model.get("sha256", "")),
+                wtconv_nodes=int(model.get("wtconv_nodes", 0)),
+                onnx_input_dtype=str(model.get("input_dtype", "")),
+                source_model=model.get("source"),
+                tensorrt_version=str(trt["version"]),
+                plugin=obj.get("plugin"),
+                precision=str(obj["precision"]),
+                strongly_typed=bool(obj.get("strongly_typed", True)),
+                fp16_flag=bool(obj.get("fp16_flag", False)),
+                tf32=bool(obj.get("tf32", True)),
                 profiles=[Profile.from_json(p) for p in obj["profiles"]],
-                io=[TensorIO.from_json(t) for t in obj["io"]], build=dict(obj.get("build") or {}),
+                io=[TensorIO.from_json(t) for t in obj["io"]],
+                build=dict(obj.get("build") or {}),
                 backend=str(trt.get("backend", "tensorrt")),
-                wtconv_trt_version=(obj.get("wtconv_trt") or {}).get("version"))
+                wtconv_trt_version=(obj.get("wtconv_trt") or {}).get("version"),
+            )
         except (KeyError, TypeError, ValueError, AttributeError) as error:
-            raise EngineError(f"{where}: malformed entry ({type(error).__name__}: {error}); rebuild the engine with "
-                              f"wtconv-trt build") from None
+            raise EngineError(
+                f"{where}: malformed entry ({type(error).__name__}: {error}); rebuild the engine with wtconv-trt build"
+            ) from None
 
 
-def make_manifest(*, engine_file: str, engine_sha256: str, engine_bytes: int, onnx_file: str, onnx_sha256: str,
-                  wtconv_nodes: int, onnx_input_dtype: str, source_model: dict | None, tensorrt_version: str,
-                  plugin: dict | None, precision: str, strongly_typed: bool, fp16_flag: bool, tf32: bool,
-                  profiles: list, io: list, build: dict | None = None, backend: str = "tensorrt") -> dict:
+def make_manifest(
+    *,
+    engine_file: str,
+    engine_sha256: str,
+    engine_bytes: int,
+    onnx_file: str,
+    onnx_sha256: str,
+    wtconv_nodes: int,
+    onnx_input_dtype: str,
+    source_model: dict | None,
+    tensorrt_version: str,
+    plugin: dict | None,
+    precision: str,
+    strongly_typed: bool,
+    fp16_flag: bool,
+    tf32: bool,
+    profiles: list,
+    io: list,
+    build: dict | None = None,
+    backend: str = "tensorrt",
+) -> dict:
     """The manifest as a JSON-able dict (EngineManifest.to_json). ``profiles``: list of Profile; ``io``: list of
     {"name", "mode": "input"|"output", "shape": [..., -1 for dynamic], "dtype": "float16"|...}."""
     return EngineManifest(
-        engine_file=engine_file, engine_sha256=engine_sha256, engine_bytes=int(engine_bytes), onnx_file=onnx_file,
-        onnx_sha256=onnx_sha256, wtconv_nodes=int(wtconv_nodes), onnx_input_dtype=onnx_input_dtype,
-        source_model=source_model, tensorrt_version=tensorrt_version, plugin=plugin, precision=precision,
-        strongly_typed=bool(strongly_typed), fp16_flag=bool(fp16_flag), tf32=bool(tf32),
+        engine_file=engine_file,
+        engine_sha256=engine_sha256,
+        engine_bytes=int(engine_bytes),
+        onnx_file=onnx_file,
+        onnx_sha256=onnx_sha256,
+        wtconv_nodes=int(wtconv_nodes),
+        onnx_input_dtype=onnx_input_dtype,
+        source_model=source_model,
+        tensorrt_version=tensorrt_version,
+        plugin=plugin,
+        precision=precision,
+        strongly_typed=bool(strongly_typed),
+        fp16_flag=bool(fp16_flag),
+        tf32=bool(tf32),
         profiles=[p if isinstance(p, Profile) else Profile.from_json(p) for p in profiles],
-        io=[t if isinstance(t, TensorIO) else TensorIO.from_json(t) for t in io], build=build or {},
-        backend=backend).to_json()
+        io=[t if isinstance(t, TensorIO) else TensorIO.from_json(t) for t in io],
+        build=build or {},
+        backend=backend,
+    ).to_json()
 
 
-def write_manifest(engine_path, manifest: dict) -> Path:
+def write_manifest(engine_path: str | os.PathLike, manifest: dict) -> Path:
+    """Write ``manifest`` (its JSON form) beside the engine, atomically; returns its path."""
     path = manifest_path(engine_path)
     atomic_write_json(path, manifest)
     return path
 
 
-def read_manifest(engine_path) -> dict:
+def read_manifest(engine_path: str | os.PathLike) -> dict:
     """Read and check the manifest beside ``engine_path`` (the JSON form; load_manifest gives the typed one);
     EngineError with the fix."""
     path = manifest_path(engine_path)
     if not path.is_file():
-        raise EngineError(f"no manifest {path.name} beside the engine {Path(engine_path).name}: the engine was "
-                                f"not built by 'wtconv-trt build' or the manifest was not copied with it; rebuild "
-                                f"with wtconv-trt build, or copy {path.name} next to the engine")
+        raise EngineError(
+            f"no manifest {path.name} beside the engine {Path(engine_path).name}: the engine was "
+            f"not built by 'wtconv-trt build' or the manifest was not copied with it; rebuild "
+            f"with wtconv-trt build, or copy {path.name} next to the engine"
+        )
     try:
         with open(path, encoding="utf-8") as f:
             manifest = json.load(f)
     except json.JSONDecodeError as error:
-        raise EngineError(f"manifest {path}: not valid JSON ({error}); rebuild the engine with wtconv-trt build") \
-            from None
+        raise EngineError(
+            f"manifest {path}: not valid JSON ({error}); rebuild the engine with wtconv-trt build"
+        ) from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise EngineError(f"{path}: not a wtconv-trt engine manifest (expected \"format\": \"{FORMAT}\")")
+        raise EngineError(f'{path}: not a wtconv-trt engine manifest (expected "format": "{FORMAT}")')
     if manifest.get("format_version") != FORMAT_VERSION:
-        raise EngineError(f"{path}: manifest format version {manifest.get('format_version')!r}, this wtconv-trt reads "
-                         f"version {FORMAT_VERSION}; rebuild the engine with this wtconv-trt")
+        raise EngineError(
+            f"{path}: manifest format version {manifest.get('format_version')!r}, this wtconv-trt reads "
+            f"version {FORMAT_VERSION}; rebuild the engine with this wtconv-trt"
+        )
     for key in ("engine", "tensorrt", "precision", "profiles", "io"):
         if key not in manifest:
             raise EngineError(f"{path}: manifest has no {key!r} entry; rebuild the engine with wtconv-trt build")
@@ -235,10 +290,11 @@ def load_manifest(engine_path: str | os.PathLike) -> EngineManifest:
 
 
 def profiles_of(manifest: dict) -> list[Profile]:
+    """The optimisation profiles recorded in a manifest's JSON form."""
     return [Profile.from_json(p) for p in manifest["profiles"]]
 
 
-def check_engine_file(engine_path, manifest: dict) -> None:
+def check_engine_file(engine_path: str | os.PathLike, manifest: dict) -> None:
     """The engine must exist and match the manifest's size and sha256 (a truncated copy, a partial download or
     an engine rebuilt without its manifest are caught here, before TensorRT sees the bytes)."""
     engine_path = Path(engine_path)
@@ -247,13 +303,17 @@ def check_engine_file(engine_path, manifest: dict) -> None:
     size = engine_path.stat().st_size
     want = manifest["engine"]
     if size != want.get("bytes"):
-        raise EngineError(f"engine {engine_path.name} is {size} bytes, its manifest says {want.get('bytes')}: the file "
-                         f"is truncated, corrupt or was replaced; rebuild it with wtconv-trt build")
+        raise EngineError(
+            f"engine {engine_path.name} is {size} bytes, its manifest says {want.get('bytes')}: the file "
+            f"is truncated, corrupt or was replaced; rebuild it with wtconv-trt build"
+        )
     digest = sha256_file(engine_path)
     if digest != want.get("sha256"):
-        raise EngineError(f"engine {engine_path.name} has sha256 {digest[:16]}…, its manifest says "
-                         f"{str(want.get('sha256'))[:16]}…: the file is corrupt or was replaced; rebuild it with "
-                         f"wtconv-trt build")
+        raise EngineError(
+            f"engine {engine_path.name} has sha256 {digest[:16]}…, its manifest says "
+            f"{str(want.get('sha256'))[:16]}…: the file is corrupt or was replaced; rebuild it with "
+            f"wtconv-trt build"
+        )
 
 
 def backend_of(manifest: dict) -> str:
@@ -268,12 +328,16 @@ def check_tensorrt_version(manifest: dict, installed_version: str, installed_bac
     built_backend = backend_of(manifest)
     if built_backend != installed_backend:
         names = {"tensorrt": "TensorRT", "tensorrt-rtx": "TensorRT-RTX"}
-        raise EngineError(f"the engine was built with {names.get(built_backend, built_backend)} {built}, but "
-                          f"{names.get(installed_backend, installed_backend)} {installed_version} is in use: pass "
-                          f"--backend {built_backend}, or rebuild the engine with --backend {installed_backend}")
+        raise EngineError(
+            f"the engine was built with {names.get(built_backend, built_backend)} {built}, but "
+            f"{names.get(installed_backend, installed_backend)} {installed_version} is in use: pass "
+            f"--backend {built_backend}, or rebuild the engine with --backend {installed_backend}"
+        )
     if parse_version(built) != parse_version(installed_version):
-        raise EngineError(f"the engine was built with TensorRT {built}, this machine has TensorRT {installed_version}: "
-                         f"engines only load in the TensorRT version that built them. Rebuild it here: wtconv-trt "
-                         f"build {manifest.get('model', {}).get('onnx', 'MODEL.onnx')} --precision "
-                         f"{manifest.get('precision', 'fp16')} --plugin <plugin library built for TensorRT "
-                         f"{parse_version(installed_version)[0]}>")
+        raise EngineError(
+            f"the engine was built with TensorRT {built}, this machine has TensorRT {installed_version}: "
+            f"engines only load in the TensorRT version that built them. Rebuild it here: wtconv-trt "
+            f"build {manifest.get('model', {}).get('onnx', 'MODEL.onnx')} --precision "
+            f"{manifest.get('precision', 'fp16')} --plugin <plugin library built for TensorRT "
+            f"{parse_version(installed_version)[0]}>"
+        )

@@ -56,14 +56,17 @@ __all__ = [
 def tolerances_for(precision: str, atol: float | None = None, rtol: float | None = None) -> tuple[float, float]:
     """(atol, rtol) for an engine of ``precision``; a given value replaces the default."""
     if precision not in TOLERANCES:
-        raise EngineError(f"unknown precision {precision!r} in the manifest; expected fp32 or fp16 (rebuild the "
-                          f"engine with wtconv-trt build)")
+        raise EngineError(
+            f"unknown precision {precision!r} in the manifest; expected fp32 or fp16 (rebuild the "
+            f"engine with wtconv-trt build)"
+        )
     default_atol, default_rtol = TOLERANCES[precision]
     return (default_atol if atol is None else float(atol)), (default_rtol if rtol is None else float(rtol))
 
 
-def engine_tolerance(precision: str, atol: float | None = None, rtol: float | None = None,
-                     scale: float | None = None) -> Tolerance:
+def engine_tolerance(
+    precision: str, atol: float | None = None, rtol: float | None = None, scale: float | None = None
+) -> Tolerance:
     """The pass criteria of an engine validation: element-wise (atol, rtol), top-1 agreement >= 0.99, and
     max |engine - torch| / max |torch| <= ``scale`` when given."""
     atol, rtol = tolerances_for(precision, atol, rtol)
@@ -81,8 +84,10 @@ def load_source_model(source: dict | None) -> Any:
     from wtconv_export.onnx_models import build_model_from_metadata
 
     if not source:
-        raise ModelError("the manifest does not say which PyTorch model the engine came from; give it with --arch "
-                         "and --checkpoint (or rebuild the engine from an ONNX model exported by wtconv-trt export)")
+        raise ModelError(
+            "the manifest does not say which PyTorch model the engine came from; give it with --arch "
+            "and --checkpoint (or rebuild the engine from an ONNX model exported by wtconv-trt export)"
+        )
     model, _ = build_model_from_metadata(source)
     return prepare_reference(model)
 
@@ -95,8 +100,9 @@ def prepare_reference(model: Any) -> Any:
     return model.cuda() if torch.cuda.is_available() else model
 
 
-def make_inputs(source: dict | None, input_name: str, shape: Sequence[int], dtype: str, iterations: int,
-                seed: int) -> list[OrderedDict]:
+def make_inputs(
+    source: dict | None, input_name: str, shape: Sequence[int], dtype: str, iterations: int, seed: int
+) -> list[OrderedDict]:
     """Feed dicts for the comparison. The shipped default model gets real held-out digits (a classification
     check means something on real images); any other model gets seeded standard-normal inputs."""
     shape = tuple(int(d) for d in shape)
@@ -111,7 +117,7 @@ def make_inputs(source: dict | None, input_name: str, shape: Sequence[int], dtyp
             real = images.numpy()
     rng = np.random.default_rng(seed)
     for i in range(iterations):
-        x = real[i * n:(i + 1) * n] if real is not None else rng.standard_normal(shape, dtype=np.float32)
+        x = real[i * n : (i + 1) * n] if real is not None else rng.standard_normal(shape, dtype=np.float32)
         feeds.append(OrderedDict([(input_name, np.ascontiguousarray(x).astype(dtype))]))
     return feeds
 
@@ -121,11 +127,22 @@ def make_inputs(source: dict | None, input_name: str, shape: Sequence[int], dtyp
 # -------------------------------------------------------------------------------------------------------------
 
 
-def validate_engine(engine: str | os.PathLike, *, plugin: str | os.PathLike | None = None, shape: str | None = None,
-                    iterations: int = 4, seed: int = 0, atol: float | None = None, rtol: float | None = None,
-                    tolerance: float | None = None, source_model: dict | str | None = None, model: Any = None,
-                    inputs: Sequence[np.ndarray] | None = None, save_inputs: str | os.PathLike | None = None,
-                    save_outputs: str | os.PathLike | None = None) -> ComparisonReport:
+def validate_engine(
+    engine: str | os.PathLike,
+    *,
+    plugin: str | os.PathLike | None = None,
+    shape: str | None = None,
+    iterations: int = 4,
+    seed: int = 0,
+    atol: float | None = None,
+    rtol: float | None = None,
+    tolerance: float | None = None,
+    source_model: dict | str | None = None,
+    model: Any = None,
+    inputs: Sequence[np.ndarray] | None = None,
+    save_inputs: str | os.PathLike | None = None,
+    save_outputs: str | os.PathLike | None = None,
+) -> ComparisonReport:
     """Python API of ``wtconv-trt validate --engine``. Returns the report (``report.passed``; ``report.format()``
     is the text the command prints: what was compared, every measure, the verdict, the replay command).
 
@@ -153,9 +170,11 @@ def validate_engine(engine: str | os.PathLike, *, plugin: str | os.PathLike | No
         for array in inputs:
             index = find_profile(check.profiles, {check.input_name: tuple(np.shape(array))})
             if index != check.profile_index:
-                raise InputError(f"input shapes {format_shape(np.shape(inputs[0]))} and "
-                                 f"{format_shape(np.shape(array))} fall in different optimisation profiles; "
-                                 f"validate them separately")
+                raise InputError(
+                    f"input shapes {format_shape(np.shape(inputs[0]))} and "
+                    f"{format_shape(np.shape(array))} fall in different optimisation profiles; "
+                    f"validate them separately"
+                )
             feeds.append(OrderedDict([(check.input_name, np.ascontiguousarray(array).astype(check.input_dtype))]))
     else:
         feeds = make_inputs(source, check.input_name, check.shape, check.input_dtype, iterations, seed)
@@ -165,22 +184,26 @@ def validate_engine(engine: str | os.PathLike, *, plugin: str | os.PathLike | No
     outputs = [t.name for t in info.outputs]
     engine_runner = TrtRunner(loaded.engine, name="tensorrt", optimization_profile=check.profile_index)
     reference_runner = torch_runner(reference_model, {check.input_name: check.shape}, outputs, name="pytorch")
-    report = compare_runners(engine_runner, reference_runner, feeds, criteria, save_inputs=save_inputs,
-                             save_outputs=save_outputs)
+    report = compare_runners(
+        engine_runner, reference_runner, feeds, criteria, save_inputs=save_inputs, save_outputs=save_outputs
+    )
     what = (source or {}).get("source", "given model") if model is None else "given model"
     report.test_name, report.reference_name = "TensorRT", f"PyTorch ({what})"
     report.header.append(
         f"engine {engine} ({info.precision}, TensorRT {info.tensorrt_version}), input {check.input_name} "
         f"{check.input_dtype}, profile {check.profile_index}, {len(feeds)} batches of "
-        + ", ".join(sorted({format_shape(f[check.input_name].shape) for f in feeds})))
+        + ", ".join(sorted({format_shape(f[check.input_name].shape) for f in feeds}))
+    )
     if save_inputs or save_outputs:
-        report.footer.append(replay_command(engine, save_inputs, save_outputs, criteria.atol, criteria.rtol,
-                                            check.manifest))
+        report.footer.append(
+            replay_command(engine, save_inputs, save_outputs, criteria.atol, criteria.rtol, check.manifest)
+        )
     return report
 
 
-def replay_command(engine: str | os.PathLike, save_inputs: Any, save_outputs: Any, atol: float, rtol: float,
-                   manifest: dict) -> str:
+def replay_command(
+    engine: str | os.PathLike, save_inputs: Any, save_outputs: Any, atol: float, rtol: float, manifest: dict
+) -> str:
     """The ``polygraphy run`` command that replays a saved comparison (static-registration plugin library)."""
     static_lib = "build/plugin/trt/libwtconv_trt_plugin.so"
     parts = [f"polygraphy run {engine} --model-type engine --trt"]

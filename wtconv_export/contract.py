@@ -16,9 +16,9 @@ PLUGIN_NAMESPACE = ""
 FIELD_KERNEL_SIZE = "kernel_size"
 FIELD_WT_LEVELS = "wt_levels"
 FIELD_STRIDE = "stride"
-FIELD_BASE_WEIGHT = "base_weight"          # C*k*k floats, W~b = sb * Wb
-FIELD_BASE_BIAS = "base_bias"              # C floats,     b~b = sb * bb
-FIELD_WAVELET_WEIGHT = "wavelet_weight"    # L*4C*k*k floats, W~l = sl * Wl, level-major
+FIELD_BASE_WEIGHT = "base_weight"  # C*k*k floats, W~b = sb * Wb
+FIELD_BASE_BIAS = "base_bias"  # C floats,     b~b = sb * bb
+FIELD_WAVELET_WEIGHT = "wavelet_weight"  # L*4C*k*k floats, W~l = sl * Wl, level-major
 FIELD_PLUGIN_VERSION = "plugin_version"
 FIELD_PLUGIN_NAMESPACE = "plugin_namespace"
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 
 from . import contract
-from .wtconv2d import WTConv2d
 from .errors import ModelError
+from .wtconv2d import WTConv2d
 
 
 @dataclass(frozen=True)
@@ -38,10 +38,14 @@ class FoldedWTConv:
     def channels(self) -> int:
         return self.base_weight.shape[0]
 
-    def tensors(self, device=None, dtype=None):
+    def tensors(
+        self, device: torch.device | str | None = None, dtype: torch.dtype | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(base_weight, base_bias, wavelet_weight) contiguous on ``device``, optionally cast."""
-        return tuple(t.to(device=device, dtype=dtype or t.dtype).contiguous()
-                     for t in (self.base_weight, self.base_bias, self.wavelet_weight))
+        return tuple(
+            t.to(device=device, dtype=dtype or t.dtype).contiguous()
+            for t in (self.base_weight, self.base_bias, self.wavelet_weight)
+        )
 
     def attributes(self) -> dict:
         """The ONNX node attributes / TensorRT plugin fields (names from contract.py), plain Python values."""
@@ -66,10 +70,18 @@ def fold_wtconv(module: WTConv2d, dtype: torch.dtype = torch.float32) -> FoldedW
     base_weight = module.base_conv.weight.detach().to(f64).reshape(c, k, k) * sb[:, None, None]
     bias = module.base_conv.bias
     base_bias = (bias.detach().to(f64) * sb) if bias is not None else torch.zeros(c, dtype=f64)
-    wavelet_weight = torch.stack([
-        module.wavelet_convs[i].weight.detach().to(f64).reshape(4 * c, k, k)
-        * module.wavelet_scale[i].weight.detach().to(f64).reshape(4 * c)[:, None, None]
-        for i in range(levels)])
-    return FoldedWTConv(kernel_size=k, wt_levels=levels, stride=module.stride,
-                        base_weight=base_weight.to(dtype).cpu(), base_bias=base_bias.to(dtype).cpu(),
-                        wavelet_weight=wavelet_weight.to(dtype).cpu())
+    wavelet_weight = torch.stack(
+        [
+            module.wavelet_convs[i].weight.detach().to(f64).reshape(4 * c, k, k)
+            * module.wavelet_scale[i].weight.detach().to(f64).reshape(4 * c)[:, None, None]
+            for i in range(levels)
+        ]
+    )
+    return FoldedWTConv(
+        kernel_size=k,
+        wt_levels=levels,
+        stride=module.stride,
+        base_weight=base_weight.to(dtype).cpu(),
+        base_bias=base_bias.to(dtype).cpu(),
+        wavelet_weight=wavelet_weight.to(dtype).cpu(),
+    )

@@ -36,30 +36,34 @@ def haar_analysis(ll: torch.Tensor) -> torch.Tensor:
     return bands.reshape(b, 4 * c, bands.shape[-2], bands.shape[-1])
 
 
-def fused_wtconv2d_spec(x: torch.Tensor, base_weight: torch.Tensor, base_bias: torch.Tensor,
-                        wavelet_weight: torch.Tensor, kernel_size: int, wt_levels: int,
-                        stride: int) -> torch.Tensor:
+def fused_wtconv2d_spec(
+    x: torch.Tensor,
+    base_weight: torch.Tensor,
+    base_bias: torch.Tensor,
+    wavelet_weight: torch.Tensor,
+    kernel_size: int,
+    wt_levels: int,
+    stride: int,
+) -> torch.Tensor:
     """The fused operator. Weights as in FoldedWTConv: (C,k,k), (C,), (L,4C,k,k)."""
     cdt = _compute_dtype(x.dtype)
     xc = x.to(cdt)
     _, c, h, w = xc.shape
     k, pad = kernel_size, kernel_size // 2
-    ys = torch.arange(0, h, stride, device=x.device)   # kept output rows
-    xs = torch.arange(0, w, stride, device=x.device)   # kept output columns
+    ys = torch.arange(0, h, stride, device=x.device)  # kept output rows
+    xs = torch.arange(0, w, stride, device=x.device)  # kept output columns
 
-    out = F.conv2d(xc, base_weight.to(cdt).reshape(c, 1, k, k), base_bias.to(cdt),
-                   stride=stride, padding=pad, groups=c)
+    out = F.conv2d(xc, base_weight.to(cdt).reshape(c, 1, k, k), base_bias.to(cdt), stride=stride, padding=pad, groups=c)
     ll = xc
     for level in range(1, wt_levels + 1):
         bands = haar_analysis(ll)
-        filtered = F.conv2d(bands, wavelet_weight[level - 1].to(cdt).reshape(4 * c, 1, k, k),
-                            padding=pad, groups=4 * c)
+        filtered = F.conv2d(bands, wavelet_weight[level - 1].to(cdt).reshape(4 * c, 1, k, k), padding=pad, groups=4 * c)
         filtered = filtered.reshape(filtered.shape[0], c, 4, filtered.shape[-2], filtered.shape[-1])
         ll = bands.reshape_as(filtered)[:, :, 0]
         # Closed-form synthesis: gather level-l coefficients at (y >> l, x >> l) with the subband signs.
         iy, ix = ys >> level, xs >> level
         sy = (1 - 2 * ((ys >> (level - 1)) & 1)).to(cdt)[:, None]
         sx = (1 - 2 * ((xs >> (level - 1)) & 1)).to(cdt)[None, :]
-        g = filtered[:, :, :, iy][:, :, :, :, ix]          # (B, C, 4, Ho, Wo)
-        out = out + (g[:, :, 0] + sy * g[:, :, 1] + sx * g[:, :, 2] + (sy * sx) * g[:, :, 3]) * (0.5 ** level)
+        g = filtered[:, :, :, iy][:, :, :, :, ix]  # (B, C, 4, Ho, Wo)
+        out = out + (g[:, :, 0] + sy * g[:, :, 1] + sx * g[:, :, 2] + (sy * sx) * g[:, :, 3]) * (0.5**level)
     return out.to(x.dtype)

@@ -23,13 +23,18 @@ SUBBANDS = ("LL", "LH", "HL", "HH")
 
 def _outer_products(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
     # Subband order LL, LH, HL, HH; rows of LH vary with `hi`, columns of HL vary with `hi`.
-    return torch.stack([lo.unsqueeze(0) * lo.unsqueeze(1),
-                        lo.unsqueeze(0) * hi.unsqueeze(1),
-                        hi.unsqueeze(0) * lo.unsqueeze(1),
-                        hi.unsqueeze(0) * hi.unsqueeze(1)], dim=0)
+    return torch.stack(
+        [
+            lo.unsqueeze(0) * lo.unsqueeze(1),
+            lo.unsqueeze(0) * hi.unsqueeze(1),
+            hi.unsqueeze(0) * lo.unsqueeze(1),
+            hi.unsqueeze(0) * hi.unsqueeze(1),
+        ],
+        dim=0,
+    )
 
 
-def create_2d_haar_filters(channels: int, dtype=torch.float32):
+def create_2d_haar_filters(channels: int, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
     """Return (wt_filter, iwt_filter), each (4*channels, 1, 2, 2), as the published module makes them."""
     dec_lo = torch.tensor(_DEC_LO[::-1], dtype=dtype)
     dec_hi = torch.tensor(_DEC_HI[::-1], dtype=dtype)

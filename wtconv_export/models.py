@@ -17,8 +17,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .wtconvnext import WTConvNeXt
 from .errors import ConfigurationError, InputError, ModelError
+from .wtconvnext import WTConvNeXt
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_MODEL_WEIGHTS = DATA_DIR / "default_model.safetensors"
@@ -34,7 +34,8 @@ DIGITS_MAX_VALUE = 16.0
 # Checkpoints
 # ---------------------------------------------------------------------------------------------------------
 
-def read_state_dict(path_or_state_dict) -> dict:
+
+def read_state_dict(path_or_state_dict: str | os.PathLike | dict) -> dict[str, torch.Tensor]:
     """A state_dict from a mapping, a ``.pth``/``.pt`` file (a state_dict, or {'state_dict': sd},
     {'model': sd} or {'state_dict_ema': sd} as timm's training script saves) or a ``.safetensors`` file.
     A 'module.' prefix on every key (DataParallel / DDP checkpoints) is removed."""
@@ -44,6 +45,7 @@ def read_state_dict(path_or_state_dict) -> dict:
             raise InputError(f"checkpoint {str(path)!r} does not exist")
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
+
             obj = load_file(str(path))
         else:
             obj = torch.load(str(path), map_location="cpu", weights_only=True)
@@ -51,8 +53,9 @@ def read_state_dict(path_or_state_dict) -> dict:
     else:
         obj, source = path_or_state_dict, "state_dict"
     if not isinstance(obj, dict):
-        raise ModelError(f"checkpoint {source}: expected a state_dict (a mapping of names to tensors), "
-                         f"got {type(obj).__name__}")
+        raise ModelError(
+            f"checkpoint {source}: expected a state_dict (a mapping of names to tensors), got {type(obj).__name__}"
+        )
     for wrapper in ("state_dict", "model", "state_dict_ema"):
         if wrapper in obj and isinstance(obj[wrapper], dict):
             obj = obj[wrapper]
@@ -61,7 +64,7 @@ def read_state_dict(path_or_state_dict) -> dict:
     if not state:
         raise ModelError(f"checkpoint {source}: no tensors found (keys: {sorted(obj)[:10]})")
     if all(k.startswith("module.") for k in state):
-        state = {k[len("module."):]: v for k, v in state.items()}
+        state = {k[len("module.") :]: v for k, v in state.items()}
     return state
 
 
@@ -102,7 +105,7 @@ def _short_list(keys, limit: int = 8) -> str:
     return ", ".join(keys[:limit]) + more
 
 
-def load_checkpoint(model: nn.Module, path_or_state_dict, strict: bool = True) -> nn.Module:
+def load_checkpoint(model: nn.Module, path_or_state_dict: str | os.PathLike | dict, strict: bool = True) -> nn.Module:
     """Load a checkpoint into ``model`` (in place; returns it). Accepts what read_state_dict accepts, with
     the published WTConv2d names or those of the paper's fast_wtconv modules (convert_fast_wtconv_state_dict).
 
@@ -111,21 +114,30 @@ def load_checkpoint(model: nn.Module, path_or_state_dict, strict: bool = True) -
     """
     state = convert_fast_wtconv_state_dict(read_state_dict(path_or_state_dict), model)
     own = model.state_dict()
-    mismatched = [f"{k}: expected {tuple(own[k].shape)}, got {tuple(v.shape)}"
-                  for k, v in state.items() if k in own and tuple(v.shape) != tuple(own[k].shape)]
+    mismatched = [
+        f"{k}: expected {tuple(own[k].shape)}, got {tuple(v.shape)}"
+        for k, v in state.items()
+        if k in own and tuple(v.shape) != tuple(own[k].shape)
+    ]
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
     problems = []
     if mismatched:
-        problems.append(f"{len(mismatched)} shape mismatch(es): " + "; ".join(mismatched[:8])
-                        + (f"; ... ({len(mismatched) - 8} more)" if len(mismatched) > 8 else ""))
+        problems.append(
+            f"{len(mismatched)} shape mismatch(es): "
+            + "; ".join(mismatched[:8])
+            + (f"; ... ({len(mismatched) - 8} more)" if len(mismatched) > 8 else "")
+        )
     if strict and missing:
         problems.append(f"{len(missing)} missing key(s): {_short_list(missing)}")
     if strict and unexpected:
         problems.append(f"{len(unexpected)} unexpected key(s): {_short_list(unexpected)}")
     if problems:
-        raise ModelError(f"checkpoint does not fit {type(model).__name__}: " + " | ".join(problems)
-                         + ". Check the model variant (tiny/small/base) and its num_classes.")
+        raise ModelError(
+            f"checkpoint does not fit {type(model).__name__}: "
+            + " | ".join(problems)
+            + ". Check the model variant (tiny/small/base) and its num_classes."
+        )
     model.load_state_dict(state, strict=strict)
     return model
 
@@ -133,6 +145,7 @@ def load_checkpoint(model: nn.Module, path_or_state_dict, strict: bool = True) -
 # ---------------------------------------------------------------------------------------------------------
 # The shipped default model and data
 # ---------------------------------------------------------------------------------------------------------
+
 
 def read_default_config() -> dict:
     """The default model's JSON: architecture (``model``), preprocessing, split seed, held-out accuracy."""
@@ -148,8 +161,10 @@ def build_model_from_config(config: dict) -> WTConvNeXt:
 def load_default_model() -> tuple[WTConvNeXt, dict]:
     """(the shipped default model in eval mode on the CPU, its config dict)."""
     if not DEFAULT_MODEL_WEIGHTS.is_file():
-        raise ConfigurationError(f"the default model's weights are missing ({DEFAULT_MODEL_WEIGHTS.name}); "
-                                 f"run samples/train_default_model.py to create them")
+        raise ConfigurationError(
+            f"the default model's weights are missing ({DEFAULT_MODEL_WEIGHTS.name}); "
+            f"run samples/train_default_model.py to create them"
+        )
     config = read_default_config()
     model = build_model_from_config(config)
     load_checkpoint(model, DEFAULT_MODEL_WEIGHTS)
@@ -163,11 +178,12 @@ def preprocess_digits(images: torch.Tensor, mean: float, std: float) -> torch.Te
     return (x - mean) / std
 
 
-def load_heldout_digits(config: dict | None = None, count: int | None = None):
+def load_heldout_digits(config: dict | None = None, count: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The shipped held-out split: (inputs (N, 1, 32, 32) float32 preprocessed, labels (N,) int64).
 
     Needs no scikit-learn; ``count`` takes the first ``count`` images."""
     from safetensors.torch import load_file
+
     config = config or read_default_config()
     data = load_file(str(DIGITS_HELDOUT))
     images, labels = data["images"], data["labels"].to(torch.int64)
@@ -177,7 +193,7 @@ def load_heldout_digits(config: dict | None = None, count: int | None = None):
     return preprocess_digits(images, pre["mean"], pre["std"]), labels
 
 
-def load_digits_dataset(split_seed: int | None = None, test_size: float | None = None):
+def load_digits_dataset(split_seed: int | None = None, test_size: float | None = None) -> tuple:
     """scikit-learn's digits, split exactly as the default model was trained (stratified); the split seed
     and test fraction default to those recorded in the default model's JSON.
 
@@ -196,8 +212,7 @@ def load_digits_dataset(split_seed: int | None = None, test_size: float | None =
     images = torch.from_numpy(digits.images.astype("uint8"))
     labels = torch.from_numpy(digits.target.astype("int64"))
     index = torch.arange(len(labels)).numpy()
-    train_idx, test_idx = train_test_split(index, test_size=test_size, random_state=split_seed,
-                                           stratify=labels.numpy())
+    train_idx, test_idx = train_test_split(index, test_size=test_size, random_state=split_seed, stratify=labels.numpy())
     train_idx, test_idx = torch.from_numpy(train_idx), torch.from_numpy(test_idx)
     return images[train_idx], labels[train_idx], images[test_idx], labels[test_idx]
 
@@ -207,5 +222,5 @@ def accuracy(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, batch
     """Top-1 accuracy of ``model`` on (inputs, labels)."""
     correct = 0
     for i in range(0, len(labels), batch_size):
-        correct += (model(inputs[i:i + batch_size]).argmax(1) == labels[i:i + batch_size]).sum().item()
+        correct += (model(inputs[i : i + batch_size]).argmax(1) == labels[i : i + batch_size]).sum().item()
     return correct / max(len(labels), 1)

@@ -33,6 +33,8 @@ import logging
 import os
 import tempfile
 import warnings
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -40,16 +42,16 @@ import torch.nn.functional as F
 
 from . import contract
 from .contract import METADATA_PREFIX
+from .errors import InputError, ModelError
 from .folding import FoldedWTConv, fold_wtconv
 from .fused_module import FusedWTConv2d
 from .ops import plugin_can_run
-from .wtconv2d import WTConv2d
-from .errors import InputError, ModelError
 from .progress import Progress
+from .wtconv2d import WTConv2d
 
 OPS_CHOICES = ("plugin", "standard")
 PRECISION_CHOICES = ("fp32", "fp16")
-DEFAULT_OPSET = 18            # LayerNormalization needs >= 17; TensorRT 10 and 11 parse 18
+DEFAULT_OPSET = 18  # LayerNormalization needs >= 17; TensorRT 10 and 11 parse 18
 INPUT_NAME = "input"
 OUTPUT_NAME = "output"
 DYNAMIC_AXES = ("batch", "height", "width")
@@ -66,6 +68,7 @@ class NoWTConvWarning(UserWarning):
 # ---------------------------------------------------------------------------------------------------
 # Export-time modules
 # ---------------------------------------------------------------------------------------------------
+
 
 # Each WTConv2d goes through torch.export as one small custom operator carrying only a layer index; its
 # translation (export_onnx's custom_translation_table) emits the layer's ONNX: one WTConv2d node with the
@@ -89,19 +92,26 @@ def _(x, layer, stride):
 def _wtconv2d_op_schema():
     """The ONNX OpSchema of our node (needed by onnxscript to record a custom-domain op)."""
     from onnx.defs import OpSchema
-    kinds = {**{f: OpSchema.AttrType.INT for f in contract.INT_FIELDS},
-             **{f: OpSchema.AttrType.FLOATS for f in contract.FLOAT_FIELDS},
-             contract.FIELD_PLUGIN_VERSION: OpSchema.AttrType.STRING,
-             contract.FIELD_PLUGIN_NAMESPACE: OpSchema.AttrType.STRING}
+
+    kinds = {
+        **{f: OpSchema.AttrType.INT for f in contract.INT_FIELDS},
+        **{f: OpSchema.AttrType.FLOATS for f in contract.FLOAT_FIELDS},
+        contract.FIELD_PLUGIN_VERSION: OpSchema.AttrType.STRING,
+        contract.FIELD_PLUGIN_NAMESPACE: OpSchema.AttrType.STRING,
+    }
     return OpSchema(
-        contract.OP_TYPE, contract.ONNX_DOMAIN, 1,
+        contract.OP_TYPE,
+        contract.ONNX_DOMAIN,
+        1,
         doc="Fused wavelet convolution (wtconv-trt, docs/design.md §2, §4); folded fp32 weights as attributes.",
-        inputs=[OpSchema.FormalParameter("x", "T")], outputs=[OpSchema.FormalParameter("y", "T")],
+        inputs=[OpSchema.FormalParameter("x", "T")],
+        outputs=[OpSchema.FormalParameter("y", "T")],
         type_constraints=[("T", ["tensor(float)", "tensor(float16)"], "activations, fp32 or fp16")],
-        attributes=[OpSchema.Attribute(name, kind, name) for name, kind in kinds.items()])
+        attributes=[OpSchema.Attribute(name, kind, name) for name, kind in kinds.items()],
+    )
 
 
-def _standard_subgraph(op, x, module: "StandardWTConv2d", np_dtype):
+def _standard_subgraph(op, x, module: StandardWTConv2d, np_dtype):
     """StandardWTConv2d.forward written in ONNX ops (onnxscript), shapes computed at run time.
 
     Synthesis uses linearity instead of the published concatenation: IWT([F_LL + R, F_LH, F_HL, F_HH])
@@ -116,28 +126,42 @@ def _standard_subgraph(op, x, module: "StandardWTConv2d", np_dtype):
 
     c, k, levels = module.channels, module.kernel_size, module.wt_levels
     pad = k // 2
-    m = 2 ** levels
+    m = 2**levels
     haar = const(module.haar.float().numpy())
     half = const(np.full((c, 1, 2, 2), 0.5))
     i64 = np.int64
-    out = op.Conv(x, const(module.base_weight.float().numpy()), const(module.base_bias.float().numpy()),
-                  group=c, pads=[pad] * 4, kernel_shape=[k, k])
-    hw = op.Slice(op.Shape(x), const([2], i64), const([4], i64))           # [H, W]
+    out = op.Conv(
+        x,
+        const(module.base_weight.float().numpy()),
+        const(module.base_bias.float().numpy()),
+        group=c,
+        pads=[pad] * 4,
+        kernel_shape=[k, k],
+    )
+    hw = op.Slice(op.Shape(x), const([2], i64), const([4], i64))  # [H, W]
     extra = op.Mod(op.Sub(const([m, m], i64), op.Mod(hw, const([m, m], i64))), const([m, m], i64))
-    pads = op.Concat(const([0, 0, 0, 0, 0, 0], i64), extra, axis=0)       # [begins (4), ends (4)]: bottom/right zeros
+    pads = op.Concat(const([0, 0, 0, 0, 0, 0], i64), extra, axis=0)  # [begins (4), ends (4)]: bottom/right zeros
     ll = op.Pad(x, pads)
     filtered = []
     for level in range(levels):
         bands = op.Conv(ll, haar, group=c, strides=[2, 2], kernel_shape=[2, 2])
-        filtered.append(op.Conv(bands, const(module.wavelet_weight[level].float().numpy()), group=4 * c,
-                                pads=[pad] * 4, kernel_shape=[k, k]))
+        filtered.append(
+            op.Conv(
+                bands,
+                const(module.wavelet_weight[level].float().numpy()),
+                group=4 * c,
+                pads=[pad] * 4,
+                kernel_shape=[k, k],
+            )
+        )
         ll = op.Slice(bands, const([0], i64), const([4 * c], i64), const([1], i64), const([4], i64))
     rec = None
     for level in range(levels - 1, -1, -1):
         up = op.ConvTranspose(filtered[level], haar, group=c, strides=[2, 2], kernel_shape=[2, 2])
-        rec = up if rec is None else op.Add(up, op.ConvTranspose(rec, half, group=c, strides=[2, 2],
-                                                                 kernel_shape=[2, 2]))
-    rec = op.Slice(rec, const([0, 0], i64), hw, const([2, 3], i64))          # crop to (H, W)
+        rec = (
+            up if rec is None else op.Add(up, op.ConvTranspose(rec, half, group=c, strides=[2, 2], kernel_shape=[2, 2]))
+        )
+    rec = op.Slice(rec, const([0, 0], i64), hw, const([2, 3], i64))  # crop to (H, W)
     out = op.Add(out, rec)
     if module.stride > 1:
         s = module.stride
@@ -150,8 +174,8 @@ def _translation_table(modules: list, precision: str):
     """custom_translation_table for one export: layer i -> modules[i]'s ONNX (a WTConv2d node, or the
     standard-op subgraph)."""
     import numpy as np
-    from onnxscript import opset18
-    from onnxscript import values
+    from onnxscript import opset18, values
+
     node_op = values.Op(values.Opset(contract.ONNX_DOMAIN, 1), contract.OP_TYPE, _wtconv2d_op_schema())
     np_dtype = np.float16 if precision == "fp16" else np.float32
 
@@ -196,10 +220,17 @@ class WTConv2dPluginNode(FusedWTConv2d):
 
 def _haar_filters(channels: int) -> torch.Tensor:
     """(4C, 1, 2, 2) exact ±1/2 Haar taps, subband order LL, LH, HL, HH (docs/design.md §2.2)."""
-    taps = torch.tensor([[[1.0, 1.0], [1.0, 1.0]],
-                         [[1.0, 1.0], [-1.0, -1.0]],
-                         [[1.0, -1.0], [1.0, -1.0]],
-                         [[1.0, -1.0], [-1.0, 1.0]]]) * 0.5
+    taps = (
+        torch.tensor(
+            [
+                [[1.0, 1.0], [1.0, 1.0]],
+                [[1.0, 1.0], [-1.0, -1.0]],
+                [[1.0, -1.0], [1.0, -1.0]],
+                [[1.0, -1.0], [-1.0, 1.0]],
+            ]
+        )
+        * 0.5
+    )
     return taps[:, None].repeat(channels, 1, 1, 1)
 
 
@@ -225,7 +256,7 @@ class StandardWTConv2d(nn.Module):
         return f"{self.channels}, kernel_size={self.kernel_size}, wt_levels={self.wt_levels}, stride={self.stride}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.compiler.is_exporting():   # emitted by _standard_subgraph, the same computation in ONNX ops
+        if torch.compiler.is_exporting():  # emitted by _standard_subgraph, the same computation in ONNX ops
             return torch.ops.wtconv_export.onnx_wtconv2d_node(x, self.layer, self.stride)
         c, pad, levels = self.channels, self.kernel_size // 2, self.wt_levels
         h, w = x.shape[-2], x.shape[-1]
@@ -235,13 +266,13 @@ class StandardWTConv2d(nn.Module):
         # with the final crop no output pixel < H (< W) reads them (docs/design.md §2.4, "crops need no special
         # handling"). Same values, and torch.export's symbolic shapes stay small (per-level H mod 2 pads
         # made torch.export slow, see above).
-        m = 2 ** levels
+        m = 2**levels
         ll = F.pad(x, (0, (m - w % m) % m, 0, (m - h % m) % m))
         filtered = []
         for level in range(levels):
-            bands = F.conv2d(ll, self.haar, stride=2, groups=c)                  # (B, 4C, h/2, w/2)
+            bands = F.conv2d(ll, self.haar, stride=2, groups=c)  # (B, 4C, h/2, w/2)
             filtered.append(F.conv2d(bands, self.wavelet_weight[level], padding=pad, groups=4 * c))
-            ll = bands[:, 0::4]                                                   # unfiltered LL
+            ll = bands[:, 0::4]  # unfiltered LL
         rec = None
         for level in range(levels - 1, -1, -1):
             f = filtered[level]
@@ -252,7 +283,7 @@ class StandardWTConv2d(nn.Module):
             rec = F.conv_transpose2d(f, self.haar, stride=2, groups=c)
         out = out + rec[:, :, :h, :w]
         if self.stride > 1:
-            out = out[:, :, ::self.stride, ::self.stride]
+            out = out[:, :, :: self.stride, :: self.stride]
         return out
 
 
@@ -276,10 +307,12 @@ class Fp32Norm(nn.Module):
 # Preparing a model
 # ---------------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class LayerInfo:
     """One WTConv2d layer of an exported model, in module order (= ONNX node order)."""
-    name: str                 # module path, e.g. "stages.0.blocks.1.conv_dw"
+
+    name: str  # module path, e.g. "stages.0.blocks.1.conv_dw"
     channels: int
     kernel_size: int
     wt_levels: int
@@ -318,9 +351,12 @@ def check_plugin_limits(model: nn.Module) -> None:
         if reason is not None:
             problems.append(f"layer '{path}': {reason}")
     if problems:
-        raise ModelError("the WTConv2d plugin cannot run " + "; ".join(problems)
-                         + f" (limits: kernel_size <= {contract.MAX_KERNEL_SIZE}, wt_levels <= "
-                         f"{contract.MAX_WT_LEVELS}); export with ops='standard' (--ops standard) instead")
+        raise ModelError(
+            "the WTConv2d plugin cannot run "
+            + "; ".join(problems)
+            + f" (limits: kernel_size <= {contract.MAX_KERNEL_SIZE}, wt_levels <= "
+            f"{contract.MAX_WT_LEVELS}); export with ops='standard' (--ops standard) instead"
+        )
 
 
 def _replace(model: nn.Module, path: str, new: nn.Module) -> None:
@@ -329,7 +365,9 @@ def _replace(model: nn.Module, path: str, new: nn.Module) -> None:
     setattr(parent, name, new)
 
 
-def prepare_for_export(model: nn.Module, ops: str = "plugin", precision: str = "fp32"):
+def prepare_for_export(
+    model: nn.Module, ops: str = "plugin", precision: str = "fp32"
+) -> tuple[nn.Module, list[LayerInfo]]:
     """A copy of ``model`` ready for torch.onnx.export, and the WTConv2d layers it holds.
 
     WTConv2d / FusedWTConv2d layers become WTConv2dPluginNode (ops="plugin") or StandardWTConv2d
@@ -349,8 +387,7 @@ def prepare_for_export(model: nn.Module, ops: str = "plugin", precision: str = "
         layers.append(LayerInfo(path, folded.channels, folded.kernel_size, folded.wt_levels, folded.stride))
         _replace(model, path, WTConv2dPluginNode(folded, index) if ops == "plugin" else StandardWTConv2d(folded, index))
     if precision == "fp16":
-        norms = [(path, m) for path, m in model.named_modules()
-                 if isinstance(m, (nn.LayerNorm, nn.GroupNorm)) and path]
+        norms = [(path, m) for path, m in model.named_modules() if isinstance(m, (nn.LayerNorm, nn.GroupNorm)) and path]
         for path, norm in norms:
             _replace(model, path, Fp32Norm(norm))
         model = model.half()
@@ -361,28 +398,36 @@ def prepare_for_export(model: nn.Module, ops: str = "plugin", precision: str = "
 # Export
 # ---------------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class ExportResult:
     path: str
     ops: str
     precision: str
     opset: int
-    layers: list            # LayerInfo per WTConv2d layer (ONNX node order)
-    num_wtconv_nodes: int   # WTConv2d nodes in the written graph (0 for ops="standard")
-    input_shape: tuple      # the example input shape the graph was traced with
+    layers: list  # LayerInfo per WTConv2d layer (ONNX node order)
+    num_wtconv_nodes: int  # WTConv2d nodes in the written graph (0 for ops="standard")
+    input_shape: tuple  # the example input shape the graph was traced with
     dynamic: bool
     size_bytes: int
 
     def summary(self) -> str:
-        dims = (f"[batch, {self.input_shape[1]}, height, width] (dynamic)" if self.dynamic
-                else f"{list(self.input_shape)} (static)")
+        dims = (
+            f"[batch, {self.input_shape[1]}, height, width] (dynamic)"
+            if self.dynamic
+            else f"{list(self.input_shape)} (static)"
+        )
         if self.ops == "plugin":
-            what = (f"{self.num_wtconv_nodes} {contract.OP_TYPE} nodes (domain '{contract.ONNX_DOMAIN}', "
-                    f"plugin_version '{contract.PLUGIN_VERSION}')")
+            what = (
+                f"{self.num_wtconv_nodes} {contract.OP_TYPE} nodes (domain '{contract.ONNX_DOMAIN}', "
+                f"plugin_version '{contract.PLUGIN_VERSION}')"
+            )
         else:
             what = f"standard ONNX ops only ({len(self.layers)} WTConv2d layers as Conv/ConvTranspose)"
-        return (f"wrote {self.path}: {what}, precision {self.precision}, opset {self.opset}, "
-                f"input '{INPUT_NAME}' {dims}, {self.size_bytes / 1e6:.1f} MB, onnx.checker passed")
+        return (
+            f"wrote {self.path}: {what}, precision {self.precision}, opset {self.opset}, "
+            f"input '{INPUT_NAME}' {dims}, {self.size_bytes / 1e6:.1f} MB, onnx.checker passed"
+        )
 
 
 @contextlib.contextmanager
@@ -413,6 +458,7 @@ def check_output_path(path: str) -> str:
 
 def _dynamic_shapes(rank: int):
     from torch.export import Dim
+
     dims = {0: Dim.DYNAMIC, 2: Dim.DYNAMIC, 3: Dim.DYNAMIC}
     return ({i: d for i, d in dims.items() if i < rank},)
 
@@ -424,7 +470,7 @@ def _name_dynamic_axes(model_proto, dynamic: bool) -> None:
         return
     inp = model_proto.graph.input[0].type.tensor_type.shape.dim
     renames = {}
-    for index, label in zip((0, 2, 3), DYNAMIC_AXES):
+    for index, label in zip((0, 2, 3), DYNAMIC_AXES, strict=True):
         if index < len(inp) and inp[index].dim_param:
             renames[inp[index].dim_param] = label
     for value in list(model_proto.graph.input) + list(model_proto.graph.output):
@@ -433,14 +479,22 @@ def _name_dynamic_axes(model_proto, dynamic: bool) -> None:
                 dim.dim_param = renames[dim.dim_param]
 
 
-def count_wtconv_nodes(model_proto) -> int:
-    return sum(1 for n in model_proto.graph.node
-               if n.op_type == contract.OP_TYPE and n.domain == contract.ONNX_DOMAIN)
+def count_wtconv_nodes(model_proto: Any) -> int:
+    """The WTConv2d nodes (custom domain) in an ONNX ModelProto's main graph."""
+    return sum(1 for n in model_proto.graph.node if n.op_type == contract.OP_TYPE and n.domain == contract.ONNX_DOMAIN)
 
 
-def export_onnx(model: nn.Module, path, *, ops: str = "plugin", precision: str = "fp32",
-                input_shape=(1, 3, 224, 224), dynamic: bool = True, opset: int = DEFAULT_OPSET,
-                metadata: dict | None = None) -> ExportResult:
+def export_onnx(
+    model: nn.Module,
+    path: str | os.PathLike,
+    *,
+    ops: str = "plugin",
+    precision: str = "fp32",
+    input_shape: Sequence[int] = (1, 3, 224, 224),
+    dynamic: bool = True,
+    opset: int = DEFAULT_OPSET,
+    metadata: dict | None = None,
+) -> ExportResult:
     """Export ``model`` (any nn.Module containing WTConv2d layers) to ONNX at ``path``.
 
     Args:
@@ -463,8 +517,10 @@ def export_onnx(model: nn.Module, path, *, ops: str = "plugin", precision: str =
     if len(input_shape) != 4 or min(input_shape) < 1:
         raise InputError(f"input_shape must be (B, C, H, W) with positive sizes, got {input_shape}")
     if not isinstance(opset, int) or opset < 18:
-        raise InputError(f"opset must be an integer >= 18 (the standard-op WTConv2d uses opset-18 Pad/Slice "
-                         f"forms; TensorRT 10 and 11 parse 18 and later), got {opset!r}")
+        raise InputError(
+            f"opset must be an integer >= 18 (the standard-op WTConv2d uses opset-18 Pad/Slice "
+            f"forms; TensorRT 10 and 11 parse 18 and later), got {opset!r}"
+        )
     with warnings.catch_warnings(), _quiet_exporter_logs():
         # torch.export's own deprecation chatter (FutureWarning from its pytree, "torchvision is not
         # installed" from the exporter's registry) says nothing about the user's model.
@@ -474,25 +530,41 @@ def export_onnx(model: nn.Module, path, *, ops: str = "plugin", precision: str =
         progress = Progress(logger, f"export {os.path.basename(path)}", 4, estimate=False)
         prepared, layers = prepare_for_export(model, ops, precision)
         progress.step(f"{len(layers)} WTConv2d layers folded ({ops}, {precision})")
-        layer_modules = sorted((m for m in prepared.modules() if isinstance(m, (WTConv2dPluginNode, StandardWTConv2d))),
-                               key=lambda m: m.layer)
+        layer_modules = sorted(
+            (m for m in prepared.modules() if isinstance(m, (WTConv2dPluginNode, StandardWTConv2d))),
+            key=lambda m: m.layer,
+        )
         # Sizes 0 and 1 are specialised by torch.export; trace dynamic dims with at least 2.
         trace_shape = tuple(max(d, 2) if dynamic and i != 1 else d for i, d in enumerate(input_shape))
         example = torch.randn(trace_shape, generator=torch.Generator().manual_seed(0)).to(_TORCH_DTYPES[precision])
         program = torch.onnx.export(
-            prepared, (example,), dynamo=True, opset_version=opset, input_names=[INPUT_NAME],
-            output_names=[OUTPUT_NAME], dynamic_shapes=_dynamic_shapes(len(trace_shape)) if dynamic else None,
-            external_data=False, verbose=False, report=False,
-            custom_translation_table=_translation_table(layer_modules, precision))
+            prepared,
+            (example,),
+            dynamo=True,
+            opset_version=opset,
+            input_names=[INPUT_NAME],
+            output_names=[OUTPUT_NAME],
+            dynamic_shapes=_dynamic_shapes(len(trace_shape)) if dynamic else None,
+            external_data=False,
+            verbose=False,
+            report=False,
+            custom_translation_table=_translation_table(layer_modules, precision),
+        )
         progress.step("traced and converted (torch.onnx, dynamo)")
     if not layers:
-        warnings.warn(f"the model ({type(model).__name__}) has no WTConv2d layer: the ONNX model will "
-                      f"contain no {contract.OP_TYPE} node; exporting anyway", NoWTConvWarning, stacklevel=2)
+        warnings.warn(
+            f"the model ({type(model).__name__}) has no WTConv2d layer: the ONNX model will "
+            f"contain no {contract.OP_TYPE} node; exporting anyway",
+            NoWTConvWarning,
+            stacklevel=2,
+        )
     proto = program.model_proto
     _name_dynamic_axes(proto, dynamic)
     if any(f.name == contract.OP_TYPE for f in proto.functions):
-        raise RuntimeError(f"the exporter emitted an ONNX local function named {contract.OP_TYPE}; "
-                           "TensorRT would import it instead of the plugin (docs/design.md §4)")
+        raise RuntimeError(
+            f"the exporter emitted an ONNX local function named {contract.OP_TYPE}; "
+            "TensorRT would import it instead of the plugin (docs/design.md §4)"
+        )
     num_nodes = count_wtconv_nodes(proto)
     expected = len(layers) if ops == "plugin" else 0
     if num_nodes != expected:
@@ -511,19 +583,28 @@ def export_onnx(model: nn.Module, path, *, ops: str = "plugin", precision: str =
         onnx.save_model(proto, tmp)
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)   # mkstemp creates 0600; give the file the usual permissions
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     progress.step(f"written to {path}")
-    return ExportResult(path=path, ops=ops, precision=precision, opset=opset, layers=layers,
-                        num_wtconv_nodes=num_nodes, input_shape=input_shape, dynamic=dynamic,
-                        size_bytes=os.path.getsize(path))
+    return ExportResult(
+        path=path,
+        ops=ops,
+        precision=precision,
+        opset=opset,
+        layers=layers,
+        num_wtconv_nodes=num_nodes,
+        input_shape=input_shape,
+        dynamic=dynamic,
+        size_bytes=os.path.getsize(path),
+    )
 
 
-def read_metadata(model_proto) -> dict:
+def read_metadata(model_proto: Any) -> dict[str, str]:
     """The wtconv_trt.* metadata_props of an exported model, without the prefix."""
-    return {p.key[len(METADATA_PREFIX):]: p.value for p in model_proto.metadata_props
-            if p.key.startswith(METADATA_PREFIX)}
+    return {
+        p.key[len(METADATA_PREFIX) :]: p.value for p in model_proto.metadata_props if p.key.startswith(METADATA_PREFIX)
+    }

@@ -11,6 +11,7 @@ import os
 
 import torch
 import torch.nn as nn
+
 from .errors import ConfigurationError, InputError, ModelError
 
 ARCHS = ("wtconvnext_tiny", "wtconvnext_small", "wtconvnext_base")
@@ -21,6 +22,7 @@ def load_checkpoint_strict(model: nn.Module, path: str) -> nn.Module:
     """Load a published-format checkpoint (.pth/.pt state_dict, possibly nested, or .safetensors) with
     strict=True: models.load_checkpoint, whose ValueError names the missing, unexpected and mis-shaped keys."""
     from .models import load_checkpoint
+
     if not os.path.isfile(path):
         raise InputError(f"checkpoint {path} does not exist (or is not a file)")
     try:
@@ -57,12 +59,13 @@ def randomize_weights(model: nn.Module, seed: int = 0) -> nn.Module:
             param.copy_(rand_like(param, 1.0, 0.1))
         else:
             fan_in = param[0].numel()
-            param.copy_(rand_like(param, 0.0, fan_in ** -0.5))
+            param.copy_(rand_like(param, 0.0, fan_in**-0.5))
     return model
 
 
-def build_model(source: str = DEFAULT_SOURCE, *, checkpoint: str | None = None, random_weights: bool = False,
-                seed: int = 0):
+def build_model(
+    source: str = DEFAULT_SOURCE, *, checkpoint: str | None = None, random_weights: bool = False, seed: int = 0
+) -> tuple[nn.Module, dict]:
     """(model in eval mode, description) for a source: "default" or an architecture name.
 
     The description dict is what export_onnx records in the model's metadata: source, weights.
@@ -73,9 +76,10 @@ def build_model(source: str = DEFAULT_SOURCE, *, checkpoint: str | None = None, 
         try:
             from . import models
         except ImportError as error:
-            raise ConfigurationError("the shipped default model is not available in this installation "
-                                     "(wtconv_export.models is missing); use --arch with --checkpoint or --random-weights"
-                                     ) from error
+            raise ConfigurationError(
+                "the shipped default model is not available in this installation "
+                "(wtconv_export.models is missing); use --arch with --checkpoint or --random-weights"
+            ) from error
         model, config = models.load_default_model()
         return model.eval(), {"source": DEFAULT_SOURCE, "weights": "shipped", **_default_shape(config)}
     if source not in ARCHS:
@@ -83,6 +87,7 @@ def build_model(source: str = DEFAULT_SOURCE, *, checkpoint: str | None = None, 
     if bool(checkpoint) == bool(random_weights):
         raise InputError(f"--arch {source} needs exactly one of --checkpoint FILE or --random-weights")
     from .wtconvnext import create_wtconvnext
+
     torch.manual_seed(seed)
     model = create_wtconvnext(source)
     if checkpoint:
@@ -94,8 +99,9 @@ def build_model(source: str = DEFAULT_SOURCE, *, checkpoint: str | None = None, 
     return model.eval(), {"source": source, "weights": weights, "input_shape": "1,3,224,224"}
 
 
-def model_from_source(arch: str | None, *, checkpoint: str | None = None, random_weights: bool = False,
-                      seed: int = 0):
+def model_from_source(
+    arch: str | None, *, checkpoint: str | None = None, random_weights: bool = False, seed: int = 0
+) -> tuple[nn.Module, dict]:
     """(model, description) for the model-source options of export and validate: the shipped default model when
     ``arch`` is None, else that WTConvNeXt with ``checkpoint`` or random weights."""
     if arch is None:
@@ -108,7 +114,7 @@ def _default_shape(config) -> dict:
     shape = None
     if isinstance(config, dict):
         pre = config.get("preprocessing", {})
-        if isinstance(pre, dict) and "input_size" in pre:      # (C, H, W), as the default model's JSON says
+        if isinstance(pre, dict) and "input_size" in pre:  # (C, H, W), as the default model's JSON says
             shape = (1,) + tuple(int(d) for d in pre["input_size"])
         elif "input_shape" in config:
             shape = tuple(config["input_shape"])
@@ -121,13 +127,15 @@ def _default_shape(config) -> dict:
     return {"input_shape": ",".join(map(str, shape))} if shape and len(shape) == 4 else {}
 
 
-def build_model_from_metadata(metadata: dict):
+def build_model_from_metadata(metadata: dict) -> tuple[nn.Module, dict]:
     """Rebuild the PyTorch model an ONNX file was exported from (its wtconv_trt.* metadata)."""
     source = metadata.get("source")
     weights = metadata.get("weights", "")
     if not source:
-        raise ModelError("the ONNX model does not say which PyTorch model it was exported from "
-                         "(no wtconv_trt.source metadata): give --arch with --checkpoint or --random-weights")
+        raise ModelError(
+            "the ONNX model does not say which PyTorch model it was exported from "
+            "(no wtconv_trt.source metadata): give --arch with --checkpoint or --random-weights"
+        )
     if source == DEFAULT_SOURCE:
         return build_model(DEFAULT_SOURCE)
     if weights.startswith("random:"):

@@ -15,13 +15,15 @@ kernel_size / wt_levels / stride kept as INT attributes. The Python op is the ex
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from . import contract
 from .errors import ConfigurationError, ModelError
 
-ORT_DOMAIN = "ai.onnx.contrib"     # the domain onnxruntime-extensions' Python ops live in
+ORT_DOMAIN = "ai.onnx.contrib"  # the domain onnxruntime-extensions' Python ops live in
 ORT_OP_TYPE = "WTConv2dSpec"
 
 _registered = False
@@ -37,16 +39,27 @@ def _register_python_op() -> None:
 
     from .fused_spec import fused_wtconv2d_spec
 
-    @onnx_op(op_type=ORT_OP_TYPE, inputs=[PyCustomOpDef.dt_float] * 4, outputs=[PyCustomOpDef.dt_float],
-             attrs={contract.FIELD_KERNEL_SIZE: PyCustomOpDef.dt_int64,
-                    contract.FIELD_WT_LEVELS: PyCustomOpDef.dt_int64,
-                    contract.FIELD_STRIDE: PyCustomOpDef.dt_int64})
+    @onnx_op(
+        op_type=ORT_OP_TYPE,
+        inputs=[PyCustomOpDef.dt_float] * 4,
+        outputs=[PyCustomOpDef.dt_float],
+        attrs={
+            contract.FIELD_KERNEL_SIZE: PyCustomOpDef.dt_int64,
+            contract.FIELD_WT_LEVELS: PyCustomOpDef.dt_int64,
+            contract.FIELD_STRIDE: PyCustomOpDef.dt_int64,
+        },
+    )
     def wtconv2d_spec(x, base_weight, base_bias, wavelet_weight, **attrs):
         with torch.no_grad():
-            y = fused_wtconv2d_spec(torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(base_weight),
-                                    torch.from_numpy(base_bias), torch.from_numpy(wavelet_weight),
-                                    int(attrs[contract.FIELD_KERNEL_SIZE]), int(attrs[contract.FIELD_WT_LEVELS]),
-                                    int(attrs[contract.FIELD_STRIDE]))
+            y = fused_wtconv2d_spec(
+                torch.from_numpy(np.ascontiguousarray(x)),
+                torch.from_numpy(base_weight),
+                torch.from_numpy(base_bias),
+                torch.from_numpy(wavelet_weight),
+                int(attrs[contract.FIELD_KERNEL_SIZE]),
+                int(attrs[contract.FIELD_WT_LEVELS]),
+                int(attrs[contract.FIELD_STRIDE]),
+            )
         return y.numpy()
 
     _registered = True
@@ -54,6 +67,7 @@ def _register_python_op() -> None:
 
 def _load(model):
     import onnx
+
     if isinstance(model, (str, os.PathLike)):
         return onnx.load(os.fspath(model))
     if isinstance(model, bytes):
@@ -71,13 +85,14 @@ def _elem_types(graph) -> dict:
     return types
 
 
-def node_attributes(node) -> dict:
+def node_attributes(node: Any) -> dict[str, Any]:
     """The attributes of one WTConv2d node as plain Python values."""
     import onnx
+
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
-def folded_weights_of(node) -> tuple:
+def folded_weights_of(node: Any) -> tuple:
     """(kernel_size, wt_levels, stride, base_weight (C,k,k), base_bias (C,), wavelet_weight (L,4C,k,k)) of a
     WTConv2d node, as fp32 numpy arrays; ValueError naming the node if an attribute is missing or the
     sizes do not agree."""
@@ -93,14 +108,16 @@ def folded_weights_of(node) -> tuple:
     for field, shape in expected.items():
         values = np.asarray(attrs[field], dtype=np.float32)
         if values.size != int(np.prod(shape)):
-            raise ModelError(f"{contract.OP_TYPE} node '{node.name}': attribute {field} has {values.size} values, "
-                             f"expected {int(np.prod(shape))} = {' x '.join(map(str, shape))} for C={c} "
-                             f"(from base_bias), kernel_size={k}, wt_levels={levels}")
+            raise ModelError(
+                f"{contract.OP_TYPE} node '{node.name}': attribute {field} has {values.size} values, "
+                f"expected {int(np.prod(shape))} = {' x '.join(map(str, shape))} for C={c} "
+                f"(from base_bias), kernel_size={k}, wt_levels={levels}"
+            )
         arrays[field] = values.reshape(shape)
     return k, levels, stride, arrays[contract.FIELD_BASE_WEIGHT], bias, arrays[contract.FIELD_WAVELET_WEIGHT]
 
 
-def rewrite_for_ort(model):
+def rewrite_for_ort(model: str | os.PathLike | bytes | Any) -> tuple[Any, int]:
     """A copy of ``model`` (path, bytes or ModelProto) with every WTConv2d node rewritten for
     onnxruntime-extensions, and the number of nodes rewritten."""
     import onnx
@@ -119,21 +136,32 @@ def rewrite_for_ort(model):
         count += 1
         k, levels, stride, bw, bb, ww = folded_weights_of(node)
         prefix = f"wtconv_ort_{index}_{node.name or 'node'}"
-        for name, array in ((f"{prefix}.base_weight", bw), (f"{prefix}.base_bias", bb),
-                            (f"{prefix}.wavelet_weight", ww)):
+        for name, array in (
+            (f"{prefix}.base_weight", bw),
+            (f"{prefix}.base_bias", bb),
+            (f"{prefix}.wavelet_weight", ww),
+        ):
             graph.initializer.append(numpy_helper.from_array(array, name))
         x, y = node.input[0], node.output[0]
         x_type = types.get(x, TensorProto.FLOAT)
         if x_type not in (TensorProto.FLOAT, TensorProto.FLOAT16):
-            raise ModelError(f"{contract.OP_TYPE} node '{node.name}': input type "
-                             f"{TensorProto.DataType.Name(x_type)} is not float or float16")
+            raise ModelError(
+                f"{contract.OP_TYPE} node '{node.name}': input type "
+                f"{TensorProto.DataType.Name(x_type)} is not float or float16"
+            )
         x32, y32 = (f"{prefix}.x32", f"{prefix}.y32") if x_type != TensorProto.FLOAT else (x, y)
         if x_type != TensorProto.FLOAT:
             new_nodes.append(helper.make_node("Cast", [x], [x32], name=f"{prefix}.cast_in", to=TensorProto.FLOAT))
-        new_nodes.append(helper.make_node(
-            ORT_OP_TYPE, [x32, f"{prefix}.base_weight", f"{prefix}.base_bias", f"{prefix}.wavelet_weight"], [y32],
-            name=node.name or prefix, domain=ORT_DOMAIN,
-            **{contract.FIELD_KERNEL_SIZE: k, contract.FIELD_WT_LEVELS: levels, contract.FIELD_STRIDE: stride}))
+        new_nodes.append(
+            helper.make_node(
+                ORT_OP_TYPE,
+                [x32, f"{prefix}.base_weight", f"{prefix}.base_bias", f"{prefix}.wavelet_weight"],
+                [y32],
+                name=node.name or prefix,
+                domain=ORT_DOMAIN,
+                **{contract.FIELD_KERNEL_SIZE: k, contract.FIELD_WT_LEVELS: levels, contract.FIELD_STRIDE: stride},
+            )
+        )
         if x_type != TensorProto.FLOAT:
             new_nodes.append(helper.make_node("Cast", [y32], [y], name=f"{prefix}.cast_out", to=x_type))
     del graph.node[:]
@@ -147,7 +175,11 @@ def rewrite_for_ort(model):
     return out, count
 
 
-def make_ort_session(model, providers=("CPUExecutionProvider",), session_options=None):
+def make_ort_session(
+    model: str | os.PathLike | bytes | Any,
+    providers: Sequence[str] = ("CPUExecutionProvider",),
+    session_options: Any = None,
+) -> Any:
     """An onnxruntime.InferenceSession for an exported model (path, bytes or ModelProto), with or without
     WTConv2d nodes; WTConv2d nodes run the executable spec through onnxruntime-extensions."""
     import onnxruntime as ort
@@ -158,8 +190,10 @@ def make_ort_session(model, providers=("CPUExecutionProvider",), session_options
         try:
             from onnxruntime_extensions import get_library_path
         except ImportError as error:
-            raise ConfigurationError(f"the model has {count} {contract.OP_TYPE} nodes; running them in ONNX Runtime needs "
-                                     "onnxruntime-extensions: pip install onnxruntime-extensions") from error
+            raise ConfigurationError(
+                f"the model has {count} {contract.OP_TYPE} nodes; running them in ONNX Runtime needs "
+                "onnxruntime-extensions: pip install onnxruntime-extensions"
+            ) from error
         _register_python_op()
         options.register_custom_ops_library(get_library_path())
     return ort.InferenceSession(rewritten.SerializeToString(), sess_options=options, providers=list(providers))

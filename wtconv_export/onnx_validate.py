@@ -143,9 +143,7 @@ def validate_onnx(
     )
     ort_runner = OnnxrtRunner(lambda: make_ort_session(onnx_path), name="onnxruntime")
     report = compare_runners(ort_runner, reference, feeds, Tolerance(scale=tol), polygraphy_report=polygraphy_report)
-    errors = [
-        max(r.scale_error for r in report.rows if r.iteration == i) for i in range(len(feeds))
-    ]
+    errors = [max(r.scale_error for r in report.rows if r.iteration == i) for i in range(len(feeds))]
     return ValidationResult(
         passed=report.passed,
         precision=precision,

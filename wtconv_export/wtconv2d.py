@@ -45,17 +45,29 @@ class WTConv2d(nn.Module):
         wt_type: only 'db1' (Haar) is supported, as in every published model.
     """
 
-    def __init__(self, in_channels, out_channels, kernel_size=5, stride=1, bias=True, wt_levels=1,
-                 wt_type="db1"):
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int = 5,
+        stride: int = 1,
+        bias: bool = True,
+        wt_levels: int = 1,
+        wt_type: str = "db1",
+    ) -> None:
         super().__init__()
         _check_positive_int("in_channels", in_channels, 1)
         if in_channels != out_channels:
-            raise ModelError(f"WTConv2d: in_channels and out_channels must be equal (depthwise layer), "
-                             f"got in_channels={in_channels}, out_channels={out_channels}")
+            raise ModelError(
+                f"WTConv2d: in_channels and out_channels must be equal (depthwise layer), "
+                f"got in_channels={in_channels}, out_channels={out_channels}"
+            )
         _check_positive_int("kernel_size", kernel_size, 1)
         if kernel_size % 2 == 0:
-            raise ModelError(f"WTConv2d: kernel_size must be odd ('same' padding is symmetric only for odd "
-                             f"kernels), got {kernel_size}; use {kernel_size - 1} or {kernel_size + 1}")
+            raise ModelError(
+                f"WTConv2d: kernel_size must be odd ('same' padding is symmetric only for odd "
+                f"kernels), got {kernel_size}; use {kernel_size - 1} or {kernel_size + 1}"
+            )
         _check_positive_int("wt_levels", wt_levels, 1)
         _check_positive_int("stride", stride, 1)
         if wt_type != "db1":
@@ -72,28 +84,45 @@ class WTConv2d(nn.Module):
         self.wt_filter = nn.Parameter(wt_filter, requires_grad=False)
         self.iwt_filter = nn.Parameter(iwt_filter, requires_grad=False)
 
-        self.base_conv = nn.Conv2d(in_channels, in_channels, kernel_size, padding="same", stride=1,
-                                   dilation=1, groups=in_channels, bias=bias)
+        self.base_conv = nn.Conv2d(
+            in_channels, in_channels, kernel_size, padding="same", stride=1, dilation=1, groups=in_channels, bias=bias
+        )
         self.base_scale = _ScaleModule([1, in_channels, 1, 1])
         self.wavelet_convs = nn.ModuleList(
-            [nn.Conv2d(in_channels * 4, in_channels * 4, kernel_size, padding="same", stride=1, dilation=1,
-                       groups=in_channels * 4, bias=False) for _ in range(wt_levels)])
+            [
+                nn.Conv2d(
+                    in_channels * 4,
+                    in_channels * 4,
+                    kernel_size,
+                    padding="same",
+                    stride=1,
+                    dilation=1,
+                    groups=in_channels * 4,
+                    bias=False,
+                )
+                for _ in range(wt_levels)
+            ]
+        )
         self.wavelet_scale = nn.ModuleList(
-            [_ScaleModule([1, in_channels * 4, 1, 1], init_scale=0.1) for _ in range(wt_levels)])
+            [_ScaleModule([1, in_channels * 4, 1, 1], init_scale=0.1) for _ in range(wt_levels)]
+        )
         self.do_stride = nn.AvgPool2d(kernel_size=1, stride=stride) if stride > 1 else None
 
     def extra_repr(self) -> str:
-        return (f"{self.in_channels}, kernel_size={self.kernel_size}, wt_levels={self.wt_levels}, "
-                f"stride={self.stride}, bias={self.base_conv.bias is not None}")
+        return (
+            f"{self.in_channels}, kernel_size={self.kernel_size}, wt_levels={self.wt_levels}, "
+            f"stride={self.stride}, bias={self.base_conv.bias is not None}"
+        )
 
     def check_input(self, x: torch.Tensor) -> None:
         if x.dim() != 4:
             raise InputError(f"WTConv2d: input must be 4-D (B, C, H, W), got shape {tuple(x.shape)}")
         if x.shape[1] != self.in_channels:
-            raise InputError(f"WTConv2d: input must have {self.in_channels} channels (dim 1), "
-                             f"got shape {tuple(x.shape)}")
+            raise InputError(
+                f"WTConv2d: input must have {self.in_channels} channels (dim 1), got shape {tuple(x.shape)}"
+            )
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.check_input(x)
         x_ll_in_levels, x_h_in_levels, shapes_in_levels = [], [], []
         curr_x_ll = x
@@ -111,13 +140,13 @@ class WTConv2d(nn.Module):
             x_h_in_levels.append(curr_x_tag[:, :, 1:4, :, :])
 
         next_x_ll = 0
-        for i in range(self.wt_levels - 1, -1, -1):
+        for _ in range(self.wt_levels):  # deepest level first: the lists are popped
             curr_x_ll = x_ll_in_levels.pop() + next_x_ll
             curr_x_h = x_h_in_levels.pop()
             curr_shape = shapes_in_levels.pop()
             curr_x = torch.cat([curr_x_ll.unsqueeze(2), curr_x_h], dim=2)
             next_x_ll = haar.inverse_2d_wavelet_transform(curr_x, self.iwt_filter)
-            next_x_ll = next_x_ll[:, :, :curr_shape[2], :curr_shape[3]]
+            next_x_ll = next_x_ll[:, :, : curr_shape[2], : curr_shape[3]]
 
         x = self.base_scale(self.base_conv(x)) + next_x_ll
         if self.do_stride is not None:
@@ -125,14 +154,18 @@ class WTConv2d(nn.Module):
         return x
 
     # Checkpoints whose shapes do not fit get a ValueError naming the parameter (not torch's RuntimeError).
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
-                              unexpected_keys, error_msgs):
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
         own = dict(self.named_parameters(recurse=True))
         for name, param in own.items():
             key = prefix + name
             if key in state_dict and tuple(state_dict[key].shape) != tuple(param.shape):
-                raise ModelError(f"WTConv2d checkpoint: parameter '{key}' must have shape {tuple(param.shape)} "
-                                 f"(channels={self.in_channels}, kernel_size={self.kernel_size}, "
-                                 f"wt_levels={self.wt_levels}), got {tuple(state_dict[key].shape)}")
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
-                                      unexpected_keys, error_msgs)
+                raise ModelError(
+                    f"WTConv2d checkpoint: parameter '{key}' must have shape {tuple(param.shape)} "
+                    f"(channels={self.in_channels}, kernel_size={self.kernel_size}, "
+                    f"wt_levels={self.wt_levels}), got {tuple(state_dict[key].shape)}"
+                )
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )

@@ -22,15 +22,23 @@ under the published names (``timm.create_model('wtconvnext_tiny')``); otherwise 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .wtconv2d import WTConv2d
 from .errors import InputError, ModelError
+from .wtconv2d import WTConv2d
 
-__all__ = ["WTConvNeXt", "WTCONVNEXT_CONFIGS", "create_wtconvnext", "wtconvnext_tiny", "wtconvnext_small",
-           "wtconvnext_base"]
+__all__ = [
+    "WTConvNeXt",
+    "WTCONVNEXT_CONFIGS",
+    "create_wtconvnext",
+    "wtconvnext_tiny",
+    "wtconvnext_small",
+    "wtconvnext_base",
+]
 
 # The published sizes (BGU-CS-VIL/WTConv README: 30M / 54M / 93M parameters at 1000 classes).
 WTCONVNEXT_CONFIGS = {
@@ -84,8 +92,16 @@ class Mlp(nn.Module):
 class WTConvNeXtBlock(nn.Module):
     """x + gamma * MLP(LayerNorm(WTConv2d(x))), the MLP and norm channels-last."""
 
-    def __init__(self, dim: int, kernel_size: int, wt_levels: int, mlp_ratio: float = 4.0,
-                 ls_init_value: float | None = 1e-6, conv_bias: bool = True, drop_path: float = 0.0):
+    def __init__(
+        self,
+        dim: int,
+        kernel_size: int,
+        wt_levels: int,
+        mlp_ratio: float = 4.0,
+        ls_init_value: float | None = 1e-6,
+        conv_bias: bool = True,
+        drop_path: float = 0.0,
+    ):
         super().__init__()
         self.conv_dw = WTConv2d(dim, dim, kernel_size=kernel_size, stride=1, bias=conv_bias, wt_levels=wt_levels)
         self.norm = nn.LayerNorm(dim, eps=LAYER_NORM_EPS)
@@ -108,17 +124,38 @@ class WTConvNeXtBlock(nn.Module):
 class WTConvNeXtStage(nn.Module):
     """Optional 2x2 stride-2 downsampling (LayerNorm2d + Conv2d), then ``depth`` blocks."""
 
-    def __init__(self, in_chs: int, out_chs: int, depth: int, downsample: bool, kernel_size: int,
-                 wt_levels: int, ls_init_value: float | None, conv_bias: bool, drop_path_rates):
+    def __init__(
+        self,
+        in_chs: int,
+        out_chs: int,
+        depth: int,
+        downsample: bool,
+        kernel_size: int,
+        wt_levels: int,
+        ls_init_value: float | None,
+        conv_bias: bool,
+        drop_path_rates: Sequence[float],
+    ) -> None:
         super().__init__()
         if downsample:
-            self.downsample = nn.Sequential(LayerNorm2d(in_chs),
-                                            nn.Conv2d(in_chs, out_chs, kernel_size=2, stride=2, bias=conv_bias))
+            self.downsample = nn.Sequential(
+                LayerNorm2d(in_chs), nn.Conv2d(in_chs, out_chs, kernel_size=2, stride=2, bias=conv_bias)
+            )
         else:
             self.downsample = nn.Identity()
-        self.blocks = nn.Sequential(*[
-            WTConvNeXtBlock(out_chs, kernel_size, wt_levels, ls_init_value=ls_init_value, conv_bias=conv_bias,
-                            drop_path=drop_path_rates[j]) for j in range(depth)])
+        self.blocks = nn.Sequential(
+            *[
+                WTConvNeXtBlock(
+                    out_chs,
+                    kernel_size,
+                    wt_levels,
+                    ls_init_value=ls_init_value,
+                    conv_bias=conv_bias,
+                    drop_path=drop_path_rates[j],
+                )
+                for j in range(depth)
+            ]
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.blocks(self.downsample(x))
@@ -143,10 +180,10 @@ class NormClassifierHead(nn.Module):
 
 def _check_per_stage(name: str, value, num_stages: int, minimum: int) -> tuple:
     values = tuple(value) if isinstance(value, (tuple, list)) else (value,) * num_stages
-    if len(values) != num_stages or any(isinstance(v, bool) or not isinstance(v, int) or v < minimum
-                                        for v in values):
-        raise ModelError(f"WTConvNeXt: {name} must be {num_stages} integers >= {minimum} (one per stage), "
-                         f"got {value!r}")
+    if len(values) != num_stages or any(isinstance(v, bool) or not isinstance(v, int) or v < minimum for v in values):
+        raise ModelError(
+            f"WTConvNeXt: {name} must be {num_stages} integers >= {minimum} (one per stage), got {value!r}"
+        )
     return values
 
 
@@ -166,10 +203,21 @@ class WTConvNeXt(nn.Module):
         drop_rate: dropout before the classifier; drop_path_rate: stochastic depth, linear over blocks.
     """
 
-    def __init__(self, in_chans: int = 3, num_classes: int = 1000, depths=(3, 3, 9, 3),
-                 dims=(96, 192, 384, 768), kernel_sizes=5, wt_levels=(5, 4, 3, 2), patch_size: int = 4,
-                 ls_init_value: float | None = 1e-6, conv_bias: bool = True, drop_rate: float = 0.0,
-                 drop_path_rate: float = 0.0, head_init_scale: float = 1.0):
+    def __init__(
+        self,
+        in_chans: int = 3,
+        num_classes: int = 1000,
+        depths: Sequence[int] = (3, 3, 9, 3),
+        dims: Sequence[int] = (96, 192, 384, 768),
+        kernel_sizes: int | Sequence[int] = 5,
+        wt_levels: int | Sequence[int] = (5, 4, 3, 2),
+        patch_size: int = 4,
+        ls_init_value: float | None = 1e-6,
+        conv_bias: bool = True,
+        drop_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
+        head_init_scale: float = 1.0,
+    ) -> None:
         super().__init__()
         depths = tuple(depths) if isinstance(depths, (tuple, list)) else depths
         if not isinstance(depths, tuple) or not depths:
@@ -179,28 +227,42 @@ class WTConvNeXt(nn.Module):
         dims = _check_per_stage("dims", dims, n, 1)
         kernel_sizes = _check_per_stage("kernel_sizes", kernel_sizes, n, 1)
         wt_levels = _check_per_stage("wt_levels", wt_levels, n, 1)
-        for name, value, minimum in (("in_chans", in_chans, 1), ("patch_size", patch_size, 1),
-                                     ("num_classes", num_classes, 0)):
+        for name, value, minimum in (
+            ("in_chans", in_chans, 1),
+            ("patch_size", patch_size, 1),
+            ("num_classes", num_classes, 0),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ModelError(f"WTConvNeXt: {name} must be an integer >= {minimum}, got {value!r}")
 
         self.num_classes = num_classes
         self.depths, self.dims, self.kernel_sizes, self.wt_levels = depths, dims, kernel_sizes, wt_levels
         self.num_features = dims[-1]
-        self.stem = nn.Sequential(nn.Conv2d(in_chans, dims[0], kernel_size=patch_size, stride=patch_size,
-                                            bias=conv_bias),
-                                  LayerNorm2d(dims[0]))
+        self.stem = nn.Sequential(
+            nn.Conv2d(in_chans, dims[0], kernel_size=patch_size, stride=patch_size, bias=conv_bias),
+            LayerNorm2d(dims[0]),
+        )
         # Stochastic depth rises linearly from 0 to drop_path_rate over all blocks (plain Python, so the
         # model can be built on the meta device).
         total = sum(depths)
         flat = [drop_path_rate * j / (total - 1) if total > 1 else 0.0 for j in range(total)]
-        rates = [flat[sum(depths[:i]):sum(depths[:i + 1])] for i in range(n)]
+        rates = [flat[sum(depths[:i]) : sum(depths[: i + 1])] for i in range(n)]
         stages, prev = [], dims[0]
         for i in range(n):
             # Stage 0 keeps the stem's resolution; every later stage halves it (timm: stride 2 for i > 0).
-            stages.append(WTConvNeXtStage(prev, dims[i], depths[i], downsample=i > 0, kernel_size=kernel_sizes[i],
-                                          wt_levels=wt_levels[i], ls_init_value=ls_init_value,
-                                          conv_bias=conv_bias, drop_path_rates=rates[i]))
+            stages.append(
+                WTConvNeXtStage(
+                    prev,
+                    dims[i],
+                    depths[i],
+                    downsample=i > 0,
+                    kernel_size=kernel_sizes[i],
+                    wt_levels=wt_levels[i],
+                    ls_init_value=ls_init_value,
+                    conv_bias=conv_bias,
+                    drop_path_rates=rates[i],
+                )
+            )
             prev = dims[i]
         self.stages = nn.Sequential(*stages)
         self.norm_pre = nn.Identity()
@@ -245,8 +307,10 @@ def _entrypoint(name: str, pretrained: bool, kwargs: dict) -> WTConvNeXt:
     for key in ("pretrained_cfg", "pretrained_cfg_overlay", "cache_dir"):
         kwargs.pop(key, None)
     if pretrained:
-        raise InputError(f"{name}: pretrained=True is not supported (no download); build the model, then "
-                         f"wtconv_export.models.load_checkpoint(model, 'WTConvNeXt_....pth')")
+        raise InputError(
+            f"{name}: pretrained=True is not supported (no download); build the model, then "
+            f"wtconv_export.models.load_checkpoint(model, 'WTConvNeXt_....pth')"
+        )
     return create_wtconvnext(name, **kwargs)
 
 
