@@ -29,18 +29,22 @@ ONNX_FILES = ("default_plugin_fp32.onnx", "default_plugin_fp16.onnx", "default_s
 
 
 def _next_step(onnx_dir: str) -> str:
-    """The next command the user can run on this machine: a TensorRT build where TensorRT is installed, else the
-    validation of an export in ONNX Runtime (which runs anywhere)."""
+    """The next command the user can run on this machine: a TensorRT build where TensorRT is installed (of the
+    plugin export when the plugin library is found, else of the standard-op export, which needs no plugin), else
+    the validation of an export in ONNX Runtime (which runs anywhere)."""
     import os
 
+    from trt_engine.plugin_library import default_plugin
     from trt_engine.tensorrt_api import tensorrt_available
 
-    fp16 = os.path.join(onnx_dir, "default_plugin_fp16.onnx")
-    fp32 = os.path.join(onnx_dir, "default_plugin_fp32.onnx")
     if tensorrt_available():
-        return f"Next: build a TensorRT engine: wtconv-trt build {fp16} (docs/engines.md)"
-    return (f"Next: wtconv-trt validate {fp32} (ONNX Runtime, runs here); TensorRT is not installed, so "
-            f"'wtconv-trt build' needs a machine with it (docs/engines.md)")
+        if default_plugin() is not None:
+            return (f"Next: build a TensorRT engine: wtconv-trt build "
+                    f"{os.path.join(onnx_dir, 'default_plugin_fp16.onnx')} (docs/engines.md)")
+        return (f"Next: build a TensorRT engine from the standard-op export (no plugin library found): wtconv-trt "
+                f"build {os.path.join(onnx_dir, 'default_standard_fp32.onnx')} (docs/engines.md)")
+    return (f"Next: wtconv-trt validate {os.path.join(onnx_dir, 'default_plugin_fp32.onnx')} (ONNX Runtime, runs "
+            f"here); TensorRT is not installed, so 'wtconv-trt build' needs a machine with it (docs/engines.md)")
 
 
 def _errors(got, expected):
