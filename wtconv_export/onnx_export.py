@@ -74,8 +74,8 @@ class NoWTConvWarning(UserWarning):
 # translation (export_onnx's custom_translation_table) emits the layer's ONNX: one WTConv2d node with the
 # layer's attributes (ops="plugin"), or the standard-op subgraph (ops="standard").
 # Why not torch.onnx.ops.symbolic with the attributes: its FLOATS travel through the FX graph as schema
-# arguments, which torch.export re-prints as Python source at every recompile -- measured here, ~180 s
-# for 430k floats, so ~15 min for WTConvNeXt-T's 2M -- while this path takes seconds. And why not trace
+# arguments, which torch.export re-prints as Python source at every recompile (minutes for WTConvNeXt-T's
+# 2M floats, docs/design.md §5) while this path takes seconds. And why not trace
 # StandardWTConv2d itself: its per-level shape arithmetic (H mod 2^L, H / 2^l) made torch.export's
 # symbolic shape reasoning take ~20 s per layer with dynamic height and width.
 @torch.library.custom_op("wtconv_export::onnx_wtconv2d_node", mutates_args=())
