@@ -24,6 +24,7 @@ SUBCOMMANDS = [
     ("build", "wtconv_trt.commands.build"),
     ("bench", "wtconv_trt.commands.bench"),
     ("triton-repo", "wtconv_trt.commands.triton_repo"),
+    ("serve", "wtconv_trt.commands.serve"),
 ]
 
 

@@ -1,0 +1,164 @@
+"""Serving without a server: the Python-backend repository, its config against Triton's schema, the launcher's
+refusals, the load plan and the runtime choice.
+
+Oracles: the ONNX graph read with onnx (I/O names, element types, dims), Triton's own ModelConfig protobuf
+(tritonclient's model_config_pb2) parsing the config, numpy.percentile, a socket bound by the test.
+"""
+
+import socket
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+pytest.importorskip("tritonclient.grpc")
+
+from trt_engine.serving import load, repository, runtimes, server  # noqa: E402
+from wtconv_export.errors import ConfigurationError, ServingError  # noqa: E402
+
+
+def tiny_onnx(path, dtype=TensorProto.FLOAT, batch="batch", metadata=None):
+    """A one-node model (Relu) with the exporter's I/O names; ``batch`` None for a fixed batch of 4."""
+    dim0 = batch if batch else 4
+    x = helper.make_tensor_value_info("input", dtype, [dim0, 1, "height", "width"])
+    y = helper.make_tensor_value_info("output", dtype, [dim0, 1, "height", "width"])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["input"], ["output"])], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 18)])
+    for key, value in (metadata or {"input_shape": "1,1,8,8"}).items():
+        model.metadata_props.add(key=f"wtconv_trt.{key}", value=value)
+    onnx.save(model, str(path))
+    return path
+
+
+def parsed(result):
+    return repository.parse_config(result["config_text"])
+
+
+@pytest.mark.parametrize("dtype, wire", [(TensorProto.FLOAT, "TYPE_FP32"), (TensorProto.FLOAT16, "TYPE_FP16")])
+def test_config_follows_the_model(tmp_path, dtype, wire):
+    """I/O names and types from the graph, dims from the metadata's native shape, batching, warm-up, the
+    environment's site-packages for the stub; the written config parses as Triton's ModelConfig."""
+    result = repository.write_python_repository(tiny_onnx(tmp_path / "m.onnx", dtype), tmp_path / "repo",
+                                                name="tiny", runtime="onnxruntime", max_batch_size=16)
+    config = repository.parse_config((tmp_path / "repo" / "tiny" / "config.pbtxt").read_text())
+    assert config == parsed(result)
+    assert config.backend == "python" and config.name == "tiny" and config.max_batch_size == 16
+    from tritonclient.grpc import model_config_pb2 as pb
+    assert [(i.name, i.data_type, list(i.dims)) for i in config.input] == [("input", pb.DataType.Value(wire), [1, 8, 8])]
+    assert [(o.name, o.data_type) for o in config.output] == [("output", pb.DataType.Value(wire))]
+    assert config.HasField("dynamic_batching")
+    assert config.instance_group[0].kind == pb.ModelInstanceGroup.KIND_CPU
+    assert sorted(w.batch_size for w in config.model_warmup) == [1, 16]
+    params = {k: v.string_value for k, v in config.parameters.items()}
+    assert params["runtime"] == "onnxruntime" and params["onnx_file"] == "model.onnx"
+    assert any(p.endswith("site-packages") for p in params["site_packages"].split(":"))
+    version = tmp_path / "repo" / "tiny" / "1"
+    assert (version / "model.py").read_text() == repository.MODEL_TEMPLATE.read_text()
+    assert (version / "model.onnx").read_bytes() == (tmp_path / "m.onnx").read_bytes()
+
+
+def test_fixed_batch_means_no_triton_batching(tmp_path):
+    result = repository.write_python_repository(tiny_onnx(tmp_path / "m.onnx", batch=None), tmp_path / "repo",
+                                                name="fixed")
+    config = parsed(result)
+    assert config.max_batch_size == 0 and list(config.input[0].dims) == [4, 1, 8, 8]
+    assert not config.HasField("dynamic_batching")
+
+
+def test_existing_model_folder_needs_force(tmp_path):
+    onnx_path = tiny_onnx(tmp_path / "m.onnx")
+    repository.write_python_repository(onnx_path, tmp_path / "repo", name="m")
+    with pytest.raises(ServingError, match="already exists.*--force"):
+        repository.write_python_repository(onnx_path, tmp_path / "repo", name="m")
+    repository.write_python_repository(onnx_path, tmp_path / "repo", name="m", force=True)
+
+
+def test_invalid_repositories_are_refused_in_one_line(tmp_path):
+    repo = tmp_path / "repo"
+    with pytest.raises(ServingError, match="does not exist"):
+        repository.check_repository(repo)
+    (repo / "m" / "1").mkdir(parents=True)
+    (repo / "m" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\nmax_batch_size: eight\n')
+    with pytest.raises(ServingError, match=r"config.pbtxt is not a valid Triton model config") as error:
+        repository.check_repository(repo)
+    assert "\n" not in str(error.value)
+    (repo / "m" / "config.pbtxt").write_text('name: "other"\nbackend: "python"\n')
+    with pytest.raises(ServingError, match="names the model 'other' but its folder is 'm'"):
+        repository.check_repository(repo)
+    (repo / "m" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\n')
+    assert repository.check_repository(repo) == ["m"]
+
+
+def test_taken_port_is_refused_before_the_server_starts(tmp_path):
+    repository.write_python_repository(tiny_onnx(tmp_path / "m.onnx"), tmp_path / "repo", name="m")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert server.port_in_use("127.0.0.1", port)
+        try:
+            install = server.find_server()
+        except ConfigurationError:
+            pytest.skip("tritonserver is not installed: " + server.INSTALL_HINT)
+        launcher = server.TritonServer(tmp_path / "repo", http_port=port, grpc_port=0, install=install)
+        with pytest.raises(ServingError, match=f"port {port} on 127.0.0.1 \\(http\\) is already in use"):
+            launcher.start()
+        assert launcher.process is None
+
+
+def test_first_error_reads_tritons_log():
+    text = ('I1201 06:14:57.297370 10650 pb_stub.cc:298] "loading"\n'
+            'E1201 06:14:57.299593 10642 model_lifecycle.cc:642] "failed to load \'echo\' version 1: Internal: '
+            'ModuleNotFoundError: No module named \'numpy\'\\n\\nAt:\\n  x.py(30): <module>"\n'
+            "error: creating server: Internal - failed to load all models\n")
+    assert server.first_error(text) == ("failed to load 'echo' version 1: Internal: ModuleNotFoundError: No module "
+                                        "named 'numpy'")
+    assert server.first_error("error: creating server: bad\n") == "creating server: bad"
+
+
+def test_request_plan_is_distinct_and_cycles_batch_sizes():
+    plan = load.request_plan(2000, 600, [1, 2, 4, 8])
+    assert len(set(plan)) == 2000
+    assert [b for _, b in plan[:8]] == [1, 2, 4, 8, 1, 2, 4, 8]
+    assert all(0 <= start < 600 for start, _ in plan)
+    with pytest.raises(ValueError, match="pool of at least"):
+        load.request_plan(2000, 100, [1, 2])
+
+
+def test_percentile_is_nearest_rank():
+    values = sorted(np.random.default_rng(0).random(997).tolist())
+    for p in (50, 90, 99, 100):
+        assert load.percentile(values, p) == np.percentile(values, p, method="inverted_cdf")
+
+
+def test_runtime_choice_on_this_machine(tmp_path):
+    onnx_path = tiny_onnx(tmp_path / "m.onnx")
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU-only choice")
+    assert runtimes.select_runtime("auto", onnx_path=onnx_path) == "onnxruntime"
+    with pytest.raises(ConfigurationError, match="runtime torch-cuda cannot run here: no CUDA GPU"):
+        runtimes.select_runtime("torch-cuda", onnx_path=onnx_path)
+    with pytest.raises(ConfigurationError, match="runtime tensorrt cannot run here"):
+        runtimes.select_runtime("tensorrt", onnx_path=onnx_path)
+    runner = runtimes.make_runner("auto", onnx_path=onnx_path)
+    x = np.random.default_rng(0).standard_normal((3, 1, 8, 8)).astype(np.float32)
+    assert np.array_equal(runner(x), np.maximum(x, 0))
+
+
+def test_cli_write_only_and_missing_model(tmp_path, capsys):
+    from wtconv_trt.cli import main
+    onnx_path = tiny_onnx(tmp_path / "m.onnx")
+    assert main(["serve", str(onnx_path), "--repo", str(tmp_path / "repo"), "--write-only"]) == 0
+    assert 'backend: "python"' in capsys.readouterr().out
+    assert (tmp_path / "repo" / "m" / "config.pbtxt").is_file()
+    assert main(["serve", str(tmp_path / "absent.onnx"), "--repo", str(tmp_path / "r2"), "--write-only"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "absent.onnx does not exist" in err[0]
+
+
+def test_environment_paths_cover_this_interpreter():
+    paths = repository.environment_paths()
+    assert any(p.startswith(sys.prefix) for p in paths)

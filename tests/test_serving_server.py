@@ -1,0 +1,239 @@
+"""A real Triton Inference Server (the nvidia-pytriton wheel's tritonserver, Python backend) serving the shipped
+model exported to ONNX: end to end over HTTP and gRPC, the client sample, a bounded load, bad requests, a backend
+process killed under load, a repository that does not load.
+
+Oracles: the same runtime (ONNX Runtime on the same exported file) called directly in this process, which must
+give bit-identical outputs; the PyTorch model, within the ONNX tolerance of the precision; the held-out labels.
+One server (module fixture) serves three models: the plugin export in fp32 and fp16 (WTConv2d nodes run in ONNX
+Runtime through onnxruntime-extensions) and the standard-op export, which the load test uses because it is about
+twenty times faster on a CPU. The server is stopped by the fixture's finalizer, whatever the tests did.
+"""
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+tritonclient = pytest.importorskip("tritonclient.grpc")
+pytest.importorskip("tritonclient.http")
+
+import tritonclient.grpc as grpcclient  # noqa: E402
+import tritonclient.http as httpclient  # noqa: E402
+from tritonclient.utils import InferenceServerException  # noqa: E402
+
+from trt_engine.serving import load  # noqa: E402
+from trt_engine.serving.repository import write_python_repository  # noqa: E402
+from trt_engine.serving.runtimes import OnnxRuntimeRunner  # noqa: E402
+from trt_engine.serving.server import INSTALL_HINT, TritonServer, find_server  # noqa: E402
+from wtconv_export.errors import ConfigurationError, ServingError  # noqa: E402
+from wtconv_export.models import load_default_model, load_heldout_digits  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = {"digits": ("plugin", "fp32"), "digits_fp16": ("plugin", "fp16"), "digits_std": ("standard", "fp32")}
+BATCH = 32
+
+
+@pytest.fixture(scope="module")
+def install():
+    try:
+        return find_server()
+    except ConfigurationError:
+        pytest.skip("tritonserver is not installed: " + INSTALL_HINT)
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    from wtconv_export.onnx_export import export_onnx
+    from wtconv_export.onnx_models import DEFAULT_SOURCE, build_model
+
+    out = tmp_path_factory.mktemp("onnx")
+    model, description = build_model(DEFAULT_SOURCE)
+    paths = {}
+    for name, (ops, precision) in MODELS.items():
+        paths[name] = out / f"{name}.onnx"
+        export_onnx(model, paths[name], ops=ops, precision=precision, input_shape=(1, 1, 32, 32),
+                    metadata=description)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def served(install, exports, tmp_path_factory):
+    repo = tmp_path_factory.mktemp("repo")
+    for name, path in exports.items():
+        write_python_repository(path, repo, name=name, runtime="onnxruntime", max_batch_size=BATCH, threads=1)
+    server = TritonServer(repo, http_port=0, grpc_port=0, model_control="explicit", load_models=list(MODELS),
+                          log_file=repo.parent / "server.log", install=install)
+    try:
+        server.start(timeout=240)
+        server.watch(interval=0.25)
+        yield server
+    finally:
+        status = server.stop()
+        assert server.process is None or status is not None
+        assert not server.stub_pids()
+
+
+@pytest.fixture(scope="module")
+def digits():
+    model, config = load_default_model()
+    x, labels = load_heldout_digits(config)
+    with torch.no_grad():
+        reference = model(x).numpy()
+    return x.numpy(), labels.numpy(), reference, config
+
+
+def infer(client, module, name, x, output="output"):
+    tensor = module.InferInput("input", list(x.shape), "FP16" if x.dtype == np.float16 else "FP32")
+    tensor.set_data_from_numpy(np.ascontiguousarray(x))
+    return client.infer(name, [tensor]).as_numpy(output)
+
+
+def batches(x):
+    return [x[i:i + BATCH] for i in range(0, len(x), BATCH)]
+
+
+@pytest.mark.parametrize("name, dtype, rel_tol", [("digits", np.float32, 1e-5), ("digits_fp16", np.float16, 2e-2)])
+def test_heldout_digits_over_http_and_grpc(served, exports, digits, name, dtype, rel_tol):
+    """Every held-out digit through both protocols: bit-identical to ONNX Runtime on the same file in this
+    process, within the precision's tolerance of PyTorch, same predictions, the recorded accuracy."""
+    x, labels, reference, config = digits
+    direct = OnnxRuntimeRunner(exports[name])
+    assert direct.input_dtype == dtype
+    expected = np.concatenate([direct(b.astype(dtype)) for b in batches(x)])
+    http = httpclient.InferenceServerClient(served.http_url)
+    grpc = grpcclient.InferenceServerClient(served.grpc_url)
+    assert http.is_server_ready() and grpc.is_model_ready(name)
+    meta = grpc.get_model_metadata(name)
+    assert meta.inputs[0].datatype == ("FP16" if dtype == np.float16 else "FP32")
+    for client, module in ((http, httpclient), (grpc, grpcclient)):
+        got = np.concatenate([infer(client, module, name, b.astype(dtype)) for b in batches(x)])
+        assert got.dtype == dtype and got.shape == (len(x), 10)
+        assert np.array_equal(got, expected), f"{module.__name__}: not bit-identical to direct ONNX Runtime"
+        assert np.abs(got.astype(np.float64) - reference).max() / np.abs(reference).max() <= rel_tol
+        assert (got.argmax(1) == reference.argmax(1)).all()
+        assert (got.argmax(1) == labels).mean() == pytest.approx(config["heldout_accuracy"], abs=1e-9)
+
+
+def test_client_sample_as_written(served):
+    """samples/triton_client.py against the served fp32 model: it compares with PyTorch itself."""
+    result = subprocess.run([sys.executable, str(ROOT / "samples" / "triton_client.py"), "--url", served.grpc_url,
+                             "--model", "digits", "--count", "64"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PASSED" in result.stdout and "64 images" in result.stdout
+
+
+def test_bounded_load(served, exports):
+    """2,000 requests from 16 concurrent gRPC clients, batches of 1/2/4/8, distinct inputs: none failed or lost,
+    each response equal to its own request's expected output; latency and throughput printed."""
+    runner = OnnxRuntimeRunner(exports["digits_std"])
+    pool = load.input_pool({"source": "default"}, (1, 32, 32), np.float32, size=600)
+    expected = load.expected_outputs(runner, pool)
+    report = load.run_load(served.grpc_url, "digits_std", pool, expected, protocol="grpc", requests=2000,
+                           concurrency=16, batch_sizes=(1, 2, 4, 8), time_limit_s=150)
+    print("\n" + report.line())
+    assert report.completed == 2000, report.summary()
+    assert report.failed == report.lost == report.mismatched == 0, report.summary()
+    http_report = load.run_load(served.http_url, "digits_std", pool, expected, protocol="http", requests=400,
+                                concurrency=16, batch_sizes=(1, 2, 4, 8), time_limit_s=60)
+    print(http_report.line())
+    assert http_report.completed == 400 and http_report.mismatched == 0, http_report.summary()
+    summary = report.summary()
+    assert 0 < summary["latency_ms"]["p50"] <= summary["latency_ms"]["p99"]
+
+
+def post(url, path, body: bytes, headers=None):
+    host, port = url.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("POST", path, body=body, headers=headers or {})
+    response = conn.getresponse()
+    data = response.read()
+    conn.close()
+    return response.status, data.decode(errors="replace")
+
+
+def test_bad_requests_get_clear_errors_and_the_server_keeps_serving(served, digits):
+    x = digits[0][:4]
+    good = infer(grpcclient.InferenceServerClient(served.grpc_url), grpcclient, "digits_std", x)
+    client = grpcclient.InferenceServerClient(served.grpc_url)
+    cases = [
+        ("wrong shape", "digits_std", np.zeros((2, 1, 16, 16), np.float32), "FP32", "unexpected shape"),
+        ("wrong dtype", "digits_std", np.zeros((2, 1, 32, 32), np.float64), "FP64", "FP64"),
+        ("batch over max", "digits_std", np.zeros((BATCH + 1, 1, 32, 32), np.float32), "FP32",
+         f"must be <= {BATCH}"),
+        ("unknown model", "no_such_model", x, "FP32", "unknown model"),
+    ]
+    for what, name, array, datatype, message in cases:
+        tensor = grpcclient.InferInput("input", list(array.shape), datatype)
+        tensor.set_data_from_numpy(array)
+        with pytest.raises(InferenceServerException, match=message):
+            client.infer(name, [tensor])
+        assert np.array_equal(infer(client, grpcclient, "digits_std", x), good), f"after {what}"
+    header = json.dumps({"inputs": [{"name": "input", "shape": [4, 1, 32, 32], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": x.nbytes}}]}).encode()
+    path = "/v2/models/digits_std/infer"
+    status, text = post(served.http_url, path, b"", {"Content-Type": "application/json"})
+    assert status == 400 and "error" in text
+    truncated = header + x.tobytes()[:1000]
+    status, text = post(served.http_url, path, truncated, {"Inference-Header-Content-Length": str(len(header))})
+    assert status == 400 and "error" in text, text
+    status, _ = post(served.http_url, path, header + x.tobytes(), {"Inference-Header-Content-Length": str(len(header))})
+    assert status == 200
+    assert np.array_equal(infer(client, grpcclient, "digits_std", x), good)
+
+
+def test_killed_backend_recovers_without_losing_acknowledged_requests(served, exports):
+    """Kill the model's backend stub under load: the failure is reported to the clients in flight, the watch
+    reloads the model, and every request a client retries is answered and matched (none lost, none wrong)."""
+    runner = OnnxRuntimeRunner(exports["digits_std"])
+    pool = load.input_pool({"source": "default"}, (1, 32, 32), np.float32, size=400)
+    expected = load.expected_outputs(runner, pool)
+    before = {pid for pid, model in served.stubs().items() if model == "digits_std"}
+    assert before
+    done = []
+    killed = threading.Event()
+
+    def kill_after_some(i):
+        done.append(i)
+        if len(done) == 40 and not killed.is_set():
+            killed.set()
+            for pid in before:
+                os.kill(pid, signal.SIGKILL)
+
+    report = load.run_load(served.grpc_url, "digits_std", pool, expected, protocol="grpc", requests=300,
+                           concurrency=4, batch_sizes=(1, 2, 4), time_limit_s=150, retries=60, retry_wait_s=0.25,
+                           on_progress=kill_after_some)
+    print("\n" + report.line())
+    assert killed.is_set()
+    recoveries = [r for r in served.recoveries if r[0] == "digits_std"]
+    assert recoveries and recoveries[-1][3] is None, served.recoveries
+    assert report.errors, "no client saw the backend die"
+    assert report.completed == 300 and report.failed == report.lost == report.mismatched == 0, report.summary()
+    after = {pid for pid, model in served.stubs().items() if model == "digits_std"}
+    assert after and not after & before
+
+
+def test_repository_that_does_not_load_is_refused_in_one_line(install, tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "broken" / "1").mkdir(parents=True)
+    (repo / "broken" / "config.pbtxt").write_text(
+        'name: "broken"\nbackend: "python"\nmax_batch_size: 4\n'
+        'input [ { name: "input" data_type: TYPE_FP32 dims: [ 2 ] } ]\n'
+        'output [ { name: "output" data_type: TYPE_FP32 dims: [ 2 ] } ]\n')
+    (repo / "broken" / "1" / "model.py").write_text("raise ImportError('this model cannot load')\n")
+    server = TritonServer(repo, http_port=0, grpc_port=0, install=install, log_file=tmp_path / "log.txt")
+    start = time.monotonic()
+    with pytest.raises(ServingError, match="stopped before it was ready: failed to load 'broken'.*this model cannot "
+                                           "load") as error:
+        server.start(timeout=120)
+    assert "\n" not in str(error.value)
+    assert time.monotonic() - start < 120
+    assert server.process.poll() is not None

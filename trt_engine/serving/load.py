@@ -1,0 +1,219 @@
+"""A bounded load test against a served model: every response matched to its request.
+
+Request ``i`` carries ``batch_sizes[i % len]`` consecutive images of a pool of distinct inputs, starting at a
+position unique to ``i`` (request_plan), so no two requests carry the same input and the expected output of each
+one is known: the rows of ``expected`` (the same runtime run directly on the pool). A response counts as matched
+when its rows equal those rows within the tolerance and give the same top-1 class; a request is failed when the
+server answers with an error (after ``retries``), lost when it never got an answer before the time limit.
+Latency is measured per request on the client, from send to complete answer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+WIRE_TYPES = {np.dtype(np.float32): "FP32", np.dtype(np.float16): "FP16"}
+
+
+def percentile(sorted_values, p: float) -> float:
+    """Nearest-rank percentile of an ascending list (p in 0..100)."""
+    if not sorted_values:
+        return float("nan")
+    rank = max(1, int(np.ceil(p / 100.0 * len(sorted_values))))
+    return float(sorted_values[rank - 1])
+
+
+def request_plan(count: int, pool_size: int, batch_sizes) -> list:
+    """[(start, batch)] for ``count`` requests, no two alike (so no two requests carry the same input)."""
+    batch_sizes = [int(b) for b in batch_sizes]
+    if count > pool_size * len(set(batch_sizes)):
+        raise ValueError(f"{count} distinct requests need a pool of at least {count // len(set(batch_sizes)) + 1} "
+                         f"inputs, got {pool_size}")
+    stride = next(s for s in range(pool_size // 2 + 1, pool_size * 2) if np.gcd(s, pool_size) == 1)
+    plan, seen = [], set()
+    for i in range(count):
+        b = batch_sizes[i % len(batch_sizes)]
+        start = (i // len(batch_sizes) * stride) % pool_size
+        while (start, b) in seen:
+            start = (start + 1) % pool_size
+        seen.add((start, b))
+        plan.append((start, b))
+    return plan
+
+
+def rows(pool: np.ndarray, start: int, batch: int) -> np.ndarray:
+    index = (start + np.arange(batch)) % len(pool)
+    return pool[index]
+
+
+@dataclass
+class LoadReport:
+    protocol: str
+    requests: int
+    concurrency: int
+    batch_sizes: list
+    completed: int = 0
+    failed: int = 0
+    lost: int = 0
+    mismatched: int = 0
+    bit_identical: int = 0
+    retried: int = 0
+    images: int = 0
+    wall_s: float = 0.0
+    latencies_ms: list = field(default_factory=list)
+    errors: list = field(default_factory=list)
+
+    def summary(self) -> dict:
+        lat = sorted(self.latencies_ms)
+        return {"protocol": self.protocol, "requests": self.requests, "concurrency": self.concurrency,
+                "batch_sizes": self.batch_sizes, "completed": self.completed, "failed": self.failed,
+                "lost": self.lost, "mismatched": self.mismatched, "bit_identical": self.bit_identical,
+                "retried": self.retried, "images": self.images, "wall_s": round(self.wall_s, 3),
+                "latency_ms": {"p50": round(percentile(lat, 50), 3), "p90": round(percentile(lat, 90), 3),
+                               "p99": round(percentile(lat, 99), 3), "max": round(lat[-1], 3) if lat else None},
+                "throughput_requests_per_s": round(self.completed / self.wall_s, 1) if self.wall_s else None,
+                "throughput_images_per_s": round(self.images / self.wall_s, 1) if self.wall_s else None,
+                "first_errors": self.errors[:5]}
+
+    def line(self) -> str:
+        s = self.summary()
+        return (f"{s['protocol']:>4}: {s['requests']} requests x batch {'/'.join(map(str, self.batch_sizes))} from "
+                f"{self.concurrency} clients in {s['wall_s']:.1f} s: {s['completed']} ok, {s['failed']} failed, "
+                f"{s['lost']} lost, {s['mismatched']} mismatched ({s['bit_identical']} bit-identical); latency p50 "
+                f"{s['latency_ms']['p50']:.2f} ms, p99 {s['latency_ms']['p99']:.2f} ms; "
+                f"{s['throughput_requests_per_s']} req/s, {s['throughput_images_per_s']} images/s")
+
+
+def _client(protocol: str, url: str, timeout_s: float):
+    if protocol == "grpc":
+        import tritonclient.grpc as module
+        return module, module.InferenceServerClient(url=url)
+    import tritonclient.http as module
+    return module, module.InferenceServerClient(url=url, connection_timeout=timeout_s, network_timeout=timeout_s)
+
+
+def run_load(url: str, model: str, pool: np.ndarray, expected: np.ndarray, *, protocol: str = "grpc",
+             requests: int = 2000, concurrency: int = 16, batch_sizes=(1, 2, 4, 8), input_name: str = "input",
+             output_name: str = "output", atol: float = 1e-5, rtol: float = 1e-5, time_limit_s: float = 300.0,
+             request_timeout_s: float = 60.0, retries: int = 0, retry_wait_s: float = 0.5,
+             on_progress=None) -> LoadReport:
+    """Send ``requests`` requests from ``concurrency`` threads (one client each); see the module docstring."""
+    from tritonclient.utils import InferenceServerException
+
+    plan = request_plan(requests, len(pool), batch_sizes)
+    datatype = WIRE_TYPES[np.dtype(pool.dtype)]
+    report = LoadReport(protocol, requests, concurrency, [int(b) for b in batch_sizes])
+    next_index = iter(range(requests))
+    lock = threading.Lock()
+    answered = [False] * requests
+    deadline = time.monotonic() + time_limit_s
+
+    def worker():
+        module, client = _client(protocol, url, request_timeout_s)
+        try:
+            while time.monotonic() < deadline:
+                with lock:
+                    i = next(next_index, None)
+                if i is None:
+                    return
+                start, batch = plan[i]
+                x = np.ascontiguousarray(rows(pool, start, batch))
+                want = rows(expected, start, batch)
+                for attempt in range(retries + 1):
+                    tensor = module.InferInput(input_name, list(x.shape), datatype)
+                    tensor.set_data_from_numpy(x)
+                    t0 = time.perf_counter()
+                    try:
+                        if protocol == "grpc":
+                            result = client.infer(model, [tensor], client_timeout=request_timeout_s)
+                        else:
+                            result = client.infer(model, [tensor])
+                        got = result.as_numpy(output_name)
+                        error = None
+                    except InferenceServerException as failure:
+                        error = str(failure)
+                    elapsed = (time.perf_counter() - t0) * 1e3
+                    if error is None:
+                        break
+                    with lock:
+                        report.errors.append(f"request {i}: {error}")
+                        if attempt < retries:
+                            report.retried += 1
+                    if attempt < retries:
+                        time.sleep(retry_wait_s)
+                with lock:
+                    answered[i] = True
+                    if error is not None:
+                        report.failed += 1
+                        continue
+                    report.completed += 1
+                    report.images += batch
+                    report.latencies_ms.append(elapsed)
+                    same = got is not None and got.shape == want.shape
+                    if same and np.array_equal(got, want):
+                        report.bit_identical += 1
+                    elif not (same and np.allclose(got.astype(np.float64), want.astype(np.float64), atol=atol,
+                                                   rtol=rtol) and (got.argmax(-1) == want.argmax(-1)).all()):
+                        report.mismatched += 1
+                        report.errors.append(f"request {i}: response does not match its input's expected output")
+                if on_progress is not None:
+                    on_progress(i)
+        finally:
+            client.close()
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker, name=f"load-{k}", daemon=True) for k in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()) + request_timeout_s + 5)
+    report.wall_s = time.perf_counter() - t0
+    report.lost = answered.count(False)
+    return report
+
+
+def direct_throughput(runner, pool: np.ndarray, batch: int, seconds: float = 3.0) -> dict:
+    """Images per second of calling the runner directly on batches of ``batch`` (no server), for the serving
+    overhead."""
+    x = np.ascontiguousarray(pool[:batch])
+    runner(x)
+    count, t0 = 0, time.perf_counter()
+    latencies = []
+    while time.perf_counter() - t0 < seconds or count < 3:
+        t = time.perf_counter()
+        runner(x)
+        latencies.append((time.perf_counter() - t) * 1e3)
+        count += 1
+    wall = time.perf_counter() - t0
+    latencies.sort()
+    return {"batch": batch, "calls": count, "images_per_s": round(count * batch / wall, 1),
+            "latency_ms": {"p50": round(percentile(latencies, 50), 3), "p99": round(percentile(latencies, 99), 3)}}
+
+
+
+def input_pool(metadata: dict, input_dims, dtype, size: int = 1024, seed: int = 0) -> np.ndarray:
+    """``size`` distinct inputs of shape (size, *input_dims): for the shipped default model its held-out digits
+    and copies shifted by 1, 2, ... pixels; for other models seeded normal noise."""
+    dims = [int(d) for d in input_dims]
+    if metadata.get("source") == "default":
+        from wtconv_export.models import load_default_model, load_heldout_digits
+        _, config = load_default_model()
+        digits = load_heldout_digits(config)[0].numpy()
+        copies = [np.roll(digits, shift, axis=-1) for shift in range(-(-size // len(digits)))]
+        pool = np.concatenate(copies)[:size]
+    else:
+        pool = np.random.default_rng(seed).standard_normal((size, *dims), dtype=np.float32)
+    return np.ascontiguousarray(pool.astype(dtype))
+
+
+def expected_outputs(runner, pool: np.ndarray, batch: int = 64) -> np.ndarray:
+    """The runner's outputs for every pool row, computed directly in batches of ``batch``."""
+    return np.concatenate([runner(np.ascontiguousarray(pool[i:i + batch])) for i in range(0, len(pool), batch)])
+
+
+__all__ = ["run_load", "request_plan", "direct_throughput", "input_pool", "expected_outputs", "LoadReport",
+           "percentile", "rows"]

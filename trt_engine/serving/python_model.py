@@ -1,0 +1,90 @@
+"""What the served model does inside Triton's Python backend (model.py hands over to ServedModel).
+
+Triton's core has already checked each request against config.pbtxt (input name, datatype, dims, batch size <=
+max_batch_size) before ``execute`` sees it. The dynamic batcher hands ``execute`` several requests at once: their
+inputs are concatenated along the batch axis, run as one batch on the runner, and the output is split back, one
+response per request in the order received. A failure while running answers every request of that batch with the
+error and leaves the model serving.
+
+Tensors cross the backend boundary through DLPack (``np.from_dlpack`` in, ``Tensor.from_dlpack`` out), not
+``as_numpy()`` / ``Tensor(name, array)``: the backend's compiled helpers read NumPy 1's array-descriptor layout,
+and under NumPy 2 they see garbage item sizes (inputs read as repeated first elements, outputs sent with 0
+bytes). DLPack describes the memory itself and is correct with either NumPy.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+class ServedModel:
+    def __init__(self, args: dict, config: dict, parameters: dict, pb_utils):
+        from trt_engine.serving.runtimes import make_runner
+
+        self.pb = pb_utils
+        self.batching = int(config.get("max_batch_size", 0)) > 0
+        version_dir = Path(args["model_repository"]) / args["model_version"]
+        onnx = version_dir / parameters["onnx_file"] if parameters.get("onnx_file") else None
+        engine = version_dir / parameters["engine_file"] if parameters.get("engine_file") else None
+        plugin = parameters.get("plugin") or None
+        if plugin and not os.path.isabs(plugin):
+            plugin = str(Path(args["model_repository"]) / plugin)
+        device = int(args.get("model_instance_device_id") or 0)
+        threads = int(parameters.get("threads") or 0)
+        start = time.perf_counter()
+        self.runner = make_runner(parameters.get("runtime", "auto"), onnx_path=onnx, engine_path=engine,
+                                  plugin=plugin, device=device, threads=threads)
+        self.input_name = config["input"][0]["name"]
+        self.output_name = config["output"][0]["name"]
+        self.logger = pb_utils.Logger
+        self.logger.log_info(f"{args['model_name']}: runtime {self.runner.name}, input {self.input_name} "
+                             f"{self.runner.input_dtype}, output {self.output_name} {self.runner.output_dtype} "
+                             f"(loaded in {time.perf_counter() - start:.1f} s)")
+
+    def execute(self, requests):
+        pb = self.pb
+        arrays, errors = [], {}
+        for index, request in enumerate(requests):
+            tensor = pb.get_input_tensor_by_name(request, self.input_name)
+            if tensor is None:
+                errors[index] = f"the request has no input named {self.input_name!r}"
+                arrays.append(None)
+                continue
+            x = np.from_dlpack(tensor)   # not as_numpy(): see the module docstring
+            if x.dtype != self.runner.input_dtype:
+                errors[index] = f"input {self.input_name!r} must be {self.runner.input_dtype}, got {x.dtype}"
+                arrays.append(None)
+                continue
+            arrays.append(x)
+        good = [i for i in range(len(requests)) if i not in errors]
+        outputs = {}
+        if good:
+            try:
+                if self.batching and len(good) > 1:
+                    y = self.runner(np.concatenate([arrays[i] for i in good]))
+                    sizes = np.cumsum([len(arrays[i]) for i in good])[:-1]
+                    outputs = dict(zip(good, np.split(y, sizes)))
+                else:
+                    outputs = {i: self.runner(arrays[i]) for i in good}
+            except Exception as error:  # answer the batch with the error; the model keeps serving
+                message = f"{self.runner.name} failed on this batch: {type(error).__name__}: {error}"
+                self.logger.log_error(message)
+                errors.update({i: message for i in good})
+        responses = []
+        for index in range(len(requests)):
+            if index in errors:
+                responses.append(pb.InferenceResponse(output_tensors=[], error=pb.TritonError(errors[index])))
+            else:
+                y = np.ascontiguousarray(outputs[index].astype(self.runner.output_dtype, copy=False))
+                responses.append(pb.InferenceResponse(output_tensors=[pb.Tensor.from_dlpack(self.output_name, y)]))
+        return responses
+
+    def finalize(self) -> None:
+        self.runner = None

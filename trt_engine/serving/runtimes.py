@@ -1,0 +1,196 @@
+"""The runtimes a served model can run on, and the choice of the best one present.
+
+In order of preference (docs/serving.md):
+
+- ``tensorrt``: the TensorRT engine through trt_engine.tensorrt_api, where TensorRT and a GPU it supports exist;
+- ``torch-cuda``: the PyTorch model rebuilt from the ONNX file's metadata, its WTConv2d layers fused and run on
+  our CUDA kernels (wtconv_export.cuda_kernels), in the precision the ONNX model was exported in;
+- ``onnxruntime``: the exported ONNX model in ONNX Runtime on the CPU, WTConv2d nodes through
+  onnxruntime-extensions (wtconv_export.onnx_ort).
+
+Each runner maps a NumPy batch in the model's input dtype to a NumPy batch in its output dtype, so the served
+model and a test calling the runner directly compute the same thing.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from wtconv_export.errors import ConfigurationError, ServingError
+
+log = logging.getLogger(__name__)
+
+RUNTIMES = ("tensorrt", "torch-cuda", "onnxruntime")
+_ONNX_NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+
+
+class OnnxRuntimeRunner:
+    """The exported ONNX model in ONNX Runtime (CPU)."""
+
+    name = "onnxruntime"
+
+    def __init__(self, onnx_path, threads: int = 0):
+        import onnxruntime as ort
+
+        from wtconv_export.onnx_ort import make_ort_session
+
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = int(threads)
+        self.session = make_ort_session(str(onnx_path), session_options=options)
+        inp, out = self.session.get_inputs()[0], self.session.get_outputs()[0]
+        self.input_name, self.output_name = inp.name, out.name
+        self.input_dtype = np.dtype(_ONNX_NUMPY[inp.type])
+        self.output_dtype = np.dtype(_ONNX_NUMPY[out.type])
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return self.session.run([self.output_name], {self.input_name: x})[0]
+
+
+class TorchCudaRunner:
+    """The PyTorch model of the ONNX file (its wtconv_trt.* metadata), WTConv2d layers on our CUDA kernels."""
+
+    name = "torch-cuda"
+
+    def __init__(self, onnx_path, device: int = 0):
+        import onnx
+        import torch
+
+        from wtconv_export import cuda_kernels
+        from wtconv_export.fused_module import fuse_wtconv_layers
+        from wtconv_export.onnx_export import read_metadata
+        from wtconv_export.onnx_models import build_model_from_metadata
+
+        proto = onnx.load(str(onnx_path), load_external_data=False)
+        metadata = read_metadata(proto)
+        cuda_kernels.register()
+        model, _ = build_model_from_metadata(metadata)
+        self.precision = metadata.get("precision", "fp32")
+        self.torch_dtype = torch.float16 if self.precision == "fp16" else torch.float32
+        # fp32 means fp32: no TF32 in the model's other convolutions and matmuls (as the exported model).
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+        self.device = torch.device("cuda", int(device))
+        self.model = fuse_wtconv_layers(model.float().eval().to(self.device, self.torch_dtype))
+        self.input_name = proto.graph.input[0].name
+        self.output_name = proto.graph.output[0].name
+        self.input_dtype = self.output_dtype = np.dtype(np.float16 if self.precision == "fp16" else np.float32)
+        self.torch = torch
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        torch = self.torch
+        with torch.inference_mode():
+            y = self.model(torch.from_numpy(np.ascontiguousarray(x)).to(self.device, non_blocking=False))
+        return y.to(self.torch_dtype).cpu().numpy()
+
+
+class TensorRTRunner:
+    """A TensorRT engine (with its manifest ENGINE.json) through trt_engine.tensorrt_api."""
+
+    name = "tensorrt"
+
+    def __init__(self, engine_path, plugin=None, device: int = 0):
+        import torch
+
+        from trt_engine.profiles import find_profile
+        from trt_engine.engine_file import check_engine_request, load_engine_for_run
+
+        check = check_engine_request(engine_path)
+        self.manifest, self.profiles = check.manifest, check.profiles
+        self.loaded = load_engine_for_run(engine_path, self.manifest, plugin)
+        self.context = self.loaded.engine.create_execution_context()
+        io = self.loaded.io()
+        self.input_name = next(t["name"] for t in io if t["mode"] == "input")
+        self.output_name = next(t["name"] for t in io if t["mode"] == "output")
+        self.input_dtype = np.dtype(next(t["dtype"] for t in io if t["mode"] == "input"))
+        self.output_dtype = np.dtype(next(t["dtype"] for t in io if t["mode"] == "output"))
+        self.device = torch.device("cuda", int(device))
+        self.stream = torch.cuda.Stream(self.device)
+        self.profile = 0
+        self.find_profile = find_profile
+        self.torch = torch
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        torch = self.torch
+        profile = self.find_profile(self.profiles, {self.input_name: tuple(x.shape)})
+        if profile != self.profile:
+            self.context.set_optimization_profile_async(profile, self.stream.cuda_stream)
+            self.profile = profile
+        if not self.context.set_input_shape(self.input_name, tuple(x.shape)):
+            raise ServingError(f"the engine rejected input shape {tuple(x.shape)}")
+        inp = torch.from_numpy(np.ascontiguousarray(x)).to(self.device)
+        out_shape = tuple(self.context.get_tensor_shape(self.output_name))
+        out = torch.empty(out_shape, dtype=getattr(torch, self.output_dtype.name), device=self.device)
+        self.context.set_tensor_address(self.input_name, inp.data_ptr())
+        self.context.set_tensor_address(self.output_name, out.data_ptr())
+        with torch.cuda.stream(self.stream):
+            if not self.context.execute_async_v3(self.stream.cuda_stream):
+                raise ServingError("TensorRT execute_async_v3 failed (see the server log)")
+        self.stream.synchronize()
+        return out.cpu().numpy()
+
+
+def unavailable_reason(runtime: str, *, onnx_path=None, engine_path=None) -> str | None:
+    """Why ``runtime`` cannot run here (None: it can)."""
+    if runtime == "onnxruntime":
+        if not onnx_path:
+            return "no ONNX model in the repository"
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            return "onnxruntime is not installed"
+        return None
+    try:
+        import torch
+    except ImportError:
+        return "PyTorch is not installed"
+    if not torch.cuda.is_available():
+        return "no CUDA GPU visible to PyTorch"
+    if runtime == "torch-cuda":
+        from wtconv_export import cuda_kernels
+        if not onnx_path:
+            return "no ONNX model in the repository (its metadata names the PyTorch model)"
+        if cuda_kernels.find_library() is None:
+            return "our CUDA kernel library is not built (" + cuda_kernels.BUILD_HINT + ")"
+        return None
+    if runtime == "tensorrt":
+        from trt_engine import tensorrt_api
+        if not engine_path:
+            return "no engine in the repository"
+        if not tensorrt_api.tensorrt_available():
+            return "TensorRT is not installed"
+        return None
+    raise ServingError(f"unknown runtime {runtime!r}; expected auto or one of {', '.join(RUNTIMES)}")
+
+
+def select_runtime(preference: str = "auto", *, onnx_path=None, engine_path=None) -> str:
+    """``preference`` itself when it can run here (ServingError saying why not), or for "auto" the first of
+    RUNTIMES that can."""
+    if preference != "auto":
+        reason = unavailable_reason(preference, onnx_path=onnx_path, engine_path=engine_path)
+        if reason:
+            raise ConfigurationError(f"runtime {preference} cannot run here: {reason}")
+        return preference
+    reasons = {}
+    for runtime in RUNTIMES:
+        reasons[runtime] = unavailable_reason(runtime, onnx_path=onnx_path, engine_path=engine_path)
+        if reasons[runtime] is None:
+            return runtime
+    raise ConfigurationError("no runtime can run this model here: "
+                             + "; ".join(f"{r}: {why}" for r, why in reasons.items()))
+
+
+def make_runner(runtime: str, *, onnx_path=None, engine_path=None, plugin=None, device: int = 0, threads: int = 0):
+    """A runner for ``runtime`` ("auto" chooses, see select_runtime)."""
+    runtime = select_runtime(runtime, onnx_path=onnx_path, engine_path=engine_path)
+    if runtime == "onnxruntime":
+        return OnnxRuntimeRunner(Path(onnx_path), threads=threads)
+    if runtime == "torch-cuda":
+        return TorchCudaRunner(Path(onnx_path), device=device)
+    return TensorRTRunner(Path(engine_path), plugin=plugin, device=device)
+
+
+__all__ = ["RUNTIMES", "OnnxRuntimeRunner", "TorchCudaRunner", "TensorRTRunner", "make_runner", "select_runtime",
+           "unavailable_reason"]

@@ -1,0 +1,393 @@
+"""Find, prepare, start, watch and stop a ``tritonserver`` (the one shipped in the ``nvidia-pytriton`` wheel).
+
+The wheel carries a complete server (``pytriton/tritonserver/bin/tritonserver``) with the Python backend
+(``backends/python/libtriton_python.so``) and one backend *stub* per Python version
+(``python_backend_stubs/3.X/triton_python_backend_stub``). The wheel pins ``numpy<2``, so it is installed with
+``pip install --no-deps nvidia-pytriton`` and only its binaries are used; the client side is ``tritonclient``
+(docs/serving.md says why). Three things make it run outside PyTriton:
+
+- the stub for the running Python is copied beside ``libtriton_python.so`` (a per-user cache folder holds that
+  backend directory, so a read-only site-packages works too);
+- the server, the backend and the stub find their bundled libraries (``nvidia_pytriton.libs``) and this
+  interpreter's ``libpython3.X.so`` through ``LD_LIBRARY_PATH``; the stub embeds that libpython with an
+  isolated ``sys.path`` (``PYTHONPATH`` is ignored), so the model's ``model.py`` adds the environment's
+  site-packages itself, from a config parameter (trt_engine/serving/repository.py);
+- the server runs in its own process group, so stopping it also stops the stubs, whatever state a test left.
+
+Our launcher refuses, with one line naming the cause, a port already in use, a repository whose configs do not
+parse, and a server that exits or fails to load a model before it is ready.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from wtconv_export.errors import ConfigurationError, ServingError
+
+log = logging.getLogger(__name__)
+
+ENV_HOME = "WTCONV_TRITON_HOME"       # a pytriton/tritonserver folder (bin/, backends/, python_backend_stubs/)
+ENV_CACHE = "WTCONV_TRITON_CACHE"     # where the prepared backend directory goes (default ~/.cache/wtconv-trt)
+PYTRITON_VERSION = "0.7.0"            # the wheel this project was tested with (Triton server 2.51.0)
+INSTALL_HINT = (f"install the server binary with: pip install --no-deps nvidia-pytriton=={PYTRITON_VERSION} "
+                f"(only its tritonserver is used; --no-deps keeps its numpy<2 pin out of this environment), or set "
+                f"{ENV_HOME} to an unpacked wheel's pytriton/tritonserver folder")
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass(frozen=True)
+class ServerInstall:
+    """Where the server's files are."""
+
+    root: Path            # .../pytriton/tritonserver
+    binary: Path          # root/bin/tritonserver
+    library_dirs: tuple   # bundled shared libraries (nvidia_pytriton.libs)
+
+    def stub_for(self, version=None) -> Path:
+        major, minor = (version or sys.version_info)[:2]
+        return self.root / "python_backend_stubs" / f"{major}.{minor}" / "triton_python_backend_stub"
+
+
+def find_server() -> ServerInstall:
+    """The tritonserver of an installed ``nvidia-pytriton`` wheel (or of ``$WTCONV_TRITON_HOME``)."""
+    root = None
+    if os.environ.get(ENV_HOME):
+        root = Path(os.environ[ENV_HOME]).expanduser()
+        if not (root / "bin" / "tritonserver").is_file():
+            raise ConfigurationError(f"{ENV_HOME}={root} has no bin/tritonserver; point it at the "
+                                     f"pytriton/tritonserver folder of an unpacked nvidia-pytriton wheel")
+    else:
+        import importlib.util
+        spec = importlib.util.find_spec("pytriton")   # finds the package without importing it (numpy<2 code)
+        if spec is not None and spec.submodule_search_locations:
+            root = Path(list(spec.submodule_search_locations)[0]) / "tritonserver"
+        if root is None or not (root / "bin" / "tritonserver").is_file():
+            raise ConfigurationError(f"no tritonserver found; {INSTALL_HINT}")
+    libs = tuple(p for p in (root.parent.parent / "nvidia_pytriton.libs", root / "lib") if p.is_dir())
+    return ServerInstall(root.resolve(), (root / "bin" / "tritonserver").resolve(), libs)
+
+
+def python_library_dir() -> str | None:
+    """The folder of this interpreter's shared libpython, which the backend stub loads (None: not shared)."""
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        return None
+    libdir = sysconfig.get_config_var("LIBDIR")
+    soname = sysconfig.get_config_var("INSTSONAME") or ""
+    return libdir if libdir and (Path(libdir) / soname).exists() else None
+
+
+def cache_dir() -> Path:
+    base = os.environ.get(ENV_CACHE) or os.path.join(os.environ.get("XDG_CACHE_HOME") or
+                                                     os.path.expanduser("~/.cache"), "wtconv-trt")
+    return Path(base)
+
+
+def prepare_backends(install: ServerInstall) -> Path:
+    """A backend directory whose python/ holds the backend library, its utilities and the stub for this Python
+    (what PyTriton does inside its own package), under the per-user cache. Returns the backend directory."""
+    stub = install.stub_for()
+    if not stub.is_file():
+        have = sorted(p.name for p in (install.root / "python_backend_stubs").iterdir())
+        raise ConfigurationError(f"the server has no Python backend stub for Python "
+                                 f"{sys.version_info[0]}.{sys.version_info[1]} (it has {', '.join(have)}); "
+                                 f"run the server from one of those Python versions")
+    source = install.root / "backends" / "python"
+    key = f"{install.binary.stat().st_size}-{sys.version_info[0]}.{sys.version_info[1]}"
+    target_root = cache_dir() / f"triton-backends-{key}"
+    target = target_root / "python"
+    files = [(source / "libtriton_python.so", target / "libtriton_python.so"),
+             (source / "triton_python_backend_utils.py", target / "triton_python_backend_utils.py"),
+             (stub, target / "triton_python_backend_stub")]
+    if all(dst.is_file() and dst.stat().st_size == src.stat().st_size for src, dst in files):
+        return target_root
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for src, dst in files:
+            tmp = dst.with_name(dst.name + f".tmp{os.getpid()}")
+            shutil.copyfile(src, tmp)
+            tmp.chmod(0o755)
+            os.replace(tmp, dst)
+    except OSError as error:
+        raise ConfigurationError(f"cannot prepare the Triton Python backend in {target_root}: {error}; set "
+                                 f"{ENV_CACHE} to a writable folder") from error
+    return target_root
+
+
+def server_environment(install: ServerInstall) -> dict:
+    env = dict(os.environ)
+    dirs = [d for d in [python_library_dir(), *map(str, install.library_dirs)] if d]
+    if env.get("LD_LIBRARY_PATH"):
+        dirs.append(env["LD_LIBRARY_PATH"])
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(dirs)
+    env.pop("PYTHONHOME", None)
+    return env
+
+
+def port_in_use(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+_ERROR_LINE = re.compile(r"^E\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] (.*)$")
+
+
+def first_error(log_text: str) -> str | None:
+    """The first error Triton logged (its 'E' lines; a model's "failed to load" line first), as one line, or its
+    last 'error:' line."""
+    found = []
+    for line in log_text.splitlines():
+        match = _ERROR_LINE.match(line)
+        if match and "CudaDriverHelper" not in line and "NVML" not in line:
+            found.append(match.group(1).strip().strip('"').replace("\\n", " ").split("At:")[0].strip())
+    for message in found:
+        if message.startswith("failed to load"):
+            return message
+    if found:
+        return found[0]
+    for line in reversed(log_text.splitlines()):
+        if line.startswith("error:"):
+            return line[len("error:"):].strip()
+    return None
+
+
+class TritonServer:
+    """One tritonserver process serving a model repository.
+
+        with TritonServer(repo, http_port=0, grpc_port=0) as server:   # 0: pick free ports
+            server.http_url, server.grpc_url
+
+    ``start`` checks the ports and the repository's configs first, then waits for ``/v2/health/ready``; any
+    failure raises ServingError with one line (the server's own first error when it logged one). ``stop`` sends
+    SIGTERM to the server's process group (the server and its backend stubs), then SIGKILL after a grace period.
+    """
+
+    def __init__(self, repository, *, host: str = "127.0.0.1", http_port: int = 8000, grpc_port: int = 8001,
+                 metrics_port: int = 0, log_file=None, model_control: str = "none", load_models=(),
+                 extra_args=(), install: ServerInstall | None = None):
+        self.repository = Path(repository).resolve()
+        self.host = host
+        self.ports = {"http": int(http_port), "grpc": int(grpc_port), "metrics": int(metrics_port)}
+        self.log_file = Path(log_file) if log_file else Path(tempfile.mkdtemp(prefix="tritonserver-")) / "server.log"
+        self.model_control = model_control
+        self.load_models = list(load_models)
+        self.extra_args = list(extra_args)
+        self.install = install
+        self.process: subprocess.Popen | None = None
+        self.recoveries: list = []          # (model, dead stub pid, seconds to reload, error or None)
+        self._watch_stop = threading.Event()
+        self._watcher: threading.Thread | None = None
+
+    @property
+    def http_url(self) -> str:
+        return f"{self._client_host()}:{self.ports['http']}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"{self._client_host()}:{self.ports['grpc']}"
+
+    def _client_host(self) -> str:
+        return "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+
+    def command(self, backends: Path) -> list:
+        cmd = [str(self.install.binary), f"--model-repository={self.repository}",
+               f"--backend-directory={backends}", f"--http-address={self.host}", f"--grpc-address={self.host}",
+               f"--http-port={self.ports['http']}", f"--grpc-port={self.ports['grpc']}",
+               f"--model-control-mode={self.model_control}", "--exit-timeout-secs=3", "--log-verbose=0",
+               # No auto-complete: it starts a short-lived stub per model, which the stub watch would take for a
+               # crash; our configs are complete.
+               "--disable-auto-complete-config"]
+        if self.ports["metrics"] > 0:
+            cmd += [f"--metrics-address={self.host}", f"--metrics-port={self.ports['metrics']}"]
+        else:
+            cmd.append("--allow-metrics=false")
+        cmd += [f"--load-model={m}" for m in self.load_models]
+        return cmd + self.extra_args
+
+    def start(self, timeout: float = 120.0) -> "TritonServer":
+        from trt_engine.serving.repository import check_repository
+
+        check_repository(self.repository)
+        self.install = self.install or find_server()
+        backends = prepare_backends(self.install)
+        for what, port in self.ports.items():
+            if port == 0 and what != "metrics":
+                self.ports[what] = free_port(self._client_host())
+            elif port > 0 and port_in_use(self.host, port):
+                raise ServingError(f"port {port} on {self.host} ({what}) is already in use: stop what listens "
+                                   f"there or choose another with --{what}-port")
+        if self.ports["http"] == self.ports["grpc"]:
+            raise ServingError(f"the HTTP and gRPC ports are both {self.ports['http']}: give two different ports")
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        log.debug("starting %s", " ".join(self.command(backends)))
+        with open(self.log_file, "wb") as out:
+            self.process = subprocess.Popen(self.command(backends), stdout=out, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, env=server_environment(self.install),
+                                            start_new_session=True)
+        try:
+            self.wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def log_text(self) -> str:
+        try:
+            return self.log_file.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def is_ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.http_url}/v2/health/ready", timeout=2) as response:
+                return response.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                cause = first_error(self.log_text()) or f"exit status {self.process.returncode}"
+                raise ServingError(f"tritonserver stopped before it was ready: {cause} (log: {self.log_file})")
+            if self.is_ready():
+                return
+            time.sleep(0.2)
+        cause = first_error(self.log_text())
+        raise ServingError(f"tritonserver was not ready within {timeout:.0f} s"
+                           + (f": {cause}" if cause else "") + f" (log: {self.log_file})")
+
+    def stub_pids(self) -> list:
+        """Process ids of this server's Python backend stubs (children of the server process)."""
+        return sorted(self.stubs())
+
+    def stubs(self) -> dict:
+        """{pid: model name} of this server's Python backend stubs (children of the server process; the stub's
+        command line ends with the instance name, <model>_<group>_<index>)."""
+        if self.process is None:
+            return {}
+        pids = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+                if ppid != self.process.pid:
+                    continue
+                argv = (entry / "cmdline").read_text().split("\0")
+                if argv and argv[0].endswith("triton_python_backend_stub"):
+                    instance = next((a for a in argv[8:9] if a), "")
+                    pids[int(entry.name)] = instance.rsplit("_", 2)[0] if instance.count("_") >= 2 else instance
+            except (OSError, ValueError, IndexError):
+                continue
+        return pids
+
+    def reload(self, model: str, timeout: float = 120.0) -> None:
+        """Unload and load ``model`` through the repository API (needs model_control "explicit"): a new backend
+        stub starts and the model warms up again. Requests in the gap are answered with an error."""
+        base = f"http://{self.http_url}/v2/repository/models/{model}"
+        for action in ("unload", "load"):
+            request = urllib.request.Request(f"{base}/{action}", data=b"{}", method="POST",
+                                             headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=timeout) as response:
+                    response.read()
+            except urllib.error.HTTPError as error:
+                raise ServingError(f"could not {action} model {model}: {error.read().decode(errors='replace')}"
+                                   ) from None
+
+    def watch(self, interval: float = 0.5) -> "TritonServer":
+        """Start a thread that notices a backend stub that died (killed, crashed, out of memory) and reloads its
+        model, so the model serves again; each recovery is logged and kept in ``recoveries``."""
+        if self.model_control != "explicit":
+            raise ServingError("recovering a model whose backend died needs model_control='explicit'")
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._watch, args=(interval,), name="triton-stub-watch",
+                                             daemon=True)
+            self._watcher.start()
+        return self
+
+    def _watch(self, interval: float) -> None:
+        known = self.stubs()
+        while not self._watch_stop.wait(interval):
+            if self.process is None or self.process.poll() is not None:
+                return
+            now = self.stubs()
+            dead = {}
+            for pid, model in known.items():
+                if pid not in now and model:
+                    dead.setdefault(model, pid)
+            for model, pid in dead.items():
+                log.warning("the backend stub of model %s (pid %d) died; reloading the model", model, pid)
+                start = time.monotonic()
+                try:
+                    self.reload(model)
+                    error = None
+                except (ServingError, OSError) as failure:
+                    error = str(failure)
+                    log.error("reloading model %s failed: %s", model, error)
+                self.recoveries.append((model, pid, time.monotonic() - start, error))
+            if dead:
+                now = self.stubs()
+            known = now
+
+    def stop(self, grace: float = 15.0) -> int | None:
+        """Stop the server and its stubs; returns its exit status (None if it never started)."""
+        self._watch_stop.set()
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.process.wait(grace)
+            except subprocess.TimeoutExpired:
+                log.warning("tritonserver did not stop within %.0f s; killing it", grace)
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)     # stubs left behind by a killed server
+        except (ProcessLookupError, PermissionError):
+            pass
+        return self.process.wait()
+
+    def __enter__(self) -> "TritonServer":
+        return self.start() if self.process is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def is_loopback(host: str) -> bool:
+    return host in LOOPBACK or host.startswith("127.")
+
+
+__all__ = ["ServerInstall", "TritonServer", "find_server", "prepare_backends", "free_port", "port_in_use",
+           "first_error", "is_loopback", "INSTALL_HINT", "PYTRITON_VERSION"]
