@@ -118,7 +118,7 @@ char const* formatName(TensorFormat format) noexcept
     }
 }
 
-// TensorRT tensor format -> the kernels' layout and channel pitch (docs/design.md, "TensorRT facts"): kLINEAR
+// TensorRT tensor format -> the kernels' layout and channel pitch (TensorFormat in NvInferRuntime.h): kLINEAR
 // is NCHW; kHWC (fp32), kHWC8 (fp16, bf16) and kHWC16 (fp16) are channels-last with C rounded up to 1, 8 or 16
 // elements per pixel. Other formats (vector-major kCHW*, DLA, 5-D) and other format/dtype pairs: false.
 bool toKernelLayout(TensorFormat format, DataType type, int64_t channels, Layout& layout, int64_t& pitch) noexcept
@@ -440,7 +440,7 @@ int32_t WTConvPlugin::getOutputShapes(DimsExprs const* inputs, int32_t nbInputs,
         }
         else
         {
-            // (H, W) -> (ceil(H / s), ceil(W / s)): the kept pixels s*i, s*j (docs/design.md, "The operator").
+            // (H, W) -> (ceil(H / s), ceil(W / s)): the kept pixels s*i, s*j (docs/design.md §2.4).
             nvinfer1::IDimensionExpr const* s = exprBuilder.constant(mStride);
             if (s == nullptr)
             {

@@ -1,7 +1,7 @@
 // wtconvPlugin.h — TensorRT IPluginV3 plugin "WTConv2d" on the fused WTConv kernels.
 //
 // The plugin only translates TensorRT descriptors into wtconv::WTConvParams (plugin/kernels/wtconvKernel.h)
-// and calls wtconvForward; the operator itself is specified in docs/design.md, "The operator".
+// and calls wtconvForward; the operator itself is specified in docs/design.md §2.
 //
 //   input 0  x: (N, C, H, W) linear NCHW, fp32 / fp16 / bf16 (what the kernels accept)
 //   output 0 y: (N, C, ceil(H/stride), ceil(W/stride)), the input's dtype

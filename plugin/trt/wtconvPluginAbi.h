@@ -80,22 +80,20 @@ constexpr Text<N> join(char const* const (&parts)[P])
 } // namespace wtconv
 
 // `library` is "dynamic" (getCreators / setLoggerFinder, loadLibrary) or "static" (REGISTER_TENSORRT_PLUGIN).
-#define WTCONV_PLUGIN_ABI_PARTS(library)                                                                           \
-    {                                                                                                              \
-        "wtconv_trt_plugin format=1 library=", library, " abi=trt", WTCONV_ABI_STRINGIFY(NV_TENSORRT_MAJOR),         \
-            " tensorrt=", WTCONV_ABI_STRINGIFY(NV_TENSORRT_MAJOR), ".", WTCONV_ABI_STRINGIFY(NV_TENSORRT_MINOR), ".", \
-            WTCONV_ABI_STRINGIFY(NV_TENSORRT_PATCH), " tensorrt_rtx_abi=", WTCONV_ABI_TENSORRT_RTX, " plugin=",       \
-            ::wtconv::contract::kPLUGIN_NAME, " plugin_version=", ::wtconv::contract::kPLUGIN_VERSION,               \
-            " package_version=", WTCONV_PACKAGE_VERSION                                                            \
-    }
+#define WTCONV_PLUGIN_ABI_PARTS(library)                                                                               \
+    {"wtconv_trt_plugin format=1 library=", library, " abi=trt", WTCONV_ABI_STRINGIFY(NV_TENSORRT_MAJOR),              \
+        " tensorrt=", WTCONV_ABI_STRINGIFY(NV_TENSORRT_MAJOR), ".", WTCONV_ABI_STRINGIFY(NV_TENSORRT_MINOR), ".",      \
+        WTCONV_ABI_STRINGIFY(NV_TENSORRT_PATCH), " tensorrt_rtx_abi=", WTCONV_ABI_TENSORRT_RTX,                        \
+        " plugin=", ::wtconv::contract::kPLUGIN_NAME, " plugin_version=", ::wtconv::contract::kPLUGIN_VERSION,         \
+        " package_version=", WTCONV_PACKAGE_VERSION}
 
 // Defines the record in the section; use once per library, at global scope. Not exported (hidden visibility
 // and the libraries' version scripts); `used` keeps it although nothing references it.
-#define WTCONV_DEFINE_PLUGIN_ABI_RECORD(library)                                                                   \
-    namespace                                                                                                      \
-    {                                                                                                              \
-    constexpr char const* kWtconvTrtAbiParts[] = WTCONV_PLUGIN_ABI_PARTS(library);                                 \
-    }                                                                                                              \
-    extern "C" __attribute__((section(".wtconv_trt_abi"), used))                                                   \
-    ::wtconv::abi::Text<::wtconv::abi::joinedSize(kWtconvTrtAbiParts)> const wtconvTrtAbiRecord                    \
+#define WTCONV_DEFINE_PLUGIN_ABI_RECORD(library)                                                                       \
+    namespace                                                                                                          \
+    {                                                                                                                  \
+    constexpr char const* kWtconvTrtAbiParts[] = WTCONV_PLUGIN_ABI_PARTS(library);                                     \
+    }                                                                                                                  \
+    extern "C" __attribute__((section(".wtconv_trt_abi"),                                                              \
+        used)) ::wtconv::abi::Text<::wtconv::abi::joinedSize(kWtconvTrtAbiParts)> const wtconvTrtAbiRecord             \
         = ::wtconv::abi::join<::wtconv::abi::joinedSize(kWtconvTrtAbiParts)>(kWtconvTrtAbiParts)

@@ -1,4 +1,4 @@
-// wtconvPluginContract.h — the ONNX <-> TensorRT plugin contract, C++ side (docs/design.md, "ONNX ↔ plugin contract").
+// wtconvPluginContract.h — the ONNX <-> TensorRT plugin contract, C++ side (docs/design.md §4).
 //
 // Defined once here; the Python side is wtconv_export/contract.py and tests/test_plugin_contract.py
 // parses this header and checks the two agree. TensorRT's ONNX parser finds the creator by

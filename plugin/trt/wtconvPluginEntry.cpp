@@ -1,5 +1,5 @@
 // wtconvPluginEntry.cpp — entry points of the dynamically loaded plugin library (libwtconv_trt_plugin_dynamic.so),
-// for `trtexec --dynamicPlugins=...` and IPluginRegistry::loadLibrary (docs/design.md, "TensorRT facts").
+// for `trtexec --dynamicPlugins=...` and IPluginRegistry::loadLibrary (docs/design.md §5).
 //
 // TensorRT dlopen()s the library and calls exactly two exported functions (the pattern of TensorRT's
 // plugin/vc/vfcCommon.cpp): setLoggerFinder, to hand over its logger, and getCreators, to register the

@@ -1,9 +1,9 @@
 // wtconvPluginFields.h — decoding and validating the WTConv2d plugin fields (the ONNX node's attributes, or the
 // fields an engine serialized), independent of the plugin object so it can be tested on its own.
 //
-// The field set is the ONNX <-> plugin contract (wtconvPluginContract.h; docs/design.md, "ONNX ↔ plugin
-// contract"). TensorRT's ONNX parser hands INT attributes over as one-element kINT32 fields and FLOATS
-// attributes as kFLOAT32 fields; kINT64 and kFLOAT16 are accepted too.
+// The field set is the ONNX <-> plugin contract (wtconvPluginContract.h; docs/design.md §4). TensorRT's ONNX
+// parser hands INT attributes over as one-element kINT32 fields and FLOATS attributes as kFLOAT32 fields; kINT64
+// and kFLOAT16 are accepted too.
 #pragma once
 
 #include "NvInferRuntime.h"

@@ -4,7 +4,7 @@
 
 For each layer: a randomly initialised published WTConv2d (scales randomised too), folded with
 wtconv_export.folding.fold_wtconv into the fp32 plugin fields; for each run: an input x in the run's dtype
-and the fused spec (wtconv_export.fused_spec, docs/design.md "The operator") evaluated in float64 on exactly that
+and the fused spec (wtconv_export.fused_spec, docs/design.md §2.4) evaluated in float64 on exactly that
 input and those fp32 weights. Error metric everywhere: max |y - ref| / max |ref|.
 
 Bounds: fp32 1e-5. fp16 / bf16: 2x the error of PyTorch running the published module in that dtype
