@@ -19,7 +19,7 @@
 #include <cstddef>
 
 #ifndef WTCONV_PACKAGE_VERSION
-#error "WTCONV_PACKAGE_VERSION must be defined by the build (plugin/CMakeLists.txt reads it from pyproject.toml)"
+#error "WTCONV_PACKAGE_VERSION must be defined by the build (plugin/CMakeLists.txt reads it from VERSION)"
 #endif
 
 #define WTCONV_ABI_STRINGIFY_(x) #x
