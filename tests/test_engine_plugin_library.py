@@ -235,3 +235,28 @@ def test_kernel_library_uses_the_same_order(libs, places, monkeypatch):
     assert libraries.find("kernels") == cached
     cuda_kernels = pytest.importorskip("wtconv_export.cuda_kernels")
     assert cuda_kernels.find_library() == cached
+
+
+def test_doctor_shows_the_lookup_order_and_what_it_found(libs, places, capsys):
+    from wtconv_trt import cli
+
+    _put(libs["dynamic11"], places["cache"] / "trt11" / libraries.FILE_NAMES["plugin"])
+    assert cli.main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    found = [line for line in lines if "[found] user cache (trt11)" in line]
+    assert len(found) == 1 and "dynamic, ABI trt11 (TensorRT 11.1.0 headers)" in found[0]
+    # every place of the order is listed, in order, for each library
+    plugin_block = out.split("plugin (libwtconv_trt_plugin_dynamic.so):")[1].split("plugin-static")[0]
+    order = [w for w in ("package (trt10)", "package (trt11)", "user cache (trt10)", "user cache (trt11)",
+                         "build tree") if w in plugin_block]
+    assert order == sorted(order, key=plugin_block.index) and len(order) == 5
+    assert "What works here:" in out and "TensorRT-RTX" in out
+
+
+def test_build_libs_refuses_a_folder_without_headers(tmp_path, capsys):
+    from wtconv_trt import cli
+
+    status = cli.main(["build-libs", "--tensorrt-headers", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert status == 2 and "no include/NvInferRuntime.h there" in err.strip().splitlines()[-1]

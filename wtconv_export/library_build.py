@@ -27,7 +27,6 @@ from wtconv_export.errors import ConfigurationError, InputError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CUDA_ARCHITECTURES = "native"
 _TARGETS = {"kernels": "wtconv_kernels_capi", "plugin": "wtconv_trt_plugin_dynamic",
             "plugin-static": "wtconv_trt_plugin"}
 _BUILT_AT = {"kernels": ".", "plugin": "trt", "plugin-static": "trt"}  # below the build folder
@@ -91,22 +90,23 @@ def _run(command: list[str], what: str, log_file: Path) -> None:
 
 
 def build_libraries(*, tensorrt_headers=None, source=None, build_dir=None, install_root=None,
-                    cuda_architectures: str = DEFAULT_CUDA_ARCHITECTURES, jobs: int | None = None,
+                    cuda_architectures: str | None = None, jobs: int | None = None,
                     kinds=None) -> dict:
     """Configure, build and install the libraries; returns {kind: installed path}.
 
     ``kinds``: which of "kernels", "plugin", "plugin-static" (default: the kernels, and both plugins when
-    ``tensorrt_headers`` is given). ``install_root``: default the per-user lib folder."""
-    for tool in ("cmake", "nvcc"):
-        if shutil.which(tool) is None and not (tool == "nvcc" and Path("/usr/local/cuda/bin/nvcc").is_file()):
-            raise ConfigurationError(f"{tool} is not on PATH: building the libraries needs CMake >= 3.24 and the "
-                                     f"CUDA toolkit (nvcc)")
+    ``tensorrt_headers`` is given). ``install_root``: default the per-user lib folder. ``cuda_architectures``:
+    CMake's list ("90", "80;86;89;90", "native"); default plugin/CMakeLists.txt's."""
+    root = tensorrt_root(tensorrt_headers) if tensorrt_headers else None
+    abi = headers_abi(root) if root else None
     source = Path(source) if source else default_source_dir()
     if source is None or not (source / "CMakeLists.txt").is_file():
         raise ConfigurationError("the CMake sources (plugin/) are not beside this package: run from a checkout of "
                                  "the repository, or pass --source PATH/TO/plugin")
-    root = tensorrt_root(tensorrt_headers) if tensorrt_headers else None
-    abi = headers_abi(root) if root else None
+    for tool in ("cmake", "nvcc"):
+        if shutil.which(tool) is None and not (tool == "nvcc" and Path("/usr/local/cuda/bin/nvcc").is_file()):
+            raise ConfigurationError(f"{tool} is not on PATH: building the libraries needs CMake >= 3.24 and the "
+                                     f"CUDA toolkit (nvcc)")
     if kinds is None:
         kinds = ["kernels"] + (["plugin", "plugin-static"] if root else [])
     if any(k.startswith("plugin") for k in kinds) and root is None:
@@ -115,7 +115,9 @@ def build_libraries(*, tensorrt_headers=None, source=None, build_dir=None, insta
     build_dir.mkdir(parents=True, exist_ok=True)
     log_file = build_dir / "build-libs.log"
     configure = ["cmake", "-S", str(source), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
-                 f"-DCMAKE_CUDA_ARCHITECTURES={cuda_architectures}", "-DWTCONV_BUILD_PLUGIN_HARNESS=OFF"]
+                 "-DWTCONV_BUILD_PLUGIN_HARNESS=OFF"]
+    if cuda_architectures:
+        configure.append(f"-DCMAKE_CUDA_ARCHITECTURES={cuda_architectures}")
     if root:
         configure.append(f"-DTensorRT_ROOT={root}")
     if shutil.which("nvcc") is None:
@@ -139,5 +141,5 @@ def build_libraries(*, tensorrt_headers=None, source=None, build_dir=None, insta
     return installed
 
 
-__all__ = ["DEFAULT_CUDA_ARCHITECTURES", "build_libraries", "default_source_dir", "headers_abi", "sources_digest",
+__all__ = ["build_libraries", "default_source_dir", "headers_abi", "sources_digest",
            "tensorrt_root"]

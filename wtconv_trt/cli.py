@@ -24,6 +24,8 @@ SUBCOMMANDS = [
     ("build", "wtconv_trt.commands.build"),
     ("bench", "wtconv_trt.commands.bench"),
     ("triton-repo", "wtconv_trt.commands.triton_repo"),
+    ("build-libs", "wtconv_trt.commands.build_libs"),
+    ("doctor", "wtconv_trt.commands.doctor"),
     ("serve", "wtconv_trt.commands.serve"),
 ]
 

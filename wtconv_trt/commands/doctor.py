@@ -1,0 +1,47 @@
+"""``wtconv-trt doctor``: where the compiled libraries are looked for and found, which TensorRT / TensorRT-RTX /
+CUDA / GPU this machine has, and what can and cannot be done with them."""
+
+HELP = "show the libraries found (in lookup order), TensorRT / TensorRT-RTX / CUDA / GPU, and what works here"
+
+
+def add_arguments(parser):
+    parser.add_argument("--rtx-env", action="store_true",
+                        help="print only the environment line another process (e.g. polygraphy) needs to load "
+                             "plugins into TensorRT-RTX, for: env $(wtconv-trt doctor --rtx-env) polygraphy ...")
+
+
+def run(args) -> int:
+    from trt_engine.environment import survey
+    from wtconv_export import libraries
+
+    found = survey()
+    if args.rtx_env:
+        if found.rtx_environment:
+            # 'env' takes NAME=VALUE words: expand the ${LD_LIBRARY_PATH:+...} form for the current value.
+            import os
+
+            line = found.rtx_environment
+            current = os.environ.get("LD_LIBRARY_PATH")
+            line = line.replace("${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}", f":{current}" if current else "")
+            print(line)
+        return 0
+
+    mark = {True: "yes", False: "no ", None: "   "}
+    print("Compiled libraries, in lookup order (first existing one is used; " + libraries.ENV_CACHE
+          + f" moves the per-user cache, now {libraries.user_cache_dir()}):")
+    for kind, rows in found.libraries.items():
+        print(f"  {kind} ({libraries.FILE_NAMES[kind]}):")
+        for candidate, note in rows:
+            print(f"    [{'found' if candidate.exists else '  -  '}] {candidate.where:22} {candidate.path}"
+                  + (f"  ({note})" if note and note != "found" else ""))
+    print("\nSoftware and hardware:")
+    for f in found.software:
+        print(f"  [{mark[f.ok]}] {f.what:14} {f.detail}")
+    if found.rtx_environment:
+        print("\nTensorRT-RTX's parser needs libtensorrt_rtx.so, which its wheel lacks: wtconv-trt links it in the "
+              "per-user cache by itself; another process (polygraphy convert --plugins) needs:\n  "
+              + found.rtx_environment)
+    print("\nWhat works here:")
+    for f in found.can:
+        print(f"  [{mark[f.ok]}] {f.what}: {f.detail}")
+    return 0
