@@ -44,6 +44,7 @@ positive_int = int_range(1, MAX_INT32)
 non_negative_int = int_range(0, MAX_INT32)
 seed = int_range(0, MAX_SEED)
 port = int_range(1, 65535, " (a TCP port)")
+port_or_zero = int_range(0, 65535, " (a TCP port; 0: any free port)")
 
 
 def opset(text: str) -> int:

@@ -25,8 +25,15 @@ def run(args) -> int:
     import sys
 
     from wtconv_export import libraries
-    from wtconv_export.library_build import build_libraries
+    from wtconv_export.library_build import build_libraries, headers_abi, tensorrt_root
 
+    from ..paths import check_output_dir
+
+    # What the user gave, checked before the (long) build starts and before anything is printed.
+    if args.tensorrt_headers:
+        headers_abi(tensorrt_root(args.tensorrt_headers))
+    if args.build_dir:
+        check_output_dir(args.build_dir, option="--build-dir", force=True)
     root = libraries.package_lib_dir() if args.into_package else None
     print("building with CMake (a few minutes for several GPU architectures) ...", file=sys.stderr)
     installed = build_libraries(tensorrt_headers=args.tensorrt_headers, source=args.source,

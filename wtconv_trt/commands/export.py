@@ -53,6 +53,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import logging
     import warnings
 
     import onnx
@@ -71,6 +72,9 @@ def run(args) -> int:
     check_input_shape(model, shape, "--input-shape", dynamic=not args.static)
     description["input_shape"] = ",".join(map(str, shape))
     opset = args.opset or DEFAULT_OPSET
+    # onnxscript's version converter logs its failures with a traceback (lastResort handler); the command says
+    # what failed in one line below instead.
+    logging.getLogger("onnxscript").setLevel(logging.ERROR)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", NoWTConvWarning)
         try:

@@ -1,5 +1,7 @@
 """``wtconv-trt serve MODEL.onnx``: write a Triton Python-backend repository and serve it (docs/serving.md)."""
 
+from wtconv_trt import arguments
+
 HELP = "serve an exported model with Triton Inference Server (Python backend; --write-only writes the repository)"
 
 
@@ -14,15 +16,15 @@ def add_arguments(parser):
     parser.add_argument("--runtime", default="auto", choices=["auto", "tensorrt", "torch-cuda", "onnxruntime"],
                         help="what runs the model inside the server (default auto: TensorRT engine, else PyTorch "
                              "on our CUDA kernels, else ONNX Runtime on the CPU, the first that can run there)")
-    parser.add_argument("--max-batch-size", type=int, help="Triton's max_batch_size (default: the engine's "
+    parser.add_argument("--max-batch-size", type=arguments.positive_int, help="Triton's max_batch_size (default: the engine's "
                                                            "profiles, else 32)")
-    parser.add_argument("--instances", type=int, default=1, help="model instances (default 1)")
+    parser.add_argument("--instances", type=arguments.int_range(1, 64), default=1, help="model instances (default 1)")
     parser.add_argument("--instance-kind", default="auto", choices=["auto", "cpu", "gpu", "model"],
                         help="instance_group kind (default: cpu for onnxruntime, gpu for a GPU runtime, model "
                              "for auto)")
-    parser.add_argument("--max-queue-delay-us", type=int, default=500,
+    parser.add_argument("--max-queue-delay-us", type=arguments.int_range(0, 10 ** 8), default=500,
                         help="dynamic batching: longest wait to gather a batch (default 500 us)")
-    parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads (default: its own)")
+    parser.add_argument("--threads", type=arguments.int_range(0, 1024), default=0, help="ONNX Runtime intra-op threads (default: its own)")
     parser.add_argument("--no-warmup", action="store_true", help="no model_warmup in the config")
     parser.add_argument("--force", action="store_true", help="overwrite the model's folder in the repository")
     parser.add_argument("--write-only", action="store_true", help="write the repository and exit")
@@ -30,15 +32,15 @@ def add_arguments(parser):
                         help="address the server listens on (default 127.0.0.1, this machine only). Another address "
                              "exposes the server to the network: engines and plugin libraries are native code, "
                              "trust them like any program you run")
-    parser.add_argument("--http-port", type=int, default=8000, help="HTTP port (default 8000; 0 picks a free one)")
-    parser.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (default 8001; 0 picks a free one)")
-    parser.add_argument("--metrics-port", type=int, default=0, help="Prometheus metrics port (default: off)")
+    parser.add_argument("--http-port", type=arguments.port_or_zero, default=8000, help="HTTP port (default 8000; 0 picks a free one)")
+    parser.add_argument("--grpc-port", type=arguments.port_or_zero, default=8001, help="gRPC port (default 8001; 0 picks a free one)")
+    parser.add_argument("--metrics-port", type=arguments.port_or_zero, default=0, help="Prometheus metrics port (default: off)")
     parser.add_argument("--log", metavar="FILE", help="server log file (default: a temporary file)")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the server to be ready")
-    parser.add_argument("--load-test", type=int, metavar="N",
+    parser.add_argument("--timeout", type=arguments.positive_float, default=300.0, help="seconds to wait for the server to be ready")
+    parser.add_argument("--load-test", type=arguments.int_range(1, 10 ** 7), metavar="N",
                         help="once ready, send N requests (distinct inputs, each response checked against the same "
                              "runtime run directly), print latency and throughput, stop the server and exit")
-    parser.add_argument("--concurrency", type=int, default=16, help="load test: concurrent clients (default 16)")
+    parser.add_argument("--concurrency", type=arguments.int_range(1, 4096), default=16, help="load test: concurrent clients (default 16)")
     parser.add_argument("--batch-sizes", default="1,2,4,8", help="load test: request batch sizes, cycled")
     parser.add_argument("--protocol", default="grpc", choices=["grpc", "http", "both"], help="load test protocol")
     parser.add_argument("--json", metavar="FILE", help="load test: write the results as JSON")
@@ -61,6 +63,9 @@ def run(args) -> int:
     from trt_engine.serving.server import TritonServer, is_loopback
     from wtconv_export.errors import InputError
 
+    from ..paths import check_output_dir
+
+    check_output_dir(args.repo, option="--repo", force=True)   # an existing model folder: --force, below
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     description = describe_onnx(args.model) if args.model.endswith(".onnx") else None
     if description is None:
@@ -119,7 +124,8 @@ def _load_test(args, server, name, description) -> int:
     except ValueError:
         raise InputError(f"--batch-sizes {args.batch_sizes!r}: expected comma-separated integers, e.g. 1,2,4,8"
                          ) from None
-    runner = make_runner(args.runtime, onnx_path=args.model, engine_path=args.engine, plugin=args.plugin)
+    runner = make_runner(args.runtime, onnx_path=args.model, engine_path=args.engine, plugin=args.plugin,
+                         threads=args.threads)
     _, input_dims, _ = plan_from_onnx(description, args.max_batch_size)
     pool = input_pool(description["metadata"], input_dims, runner.input_dtype,
                       size=max(256, -(-args.load_test // len(set(batch_sizes))) + 1))
