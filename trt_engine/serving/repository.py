@@ -34,9 +34,10 @@ MODEL_TEMPLATE = Path(__file__).with_name("model.py")
 
 
 def environment_paths() -> list:
-    """The site-packages the backend stub must see: this environment's, and the folder holding trt_engine
-    (a source checkout that is not installed)."""
-    paths = list(site.getsitepackages())
+    """The site-packages the backend stub must see: PYTHONPATH's entries (the stub ignores the variable itself),
+    this environment's site-packages, and the folder holding trt_engine (a source checkout not installed)."""
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isdir(p)]
+    paths += [p for p in site.getsitepackages() if p not in paths]
     if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
         paths.append(site.getusersitepackages())
     project = str(Path(__file__).resolve().parents[2])

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# tools/device_serving.sh — Triton serving on a GPU machine, fp16, PyTorch on our CUDA kernels inside the server,
+# a bounded load test beside the throughput of calling the same model directly (docs/serving.md).
+#
+#   tools/device_serving.sh pack   # here, with network: fills .whl/serving/ (about 29 MB): the tritonclient and
+#                                  # python-rapidjson wheels for Python 3.12, and tritonserver-py312.tar.xz, the
+#                                  # server binary, Python backend, 3.12 stub and the libraries they load, cut
+#                                  # from the nvidia-pytriton wheel
+#   tools/device_serving.sh        # on the GPU machine, repository root, .whl/serving beside it
+#
+# Stages (each logged under $OUT; a table is printed last): build the kernel library (sm_90), export the shipped
+# digits model and WTConvNeXt-T (random weights) to fp16 ONNX, then for each: `wtconv-trt serve --runtime
+# torch-cuda --load-test N` (starts tritonserver on loopback ports, checks every response against the same runtime
+# run directly, measures direct throughput per batch size, stops the server).
+set -uo pipefail
+PYTRITON=0.7.0
+TRITONCLIENT=2.73.0
+WHEELS=.whl/serving
+
+if [ "${1:-}" = pack ]; then
+    set -e
+    mkdir -p "$WHEELS"
+    tmp=$(mktemp -d)
+    python3 -m pip download -q --no-deps -d "$tmp" "nvidia-pytriton==$PYTRITON"
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        -d "$WHEELS" "tritonclient==$TRITONCLIENT" python-rapidjson
+    (cd "$tmp" && python3 -m zipfile -e nvidia_pytriton-*.whl unpacked)
+    u=$tmp/unpacked
+    t=pytriton/tritonserver
+    needed=$( (cd "$u" && for f in $t/bin/tritonserver $t/backends/python/libtriton_python.so \
+                   $t/python_backend_stubs/3.12/triton_python_backend_stub; do readelf -d "$f"; done) |
+              sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | sort -u)
+    libs=()
+    for lib in $needed; do [ -f "$u/nvidia_pytriton.libs/$lib" ] && libs+=("nvidia_pytriton.libs/$lib"); done
+    # the bundled libraries' own dependencies, to a fixed point
+    for _ in 1 2 3 4; do
+        more=$( (cd "$u" && for f in "${libs[@]}"; do readelf -d "$f"; done) | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | sort -u)
+        for lib in $more; do
+            [ -f "$u/nvidia_pytriton.libs/$lib" ] && [[ ! " ${libs[*]} " == *" nvidia_pytriton.libs/$lib "* ]] &&
+                libs+=("nvidia_pytriton.libs/$lib")
+        done
+    done
+    chmod +x "$u/$t/bin/tritonserver"
+    tar -C "$u" -cf - "$t/bin/tritonserver" "$t/backends/python" "$t/python_backend_stubs/3.12" "${libs[@]}" |
+        xz -T0 -6 > "$WHEELS/tritonserver-py312.tar.xz"
+    rm -rf "$tmp"
+    du -sh "$WHEELS"/*
+    exit 0
+fi
+
+final_out=${OUT:-device_serving_out}     # the device returns at most 8 files: logs.tgz, the JSON results
+out=$(mktemp -d)
+mkdir -p "$final_out"
+export PYTHONUNBUFFERED=1
+summary=()
+status=0
+stage() {  # name, command...
+    local name=$1; shift
+    local start=$SECONDS
+    "$@" > "$out/$name.log" 2>&1
+    local rc=$?
+    [ $rc -ne 0 ] && status=1
+    summary+=("$name: rc=$rc ($((SECONDS - start)) s)")
+    echo "===== $name rc=$rc ($((SECONDS - start)) s)"; tail -15 "$out/$name.log"
+    return $rc
+}
+
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    "$WHEELS"/*.whl || { echo "wheel install failed"; exit 1; }
+mkdir -p /tmp/triton && tar -C /tmp/triton -xJf "$WHEELS/tritonserver-py312.tar.xz" || { echo "untar failed"; exit 1; }
+export PYTHONPATH=$PWD:/tmp/site
+export WTCONV_TRITON_HOME=/tmp/triton/pytriton/tritonserver WTCONV_TRITON_CACHE=/tmp/triton-cache
+export WTCONV_KERNELS_LIB=$PWD/build/plugin/libwtconv_kernels_capi.so
+python3 - <<'PY' 2>&1 | tee "$out/environment.log"
+import sys, sysconfig, torch
+print("python", sys.version.split()[0], "shared libpython:", sysconfig.get_config_var("Py_ENABLE_SHARED"),
+      sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME"))
+print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else "")
+PY
+ldd /tmp/triton/pytriton/tritonserver/python_backend_stubs/3.12/triton_python_backend_stub | grep -E "python|not found" |
+    tee -a "$out/environment.log"
+
+stage build bash -c 'cmake -S plugin -B build/plugin -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
+                     cmake --build build/plugin -j --target wtconv_kernels_capi' || { printf '%s\n' "${summary[@]}"; exit 1; }
+stage export_digits python3 -m wtconv_trt export -o /tmp/digits_fp16.onnx --precision fp16 --force
+stage export_tiny python3 -m wtconv_trt export -o /tmp/tiny_fp16.onnx --precision fp16 --arch wtconvnext_tiny \
+    --random-weights --force
+
+serve() {  # name, onnx, requests, batch sizes, extra options...
+    python3 -m wtconv_trt serve "$2" --repo "/tmp/repo_$1" --name "$1" --runtime torch-cuda --force \
+        --http-port 0 --grpc-port 0 --log "$out/server_$1.log" --timeout 180 \
+        --load-test "$3" --concurrency 16 --batch-sizes "$4" --protocol grpc --json "$final_out/load_$1.json" "${@:5}"
+}
+serve_kinds() {  # as serve; KIND_GPU instances first, KIND_CPU instances (model still on cuda:0) if that fails
+    serve "$@" || { echo "--- retrying with --instance-kind cpu"; serve "$@" --instance-kind cpu; }
+}
+stage serve_digits serve_kinds digits /tmp/digits_fp16.onnx 2000 1,2,4,8
+stage serve_tiny serve_kinds tiny /tmp/tiny_fp16.onnx 1000 1,2,4,8
+tar czf "$final_out/logs.tgz" -C "$out" .
+
+echo
+echo "===== summary"
+printf '%s\n' "${summary[@]}"
+for name in digits tiny; do
+    echo "--- $name (fp16, PyTorch on our CUDA kernels inside Triton's Python backend, loopback gRPC, 16 clients)"
+    sed -n '/^ *batch *images/,/^OK\|^FAILED/p' "$out/serve_$name.log"
+done
+exit $status
