@@ -13,11 +13,15 @@ pytestmark = pytest.mark.tensorrt
 
 @pytest.fixture(scope="module")
 def plugin_libs(require_tensorrt):
-    dynamic = plugin_library.default_plugin()
+    from trt_engine import tensorrt_api
+
+    tensorrt_api.use_backend("tensorrt")   # ConfigurationError if this process already uses TensorRT-RTX
+    abi = f"trt{require_tensorrt.__version__.split('.')[0]}"
+    dynamic = plugin_library.default_plugin(abi=abi)
     if dynamic is None:
-        pytest.skip(f"TensorRT plugin library not built: cmake -S plugin -B build/plugin -DTensorRT_ROOT=<TensorRT> "
-                    f"&& cmake --build build/plugin -j, or set {plugin_library.ENV_DYNAMIC}")
-    return dynamic, plugin_library.default_plugin(static=True)
+        pytest.skip(f"TensorRT plugin library for ABI {abi} not found: wtconv-trt build-libs --tensorrt-headers "
+                    f"<TensorRT include dir>, or set {plugin_library.ENV_DYNAMIC}")
+    return dynamic, plugin_library.default_plugin(static=True, abi=abi)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +50,8 @@ def engines(onnx_models, plugin_libs, tmp_path_factory):
         result = build_engine(BuildOptions(
             onnx=str(onnx_models[precision]), precision=precision, plugin=str(plugin_libs[0]),
             shapes=["input:1x1x32x32/8x1x32x32/32x1x32x32", "input:1x1x32x32/64x1x32x32/128x1x32x32"],
-            engine=str(out / f"digits.{precision}.engine"), timing_cache=str(cache), progress=False))
+            engine=str(out / f"digits.{precision}.engine"), timing_cache=str(cache), progress=False,
+            backend="tensorrt"))
         built[precision] = result
     assert cache.is_file() and cache.stat().st_size > 0
     return built
@@ -60,7 +65,7 @@ def test_build_manifest(engines, precision):
     result = engines[precision]
     m = mf.read_manifest(result.engine_path)
     mf.check_engine_file(result.engine_path, m)
-    assert m["tensorrt"]["version"] == trt.__version__
+    assert m["tensorrt"]["version"] == trt.__version__ and m["tensorrt"]["backend"] == "tensorrt"
     assert m["plugin"]["name"] == "WTConv2d" and m["plugin"]["version"] == "1"
     assert m["model"]["wtconv_nodes"] == m["build"]["plugin_layers"] > 0
     assert m["model"]["source"]["source"] == "default"
@@ -141,7 +146,7 @@ def test_tensorrt10_fp16_from_fp32_export(onnx_models, plugin_libs, tmp_path):
 
     opts = BuildOptions(onnx=str(onnx_models["fp32"]), precision="fp16", plugin=str(plugin_libs[0]),
                         shapes=["input:1x1x32x32/8x1x32x32/32x1x32x32"], engine=str(tmp_path / "weak.engine"),
-                        progress=False)
+                        progress=False, backend="tensorrt")
     if int(trt.__version__.split(".")[0]) >= 11:
         with pytest.raises(ValueError, match="export --precision fp16"):
             build_engine(opts)
