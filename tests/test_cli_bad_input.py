@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from engine_helpers import fake_engine, tiny_onnx
+
 from wtconv_trt import cli
 
 pytest.importorskip("onnx")
@@ -56,7 +56,7 @@ def files(tmp_path_factory):
     import onnx
 
     proto = onnx.load(str(f["d_onnx"]))
-    for dim, value in zip(proto.graph.input[0].type.tensor_type.shape.dim, (1, 1, 32, 32)):
+    for dim, value in zip(proto.graph.input[0].type.tensor_type.shape.dim, (1, 1, 32, 32), strict=False):
         dim.dim_value = value
     onnx.save(proto, str(f["s_onnx"]))
     f["relu1"] = Path(tiny_onnx(work / "relu1.onnx", dims=("batch", 1, 32, 32)))
@@ -91,8 +91,8 @@ def files(tmp_path_factory):
     (f["bench_dir"] / "bench_layer.json").write_text("{}\n")
     f["repo"] = work / "repo"
     (f["repo"] / "model").mkdir(parents=True)
-    (f["repo"] / "model" / "config.pbtxt").write_text("name: \"model\"\n")
-    (work / "d.fp32.engine").write_bytes(b"an engine built earlier")   # build's default output for d.onnx
+    (f["repo"] / "model" / "config.pbtxt").write_text('name: "model"\n')
+    (work / "d.fp32.engine").write_bytes(b"an engine built earlier")  # build's default output for d.onnx
     f["missing"] = work / "no-such-file.onnx"
     f["new"] = work / "new-output.onnx"
     f["missing_dir"] = work / "no-such-dir"
@@ -123,8 +123,11 @@ CASES = [
     # --- export
     ("export/missing-output", ["export"], "required: -o"),
     ("export/missing-value", ["export", "-o"], "expected one argument"),
-    ("export/arch-without-weights", ["export", "-o", "{new}", "--arch", "wtconvnext_tiny"],
-     "exactly one of --checkpoint FILE or --random-weights"),
+    (
+        "export/arch-without-weights",
+        ["export", "-o", "{new}", "--arch", "wtconvnext_tiny"],
+        "exactly one of --checkpoint FILE or --random-weights",
+    ),
     ("export/checkpoint-without-arch", ["export", "-o", "{new}", "--checkpoint", "{text_pth}"], "need --arch"),
     ("export/unknown-arch", ["export", "-o", "{new}", "--arch", "resnet50"], "invalid choice"),
     ("export/opset-type", ["export", "-o", "{new}", "--opset", "eighteen"], "expected an integer"),
@@ -143,14 +146,26 @@ CASES = [
     ("export/shape-rank", ["export", "-o", "{new}", "--input-shape", "1,1,32"], "4 dimensions"),
     ("export/shape-mixed-separators", ["export", "-o", "{new}", "--input-shape", "1x1,32,32"], "separated by"),
     ("export/output-is-dir", ["export", "-o", "{dir}"], "is a directory"),
-    ("export/checkpoint-is-text", ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--checkpoint",
-                                   "{text_pth}"], "not a PyTorch checkpoint"),
-    ("export/checkpoint-empty", ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--checkpoint", "{empty}"],
-     "is empty"),
-    ("export/checkpoint-missing", ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--checkpoint",
-                                   "{missing}"], "does not exist"),
-    ("export/checkpoint-is-dir", ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--checkpoint", "{dir}"],
-     "not a file"),
+    (
+        "export/checkpoint-is-text",
+        ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--checkpoint", "{text_pth}"],
+        "not a PyTorch checkpoint",
+    ),
+    (
+        "export/checkpoint-empty",
+        ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--checkpoint", "{empty}"],
+        "is empty",
+    ),
+    (
+        "export/checkpoint-missing",
+        ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--checkpoint", "{missing}"],
+        "does not exist",
+    ),
+    (
+        "export/checkpoint-is-dir",
+        ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--checkpoint", "{dir}"],
+        "not a file",
+    ),
     ("export/output-unwritable", ["export", "-o", "{ro}/m.onnx"], "cannot create files"),
     ("export/output-dir-missing", ["export", "-o", "{missing_dir}/m.onnx"], "does not exist"),
     ("export/output-existing", ["export", "-o", "{existing}"], "already exists; pass --force"),
@@ -170,10 +185,16 @@ CASES = [
     ("validate/inputs-too-small", ["validate", "{d_onnx}", "--inputs", "{npy_small}"], "at least 16"),
     ("validate/static-batch", ["validate", "{s_onnx}", "--input-shape", "2,1,32,32"], "fixed at 1,1,32,32"),
     ("validate/onnx-other-channels", ["validate", "{relu3}"], "does not say which PyTorch model"),
-    ("validate/onnx-not-from-arch", ["validate", "{relu1}", "--arch", "wtconvnext_tiny", "--random-weights"],
-     "input channels"),
-    ("validate/onnx-output-not-from-arch", ["validate", "{relu3}", "--arch", "wtconvnext_tiny", "--random-weights"],
-     "do not match"),
+    (
+        "validate/onnx-not-from-arch",
+        ["validate", "{relu1}", "--arch", "wtconvnext_tiny", "--random-weights"],
+        "input channels",
+    ),
+    (
+        "validate/onnx-output-not-from-arch",
+        ["validate", "{relu3}", "--arch", "wtconvnext_tiny", "--random-weights"],
+        "do not match",
+    ),
     ("validate/model-is-dir", ["validate", "{dir}"], "is a directory"),
     ("validate/model-empty", ["validate", "{empty}"], "is empty"),
     ("validate/model-is-text", ["validate", "{existing}"], "cannot read"),
@@ -187,12 +208,21 @@ CASES = [
     ("validate-engine/no-manifest", ["validate", "--engine", "{engine_no_manifest}"], "manifest"),
     ("validate-engine/iterations-zero", ["validate", "--engine", "{engine}", "--iterations", "0"], "from 1 to"),
     ("validate-engine/atol-negative", ["validate", "--engine", "{engine}", "--atol", "-1"], ">= 0"),
-    ("validate-engine/shape-outside", ["validate", "--engine", "{engine}", "--input-shape", "64,1,32,32"],
-     "outside every optimisation profile"),
-    ("validate-engine/save-unwritable", ["validate", "--engine", "{engine}", "--save-inputs", "{ro}/i.json"],
-     "cannot create files"),
-    ("validate-engine/save-existing", ["validate", "--engine", "{engine}", "--save-outputs", "{existing}"],
-     "already exists; pass --force"),
+    (
+        "validate-engine/shape-outside",
+        ["validate", "--engine", "{engine}", "--input-shape", "64,1,32,32"],
+        "outside every optimisation profile",
+    ),
+    (
+        "validate-engine/save-unwritable",
+        ["validate", "--engine", "{engine}", "--save-inputs", "{ro}/i.json"],
+        "cannot create files",
+    ),
+    (
+        "validate-engine/save-existing",
+        ["validate", "--engine", "{engine}", "--save-outputs", "{existing}"],
+        "already exists; pass --force",
+    ),
     # --- build
     ("build/missing-model", ["build"], "required: MODEL.onnx"),
     ("build/model-missing", ["build", "{missing}"], "does not exist"),
@@ -202,18 +232,29 @@ CASES = [
     ("build/workspace-negative", ["build", "{d_onnx}", "--workspace", "-5"], "from 1 to"),
     ("build/workspace-zero", ["build", "{d_onnx}", "--workspace", "0"], "from 1 to"),
     ("build/level-out-of-range", ["build", "{d_onnx}", "--optimization-level", "9"], "from 0 to 5"),
-    ("build/max-batch-2^31", ["build", "{d_onnx}", "--shapes", "input:1x1x32x32/8x1x32x32/2147483648x1x32x32"],
-     "from 1 to 2147483647"),
-    ("build/max-shape-elements", ["build", "{d_onnx}", "--shapes", "input:1x1x32x32/8x1x32x32/2147483647x1x32x32"],
-     "elements"),
-    ("build/shapes-channels", ["build", "{d_onnx}", "--shapes", "input:1x3x32x32/1x3x32x32/1x3x32x32"],
-     "fixed at 1"),
-    ("build/shapes-order", ["build", "{d_onnx}", "--shapes", "input:4x1x32x32/2x1x32x32/8x1x32x32"],
-     "min <= opt <= max"),
+    (
+        "build/max-batch-2^31",
+        ["build", "{d_onnx}", "--shapes", "input:1x1x32x32/8x1x32x32/2147483648x1x32x32"],
+        "from 1 to 2147483647",
+    ),
+    (
+        "build/max-shape-elements",
+        ["build", "{d_onnx}", "--shapes", "input:1x1x32x32/8x1x32x32/2147483647x1x32x32"],
+        "elements",
+    ),
+    ("build/shapes-channels", ["build", "{d_onnx}", "--shapes", "input:1x3x32x32/1x3x32x32/1x3x32x32"], "fixed at 1"),
+    (
+        "build/shapes-order",
+        ["build", "{d_onnx}", "--shapes", "input:4x1x32x32/2x1x32x32/8x1x32x32"],
+        "min <= opt <= max",
+    ),
     ("build/shapes-rank", ["build", "{d_onnx}", "--shapes", "1x1x32/1x1x32/1x1x32"], "rank"),
     ("build/shapes-two-shapes", ["build", "{d_onnx}", "--shapes", "input:1x1x32x32/8x1x32x32"], "three shapes"),
-    ("build/shapes-unknown-input", ["build", "{d_onnx}", "--shapes", "images:1x1x32x32/1x1x32x32/1x1x32x32"],
-     "no input named 'images'"),
+    (
+        "build/shapes-unknown-input",
+        ["build", "{d_onnx}", "--shapes", "images:1x1x32x32/1x1x32x32/1x1x32x32"],
+        "no input named 'images'",
+    ),
     ("build/model-is-dir", ["build", "{dir}"], "is a directory"),
     ("build/model-empty", ["build", "{empty}"], "is empty"),
     ("build/model-is-text", ["build", "{existing}"], "ONNX"),
@@ -235,10 +276,16 @@ CASES = [
     ("bench/iterations-negative", ["bench", "--engine", "{engine}", "--iterations", "-4"], "from 1 to"),
     ("bench/warmup-negative", ["bench", "--engine", "{engine}", "--warmup", "-1"], ">= 0"),
     ("bench/warmup-nan", ["bench", "--engine", "{engine}", "--warmup", "nan"], "finite"),
-    ("bench/shape-outside", ["bench", "--engine", "{engine}", "--shape", "64x1x32x32"],
-     "outside every optimisation profile"),
-    ("bench/shape-comma-outside", ["bench", "--engine", "{engine}", "--shape", "1,1,99,99"],
-     "outside every optimisation profile"),
+    (
+        "bench/shape-outside",
+        ["bench", "--engine", "{engine}", "--shape", "64x1x32x32"],
+        "outside every optimisation profile",
+    ),
+    (
+        "bench/shape-comma-outside",
+        ["bench", "--engine", "{engine}", "--shape", "1,1,99,99"],
+        "outside every optimisation profile",
+    ),
     ("bench/engine-is-dir", ["bench", "--engine", "{dir}"], "is a directory"),
     ("bench/engine-is-onnx", ["bench", "--engine", "{d_onnx}"], "manifest"),
     ("bench/json-unwritable", ["bench", "--engine", "{engine}", "--json", "{ro}/r.json"], "cannot create files"),
@@ -253,33 +300,69 @@ CASES = [
     ("bench-layer/out-existing", ["bench-layer", "--out", "{bench_dir}"], "pass --force"),
     # --- triton-repo
     ("triton/missing-out", ["triton-repo", "--engine", "{engine}"], "required: --out"),
-    ("triton/engine-missing", ["triton-repo", "--engine", "{missing}", "--out", "{work}/repo2"],
-     "does not exist; build one"),
-    ("triton/instances-type", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--instances", "two"],
-     "expected an integer"),
-    ("triton/instances-huge", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--instances",
-                               "100000000000"], "from 1 to 64"),
-    ("triton/instances-zero", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--instances", "0"],
-     "from 1 to 64"),
-    ("triton/gpus-type", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--gpus", "a"],
-     "GPU indices"),
-    ("triton/gpus-negative", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--gpus", "-1"],
-     "GPU indices"),
-    ("triton/delay-negative", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2",
-                               "--max-queue-delay-us", "-1"], "from 0 to"),
-    ("triton/preferred-batch-zero", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2",
-                                     "--preferred-batch", "0"], "from 1 to"),
-    ("triton/preferred-batch-above-max", ["triton-repo", "--engine", "{engine_plain}", "--out", "{work}/repo2",
-                                          "--preferred-batch", "64"], "max_batch_size"),
+    (
+        "triton/engine-missing",
+        ["triton-repo", "--engine", "{missing}", "--out", "{work}/repo2"],
+        "does not exist; build one",
+    ),
+    (
+        "triton/instances-type",
+        ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--instances", "two"],
+        "expected an integer",
+    ),
+    (
+        "triton/instances-huge",
+        ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--instances", "100000000000"],
+        "from 1 to 64",
+    ),
+    (
+        "triton/instances-zero",
+        ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--instances", "0"],
+        "from 1 to 64",
+    ),
+    (
+        "triton/gpus-type",
+        ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--gpus", "a"],
+        "GPU indices",
+    ),
+    (
+        "triton/gpus-negative",
+        ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--gpus", "-1"],
+        "GPU indices",
+    ),
+    (
+        "triton/delay-negative",
+        ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--max-queue-delay-us", "-1"],
+        "from 0 to",
+    ),
+    (
+        "triton/preferred-batch-zero",
+        ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--preferred-batch", "0"],
+        "from 1 to",
+    ),
+    (
+        "triton/preferred-batch-above-max",
+        ["triton-repo", "--engine", "{engine_plain}", "--out", "{work}/repo2", "--preferred-batch", "64"],
+        "max_batch_size",
+    ),
     ("triton/out-is-file", ["triton-repo", "--engine", "{engine}", "--out", "{existing}"], "is a file"),
-    ("triton/labels-is-dir", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--labels", "{dir}"],
-     "is a directory"),
+    (
+        "triton/labels-is-dir",
+        ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--labels", "{dir}"],
+        "is a directory",
+    ),
     ("triton/engine-is-dir", ["triton-repo", "--engine", "{dir}", "--out", "{work}/repo2"], "is a directory"),
-    ("triton/plugin-static-missing", ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2"],
-     "--plugin-static"),
+    (
+        "triton/plugin-static-missing",
+        ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2"],
+        "--plugin-static",
+    ),
     ("triton/out-unwritable", ["triton-repo", "--engine", "{engine}", "--out", "{ro}/repo"], "cannot create files"),
-    ("triton/out-existing", ["triton-repo", "--engine", "{engine_plain}", "--out", "{repo}", "--name", "model"],
-     "pass --force"),
+    (
+        "triton/out-existing",
+        ["triton-repo", "--engine", "{engine_plain}", "--out", "{repo}", "--name", "model"],
+        "pass --force",
+    ),
 ]
 
 # serve: the checks made before a repository is written or a server started.
@@ -287,10 +370,16 @@ SERVE = [
     ("serve/missing-model", ["serve"], "required: MODEL.onnx"),
     ("serve/model-missing", ["serve", "{missing}", "--repo", "{work}/served", "--write-only"], "does not exist"),
     ("serve/model-is-dir", ["serve", "{dir}", "--repo", "{work}/served", "--write-only"], "MODEL.onnx"),
-    ("serve/instances-zero", ["serve", "{d_onnx}", "--instances", "0", "--repo", "{work}/served", "--write-only"],
-     "--instances"),
-    ("serve/max-batch-negative", ["serve", "{d_onnx}", "--max-batch-size", "-1", "--repo", "{work}/served",
-                                  "--write-only"], "--max-batch-size"),
+    (
+        "serve/instances-zero",
+        ["serve", "{d_onnx}", "--instances", "0", "--repo", "{work}/served", "--write-only"],
+        "--instances",
+    ),
+    (
+        "serve/max-batch-negative",
+        ["serve", "{d_onnx}", "--max-batch-size", "-1", "--repo", "{work}/served", "--write-only"],
+        "--max-batch-size",
+    ),
     ("serve/runtime-choice", ["serve", "{d_onnx}", "--runtime", "tpu"], "invalid choice"),
     ("serve/port-out-of-range", ["serve", "{d_onnx}", "--http-port", "70000"], "from 0 to 65535"),
     ("serve/timeout-nan", ["serve", "{d_onnx}", "--timeout", "nan"], "finite"),
@@ -306,8 +395,12 @@ BUILD_LIBS = [
 ]
 DOCTOR = [("doctor/extra-argument", ["doctor", "extra"], "unrecognized arguments")]
 _REGISTERED = {name for name, _ in cli.SUBCOMMANDS}
-CASES += [case for group, name in ((SERVE, "serve"), (BUILD_LIBS, "build-libs"), (DOCTOR, "doctor"))
-          if name in _REGISTERED for case in group]
+CASES += [
+    case
+    for group, name in ((SERVE, "serve"), (BUILD_LIBS, "build-libs"), (DOCTOR, "doctor"))
+    if name in _REGISTERED
+    for case in group
+]
 
 # Every registered subcommand refuses an unknown option and a missing option value in one line.
 GENERIC = [(f"{name}/unknown-option", [name, "--no-such-option"], "error:") for name, _ in cli.SUBCOMMANDS]
@@ -359,8 +452,22 @@ def test_ctrl_c_during_export_exits_130_with_one_line(tmp_path):
     """SIGINT while the export runs: exit status 130, one line on stderr, no output file or temporary left."""
     output = tmp_path / "m.onnx"
     process = subprocess.Popen(
-        [sys.executable, "-m", "wtconv_trt", "export", "-o", str(output), "--arch", "wtconvnext_tiny",
-         "--random-weights"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "wtconv_trt",
+            "export",
+            "-o",
+            str(output),
+            "--arch",
+            "wtconvnext_tiny",
+            "--random-weights",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     # Wait until the command is running (PyTorch loaded, so inside wtconv_trt.cli.main), then interrupt.
     maps = Path(f"/proc/{process.pid}/maps")
     deadline = time.monotonic() + 60
@@ -379,3 +486,14 @@ def test_ctrl_c_during_export_exits_130_with_one_line(tmp_path):
     assert process.returncode == 130, (process.returncode, err[-2000:])
     assert lines == ["wtconv-trt export: interrupted"], err[-2000:]
     assert list(tmp_path.iterdir()) == [], "the interrupted export left a file behind"
+
+
+def test_static_export_then_validate_passes_quietly(tmp_path, capsys):
+    """'export --static' then 'validate' (both documented): the default inputs are cut to the fixed batch, and
+    validate prints one verdict line (Polygraphy's report only with -v)."""
+    model = tmp_path / "static.onnx"
+    assert cli.main(["export", "-o", str(model), "--static"]) == 0
+    capsys.readouterr()
+    assert cli.main(["validate", str(model)]) == 0
+    out = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert len(out) == 1 and out[0].startswith("PASSED: ") and "(1, 1, 32, 32)" in out[0], out

@@ -2,8 +2,16 @@
 
 import pytest
 
-from trt_engine.profiles import (InputRange, Profile, check_profile_against_inputs, default_profile, find_profile,
-                                 format_profile, parse_dims, parse_profile)
+from trt_engine.profiles import (
+    InputRange,
+    Profile,
+    check_profile_against_inputs,
+    default_profile,
+    find_profile,
+    format_profile,
+    parse_dims,
+    parse_profile,
+)
 from wtconv_export.errors import InputError
 
 
@@ -27,18 +35,21 @@ def test_several_inputs_and_names_with_colons():
     assert parse_profile("ns:x:1x4/1x4/1x4").inputs["ns:x"].max == (1, 4)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("input:1x3x224x224/8x3x224x224", "three shapes"),
-    ("input:1x3x224x224/8x3x224x224/4x3x224x224", "min <= opt <= max"),
-    ("input:2x3x8x8/1x3x8x8/4x3x8x8", "min <= opt <= max"),
-    ("input:1x3x8/1x3x8x8/4x3x8x8", "same rank"),
-    ("input:1x3x8x8/1x3x8x8/4x3xAx8", "dimensions like"),
-    ("input:0x3x8x8/1x3x8x8/4x3x8x8", "from 1 to"),
-    ("input:1x3x8x8/1,3x8x8/4x3x8x8", "separated by ',' or 'x'"),
-    ("1x4/1x4/1x4,1x4/1x4/1x4", "three shapes"),
-    ("a:1x4/1x4/1x4,a:1x4/1x4/1x4", "twice"),
-    ("", "empty"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("input:1x3x224x224/8x3x224x224", "three shapes"),
+        ("input:1x3x224x224/8x3x224x224/4x3x224x224", "min <= opt <= max"),
+        ("input:2x3x8x8/1x3x8x8/4x3x8x8", "min <= opt <= max"),
+        ("input:1x3x8/1x3x8x8/4x3x8x8", "same rank"),
+        ("input:1x3x8x8/1x3x8x8/4x3xAx8", "dimensions like"),
+        ("input:0x3x8x8/1x3x8x8/4x3x8x8", "from 1 to"),
+        ("input:1x3x8x8/1,3x8x8/4x3x8x8", "separated by ',' or 'x'"),
+        ("1x4/1x4/1x4,1x4/1x4/1x4", "three shapes"),
+        ("a:1x4/1x4/1x4,a:1x4/1x4/1x4", "twice"),
+        ("", "empty"),
+    ],
+)
 def test_profile_errors(text, message):
     with pytest.raises(ValueError, match=message):
         parse_profile(text)
@@ -72,8 +83,10 @@ def test_default_profile():
 
 
 def test_find_profile_and_out_of_range_message():
-    profiles = [parse_profile("input:1x3x64x64/8x3x64x64/16x3x64x64"),
-                parse_profile("input:1x3x224x224/8x3x224x224/32x3x224x224")]
+    profiles = [
+        parse_profile("input:1x3x64x64/8x3x64x64/16x3x64x64"),
+        parse_profile("input:1x3x224x224/8x3x224x224/32x3x224x224"),
+    ]
     assert find_profile(profiles, {"input": (4, 3, 64, 64)}) == 0
     assert find_profile(profiles, {"input": (32, 3, 224, 224)}) == 1
     with pytest.raises(ValueError, match="outside every optimisation profile.*rebuild the engine with --shapes"):
@@ -82,7 +95,7 @@ def test_find_profile_and_out_of_range_message():
 
 def test_parse_dims():
     assert parse_dims("8X3x2x2", "x") == (8, 3, 2, 2)
-    assert parse_dims("8,3", "--shape") == (8, 3)   # one shape syntax everywhere: B,C,H,W and BxCxHxW alike
+    assert parse_dims("8,3", "--shape") == (8, 3)  # one shape syntax everywhere: B,C,H,W and BxCxHxW alike
     for bad in ("8,3x2", "8x", "", "-1x2", "2**3"):
         with pytest.raises(InputError, match="--shape"):
             parse_dims(bad, "--shape")

@@ -78,13 +78,15 @@ def _range(rank):
     """(min, opt, max) of one input: same rank, min <= opt <= max in every dimension."""
     triple = st.tuples(dims, dims, dims).map(sorted)
     return st.lists(triple, min_size=rank, max_size=rank).map(
-        lambda per_dim: InputRange(*(tuple(t[i] for t in per_dim) for i in range(3))))
+        lambda per_dim: InputRange(*(tuple(t[i] for t in per_dim) for i in range(3)))
+    )
 
 
 # Input names: anything without the characters the syntax reserves between inputs (',' and '/') and without
 # surrounding whitespace; ':' is allowed (ONNX names are free text; the dimensions follow the last ':').
-names = st.text(alphabet=st.characters(blacklist_characters=",/", blacklist_categories=("Cs", "Zs", "Cc")),
-                min_size=1, max_size=12).filter(lambda n: n == n.strip() and n[-1] != ":")
+names = st.text(
+    alphabet=st.characters(blacklist_characters=",/", blacklist_categories=("Cs", "Zs", "Cc")), min_size=1, max_size=12
+).filter(lambda n: n == n.strip() and n[-1] != ":")
 
 
 @st.composite
@@ -102,8 +104,9 @@ def test_profile_round_trip(profile):
 @given(profiles())
 def test_profile_round_trip_with_comma_dimensions(profile):
     """B,C,H,W dimensions inside --shapes: a comma starts the next input only before NAME:."""
-    text = ",".join(f"{name}:" + "/".join(format_dims(s) for s in (r.min, r.opt, r.max))
-                    for name, r in profile.inputs.items())
+    text = ",".join(
+        f"{name}:" + "/".join(format_dims(s) for s in (r.min, r.opt, r.max)) for name, r in profile.inputs.items()
+    )
     assert parse_profile(text) == profile
 
 
@@ -122,11 +125,15 @@ def test_profile_parser_raises_only_input_error(text):
         return
     for r in profile.inputs.values():
         assert len(r.min) == len(r.opt) == len(r.max)
-        assert all(a <= b <= c for a, b, c in zip(r.min, r.opt, r.max))
+        assert all(a <= b <= c for a, b, c in zip(r.min, r.opt, r.max, strict=False))
 
 
-INT_TYPES = [(arguments.positive_int, 1, arguments.MAX_INT32), (arguments.seed, 0, arguments.MAX_SEED),
-             (arguments.port, 1, 65535), (arguments.non_negative_int, 0, arguments.MAX_INT32)]
+INT_TYPES = [
+    (arguments.positive_int, 1, arguments.MAX_INT32),
+    (arguments.seed, 0, arguments.MAX_SEED),
+    (arguments.port, 1, 65535),
+    (arguments.non_negative_int, 0, arguments.MAX_INT32),
+]
 
 
 @pytest.mark.parametrize("parse, low, high", INT_TYPES, ids=["positive_int", "seed", "port", "non_negative_int"])
@@ -138,13 +145,15 @@ def test_integer_arguments_in_range_or_argument_error(parse, low, high, text):
         assert "expected" in str(error)
         return
     assert isinstance(value, int) and low <= value <= high
-    digits = re.fullmatch(r"[ \t]*([+-]?)([0-9]+)[ \t]*", text)   # only decimal ASCII integers are accepted
+    digits = re.fullmatch(r"[ \t]*([+-]?)([0-9]+)[ \t]*", text)  # only decimal ASCII integers are accepted
     assert digits and value == int(digits.group(2)) * (-1 if digits.group(1) == "-" else 1)
 
 
-@pytest.mark.parametrize("parse, minimum", [(arguments.positive_float, 0.0), (arguments.tolerance, 0.0),
-                                            (arguments.non_negative_float, None)],
-                         ids=["positive_float", "tolerance", "non_negative_float"])
+@pytest.mark.parametrize(
+    "parse, minimum",
+    [(arguments.positive_float, 0.0), (arguments.tolerance, 0.0), (arguments.non_negative_float, None)],
+    ids=["positive_float", "tolerance", "non_negative_float"],
+)
 @given(st.one_of(any_text, st.floats().map(str), st.integers().map(str)))
 def test_float_arguments_finite_and_in_range_or_argument_error(parse, minimum, text):
     try:
@@ -156,8 +165,9 @@ def test_float_arguments_finite_and_in_range_or_argument_error(parse, minimum, t
     assert value > minimum if minimum is not None else value >= 0
 
 
-@given(st.one_of(any_text, st.lists(st.integers(-5, 2000), min_size=1, max_size=5).map(
-    lambda xs: ",".join(map(str, xs)))))
+@given(
+    st.one_of(any_text, st.lists(st.integers(-5, 2000), min_size=1, max_size=5).map(lambda xs: ",".join(map(str, xs))))
+)
 def test_gpu_list_or_argument_error(text):
     try:
         gpus = arguments.gpu_list(text)

@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
+from conftest import REPO, TENSORRT_HEADERS  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from conftest import REPO, TENSORRT_HEADERS  # noqa: E402
 from wtconv_export import contract  # noqa: E402
 
 # nvinfer1::PluginFieldType values (NvInferRuntimeBase.h / NvInferRuntimePlugin.h, stable since TensorRT 8).
@@ -44,8 +44,9 @@ def _cuda_include() -> Path | None:
     nvcc = shutil.which("nvcc")
     if nvcc:
         roots.append(str(Path(nvcc).resolve().parent.parent))
-    return next((Path(r) / "include" for r in roots if r and (Path(r) / "include" / "cuda_runtime_api.h").is_file()),
-                None)
+    return next(
+        (Path(r) / "include" for r in roots if r and (Path(r) / "include" / "cuda_runtime_api.h").is_file()), None
+    )
 
 
 @pytest.fixture(scope="module")
@@ -57,17 +58,42 @@ def decoder(tmp_path_factory):
         pytest.skip("a C++ compiler and the CUDA headers (cuda_runtime_api.h, included by TensorRT's) are needed")
     library = tmp_path_factory.mktemp("fields") / "libwtconv_plugin_fields.so"
     sources = [REPO / "plugin" / "trt" / name for name in ("wtconvPluginFields.cpp", "wtconvPluginFieldsCapi.cpp")]
-    build = subprocess.run([compiler, "-std=c++17", "-O1", "-shared", "-fPIC", "-o", str(library), *map(str, sources),
-                            f"-I{REPO / 'plugin' / 'trt'}", "-isystem", str(headers), "-isystem", str(cuda)],
-                           capture_output=True, text=True)
+    build = subprocess.run(
+        [
+            compiler,
+            "-std=c++17",
+            "-O1",
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(library),
+            *map(str, sources),
+            f"-I{REPO / 'plugin' / 'trt'}",
+            "-isystem",
+            str(headers),
+            "-isystem",
+            str(cuda),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert build.returncode == 0, build.stderr[-3000:]
     lib = ctypes.CDLL(str(library))
     lib.wtconvDecodePluginFields.restype = ctypes.c_int32
     lib.wtconvDecodePluginFields.argtypes = [
-        ctypes.c_int32, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int32),
-        ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32,
-        ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
-        ctypes.POINTER(ctypes.c_int64), ctypes.c_char_p, ctypes.c_size_t]
+        ctypes.c_int32,
+        ctypes.POINTER(ctypes.c_char_p),
+        ctypes.POINTER(ctypes.c_int32),
+        ctypes.POINTER(ctypes.c_int32),
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.c_int32,
+        ctypes.POINTER(ctypes.c_int32),
+        ctypes.POINTER(ctypes.c_int32),
+        ctypes.POINTER(ctypes.c_int32),
+        ctypes.POINTER(ctypes.c_int64),
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
     return lib
 
 
@@ -80,9 +106,20 @@ def decode(lib, fields, runtime: bool):
     data = (ctypes.c_void_p * max(n, 1))(*[None if f[3] is None else f[3].ctypes.data for f in fields])
     k, levels, stride, channels = ctypes.c_int32(), ctypes.c_int32(), ctypes.c_int32(), ctypes.c_int64()
     message = ctypes.create_string_buffer(4096)
-    status = lib.wtconvDecodePluginFields(n, names, types, lengths, data, int(runtime), ctypes.byref(k),
-                                          ctypes.byref(levels), ctypes.byref(stride), ctypes.byref(channels),
-                                          message, len(message))
+    status = lib.wtconvDecodePluginFields(
+        n,
+        names,
+        types,
+        lengths,
+        data,
+        int(runtime),
+        ctypes.byref(k),
+        ctypes.byref(levels),
+        ctypes.byref(stride),
+        ctypes.byref(channels),
+        message,
+        len(message),
+    )
     return status, (k.value, levels.value, stride.value, channels.value), message.value.decode()
 
 
@@ -110,24 +147,30 @@ def int_field(name, value, kind):
 
 def valid_fields(draw, k, levels, stride, channels, runtime):
     """A valid field set for the layer, in a drawn order, with drawn int and float encodings."""
-    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
-    weights = {contract.FIELD_BASE_WEIGHT: rng.standard_normal(channels * k * k),
-               contract.FIELD_BASE_BIAS: rng.standard_normal(channels),
-               contract.FIELD_WAVELET_WEIGHT: rng.standard_normal(levels * 4 * channels * k * k)}
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    weights = {
+        contract.FIELD_BASE_WEIGHT: rng.standard_normal(channels * k * k),
+        contract.FIELD_BASE_BIAS: rng.standard_normal(channels),
+        contract.FIELD_WAVELET_WEIGHT: rng.standard_normal(levels * 4 * channels * k * k),
+    }
     fields, fp32 = [], {}
     for name, values in weights.items():
         half = draw(st.booleans())
         buffer = values.astype(np.float16 if half else np.float32)
-        fp32[name] = buffer.astype(np.float32)       # what the decoder holds after reading
+        fp32[name] = buffer.astype(np.float32)  # what the decoder holds after reading
         fields.append((name, FLOAT16 if half else FLOAT32, len(buffer), buffer))
-    for name, value in ((contract.FIELD_KERNEL_SIZE, k), (contract.FIELD_WT_LEVELS, levels),
-                        (contract.FIELD_STRIDE, stride)):
+    for name, value in (
+        (contract.FIELD_KERNEL_SIZE, k),
+        (contract.FIELD_WT_LEVELS, levels),
+        (contract.FIELD_STRIDE, stride),
+    ):
         fields.append(int_field(name, value, draw(st.sampled_from([INT32, INT64]))))
-    if draw(st.booleans()):   # the ONNX parser may pass these on; the decoder skips them
+    if draw(st.booleans()):  # the ONNX parser may pass these on; the decoder skips them
         fields.append((contract.FIELD_PLUGIN_VERSION, CHAR, 1, np.frombuffer(b"1", dtype=np.uint8).copy()))
     if runtime:
-        checksum = fnv1a(fp32[contract.FIELD_BASE_WEIGHT], fp32[contract.FIELD_BASE_BIAS],
-                         fp32[contract.FIELD_WAVELET_WEIGHT])
+        checksum = fnv1a(
+            fp32[contract.FIELD_BASE_WEIGHT], fp32[contract.FIELD_BASE_BIAS], fp32[contract.FIELD_WAVELET_WEIGHT]
+        )
         fields.append(int_field(SERIALIZATION_VERSION, 1, INT32))
         fields.append(int_field(CHECKSUM, checksum, INT32))
     return draw(st.permutations(fields))
@@ -155,8 +198,18 @@ def broken(draw):
     fields = valid_fields(draw, k, levels, stride, channels, runtime)
     ints = [contract.FIELD_KERNEL_SIZE, contract.FIELD_WT_LEVELS, contract.FIELD_STRIDE]
     floats = [contract.FIELD_BASE_WEIGHT, contract.FIELD_BASE_BIAS, contract.FIELD_WAVELET_WEIGHT]
-    kinds = ["missing", "twice", "unknown", "int-value", "int-type", "int-length", "float-type", "float-length",
-             "null-data", "int64-overflow"] + (["version", "checksum", "runtime-missing"] if runtime else [])
+    kinds = [
+        "missing",
+        "twice",
+        "unknown",
+        "int-value",
+        "int-type",
+        "int-length",
+        "float-type",
+        "float-length",
+        "null-data",
+        "int64-overflow",
+    ] + (["version", "checksum", "runtime-missing"] if runtime else [])
     kind = draw(st.sampled_from(kinds))
     if kind == "missing":
         name = draw(st.sampled_from(ints + floats))
@@ -165,15 +218,25 @@ def broken(draw):
         name = draw(st.sampled_from(ints + floats))
         return fields + [next(f for f in fields if f[0] == name)], runtime, name
     if kind == "unknown":
-        name = draw(st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12).filter(
-            lambda n: n not in ints + floats + [contract.FIELD_PLUGIN_VERSION, contract.FIELD_PLUGIN_NAMESPACE,
-                                               SERIALIZATION_VERSION, CHECKSUM]))
+        name = draw(
+            st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12).filter(
+                lambda n: (
+                    n
+                    not in ints
+                    + floats
+                    + [contract.FIELD_PLUGIN_VERSION, contract.FIELD_PLUGIN_NAMESPACE, SERIALIZATION_VERSION, CHECKSUM]
+                )
+            )
+        )
         return fields + [int_field(name, 1, INT32)], runtime, name
     if kind == "int-value":
-        name, bad = draw(st.sampled_from(
-            [(contract.FIELD_KERNEL_SIZE, v) for v in (0, -1, 2, k + 1, contract.MAX_KERNEL_SIZE + 2, 2 ** 31 - 1)]
-            + [(contract.FIELD_WT_LEVELS, v) for v in (0, -3, contract.MAX_WT_LEVELS + 1)]
-            + [(contract.FIELD_STRIDE, v) for v in (0, -2)]))
+        name, bad = draw(
+            st.sampled_from(
+                [(contract.FIELD_KERNEL_SIZE, v) for v in (0, -1, 2, k + 1, contract.MAX_KERNEL_SIZE + 2, 2**31 - 1)]
+                + [(contract.FIELD_WT_LEVELS, v) for v in (0, -3, contract.MAX_WT_LEVELS + 1)]
+                + [(contract.FIELD_STRIDE, v) for v in (0, -2)]
+            )
+        )
         return _replace(fields, name, int_field(name, bad, INT32)), runtime, name
     if kind == "int-type":
         name = draw(st.sampled_from(ints))
@@ -186,8 +249,15 @@ def broken(draw):
     if kind == "float-type":
         name = draw(st.sampled_from(floats))
         old = next(f for f in fields if f[0] == name)
-        return _replace(fields, name, (name, draw(st.sampled_from([INT32, INT64, CHAR])), old[2],
-                                       np.zeros(old[2] * 2 + 2, np.float32))), runtime, name
+        return (
+            _replace(
+                fields,
+                name,
+                (name, draw(st.sampled_from([INT32, INT64, CHAR])), old[2], np.zeros(old[2] * 2 + 2, np.float32)),
+            ),
+            runtime,
+            name,
+        )
     if kind == "float-length":
         name = draw(st.sampled_from(floats))
         old = next(f for f in fields if f[0] == name)
@@ -197,8 +267,7 @@ def broken(draw):
             # (or, at 0, base_bias itself is refused).
             length = draw(st.sampled_from([0, old[2] + 1]))
             wrong = name if length == 0 else contract.FIELD_BASE_WEIGHT
-            return _replace(fields, name, (name, FLOAT32, length, np.zeros(max(length, 1), np.float32))), runtime, \
-                wrong
+            return _replace(fields, name, (name, FLOAT32, length, np.zeros(max(length, 1), np.float32))), runtime, wrong
         return _replace(fields, name, (name, FLOAT32, length, np.zeros(max(length, 1), np.float32))), runtime, name
     if kind == "null-data":
         name = draw(st.sampled_from(ints + floats))
@@ -206,17 +275,20 @@ def broken(draw):
         return _replace(fields, name, (name, old[1], old[2], None)), runtime, name
     if kind == "int64-overflow":
         name = draw(st.sampled_from(ints))
-        value = draw(st.sampled_from([2 ** 31, -(2 ** 31) - 1, 2 ** 62]))
+        value = draw(st.sampled_from([2**31, -(2**31) - 1, 2**62]))
         return _replace(fields, name, int_field(name, value, INT64)), runtime, name
     if kind == "version":
         value = draw(st.integers(-5, 100).filter(lambda v: v != 1))
-        return _replace(fields, SERIALIZATION_VERSION, int_field(SERIALIZATION_VERSION, value, INT32)), runtime, \
-            SERIALIZATION_VERSION
+        return (
+            _replace(fields, SERIALIZATION_VERSION, int_field(SERIALIZATION_VERSION, value, INT32)),
+            runtime,
+            SERIALIZATION_VERSION,
+        )
     if kind == "checksum":
         old = next(f for f in fields if f[0] == CHECKSUM)[3][0]
-        value = draw(st.integers(-(2 ** 31), 2 ** 31 - 1).filter(lambda v: v != old))
+        value = draw(st.integers(-(2**31), 2**31 - 1).filter(lambda v: v != old))
         return _replace(fields, CHECKSUM, int_field(CHECKSUM, value, INT32)), runtime, CHECKSUM
-    name = draw(st.sampled_from([SERIALIZATION_VERSION, CHECKSUM]))      # runtime-missing
+    name = draw(st.sampled_from([SERIALIZATION_VERSION, CHECKSUM]))  # runtime-missing
     return [f for f in fields if f[0] != name], runtime, name
 
 
@@ -236,6 +308,7 @@ def test_no_fields_and_nonsense_counts(decoder):
     # A negative field count with no arrays (a corrupted collection) is refused, not read.
     k = ctypes.c_int32()
     buffer = ctypes.create_string_buffer(512)
-    status = decoder.wtconvDecodePluginFields(-3, None, None, None, None, 0, ctypes.byref(k), None, None, None,
-                                              buffer, len(buffer))
+    status = decoder.wtconvDecodePluginFields(
+        -3, None, None, None, None, 0, ctypes.byref(k), None, None, None, buffer, len(buffer)
+    )
     assert status == 1 and buffer.value.decode().startswith("WTConv2d plugin: ")

@@ -31,25 +31,29 @@ Shape = tuple[int, ...]
 @dataclass(frozen=True)
 class InputRange:
     """min/opt/max shape of one input within one profile."""
+
     min: Shape
     opt: Shape
     max: Shape
 
     def contains(self, shape) -> bool:
         shape = tuple(int(d) for d in shape)
-        return len(shape) == len(self.min) and all(lo <= d <= hi for lo, d, hi in zip(self.min, shape, self.max))
+        return len(shape) == len(self.min) and all(
+            lo <= d <= hi for lo, d, hi in zip(self.min, shape, self.max, strict=False)
+        )
 
     def to_json(self) -> dict:
         return {"min": list(self.min), "opt": list(self.opt), "max": list(self.max)}
 
     @staticmethod
-    def from_json(obj: dict) -> "InputRange":
+    def from_json(obj: dict) -> InputRange:
         return InputRange(tuple(obj["min"]), tuple(obj["opt"]), tuple(obj["max"]))
 
 
 @dataclass(frozen=True)
 class Profile:
     """One optimisation profile: input name -> InputRange (insertion order = the user's order)."""
+
     inputs: dict = field(default_factory=dict)
 
     def contains(self, shapes: dict) -> bool:
@@ -59,12 +63,14 @@ class Profile:
         return {name: r.to_json() for name, r in self.inputs.items()}
 
     @staticmethod
-    def from_json(obj: dict) -> "Profile":
+    def from_json(obj: dict) -> Profile:
         return Profile({name: InputRange.from_json(r) for name, r in obj.items()})
 
     def describe(self) -> str:
-        return ", ".join(f"{name}: {format_shape(r.min)} / {format_shape(r.opt)} / {format_shape(r.max)}"
-                         for name, r in self.inputs.items())
+        return ", ".join(
+            f"{name}: {format_shape(r.min)} / {format_shape(r.opt)} / {format_shape(r.max)}"
+            for name, r in self.inputs.items()
+        )
 
 
 # A comma followed by NAME: (text without ',' or '/' up to a ':') starts the next input's range.
@@ -75,10 +81,12 @@ def format_shape(shape) -> str:
     return "x".join(str(int(d)) for d in shape)
 
 
-def format_profile(profile: "Profile") -> str:
+def format_profile(profile: Profile) -> str:
     """The ``--shapes`` text of a profile (parse_profile reads it back)."""
-    return ",".join(f"{name + ':' if name else ''}{format_shape(r.min)}/{format_shape(r.opt)}/{format_shape(r.max)}"
-                    for name, r in profile.inputs.items())
+    return ",".join(
+        f"{name + ':' if name else ''}{format_shape(r.min)}/{format_shape(r.opt)}/{format_shape(r.max)}"
+        for name, r in profile.inputs.items()
+    )
 
 
 def parse_dims(text: str, what: str) -> Shape:
@@ -92,8 +100,9 @@ def parse_profile(text: str, input_names=None) -> Profile:
     ``input_names``: the model's input names, when known; a spec without a name is allowed only when the
     model has exactly one input (or, when the names are unknown, for a single spec)."""
     if not text or not text.strip():
-        raise InputError("--shapes: empty value; expected NAME:MIN/OPT/MAX, e.g. input:1x3x224x224/8x3x224x224/"
-                         "32x3x224x224")
+        raise InputError(
+            "--shapes: empty value; expected NAME:MIN/OPT/MAX, e.g. input:1x3x224x224/8x3x224x224/32x3x224x224"
+        )
     ranges = {}
     parts = _NEXT_INPUT.split(text)
     for part in parts:
@@ -104,24 +113,32 @@ def parse_profile(text: str, input_names=None) -> Profile:
             name, dims = None, part
         pieces = dims.split("/")
         if len(pieces) != 3:
-            raise InputError(f"--shapes {text!r}: expected three shapes MIN/OPT/MAX separated by '/' (several inputs: "
-                             f"NAME:MIN/OPT/MAX,NAME:...), got {len(pieces)} in {part!r}")
+            raise InputError(
+                f"--shapes {text!r}: expected three shapes MIN/OPT/MAX separated by '/' (several inputs: "
+                f"NAME:MIN/OPT/MAX,NAME:...), got {len(pieces)} in {part!r}"
+            )
         if name is None:
             if input_names is not None and len(input_names) != 1:
-                raise InputError(f"--shapes {text!r}: the model has {len(input_names)} inputs "
-                                 f"({', '.join(input_names)}); name each one: NAME:MIN/OPT/MAX,NAME:...")
+                raise InputError(
+                    f"--shapes {text!r}: the model has {len(input_names)} inputs "
+                    f"({', '.join(input_names)}); name each one: NAME:MIN/OPT/MAX,NAME:..."
+                )
             if len(parts) > 1:
                 raise InputError(f"--shapes {text!r}: with several inputs, name each one: NAME:MIN/OPT/MAX")
             name = input_names[0] if input_names else ""
         label = f"--shapes {name or '(input)'}"
-        mn, opt, mx = (parse_dims(p, f"{label} {what}") for p, what in zip(pieces, ("min", "opt", "max")))
+        mn, opt, mx = (parse_dims(p, f"{label} {what}") for p, what in zip(pieces, ("min", "opt", "max"), strict=False))
         if not (len(mn) == len(opt) == len(mx)):
-            raise InputError(f"{label}: min, opt and max must have the same rank, got "
-                             f"{format_shape(mn)} / {format_shape(opt)} / {format_shape(mx)}")
-        for i, (a, b, c) in enumerate(zip(mn, opt, mx)):
+            raise InputError(
+                f"{label}: min, opt and max must have the same rank, got "
+                f"{format_shape(mn)} / {format_shape(opt)} / {format_shape(mx)}"
+            )
+        for i, (a, b, c) in enumerate(zip(mn, opt, mx, strict=False)):
             if not a <= b <= c:
-                raise InputError(f"{label}: dimension {i} must satisfy min <= opt <= max, got {a} / {b} / {c} "
-                                 f"(in {format_shape(mn)} / {format_shape(opt)} / {format_shape(mx)})")
+                raise InputError(
+                    f"{label}: dimension {i} must satisfy min <= opt <= max, got {a} / {b} / {c} "
+                    f"(in {format_shape(mn)} / {format_shape(opt)} / {format_shape(mx)})"
+                )
         if name in ranges:
             raise InputError(f"--shapes {text!r}: input {name!r} appears twice in one profile")
         ranges[name] = InputRange(mn, opt, mx)
@@ -139,24 +156,31 @@ def check_profile_against_inputs(profile: Profile, inputs: dict) -> Profile:
         profile = Profile({next(iter(inputs)): profile.inputs[""]})
     for name in profile.inputs:
         if name not in inputs:
-            raise InputError(f"--shapes: the model has no input named {name!r}; its inputs are "
-                             f"{', '.join(repr(n) for n in inputs)}")
+            raise InputError(
+                f"--shapes: the model has no input named {name!r}; its inputs are {', '.join(repr(n) for n in inputs)}"
+            )
     for name, dims in inputs.items():
         dims = tuple(dims)
         dynamic = [i for i, d in enumerate(dims) if not _is_static(d)]
         if name not in profile.inputs:
             if dynamic:
-                raise InputError(f"--shapes: input {name!r} has dynamic dimensions {_show(dims)} and no range; add "
-                                 f"{name}:MIN/OPT/MAX")
+                raise InputError(
+                    f"--shapes: input {name!r} has dynamic dimensions {_show(dims)} and no range; add "
+                    f"{name}:MIN/OPT/MAX"
+                )
             continue
         r = profile.inputs[name]
         if len(r.min) != len(dims):
-            raise InputError(f"--shapes {name}: the model's input has rank {len(dims)} {_show(dims)}, the profile "
-                             f"gives rank {len(r.min)} ({format_shape(r.min)})")
+            raise InputError(
+                f"--shapes {name}: the model's input has rank {len(dims)} {_show(dims)}, the profile "
+                f"gives rank {len(r.min)} ({format_shape(r.min)})"
+            )
         for i, d in enumerate(dims):
             if _is_static(d) and not (r.min[i] == r.opt[i] == r.max[i] == int(d)):
-                raise InputError(f"--shapes {name}: dimension {i} of the model's input is fixed at {int(d)} "
-                                 f"{_show(dims)}, the profile gives {r.min[i]} / {r.opt[i]} / {r.max[i]}")
+                raise InputError(
+                    f"--shapes {name}: dimension {i} of the model's input is fixed at {int(d)} "
+                    f"{_show(dims)}, the profile gives {r.min[i]} / {r.opt[i]} / {r.max[i]}"
+                )
     return profile
 
 
@@ -175,11 +199,13 @@ def default_profile(inputs: dict, batch=(1, 8, 32)) -> Profile:
         else:
             example = "MIN/OPT/MAX"
             if len(dims) == 4:
-                c, h, w = (str(d) if _is_static(d) else label for d, label in zip(dims[1:], "CHW"))
+                c, h, w = (str(d) if _is_static(d) else label for d, label in zip(dims[1:], "CHW", strict=False))
                 example = "/".join(f"{b}x{c}x{h}x{w}" for b in batch)
-            raise InputError(f"input {name!r} has dynamic dimensions {_show(dims)} beyond the batch; give the range "
-                             f"with --shapes {name}:MIN/OPT/MAX, e.g. --shapes {name}:{example} with the image size "
-                             f"for H and W (one --shapes per profile)")
+            raise InputError(
+                f"input {name!r} has dynamic dimensions {_show(dims)} beyond the batch; give the range "
+                f"with --shapes {name}:MIN/OPT/MAX, e.g. --shapes {name}:{example} with the image size "
+                f"for H and W (one --shapes per profile)"
+            )
     return Profile(ranges)
 
 
@@ -190,8 +216,10 @@ def find_profile(profiles, shapes: dict) -> int:
             return index
     wanted = ", ".join(f"{n}: {format_shape(s)}" for n, s in shapes.items())
     have = "; ".join(f"profile {i}: {p.describe()}" for i, p in enumerate(profiles)) or "no profiles"
-    raise InputError(f"shape {wanted} is outside every optimisation profile of the engine ({have}); use a shape in "
-                     f"range, or rebuild the engine with --shapes covering it")
+    raise InputError(
+        f"shape {wanted} is outside every optimisation profile of the engine ({have}); use a shape in "
+        f"range, or rebuild the engine with --shapes covering it"
+    )
 
 
 def _is_static(d) -> bool:

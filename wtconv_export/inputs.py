@@ -11,10 +11,9 @@ import numpy as np
 
 from .errors import InputError
 
-
 # Largest accepted dimension: TensorRT binds shapes as signed 32-bit values, and nothing larger is a real size.
-MAX_DIM = 2 ** 31 - 1
-_SPACE = " \t\r\n"   # spaces allowed around numbers and separators (ASCII only)
+MAX_DIM = 2**31 - 1
+_SPACE = " \t\r\n"  # spaces allowed around numbers and separators (ASCII only)
 
 
 def parse_dims(text: str, what: str, rank: int | None = None) -> tuple[int, ...]:

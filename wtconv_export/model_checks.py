@@ -23,7 +23,7 @@ from .errors import InputError, ModelError
 
 # The first-stage activation of an example input may take at most this many bytes (fp32). Tracing and a reference
 # forward pass hold several such tensors at once.
-MAX_ACTIVATION_BYTES = 2 ** 30
+MAX_ACTIVATION_BYTES = 2**30
 
 
 def _modules(model):
@@ -68,8 +68,9 @@ def output_classes(model) -> int | None:
     return classes if isinstance(classes, int) and classes > 0 else None
 
 
-def check_input_shape(model, shape, option: str = "--input-shape", *, dynamic: bool = False,
-                      arrays: bool = False) -> None:
+def check_input_shape(
+    model, shape, option: str = "--input-shape", *, dynamic: bool = False, arrays: bool = False
+) -> None:
     """Check a (B, C, H, W) the user asked for against the model: channels, smallest and largest size.
     ``arrays``: the shape is that of an array the user gave with ``option`` (no shape to suggest)."""
     shape = tuple(int(d) for d in shape)
@@ -81,23 +82,32 @@ def check_input_shape(model, shape, option: str = "--input-shape", *, dynamic: b
     want = input_channels(model)
     if want is not None and channels != want:
         example = ",".join(map(str, (batch, want, height, width)))
-        raise InputError(f"{subject}: the model takes {want} input channel{'s' if want != 1 else ''} "
-                         f"(dimension 1), not {channels}" + ("" if arrays else f"; e.g. {option} {example}"))
+        raise InputError(
+            f"{subject}: the model takes {want} input channel{'s' if want != 1 else ''} "
+            f"(dimension 1), not {channels}" + ("" if arrays else f"; e.g. {option} {example}")
+        )
     smallest = min_size(model)
     if min(height, width) < smallest:
         patch, stages, _ = _stem_and_stages(model)
-        raise InputError(f"{subject}: height and width must be at least {smallest} for this model (a "
-                         f"{patch}x{patch} stem, then {stages - 1} stages halving the resolution)"
-                         + ("" if arrays else f"; e.g. {option} {batch},{channels},{max(height, smallest)},"
-                                              f"{max(width, smallest)}"))
+        raise InputError(
+            f"{subject}: height and width must be at least {smallest} for this model (a "
+            f"{patch}x{patch} stem, then {stages - 1} stages halving the resolution)"
+            + ("" if arrays else f"; e.g. {option} {batch},{channels},{max(height, smallest)},{max(width, smallest)}")
+        )
     structure = _stem_and_stages(model)
     patch, first_channels = (structure[0], structure[2]) if structure else (1, max(channels, 1))
     activation = batch * max(first_channels, channels) * -(-height // patch) * -(-width // patch) * 4
     if activation > MAX_ACTIVATION_BYTES or batch * channels * height * width * 4 > MAX_ACTIVATION_BYTES:
-        hint = ("the export is dynamic in batch, height and width, so a small example input serves every size; "
-                "leave --input-shape out or give a smaller one" if dynamic else "give a smaller shape")
-        raise InputError(f"{subject}: this input would need about {activation / 2 ** 30:.0f} GiB per "
-                         f"activation (limit {MAX_ACTIVATION_BYTES // 2 ** 30} GiB); {hint}")
+        hint = (
+            "the export is dynamic in batch, height and width, so a small example input serves every size; "
+            "leave --input-shape out or give a smaller one"
+            if dynamic
+            else "give a smaller shape"
+        )
+        raise InputError(
+            f"{subject}: this input would need about {activation / 2**30:.0f} GiB per "
+            f"activation (limit {MAX_ACTIVATION_BYTES // 2**30} GiB); {hint}"
+        )
 
 
 def check_input_arrays(model, arrays, option: str = "--inputs") -> None:
@@ -115,16 +125,19 @@ def check_checkpoint_file(path: str) -> None:
         head = f.read(16)
     if not head:
         raise ModelError(f"--checkpoint {path} is empty (0 bytes); give the published .pth/.pt or .safetensors file")
-    is_zip = head.startswith(b"PK\x03\x04")              # torch.save since PyTorch 1.6
-    is_pickle = head[:1] == b"\x80"                       # legacy torch.save (pickle protocol >= 2)
+    is_zip = head.startswith(b"PK\x03\x04")  # torch.save since PyTorch 1.6
+    is_pickle = head[:1] == b"\x80"  # legacy torch.save (pickle protocol >= 2)
     header = int.from_bytes(head[:8], "little") if len(head) >= 9 else 0
     is_safetensors = 0 < header < 100_000_000 and head[8:9] == b"{"
     if not (is_zip or is_pickle or is_safetensors):
-        raise ModelError(f"--checkpoint {path} is not a PyTorch checkpoint (torch.save) or a safetensors file (it "
-                         f"starts with {head[:8]!r}); give the published .pth/.pt or .safetensors weights")
+        raise ModelError(
+            f"--checkpoint {path} is not a PyTorch checkpoint (torch.save) or a safetensors file (it "
+            f"starts with {head[:8]!r}); give the published .pth/.pt or .safetensors weights"
+        )
 
 
 # --- the ONNX side -------------------------------------------------------------------------------------------
+
 
 def onnx_input(proto) -> tuple[str, list]:
     """(name, dims) of the ONNX model's single input; a dim is an int when fixed, None when dynamic."""
@@ -132,8 +145,9 @@ def onnx_input(proto) -> tuple[str, list]:
     initializers = {t.name for t in proto.graph.initializer}
     inputs = [i for i in inputs if i.name not in initializers]
     if len(inputs) != 1:
-        raise ModelError(f"the ONNX model has {len(inputs)} inputs; wtconv-trt handles models with one image input "
-                         f"(B, C, H, W)")
+        raise ModelError(
+            f"the ONNX model has {len(inputs)} inputs; wtconv-trt handles models with one image input (B, C, H, W)"
+        )
     dims = [d.dim_value if d.HasField("dim_value") else None for d in inputs[0].type.tensor_type.shape.dim]
     return inputs[0].name, dims
 
@@ -149,29 +163,37 @@ def check_onnx_matches_model(proto, model, what: str = "the PyTorch model") -> N
         raise ModelError(f"the ONNX model's input has shape {_show(dims)}; expected 4 dimensions (B, C, H, W)")
     channels = input_channels(model)
     if channels is not None and dims[1] is not None and dims[1] != channels:
-        raise ModelError(f"the ONNX model takes {dims[1]} input channels but {what} takes {channels}: is this the "
-                         f"ONNX model exported from it? Give the matching --arch/--checkpoint, or export it again")
+        raise ModelError(
+            f"the ONNX model takes {dims[1]} input channels but {what} takes {channels}: is this the "
+            f"ONNX model exported from it? Give the matching --arch/--checkpoint, or export it again"
+        )
     classes = output_classes(model)
     outputs = list(proto.graph.output)
     if classes is not None and outputs:
         out = [d.dim_value if d.HasField("dim_value") else None for d in outputs[0].type.tensor_type.shape.dim]
         if len(outputs) != 1 or len(out) != 2 or (out[1] is not None and out[1] != classes):
-            shapes = ", ".join(_show([d.dim_value if d.HasField("dim_value") else None
-                                      for d in o.type.tensor_type.shape.dim]) for o in outputs)
-            raise ModelError(f"the ONNX model's output{'s' if len(outputs) > 1 else ''} {shapes} do not match "
-                             f"{what}, which gives (B, {classes}): is this the ONNX model exported from it? Give "
-                             f"the matching --arch/--checkpoint, or export it again")
+            shapes = ", ".join(
+                _show([d.dim_value if d.HasField("dim_value") else None for d in o.type.tensor_type.shape.dim])
+                for o in outputs
+            )
+            raise ModelError(
+                f"the ONNX model's output{'s' if len(outputs) > 1 else ''} {shapes} do not match "
+                f"{what}, which gives (B, {classes}): is this the ONNX model exported from it? Give "
+                f"the matching --arch/--checkpoint, or export it again"
+            )
 
 
 def check_arrays_fit_onnx(arrays, dims, option: str) -> None:
     """Every array's shape must equal the ONNX input's fixed dimensions (a static export takes one shape only)."""
     for array in arrays:
         shape = tuple(np.shape(array))
-        if len(shape) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shape)):
+        if len(shape) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shape, strict=False)):
             fixed = ",".join("?" if d is None else str(d) for d in dims)
-            raise InputError(f"{option}: the ONNX model's input is fixed at {fixed} ('?': any size) but an input "
-                             f"has shape {','.join(map(str, shape))}; give inputs of that shape, or export without "
-                             f"--static")
+            raise InputError(
+                f"{option}: the ONNX model's input is fixed at {fixed} ('?': any size) but an input "
+                f"has shape {','.join(map(str, shape))}; give inputs of that shape, or export without "
+                f"--static"
+            )
 
 
 def fit_batches(arrays, dims) -> list:
@@ -182,6 +204,8 @@ def fit_batches(arrays, dims) -> list:
     joined = np.concatenate(list(arrays), axis=0)
     count = len(joined) // batch
     if count == 0:
-        raise InputError(f"the ONNX model's batch is fixed at {batch}, more than the {len(joined)} default inputs; "
-                         f"give --inputs with batch {batch}")
-    return [joined[i * batch:(i + 1) * batch] for i in range(min(count, 2))]
+        raise InputError(
+            f"the ONNX model's batch is fixed at {batch}, more than the {len(joined)} default inputs; "
+            f"give --inputs with batch {batch}"
+        )
+    return [joined[i * batch : (i + 1) * batch] for i in range(min(count, 2))]

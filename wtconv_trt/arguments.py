@@ -14,9 +14,9 @@ import re
 from collections.abc import Callable
 
 # Largest integer seed: torch.Generator.manual_seed and numpy.random.default_rng both take any value below 2**63.
-MAX_SEED = 2 ** 63 - 1
+MAX_SEED = 2**63 - 1
 # TensorRT dimensions are signed 32-bit in engine bindings; larger is never a real batch, size or count.
-MAX_INT32 = 2 ** 31 - 1
+MAX_INT32 = 2**31 - 1
 
 
 _INTEGER = re.compile(r"[ \t]*[+-]?[0-9]+[ \t]*")
@@ -31,11 +31,13 @@ def _int(text: str) -> int:
 
 def int_range(low: int, high: int, what: str = "") -> Callable[[str], int]:
     """An integer in [low, high] (inclusive)."""
+
     def parse(text: str) -> int:
         value = _int(text)
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"expected an integer from {low} to {high}{what}, got {text!r}")
         return value
+
     parse.__name__ = f"integer {low}..{high}"
     return parse
 

@@ -51,7 +51,8 @@ class OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="wtconv-trt",
-        description="Deploy WTConv / WTConvNeXt models: export to ONNX, build TensorRT engines, validate, serve.")
+        description="Deploy WTConv / WTConvNeXt models: export to ONNX, build TensorRT engines, validate, serve.",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in SUBCOMMANDS:
         module = importlib.import_module(module_name)

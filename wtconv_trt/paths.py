@@ -38,16 +38,17 @@ def check_output_file(path, *, option: str, force: bool = False) -> str:
     if os.path.isdir(full):
         raise InputError(f"{option} {shown} is a directory; give a file name inside it")
     if not os.path.isdir(directory):
-        raise InputError(f"{option} {shown}: directory {directory} does not exist; create it first or choose "
-                         f"another path")
+        raise InputError(
+            f"{option} {shown}: directory {directory} does not exist; create it first or choose another path"
+        )
     reason = _probe_writable(directory)
     if reason:
-        raise InputError(f"{option} {shown}: cannot create files in {directory} ({reason}); choose a writable "
-                         f"directory")
+        raise InputError(
+            f"{option} {shown}: cannot create files in {directory} ({reason}); choose a writable directory"
+        )
     if os.path.lexists(full):
         if not force:
-            raise InputError(f"{option} {shown} already exists; pass --force to overwrite it, or choose another "
-                             f"name")
+            raise InputError(f"{option} {shown} already exists; pass --force to overwrite it, or choose another name")
         if not os.path.isfile(full):
             raise InputError(f"{option} {shown} exists and is not a regular file; remove it or choose another name")
     return full
@@ -67,13 +68,14 @@ def check_output_dir(path, *, option: str, force: bool = False, will_write=()) -
         raise InputError(f"{option} {shown}: {existing} is a file, so the directory cannot be created")
     reason = _probe_writable(existing)
     if reason:
-        raise InputError(f"{option} {shown}: cannot create files in {existing} ({reason}); choose a writable "
-                         f"directory")
+        raise InputError(f"{option} {shown}: cannot create files in {existing} ({reason}); choose a writable directory")
     if existing == full and not force:
         clashes = [name for name in will_write if os.path.lexists(os.path.join(full, name))]
         if clashes:
-            raise InputError(f"{option} {shown} already holds {', '.join(clashes)}; pass --force to overwrite, or "
-                             f"choose another directory")
+            raise InputError(
+                f"{option} {shown} already holds {', '.join(clashes)}; pass --force to overwrite, or "
+                f"choose another directory"
+            )
     return full
 
 

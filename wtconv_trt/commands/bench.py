@@ -8,14 +8,33 @@ HELP = "benchmark a TensorRT engine: trtexec-style latency percentiles and throu
 def add_arguments(parser):
     parser.add_argument("--engine", required=True, help="engine built by 'wtconv-trt build' (with ENGINE.json)")
     parser.add_argument("--plugin", metavar="LIB", help="WTConv2d plugin library (default: from the manifest)")
-    parser.add_argument("--shape", action="append", default=[], metavar="BxCxHxW", type=arguments.dims,
-                        help="input shape to time (repeatable; default: every profile's min, opt and max)")
-    parser.add_argument("--iterations", type=arguments.int_range(1, 10 ** 7), default=200,
-                        help="timed inferences per case, 1 to 10^7 (default 200)")
-    parser.add_argument("--warmup", type=arguments.non_negative_float, default=200.0, metavar="MS",
-                        help="warm-up time per case, >= 0 (default 200 ms)")
-    parser.add_argument("--cuda-graph", choices=("both", "on", "off"), default="both",
-                        help="time with CUDA graphs, without, or both (default both)")
+    parser.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="BxCxHxW",
+        type=arguments.dims,
+        help="input shape to time (repeatable; default: every profile's min, opt and max)",
+    )
+    parser.add_argument(
+        "--iterations",
+        type=arguments.int_range(1, 10**7),
+        default=200,
+        help="timed inferences per case, 1 to 10^7 (default 200)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=arguments.non_negative_float,
+        default=200.0,
+        metavar="MS",
+        help="warm-up time per case, >= 0 (default 200 ms)",
+    )
+    parser.add_argument(
+        "--cuda-graph",
+        choices=("both", "on", "off"),
+        default="both",
+        help="time with CUDA graphs, without, or both (default both)",
+    )
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE (default: print them)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --json file")
 
@@ -30,8 +49,14 @@ def run(args) -> int:
     if args.json:
         check_output_file(args.json, option="--json", force=args.force)
     modes = {"both": ("off", "on"), "on": ("on",), "off": ("off",)}[args.cuda_graph]
-    result = run_benchmark(args.engine, plugin=args.plugin, shapes=["x".join(map(str, s)) for s in args.shape] or None, iterations=args.iterations,
-                           warmup_ms=args.warmup, cuda_graph=modes)
+    result = run_benchmark(
+        args.engine,
+        plugin=args.plugin,
+        shapes=["x".join(map(str, s)) for s in args.shape] or None,
+        iterations=args.iterations,
+        warmup_ms=args.warmup,
+        cuda_graph=modes,
+    )
     if args.json:
         write_json(result, args.json)
         print(f"results: {args.json}")

@@ -14,12 +14,23 @@ HELP = "run the shipped default model through the reference and the fused WTConv
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--count", type=arguments.positive_int, default=64,
-                        help="number of shipped held-out images to run (default 64, at most the split size)")
-    parser.add_argument("--tolerance", type=arguments.tolerance, default=1e-5,
-                        help="largest accepted fp32 relative error, per layer and for the logits (default 1e-5)")
-    parser.add_argument("--onnx-dir", default="wtconv_trt_out",
-                        help="where the ONNX exports of the default model are written (default ./wtconv_trt_out)")
+    parser.add_argument(
+        "--count",
+        type=arguments.positive_int,
+        default=64,
+        help="number of shipped held-out images to run (default 64, at most the split size)",
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=arguments.tolerance,
+        default=1e-5,
+        help="largest accepted fp32 relative error, per layer and for the logits (default 1e-5)",
+    )
+    parser.add_argument(
+        "--onnx-dir",
+        default="wtconv_trt_out",
+        help="where the ONNX exports of the default model are written (default ./wtconv_trt_out)",
+    )
     parser.add_argument("--skip-onnx", action="store_true", help="only the PyTorch comparison, no ONNX export")
     parser.add_argument("--force", action="store_true", help="overwrite earlier exports in --onnx-dir")
 
@@ -39,12 +50,18 @@ def _next_step(onnx_dir: str) -> str:
 
     if tensorrt_available():
         if default_plugin() is not None:
-            return (f"Next: build a TensorRT engine: wtconv-trt build "
-                    f"{os.path.join(onnx_dir, 'default_plugin_fp16.onnx')} (docs/engines.md)")
-        return (f"Next: build a TensorRT engine from the standard-op export (no plugin library found): wtconv-trt "
-                f"build {os.path.join(onnx_dir, 'default_standard_fp32.onnx')} (docs/engines.md)")
-    return (f"Next: wtconv-trt validate {os.path.join(onnx_dir, 'default_plugin_fp32.onnx')} (ONNX Runtime, runs "
-            f"here); TensorRT is not installed, so 'wtconv-trt build' needs a machine with it (docs/engines.md)")
+            return (
+                f"Next: build a TensorRT engine: wtconv-trt build "
+                f"{os.path.join(onnx_dir, 'default_plugin_fp16.onnx')} (docs/engines.md)"
+            )
+        return (
+            f"Next: build a TensorRT engine from the standard-op export (no plugin library found): wtconv-trt "
+            f"build {os.path.join(onnx_dir, 'default_standard_fp32.onnx')} (docs/engines.md)"
+        )
+    return (
+        f"Next: wtconv-trt validate {os.path.join(onnx_dir, 'default_plugin_fp32.onnx')} (ONNX Runtime, runs "
+        f"here); TensorRT is not installed, so 'wtconv-trt build' needs a machine with it (docs/engines.md)"
+    )
 
 
 def _errors(got, expected):
@@ -76,16 +93,20 @@ def run(args) -> int:
     model, config = load_default_model()
     x, labels = load_heldout_digits(config, count=args.count)
     arch = config["model"]
-    print(f"default model: {config['name']} — depths {arch['depths']}, dims {arch['dims']}, kernel "
-          f"{arch['kernel_sizes']}, wt_levels {arch['wt_levels']}, input {tuple(x.shape[1:])}; "
-          f"recorded held-out accuracy {config['heldout_accuracy']:.4f} on {config['dataset']['test_count']} images")
+    print(
+        f"default model: {config['name']} — depths {arch['depths']}, dims {arch['dims']}, kernel "
+        f"{arch['kernel_sizes']}, wt_levels {arch['wt_levels']}, input {tuple(x.shape[1:])}; "
+        f"recorded held-out accuracy {config['heldout_accuracy']:.4f} on {config['dataset']['test_count']} images"
+    )
     print(f"batch: {len(labels)} shipped held-out images\n")
 
     # Reference run, capturing every WTConv2d's input and output.
     layers = [(name, m) for name, m in model.named_modules() if isinstance(m, WTConv2d)]
     captured = {}
-    hooks = [m.register_forward_hook(lambda mod, inp, out, name=name: captured.__setitem__(name, (inp[0], out)))
-             for name, m in layers]
+    hooks = [
+        m.register_forward_hook(lambda mod, inp, out, name=name: captured.__setitem__(name, (inp[0], out)))
+        for name, m in layers
+    ]
     with torch.no_grad():
         ref_logits = model(x)
     for h in hooks:
@@ -102,8 +123,10 @@ def run(args) -> int:
             got = fused_wtconv2d(inp, *folded.tensors(), folded.kernel_size, folded.wt_levels, folded.stride)
             abs_err, rel_err = _errors(got, out)
             flag = "" if rel_err <= args.tolerance else "  <-- exceeds tolerance"
-            print(f"{name:<32} {folded.channels:>4} {inp.shape[2]:>3}x{inp.shape[3]:<3} {folded.kernel_size:>2} "
-                  f"{folded.wt_levels:>2} {folded.stride:>2} {abs_err:>12.3e} {rel_err:>10.3e}{flag}")
+            print(
+                f"{name:<32} {folded.channels:>4} {inp.shape[2]:>3}x{inp.shape[3]:<3} {folded.kernel_size:>2} "
+                f"{folded.wt_levels:>2} {folded.stride:>2} {abs_err:>12.3e} {rel_err:>10.3e}{flag}"
+            )
             if rel_err > args.tolerance:
                 failures.append(name)
 
@@ -114,8 +137,10 @@ def run(args) -> int:
         fused_logits = fused(x)
     abs_err, rel_err = _errors(fused_logits, ref_logits)
     same = (fused_logits.argmax(1) == ref_logits.argmax(1)).sum().item()
-    print(f"\nlogits (fp32, {n_fused} fused layers): max abs err {abs_err:.3e}, rel err {rel_err:.3e}; "
-          f"same prediction on {same}/{len(labels)} images")
+    print(
+        f"\nlogits (fp32, {n_fused} fused layers): max abs err {abs_err:.3e}, rel err {rel_err:.3e}; "
+        f"same prediction on {same}/{len(labels)} images"
+    )
     if rel_err > args.tolerance:
         failures.append("logits")
 
@@ -140,13 +165,18 @@ def run(args) -> int:
     if failures:
         print(f"\nFAIL: relative error above {args.tolerance:g} in {', '.join(failures)} ({elapsed:.1f} s)")
         return 1
-    print(f"\nOK: reference and fused operator agree within {args.tolerance:g} relative error "
-          f"in every layer and in the logits ({elapsed:.1f} s)")
+    print(
+        f"\nOK: reference and fused operator agree within {args.tolerance:g} relative error "
+        f"in every layer and in the logits ({elapsed:.1f} s)"
+    )
     if args.skip_onnx:
         return 0
     from wtconv_export.onnx_validate import export_and_validate_default
-    print(f"\nONNX: export the default model (plugin fp32 / fp16, standard ops fp32) to {args.onnx_dir} "
-          f"and validate each against PyTorch with Polygraphy (ONNX Runtime)")
+
+    print(
+        f"\nONNX: export the default model (plugin fp32 / fp16, standard ops fp32) to {args.onnx_dir} "
+        f"and validate each against PyTorch with Polygraphy (ONNX Runtime)"
+    )
     outcomes = export_and_validate_default(args.onnx_dir)
     for exported, outcome in outcomes:
         print(exported.summary())

@@ -8,21 +8,35 @@ HELP = "compare an exported ONNX model (ONNX Runtime, CPU) or a TensorRT engine 
 
 def add_arguments(parser) -> None:
     from .export import add_model_arguments
+
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("model", nargs="?", metavar="MODEL.onnx", help="the exported ONNX model to check")
-    target.add_argument("--engine", metavar="ENGINE",
-                        help="a TensorRT engine to check instead (needs TensorRT; see trt_engine)")
+    target.add_argument(
+        "--engine", metavar="ENGINE", help="a TensorRT engine to check instead (needs TensorRT; see trt_engine)"
+    )
     add_model_arguments(parser)
-    parser.add_argument("--inputs", metavar="FILE", type=arguments.existing_file,
-                        help="inputs: a .npy array (B,C,H,W) or a .npz of such arrays (one comparison each); "
-                             "default: the shipped held-out digits for the default model, else seeded random images")
-    parser.add_argument("--input-shape", metavar="B,C,H,W", type=arguments.shape,
-                        help="shape of the generated inputs when there are no shipped or given inputs (B,C,H,W or "
-                             "BxCxHxW)")
-    parser.add_argument("--tolerance", type=arguments.tolerance, default=None,
-                        help="max |onnx - torch| / max |torch| allowed, > 0 (default: 1e-4 fp32, 2e-2 fp16)")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="also print Polygraphy's own report (default: one verdict line)")
+    parser.add_argument(
+        "--inputs",
+        metavar="FILE",
+        type=arguments.existing_file,
+        help="inputs: a .npy array (B,C,H,W) or a .npz of such arrays (one comparison each); "
+        "default: the shipped held-out digits for the default model, else seeded random images",
+    )
+    parser.add_argument(
+        "--input-shape",
+        metavar="B,C,H,W",
+        type=arguments.shape,
+        help="shape of the generated inputs when there are no shipped or given inputs (B,C,H,W or BxCxHxW)",
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=arguments.tolerance,
+        default=None,
+        help="max |onnx - torch| / max |torch| allowed, > 0 (default: 1e-4 fp32, 2e-2 fp16)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="also print Polygraphy's own report (default: one verdict line)"
+    )
     add_engine_arguments(parser)  # --plugin, --iterations, --atol/--rtol, --save-*, --force
 
 
@@ -40,8 +54,14 @@ def run(args) -> int:
 
     from wtconv_export.errors import InputError, ModelError
     from wtconv_export.inputs import default_inputs, format_dims, load_inputs
-    from wtconv_export.model_checks import (check_arrays_fit_onnx, check_input_arrays, check_input_shape,
-                                            check_onnx_matches_model, fit_batches, onnx_input)
+    from wtconv_export.model_checks import (
+        check_arrays_fit_onnx,
+        check_input_arrays,
+        check_input_shape,
+        check_onnx_matches_model,
+        fit_batches,
+        onnx_input,
+    )
     from wtconv_export.onnx_export import read_metadata
     from wtconv_export.onnx_models import build_model_from_metadata
     from wtconv_export.onnx_validate import validate_onnx
@@ -51,14 +71,18 @@ def run(args) -> int:
 
     given = [name for name in ENGINE_ONLY if getattr(args, name) is not None]
     if given:
-        raise InputError(f"--{given[0].replace('_', '-')} applies only with --engine (an ONNX model is checked on "
-                         f"--inputs or --input-shape)")
+        raise InputError(
+            f"--{given[0].replace('_', '-')} applies only with --engine (an ONNX model is checked on "
+            f"--inputs or --input-shape)"
+        )
     check_input_file(args.model, what="ONNX model", made_by="export one with 'wtconv-trt export -o MODEL.onnx'")
     try:
         proto = onnx.load(args.model, load_external_data=False)
     except Exception as error:  # onnx raises DecodeError and other protobuf errors for a file that is not ONNX
-        raise ModelError(f"cannot read {args.model} as an ONNX model ({type(error).__name__}); give the .onnx file "
-                         f"written by 'wtconv-trt export'") from error
+        raise ModelError(
+            f"cannot read {args.model} as an ONNX model ({type(error).__name__}); give the .onnx file "
+            f"written by 'wtconv-trt export'"
+        ) from error
     metadata = read_metadata(proto)
     if args.arch or args.checkpoint or args.random_weights:
         model, description = model_from_args(args)
@@ -102,20 +126,43 @@ def add_engine_arguments(parser) -> None:
     from trt_engine.validate import TOLERANCES
 
     g = parser.add_argument_group("TensorRT engine (with --engine)")
-    g.add_argument("--plugin", metavar="LIB",
-                   help="WTConv2d plugin library (default: the one recorded in the engine's manifest, else "
-                        "build/plugin/trt/libwtconv_trt_plugin_dynamic.so)")
-    g.add_argument("--iterations", type=arguments.int_range(1, 10000), default=None,
-                   help="number of generated input batches, 1 to 10000 (default 4); the batch shape is "
-                        "--input-shape, default the first optimisation profile's opt shape")
-    g.add_argument("--atol", type=arguments.non_negative_float, help="absolute tolerance (default per precision: "
-                   + ", ".join(f"{p} {a:g}" for p, (a, _) in TOLERANCES.items()) + ")")
-    g.add_argument("--rtol", type=arguments.non_negative_float, help="relative tolerance (default per precision: "
-                   + ", ".join(f"{p} {r:g}" for p, (_, r) in TOLERANCES.items()) + ")")
-    g.add_argument("--save-inputs", metavar="FILE.json",
-                   help="save the inputs in Polygraphy's JSON format (polygraphy run --load-inputs)")
-    g.add_argument("--save-outputs", metavar="FILE.json",
-                   help="save the PyTorch outputs as a Polygraphy RunResults (polygraphy run --load-outputs)")
+    g.add_argument(
+        "--plugin",
+        metavar="LIB",
+        help="WTConv2d plugin library (default: the one recorded in the engine's manifest, else "
+        "build/plugin/trt/libwtconv_trt_plugin_dynamic.so)",
+    )
+    g.add_argument(
+        "--iterations",
+        type=arguments.int_range(1, 10000),
+        default=None,
+        help="number of generated input batches, 1 to 10000 (default 4); the batch shape is "
+        "--input-shape, default the first optimisation profile's opt shape",
+    )
+    g.add_argument(
+        "--atol",
+        type=arguments.non_negative_float,
+        help="absolute tolerance (default per precision: "
+        + ", ".join(f"{p} {a:g}" for p, (a, _) in TOLERANCES.items())
+        + ")",
+    )
+    g.add_argument(
+        "--rtol",
+        type=arguments.non_negative_float,
+        help="relative tolerance (default per precision: "
+        + ", ".join(f"{p} {r:g}" for p, (_, r) in TOLERANCES.items())
+        + ")",
+    )
+    g.add_argument(
+        "--save-inputs",
+        metavar="FILE.json",
+        help="save the inputs in Polygraphy's JSON format (polygraphy run --load-inputs)",
+    )
+    g.add_argument(
+        "--save-outputs",
+        metavar="FILE.json",
+        help="save the PyTorch outputs as a Polygraphy RunResults (polygraphy run --load-outputs)",
+    )
     g.add_argument("--force", action="store_true", help="overwrite existing --save-inputs / --save-outputs files")
 
 
@@ -150,8 +197,18 @@ def run_engine_validation(args) -> int:
     if model is not None and args.input_shape:
         check_input_shape(model, args.input_shape, "--input-shape")
     report = validate_engine(
-        args.engine, plugin=args.plugin, shape=shape, iterations=args.iterations or 4, atol=args.atol,
-        rtol=args.rtol, tolerance=args.tolerance, source_model=source, model=model, inputs=inputs,
-        save_inputs=args.save_inputs, save_outputs=args.save_outputs)
+        args.engine,
+        plugin=args.plugin,
+        shape=shape,
+        iterations=args.iterations or 4,
+        atol=args.atol,
+        rtol=args.rtol,
+        tolerance=args.tolerance,
+        source_model=source,
+        model=model,
+        inputs=inputs,
+        save_inputs=args.save_inputs,
+        save_outputs=args.save_outputs,
+    )
     print(report.format())
     return 0 if report.passed else 1
