@@ -69,13 +69,23 @@ def output_classes(model) -> int | None:
 
 
 def check_input_shape(
-    model, shape, option: str = "--input-shape", *, dynamic: bool = False, arrays: bool = False
+    model,
+    shape,
+    option: str = "--input-shape",
+    *,
+    dynamic: bool = False,
+    arrays: bool = False,
+    limit_memory: bool = True,
+    suggest: bool = True,
 ) -> None:
     """Check a (B, C, H, W) the user asked for against the model: channels, smallest and largest size.
-    ``arrays``: the shape is that of an array the user gave with ``option`` (no shape to suggest)."""
+    ``arrays``: the shape is that of an array the user gave with ``option`` (no shape to suggest).
+    ``limit_memory``: refuse an input whose activations would not fit in host memory here (tracing, a PyTorch
+    reference); off for shapes a GPU engine will run. ``suggest``: end the message with a corrected ``option``."""
     shape = tuple(int(d) for d in shape)
     shown = ",".join(map(str, shape))
     subject = f"{option}: an array of shape {shown}" if arrays else f"{option} {shown}"
+    suggest = suggest and not arrays
     if len(shape) != 4:
         raise InputError(f"{subject}: expected 4 dimensions B,C,H,W")
     batch, channels, height, width = shape
@@ -84,7 +94,7 @@ def check_input_shape(
         example = ",".join(map(str, (batch, want, height, width)))
         raise InputError(
             f"{subject}: the model takes {want} input channel{'s' if want != 1 else ''} "
-            f"(dimension 1), not {channels}" + ("" if arrays else f"; e.g. {option} {example}")
+            f"(dimension 1), not {channels}" + (f"; e.g. {option} {example}" if suggest else "")
         )
     smallest = min_size(model)
     if min(height, width) < smallest:
@@ -92,12 +102,13 @@ def check_input_shape(
         raise InputError(
             f"{subject}: height and width must be at least {smallest} for this model (a "
             f"{patch}x{patch} stem, then {stages - 1} stages halving the resolution)"
-            + ("" if arrays else f"; e.g. {option} {batch},{channels},{max(height, smallest)},{max(width, smallest)}")
+            + (f"; e.g. {option} {batch},{channels},{max(height, smallest)},{max(width, smallest)}" if suggest else "")
         )
     structure = _stem_and_stages(model)
     patch, first_channels = (structure[0], structure[2]) if structure else (1, max(channels, 1))
     activation = batch * max(first_channels, channels) * -(-height // patch) * -(-width // patch) * 4
-    if activation > MAX_ACTIVATION_BYTES or batch * channels * height * width * 4 > MAX_ACTIVATION_BYTES:
+    too_large = activation > MAX_ACTIVATION_BYTES or batch * channels * height * width * 4 > MAX_ACTIVATION_BYTES
+    if limit_memory and too_large:
         hint = (
             "the export is dynamic in batch, height and width, so a small example input serves every size; "
             "leave --input-shape out or give a smaller one"
@@ -134,6 +145,25 @@ def check_checkpoint_file(path: str) -> None:
             f"--checkpoint {path} is not a PyTorch checkpoint (torch.save) or a safetensors file (it "
             f"starts with {head[:8]!r}); give the published .pth/.pt or .safetensors weights"
         )
+
+
+def architecture_of(metadata: dict):
+    """The exported model's architecture without its weights (on PyTorch's meta device: no memory, no file
+    read), from the ONNX metadata's ``source``; None when the metadata does not say or names no architecture
+    this package knows. For the checks above (channels, smallest size) on engines built from the export."""
+    import torch
+
+    source = metadata.get("source")
+    with torch.device("meta"):
+        if source == "default":
+            from .models import build_model_from_config, read_default_config
+
+            return build_model_from_config(read_default_config())
+        from .wtconvnext import WTCONVNEXT_CONFIGS, create_wtconvnext
+
+        if source in WTCONVNEXT_CONFIGS:
+            return create_wtconvnext(source)
+    return None
 
 
 # --- the ONNX side -------------------------------------------------------------------------------------------

@@ -119,6 +119,23 @@ def _default_shapes(args, info, notes: list) -> list:
     return [f"{name}:{shapes}"]
 
 
+def _check_profiles_fit_model(info, profiles) -> None:
+    """Every profile's min, opt and max shape must fit the exported model (its channels, its smallest height and
+    width), read from the architecture the ONNX metadata names: TensorRT would otherwise fail late or build an
+    engine that cannot run those shapes."""
+    from wtconv_export.model_checks import architecture_of, check_input_shape
+
+    model = architecture_of(info.metadata) if len(info.inputs) == 1 else None
+    if model is None:
+        return
+    for profile in profiles:
+        for name, r in profile.inputs.items():
+            if len(r.min) != 4:
+                continue
+            for which, shape in (("min", r.min), ("opt", r.opt), ("max", r.max)):
+                check_input_shape(model, shape, f"--shapes {name} {which}", limit_memory=False, suggest=False)
+
+
 def _check_before_tensorrt(args, info, precision: str, shapes: list) -> None:
     """Everything the user gave, checked before TensorRT is imported: profiles and their size, the plugin
     library, where the engine, its manifest and the timing cache go."""
@@ -127,7 +144,8 @@ def _check_before_tensorrt(args, info, precision: str, shapes: list) -> None:
 
     from ..paths import check_output_file
 
-    for profile in plan_profiles(shapes, info.inputs):
+    profiles = plan_profiles(shapes, info.inputs)
+    for profile in profiles:
         for name, r in profile.inputs.items():
             elements = 1
             for d in r.max:
@@ -147,6 +165,7 @@ def _check_before_tensorrt(args, info, precision: str, shapes: list) -> None:
                 f"--plugin {args.plugin} is a shared library but not the dynamic WTConv2d plugin (it "
                 f"exports no getCreators); pass build/plugin/trt/libwtconv_trt_plugin_dynamic.so"
             )
+    _check_profiles_fit_model(info, profiles)
     engine = args.engine or str(default_engine_path(args.onnx, precision))
     check_output_file(engine, option="-o", force=args.force)
     check_output_file(engine + ".json", option="-o (its manifest)", force=args.force)
