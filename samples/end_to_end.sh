@@ -31,22 +31,22 @@ done
 mkdir -p "$OUT"
 
 echo "== 1. export the trained default model to ONNX (fp16: what TensorRT 11 needs for an fp16 engine)"
-wtconv-trt export -o "$OUT/digits_fp16.onnx" --precision fp16 --input-shape 1,1,32,32
+wtconv-trt export -o "$OUT/digits_fp16.onnx" --precision fp16 --input-shape 1,1,32,32 --force
 
 echo "== 2. build the fp16 engine (profile batch 1/16/64), timing cache kept for rebuilds"
 wtconv-trt build "$OUT/digits_fp16.onnx" --precision fp16 --plugin "$PLUGIN" --shapes "$SHAPES" \
-    --timing-cache "$OUT/timing.cache" --engine "$OUT/digits.fp16.engine"
+    --timing-cache "$OUT/timing.cache" --engine "$OUT/digits.fp16.engine" --force
 
 echo "== 3. fp16 inference on held-out digits, compared with PyTorch by Polygraphy"
 wtconv-trt validate --engine "$OUT/digits.fp16.engine" --plugin "$PLUGIN" \
-    --save-inputs "$OUT/inputs.json" --save-outputs "$OUT/pytorch_outputs.json"
+    --save-inputs "$OUT/inputs.json" --save-outputs "$OUT/pytorch_outputs.json" --force
 
 echo "== 4. the same comparison replayed with Polygraphy's command line"
 polygraphy run "$OUT/digits.fp16.engine" --model-type engine --trt --plugins "$PLUGIN_STATIC" \
     --load-inputs "$OUT/inputs.json" --load-outputs "$OUT/pytorch_outputs.json" --atol 0.05 --rtol 0.05
 
 echo "== 5. latency and throughput, with and without CUDA graphs"
-wtconv-trt bench --engine "$OUT/digits.fp16.engine" --plugin "$PLUGIN" --json "$OUT/bench.json"
+wtconv-trt bench --engine "$OUT/digits.fp16.engine" --plugin "$PLUGIN" --json "$OUT/bench.json" --force
 
 echo "== 6. Triton model repository"
 wtconv-trt triton-repo --engine "$OUT/digits.fp16.engine" --out "$OUT/triton" --name digits \
