@@ -1,6 +1,7 @@
 """Classify digits with the Triton Inference Server serving our engine, and compare with PyTorch.
 
-Start the server from the repository written by ``wtconv-trt triton-repo`` (``REPO/serve.sh``), then:
+Start a server: ``wtconv-trt serve digits.onnx`` (Triton's Python backend, any machine; docs/serving.md) or the
+TensorRT-backend repository written by ``wtconv-trt triton-repo`` (``REPO/serve.sh``; docs/engines.md), then:
 
     pip install "tritonclient[grpc]"
     python samples/triton_client.py --model digits                     # 256 held-out digits, batches of 16
@@ -60,7 +61,7 @@ def main(argv=None) -> int:
     client = grpcclient.InferenceServerClient(url=args.url)
     try:
         if not client.is_model_ready(args.model):
-            print(f"model {args.model!r} is not ready on {args.url}; is serve.sh running and did the model load? "
+            print(f"model {args.model!r} is not ready on {args.url}; is the server running and did the model load? "
                   f"(the server log names the cause, e.g. a missing plugin or another TensorRT version)")
             return 2
         metadata = client.get_model_metadata(args.model)

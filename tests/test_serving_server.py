@@ -237,3 +237,33 @@ def test_repository_that_does_not_load_is_refused_in_one_line(install, tmp_path)
     assert "\n" not in str(error.value)
     assert time.monotonic() - start < 120
     assert server.process.poll() is not None
+
+
+def test_cli_serves_until_sigterm(install, tmp_path):
+    """`wtconv-trt serve` on a one-node model: ready, answers, and on SIGTERM stops the server and its stub."""
+    from test_serving_repository import tiny_onnx
+
+    onnx_path = tiny_onnx(tmp_path / "relu.onnx")
+    process = subprocess.Popen([sys.executable, "-m", "wtconv_trt", "serve", str(onnx_path), "--repo",
+                                str(tmp_path / "repo"), "--http-port", "0", "--grpc-port", "0", "--log",
+                                str(tmp_path / "server.log")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, start_new_session=True)
+    try:
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            if line.startswith("serving 'relu'"):
+                break
+        assert lines and lines[-1].startswith("serving 'relu'"), "".join(lines)
+        grpc_url = lines[-1].split("gRPC ")[1].split(" ")[0]
+        x = np.linspace(-1, 1, 2 * 64, dtype=np.float32).reshape(2, 1, 8, 8)
+        got = infer(grpcclient.InferenceServerClient(grpc_url), grpcclient, "relu", x)
+        assert np.array_equal(got, np.maximum(x, 0))
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        server_log = (tmp_path / "server.log").read_text()
+        assert "Waiting for in-flight requests to complete" in server_log or "successfully unloaded" in server_log
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

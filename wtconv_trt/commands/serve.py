@@ -137,6 +137,11 @@ def run(args) -> int:
     if args.write_only:
         print(result["config_text"], end="")
         return 0
+    if args.runtime != "auto":
+        # The server runs on this machine: a runtime that cannot run here is refused now, in one line, rather
+        # than as a model that fails to load inside the server.
+        from trt_engine.serving.runtimes import select_runtime
+        select_runtime(args.runtime, onnx_path=args.model, engine_path=args.engine)
     if not is_loopback(args.host):
         print(
             f"note: listening on {args.host}, reachable from the network; the server runs the repository's "
