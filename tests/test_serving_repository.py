@@ -46,7 +46,8 @@ def test_config_follows_the_model(tmp_path, dtype, wire):
     assert config == parsed(result)
     assert config.backend == "python" and config.name == "tiny" and config.max_batch_size == 16
     from tritonclient.grpc import model_config_pb2 as pb
-    assert [(i.name, i.data_type, list(i.dims)) for i in config.input] == [("input", pb.DataType.Value(wire), [1, 8, 8])]
+    inputs = [(i.name, i.data_type, list(i.dims)) for i in config.input]
+    assert inputs == [("input", pb.DataType.Value(wire), [1, 8, 8])]
     assert [(o.name, o.data_type) for o in config.output] == [("output", pb.DataType.Value(wire))]
     assert config.HasField("dynamic_batching")
     assert config.instance_group[0].kind == pb.ModelInstanceGroup.KIND_CPU
@@ -162,3 +163,21 @@ def test_cli_write_only_and_missing_model(tmp_path, capsys):
 def test_environment_paths_cover_this_interpreter():
     paths = repository.environment_paths()
     assert any(p.startswith(sys.prefix) for p in paths)
+
+
+def test_engine_sets_the_batch_limit_and_travels_with_its_manifest(tmp_path):
+    """With --engine, max_batch_size comes from the engine's profiles (Triton may send any batch up to it) and
+    the engine is copied with its manifest, which still checks out (sha256) in the repository."""
+    from engine_helpers import fake_engine
+    from trt_engine.validate import check_engine_request
+
+    engine, _ = fake_engine(tmp_path, precision="fp32", dtype="float32",
+                            profiles=["input:1x1x8x8/4x1x8x8/16x1x8x8"])
+    result = repository.write_python_repository(tiny_onnx(tmp_path / "m.onnx"), tmp_path / "repo", name="m",
+                                                engine=engine)
+    config = parsed(result)
+    assert config.max_batch_size == 16
+    assert {k: v.string_value for k, v in config.parameters.items()}["engine_file"] == "model.plan"
+    copied = tmp_path / "repo" / "m" / "1" / "model.plan"
+    assert copied.read_bytes() == engine.read_bytes()
+    assert check_engine_request(copied).manifest["profiles"] == check_engine_request(engine).manifest["profiles"]

@@ -78,11 +78,21 @@ print("python", sys.version.split()[0], "shared libpython:", sysconfig.get_confi
       sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME"))
 print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else "")
 PY
-ldd /tmp/triton/pytriton/tritonserver/python_backend_stubs/3.12/triton_python_backend_stub | grep -E "python|not found" |
-    tee -a "$out/environment.log"
+# The backend stub loads this Python's shared libpython; the launcher finds it through sysconfig. Where sysconfig
+# names none that exists, look for one and put its folder on LD_LIBRARY_PATH (the launcher keeps it).
+libpython=$(python3 -c 'from trt_engine.serving.server import python_library_dir as d; print(d() or "")')
+if [ -z "$libpython" ]; then
+    found=$(find / -xdev -name 'libpython3.12.so.1.0' 2>/dev/null | head -1)
+    echo "sysconfig names no shared libpython; found: ${found:-none}" | tee -a "$out/environment.log"
+    [ -n "$found" ] && export LD_LIBRARY_PATH=$(dirname "$found")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+LD_LIBRARY_PATH=${libpython:+$libpython:}${LD_LIBRARY_PATH:-} \
+    ldd /tmp/triton/pytriton/tritonserver/python_backend_stubs/3.12/triton_python_backend_stub |
+    grep -E "python|not found" | tee -a "$out/environment.log"
 
 stage build bash -c 'cmake -S plugin -B build/plugin -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
-                     cmake --build build/plugin -j --target wtconv_kernels_capi' || { printf '%s\n' "${summary[@]}"; exit 1; }
+                     cmake --build build/plugin -j --target wtconv_kernels_capi' ||
+    { tar czf "$final_out/logs.tgz" -C "$out" .; printf '%s\n' "${summary[@]}"; exit 1; }
 stage export_digits python3 -m wtconv_trt export -o /tmp/digits_fp16.onnx --precision fp16 --force
 stage export_tiny python3 -m wtconv_trt export -o /tmp/tiny_fp16.onnx --precision fp16 --arch wtconvnext_tiny \
     --random-weights --force

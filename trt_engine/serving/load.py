@@ -186,7 +186,7 @@ def run_load(url: str, model: str, pool: np.ndarray, expected: np.ndarray, *, pr
     return report
 
 
-def direct_throughput(runner, pool: np.ndarray, batch: int, seconds: float = 3.0) -> dict:
+def direct_throughput(runner, pool: np.ndarray, batch: int, seconds: float = 2.0) -> dict:
     """Images per second of calling the runner directly on batches of ``batch`` (no server), for the serving
     overhead."""
     x = np.ascontiguousarray(pool[:batch])
