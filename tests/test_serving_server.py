@@ -209,7 +209,7 @@ def test_killed_backend_recovers_without_losing_acknowledged_requests(served, ex
                 os.kill(pid, signal.SIGKILL)
 
     report = load.run_load(served.grpc_url, "digits_std", pool, expected, protocol="grpc", requests=300,
-                           concurrency=4, batch_sizes=(1, 2, 4), time_limit_s=150, retries=60, retry_wait_s=0.25,
+                           concurrency=4, batch_sizes=(1, 2, 4), time_limit_s=150, retries=240, retry_wait_s=0.25,
                            on_progress=kill_after_some)
     print("\n" + report.line())
     assert killed.is_set()

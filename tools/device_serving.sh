@@ -3,7 +3,7 @@
 # a bounded load test beside the throughput of calling the same model directly (docs/serving.md).
 #
 #   tools/device_serving.sh pack   # here, with network: fills .whl/serving/ (about 29 MB): the tritonclient and
-#                                  # python-rapidjson wheels for Python 3.12, and tritonserver-py312.tar.xz, the
+#                                  # python-rapidjson wheels for Python 3.12, and tritonserver-py3.12.tar.xz, the
 #                                  # server binary, Python backend, 3.12 stub and the libraries they load, cut
 #                                  # from the nvidia-pytriton wheel
 #   tools/device_serving.sh        # on the GPU machine, repository root, .whl/serving beside it
@@ -12,24 +12,31 @@
 # digits model and WTConvNeXt-T (random weights) to fp16 ONNX, then for each: `wtconv-trt serve --runtime
 # torch-cuda --load-test N` (starts tritonserver on loopback ports, checks every response against the same runtime
 # run directly, measures direct throughput per batch size, stops the server).
+#
+# Knobs (defaults for the GPU machine): PYV (Python of the stub and wheels, 3.12), WHEELS (.whl/serving),
+# RUNTIME (torch-cuda), SKIP_BUILD (1: use the built kernels as they are), DIGITS_REQUESTS (2000),
+# TINY_REQUESTS (1000; 0 skips WTConvNeXt-T). With PYV=3.11 RUNTIME=onnxruntime SKIP_BUILD=1 the same script runs
+# on a CPU machine, which is how its shell logic was checked.
 set -uo pipefail
 PYTRITON=0.7.0
 TRITONCLIENT=2.73.0
-WHEELS=.whl/serving
+PYV=${PYV:-3.12}
+WHEELS=${WHEELS:-.whl/serving}
+RUNTIME=${RUNTIME:-torch-cuda}
 
 if [ "${1:-}" = pack ]; then
     set -e
     mkdir -p "$WHEELS"
     tmp=$(mktemp -d)
     python3 -m pip download -q --no-deps -d "$tmp" "nvidia-pytriton==$PYTRITON"
-    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$PYV" --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
         -d "$WHEELS" "tritonclient==$TRITONCLIENT" python-rapidjson
     (cd "$tmp" && python3 -m zipfile -e nvidia_pytriton-*.whl unpacked)
     u=$tmp/unpacked
     t=pytriton/tritonserver
     needed=$( (cd "$u" && for f in $t/bin/tritonserver $t/backends/python/libtriton_python.so \
-                   $t/python_backend_stubs/3.12/triton_python_backend_stub; do readelf -d "$f"; done) |
+                   $t/python_backend_stubs/$PYV/triton_python_backend_stub; do readelf -d "$f"; done) |
               sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | sort -u)
     libs=()
     for lib in $needed; do [ -f "$u/nvidia_pytriton.libs/$lib" ] && libs+=("nvidia_pytriton.libs/$lib"); done
@@ -42,8 +49,8 @@ if [ "${1:-}" = pack ]; then
         done
     done
     chmod +x "$u/$t/bin/tritonserver"
-    tar -C "$u" -cf - "$t/bin/tritonserver" "$t/backends/python" "$t/python_backend_stubs/3.12" "${libs[@]}" |
-        xz -T0 -6 > "$WHEELS/tritonserver-py312.tar.xz"
+    tar -C "$u" -cf - "$t/bin/tritonserver" "$t/backends/python" "$t/python_backend_stubs/$PYV" "${libs[@]}" |
+        xz -T0 -6 > "$WHEELS/tritonserver-py$PYV.tar.xz"
     rm -rf "$tmp"
     du -sh "$WHEELS"/*
     exit 0
@@ -68,7 +75,7 @@ stage() {  # name, command...
 
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     "$WHEELS"/*.whl || { echo "wheel install failed"; exit 1; }
-mkdir -p /tmp/triton && tar -C /tmp/triton -xJf "$WHEELS/tritonserver-py312.tar.xz" || { echo "untar failed"; exit 1; }
+mkdir -p /tmp/triton && tar -C /tmp/triton -xJf "$WHEELS/tritonserver-py$PYV.tar.xz" || { echo "untar failed"; exit 1; }
 export PYTHONPATH=$PWD:/tmp/site
 export WTCONV_TRITON_HOME=/tmp/triton/pytriton/tritonserver WTCONV_TRITON_CACHE=/tmp/triton-cache
 export WTCONV_KERNELS_LIB=$PWD/build/plugin/libwtconv_kernels_capi.so
@@ -82,38 +89,39 @@ PY
 # names none that exists, look for one and put its folder on LD_LIBRARY_PATH (the launcher keeps it).
 libpython=$(python3 -c 'from trt_engine.serving.server import python_library_dir as d; print(d() or "")')
 if [ -z "$libpython" ]; then
-    found=$(find / -xdev -name 'libpython3.12.so.1.0' 2>/dev/null | head -1)
+    found=$(find / -xdev -name "libpython$PYV.so.1.0" 2>/dev/null | head -1)
     echo "sysconfig names no shared libpython; found: ${found:-none}" | tee -a "$out/environment.log"
     [ -n "$found" ] && export LD_LIBRARY_PATH=$(dirname "$found")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 LD_LIBRARY_PATH=${libpython:+$libpython:}${LD_LIBRARY_PATH:-} \
-    ldd /tmp/triton/pytriton/tritonserver/python_backend_stubs/3.12/triton_python_backend_stub |
+    ldd "/tmp/triton/pytriton/tritonserver/python_backend_stubs/$PYV/triton_python_backend_stub" |
     grep -E "python|not found" | tee -a "$out/environment.log"
 
-stage build bash -c 'cmake -S plugin -B build/plugin -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
+[ "${SKIP_BUILD:-0}" = 1 ] || stage build bash -c 'cmake -S plugin -B build/plugin -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
                      cmake --build build/plugin -j --target wtconv_kernels_capi' ||
     { tar czf "$final_out/logs.tgz" -C "$out" .; printf '%s\n' "${summary[@]}"; exit 1; }
 stage export_digits python3 -m wtconv_trt export -o /tmp/digits_fp16.onnx --precision fp16 --force
-stage export_tiny python3 -m wtconv_trt export -o /tmp/tiny_fp16.onnx --precision fp16 --arch wtconvnext_tiny \
+[ "${TINY_REQUESTS:-1000}" != 0 ] && stage export_tiny python3 -m wtconv_trt export -o /tmp/tiny_fp16.onnx --precision fp16 --arch wtconvnext_tiny \
     --random-weights --force
 
 serve() {  # name, onnx, requests, batch sizes, extra options...
-    python3 -m wtconv_trt serve "$2" --repo "/tmp/repo_$1" --name "$1" --runtime torch-cuda --force \
+    python3 -m wtconv_trt serve "$2" --repo "/tmp/repo_$1" --name "$1" --runtime "$RUNTIME" --force \
         --http-port 0 --grpc-port 0 --log "$out/server_$1.log" --timeout 180 \
         --load-test "$3" --concurrency 16 --batch-sizes "$4" --protocol grpc --json "$final_out/load_$1.json" "${@:5}"
 }
 serve_kinds() {  # as serve; KIND_GPU instances first, KIND_CPU instances (model still on cuda:0) if that fails
     serve "$@" || { echo "--- retrying with --instance-kind cpu"; serve "$@" --instance-kind cpu; }
 }
-stage serve_digits serve_kinds digits /tmp/digits_fp16.onnx 2000 1,2,4,8
-stage serve_tiny serve_kinds tiny /tmp/tiny_fp16.onnx 1000 1,2,4,8
+stage serve_digits serve_kinds digits /tmp/digits_fp16.onnx "${DIGITS_REQUESTS:-2000}" 1,2,4,8
+[ "${TINY_REQUESTS:-1000}" != 0 ] && stage serve_tiny serve_kinds tiny /tmp/tiny_fp16.onnx "${TINY_REQUESTS:-1000}" 1,2,4,8
 tar czf "$final_out/logs.tgz" -C "$out" .
 
 echo
 echo "===== summary"
 printf '%s\n' "${summary[@]}"
 for name in digits tiny; do
-    echo "--- $name (fp16, PyTorch on our CUDA kernels inside Triton's Python backend, loopback gRPC, 16 clients)"
+    [ -f "$out/serve_$name.log" ] || continue
+    echo "--- $name (fp16, runtime $RUNTIME inside Triton's Python backend, loopback gRPC, 16 clients)"
     sed -n '/^ *batch *images/,/^OK\|^FAILED/p' "$out/serve_$name.log"
 done
 exit $status
