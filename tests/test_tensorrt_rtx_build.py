@@ -222,3 +222,24 @@ def test_polygraphy_convert_with_plugins(rtx_plugin, shipped_exports, tmp_path, 
     plan = engine.read_bytes()
     for node in wtconv_node_fields(shipped_exports["plugin", "fp32"]):
         assert node["base_weight"] in plan
+
+
+def test_engine_commands_on_a_tensorrt_rtx_engine(rtx_plugin, shipped_exports, tmp_path):
+    """What the other engine commands do with a TensorRT-RTX engine on a machine without one of its GPUs:
+    deserialization fails with the causes named (validate, bench), Triton's TensorRT backend is refused."""
+    from trt_engine.build import BuildOptions, build_engine
+    from trt_engine.engine_file import check_engine_request, load_engine_for_run
+    from trt_engine.triton import write_repository
+    from wtconv_export.errors import EngineError, ServingError
+
+    result = build_engine(BuildOptions(onnx=str(shipped_exports["plugin", "fp16"]), precision="fp16",
+                                       plugin=str(rtx_plugin["plugin"]), engine=str(tmp_path / "m.engine"),
+                                       shapes=["input:1x1x32x32/2x1x32x32/4x1x32x32"], progress=False,
+                                       backend="tensorrt-rtx", compute_capabilities=["8.9"]))
+    assert result.manifest["build"]["compute_capabilities"] == ["8.9"]
+    with pytest.raises(ServingError, match="built by TensorRT-RTX, whose engines Triton's TensorRT backend cannot"):
+        write_repository(result.engine_path, tmp_path / "repo")
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() == (8, 9):
+        pytest.skip("a GPU this engine runs on is present")
+    with pytest.raises(EngineError, match="could not deserialize .* no supported GPU here"):
+        load_engine_for_run(result.engine_path, check_engine_request(result.engine_path).manifest)
