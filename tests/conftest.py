@@ -112,9 +112,13 @@ def tensorrt_rtx():
     if reason:
         pytest.skip(reason)
     from trt_engine import tensorrt_api
+    from wtconv_export.errors import ConfigurationError
 
-    tensorrt_api.use_backend("tensorrt-rtx")
-    return tensorrt_api.import_tensorrt()
+    try:
+        tensorrt_api.use_backend("tensorrt-rtx")   # one backend per process: refused if TensorRT came first
+        return tensorrt_api.import_tensorrt()
+    except ConfigurationError as error:
+        pytest.skip(f"TensorRT-RTX cannot be used in this test process: {error}")
 
 
 def rtx_plugin_skip_reason():
