@@ -40,14 +40,22 @@ if [ "${1:-}" = pack ]; then
               sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | sort -u)
     libs=()
     for lib in $needed; do [ -f "$u/nvidia_pytriton.libs/$lib" ] && libs+=("nvidia_pytriton.libs/$lib"); done
-    # the bundled libraries' own dependencies, to a fixed point
-    for _ in 1 2 3 4; do
+    # the bundled libraries' own dependencies, until no new one appears
+    while :; do
+        count=${#libs[@]}
         more=$( (cd "$u" && for f in "${libs[@]}"; do readelf -d "$f"; done) | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | sort -u)
         for lib in $more; do
-            [ -f "$u/nvidia_pytriton.libs/$lib" ] && [[ ! " ${libs[*]} " == *" nvidia_pytriton.libs/$lib "* ]] &&
+            if [ -f "$u/nvidia_pytriton.libs/$lib" ] && [[ ! " ${libs[*]} " == *" nvidia_pytriton.libs/$lib "* ]]; then
                 libs+=("nvidia_pytriton.libs/$lib")
+            fi
         done
+        [ "${#libs[@]}" -eq "$count" ] && break
     done
+    # every bundled library the server, backend and stub load must be in the archive
+    missing=$(cd "$u" && LD_LIBRARY_PATH= ldd "$t/bin/tritonserver" "$t/backends/python/libtriton_python.so" |
+              grep -o 'nvidia_pytriton.libs/[^ ]*' | sort -u | while read -r f; do
+                  [[ " ${libs[*]} " == *" $f "* ]] || echo "$f"; done)
+    [ -z "$missing" ] || { echo "pack: missing $missing"; exit 1; }
     chmod +x "$u/$t/bin/tritonserver"
     tar -C "$u" -cf - "$t/bin/tritonserver" "$t/backends/python" "$t/python_backend_stubs/$PYV" "${libs[@]}" |
         xz -T0 -6 > "$WHEELS/tritonserver-py$PYV.tar.xz"
