@@ -53,7 +53,7 @@ def _enum_block(header: Path, enum: str) -> str:
 
 def test_typing_rule_matches_the_tensorrt_headers():
     """The facts decide_typing relies on, read from the TensorRT 10.16 and 11.1 headers (outside the repository,
-    see DESIGN.md §5; skipped when they are not there)."""
+    see docs/design.md §5; skipped when they are not there)."""
     h10, h11 = ROOT / ".trt/v10.16/include/NvInfer.h", ROOT / ".trt/v11.1/include/NvInfer.h"
     if not (h10.is_file() and h11.is_file()):
         pytest.skip("TensorRT headers not in .trt/v10.16 and .trt/v11.1")

@@ -1,4 +1,4 @@
-"""The samples of issue 6 on a machine without TensorRT or Triton: they must fail clearly, never half-way."""
+"""The Triton samples on a machine without TensorRT or Triton: they must fail clearly, never half-way."""
 
 import os
 import subprocess
