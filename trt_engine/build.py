@@ -341,7 +341,7 @@ def build_engine(opts: BuildOptions) -> BuildResult:
             raise PluginError(f"the ONNX model has {info.wtconv_nodes} {contract.OP_TYPE} nodes and the plugin "
                               f"libraries found are not built for {runtime} (ABI {abi}): build one with wtconv-trt "
                               f"build-libs --tensorrt-headers <TensorRT {abi[3:]}.x include dir>, or pass --plugin")
-        print(f"using the plugin library {found}", file=sys.stderr)
+        log.info("using the plugin library %s", found)
         opts.plugin = str(found)
     compute_capabilities = None
     if backend == backends.TENSORRT_RTX:
@@ -368,8 +368,8 @@ def build_engine(opts: BuildOptions) -> BuildResult:
                     info.wtconv_nodes, contract.OP_TYPE, plugin_layers)
     typing = "strongly typed" if strongly_typed else "weakly typed, BuilderFlag.FP16"
     targets = f"; compute capabilities {', '.join(compute_capabilities)}" if compute_capabilities else ""
-    print(f"building {opts.precision} engine with {runtime} ({typing}; {plugin_layers} plugin layers{targets}; "
-          f"profiles: " + "; ".join(p.describe() for p in profiles) + ")", file=sys.stderr)
+    log.info("building %s engine with %s (%s; %d plugin layers%s; profiles: %s)", opts.precision, runtime, typing,
+             plugin_layers, targets, "; ".join(p.describe() for p in profiles))
     engine_bytes = builder.build(
         profiles=profiles, fp16_flag=fp16_flag, tf32=opts.tf32, timing_cache=opts.timing_cache,
         progress_board=ProgressBoard() if opts.progress else None,

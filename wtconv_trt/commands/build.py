@@ -206,10 +206,10 @@ def run(args) -> int:
         backend=args.backend,
         compute_capabilities=args.compute_capabilities,
     )
-    if args.verbose:  # TensorRT's info and verbose messages (trt_engine.tensorrt logger) on stderr
+    if args.verbose:  # TensorRT's info and verbose messages (the trt_engine.tensorrt logger) on stderr too
         import logging
 
-        logging.basicConfig(level=logging.DEBUG, format="%(message)s")
+        logging.getLogger("trt_engine.tensorrt").setLevel(logging.DEBUG)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", NoPluginNodesWarning)
         try:
