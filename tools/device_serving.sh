@@ -2,11 +2,11 @@
 # tools/device_serving.sh — Triton serving on a GPU machine, fp16, PyTorch on our CUDA kernels inside the server,
 # a bounded load test beside the throughput of calling the same model directly (docs/serving.md).
 #
-#   tools/device_serving.sh pack   # here, with network: fills .whl/serving/ (about 29 MB): the tritonclient and
+#   tools/device_serving.sh pack   # where pip reaches PyPI: fills .whl/serving/ (about 29 MB): the tritonclient and
 #                                  # python-rapidjson wheels for Python 3.12, and tritonserver-py3.12.tar.xz, the
 #                                  # server binary, Python backend, 3.12 stub and the libraries they load, cut
 #                                  # from the nvidia-pytriton wheel
-#   tools/device_serving.sh        # on the GPU machine, repository root, .whl/serving beside it
+#   tools/device_serving.sh        # on a GPU machine (no network needed), repository root, .whl/serving present
 #
 # Stages (each logged under $OUT; a table is printed last): build the kernel library (sm_90), export the shipped
 # digits model and WTConvNeXt-T (random weights) to fp16 ONNX, then for each: `wtconv-trt serve --runtime
@@ -64,7 +64,7 @@ if [ "${1:-}" = pack ]; then
     exit 0
 fi
 
-final_out=${OUT:-device_serving_out}     # the device returns at most 8 files: logs.tgz, the JSON results
+final_out=${OUT:-device_serving_out}     # kept small: logs.tgz and the JSON results
 out=$(mktemp -d)
 mkdir -p "$final_out"
 export PYTHONUNBUFFERED=1
