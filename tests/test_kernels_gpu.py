@@ -2,7 +2,8 @@
 
 Oracle: the executable spec (wtconv_export/fused_spec.py) in float64 on the folded float64 weights.
 Outputs are poisoned with NaN before each launch; every case draws fresh random inputs and weights.
-fp32: relative error (max |ours - spec| / max |spec|) <= 1e-6. fp16 / bf16: error <= 1.0x the error of the
+fp32: relative error (max |ours - spec| / max |spec|) <= 1e-6 (or, where cancellation puts float32 itself
+above that, <= 2x the float32 reference's error). fp16 / bf16: error <= 1.0x the error of the
 PyTorch reference module (wtconv_export.WTConv2d) run in the same dtype on the GPU. Every case runs in both
 layouts the kernels read and write: NCHW and channels-last (NHWC), plus padded channel pitches.
 Skipped (with the reason) without a CUDA GPU or without the built library (see cuda_kernels.BUILD_HINT).
@@ -81,7 +82,19 @@ def check_case(b, c, h, w, k, levels, stride, dtype, seed, report=None, layouts=
     if dtype == torch.float32:
         if report is not None:
             report.add("kernels fp32 relative error", err, f"{b}x{c}x{h}x{w} k={k} L={levels} s={stride}")
-        assert err <= 1e-6, f"fp32 relative error {err:.3e} > 1e-6 (nchw, nhwc: {errors})"
+        bound = 1e-6
+        if err > bound:
+            # Cancellation (an output much smaller than its terms, seen on 1x1 planes) can put any float32
+            # evaluation above 1e-6: then ours must stay within 2x the float32 reference's own error.
+            saved = torch.backends.cudnn.allow_tf32
+            torch.backends.cudnn.allow_tf32 = False
+            try:
+                with torch.no_grad():
+                    ref32 = layer.to(dev, torch.float32)(xd)
+            finally:
+                torch.backends.cudnn.allow_tf32 = saved
+            bound = max(bound, 2 * rel_error(ref32, expected_d))
+        assert err <= bound, f"fp32 relative error {err:.3e} > {bound:.3e} (nchw, nhwc: {errors})"
         return err, None
     with torch.no_grad():
         ref = layer.to(dev, dtype)(xd)
@@ -115,6 +128,19 @@ MATRIX = [pytest.param(*case, id="{}x{}x{}x{}-k{}-L{}-s{}".format(*case))
 def test_matches_spec(kernels, error_report, dtype_name, b, c, h, w, k, levels, stride):
     seed = torch.randint(0, 2 ** 31 - 1, ()).item()  # fresh inputs every run
     check_case(b, c, h, w, k, levels, stride, DTYPE_NAMES[dtype_name], seed, error_report)
+
+
+CLUSTER_CASES = [pytest.param(*case, id="{}x{}x{}x{}-k{}-L{}-s{}".format(*case)) for case in (
+    # C a multiple of 8 on the whole-plane path: channels-last runs the cluster mode (8 channels per cluster)
+    [(2, 8, 37, 70, k, lv, s) for k in (3, 5, 7, 9) for lv in (1, 3, 5) for s in (1, 2)]
+    + [(1, 24, 1, 1, 3, 2, 1), (3, 16, 7, 9, 5, 4, 1), (1, 8, 64, 64, 5, 6, 1), (2, 8, 5, 64, 1, 8, 3)])]
+
+
+@pytest.mark.parametrize("dtype_name", list(DTYPE_NAMES))
+@pytest.mark.parametrize("b,c,h,w,k,levels,stride", CLUSTER_CASES)
+def test_channels_last_cluster_mode(kernels, error_report, dtype_name, b, c, h, w, k, levels, stride):
+    seed = torch.randint(0, 2 ** 31 - 1, ()).item()
+    check_case(b, c, h, w, k, levels, stride, DTYPE_NAMES[dtype_name], seed, error_report, layouts=("nhwc",))
 
 
 @pytest.mark.parametrize("dtype_name", list(DTYPE_NAMES))
@@ -222,7 +248,8 @@ def test_workspace_bytes(kernels):
     (2, 3, 8, 37, 70, 5, 3, 1),      # whole-plane path, kHWC8-style padding
     (1, 5, 16, 67, 130, 3, 4, 1),    # tiled path, kHWC16-style padding
     (2, 6, 8, 130, 67, 7, 2, 2),     # tiled path, strided
-    (3, 8, 8, 20, 21, 5, 2, 3),      # whole-plane path, pitch = C, strided
+    (3, 8, 8, 20, 21, 5, 2, 3),      # whole-plane path, pitch = C, strided (channels-last cluster mode)
+    (2, 16, 24, 37, 70, 5, 3, 1),    # whole-plane path, cluster mode with a padded pitch
 ])
 def test_padded_channel_pitch(kernels, dtype_name, b, c, pitch, h, w, k, levels, stride):
     """NHWC with channelPitch > C (TensorRT's padded channels-last formats): padding channels of the input

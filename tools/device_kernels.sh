@@ -4,6 +4,7 @@
 # racecheck on the standalone runner, and the layer / model benchmark. Logs go to ${OUT:-device_out}/logs.tgz,
 # benchmark results to ${OUT}/bench_layer.{json,md,png}; a short summary is printed last.
 #   STAGES="build test sanitize bench" BENCH_ARGS="--quick" tools/device_kernels.sh
+# Optional stages: ab (a second build with AB_FLAGS, the faster one is used after), profile (ncu).
 # The official fused kernels join the benchmark when a checkout of BGU-CS-VIL/WTConv is at
 # ${OFFICIAL:-third_party/WTConv} (never committed: /third_party/ is ignored).
 set -uo pipefail
@@ -28,12 +29,39 @@ finish() {
   exit $status
 }
 
+BUILD=build/plugin
 if [[ " $STAGES " == *" build "* ]]; then
   start=$SECONDS
   { cmake -S plugin -B build/plugin -G Ninja -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" -DWTCONV_PTXAS_VERBOSE=ON \
     && cmake --build build/plugin -j; } > "$LOGS/build.log" 2>&1 || { echo "BUILD FAILED"; tail -40 "$LOGS/build.log"; status=1; finish; }
   summary+=("build: ok ($((SECONDS - start)) s); spills: $(grep -c '[1-9][0-9]* bytes spill' "$LOGS/build.log" || true)")
 fi
+
+# ab: a second build with AB_FLAGS (CUDA compiler flags, e.g. a -D of a compile-time knob you are trying),
+# both timed at the WTConvNeXt-T stage shapes (tools/compare_builds.py); the later stages use the faster build.
+if [[ " $STAGES " == *" ab "* ]]; then
+  start=$SECONDS
+  { cmake -S plugin -B build/plugin_b -G Ninja -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" -DWTCONV_PTXAS_VERBOSE=ON \
+      -DCMAKE_CUDA_FLAGS="${AB_FLAGS:?ab needs AB_FLAGS}" && cmake --build build/plugin_b -j; } > "$LOGS/build_b.log" 2>&1 \
+    || { echo "BUILD B FAILED"; tail -20 "$LOGS/build_b.log"; }
+  WTCONV_KERNELS_LIB=$PWD/build/plugin/libwtconv_kernels_capi.so python3 tools/compare_builds.py default > "$LOGS/ab.jsonl" 2>"$LOGS/ab.err"
+  WTCONV_KERNELS_LIB=$PWD/build/plugin_b/libwtconv_kernels_capi.so python3 tools/compare_builds.py "b:${AB_FLAGS}" >> "$LOGS/ab.jsonl" 2>>"$LOGS/ab.err"
+  winner=$(python3 - "$LOGS/ab.jsonl" <<'PY'
+import json, sys
+runs = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+total = {}
+for run in runs:
+    for label, cases in run.items():
+        total[label] = sum(cases.values())
+        print(label, " ".join(f"{k}={v:.4f}" for k, v in cases.items()), f"total={total[label]:.4f}", file=sys.stderr)
+print("b" if len(total) == 2 and min(total, key=total.get).startswith("b:") else "default")
+PY
+  )
+  cat "$LOGS/ab.err" | tail -4
+  if [[ "$winner" == "b" ]]; then BUILD=build/plugin_b; fi
+  summary+=("ab ($((SECONDS - start)) s): using $BUILD")
+fi
+export WTCONV_KERNELS_LIB=$PWD/$BUILD/libwtconv_kernels_capi.so
 
 if [[ " $STAGES " == *" test "* ]]; then
   start=$SECONDS
@@ -47,7 +75,7 @@ fi
 if [[ " $STAGES " == *" sanitize "* ]]; then
   for tool in memcheck racecheck; do
     start=$SECONDS
-    compute-sanitizer --tool $tool --error-exitcode 3 build/plugin/wtconv_sanitize_runner > "$LOGS/sanitize_$tool.log" 2>&1
+    compute-sanitizer --tool $tool --error-exitcode 3 $BUILD/wtconv_sanitize_runner > "$LOGS/sanitize_$tool.log" 2>&1
     rc=$?
     [[ $rc -ne 0 ]] && status=1
     summary+=("compute-sanitizer $tool: rc=$rc ($((SECONDS - start)) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/sanitize_$tool.log" | tail -1) / $(tail -1 "$LOGS/sanitize_$tool.log" | grep failures)")
@@ -67,7 +95,7 @@ if [[ " $STAGES " == *" bench "* ]]; then
   official_arg=""
   [[ -f "$OFFICIAL/fast_wtconv/wtconv_cuda.py" ]] && official_arg="--official $OFFICIAL"
   cmdline="STAGES=bench BENCH_ARGS='$BENCH_ARGS' tools/device_kernels.sh (python3 -m wtconv_trt bench-layer --out OUT $official_arg $BENCH_ARGS)"
-  python3 -m wtconv_trt bench-layer --out "$OUT" $official_arg $BENCH_ARGS --command-line "$cmdline" \
+  python3 -m wtconv_trt bench-layer --out "$OUT" --force $official_arg $BENCH_ARGS --command-line "$cmdline" \
     > "$LOGS/bench.log" 2>&1 || status=1
   summary+=("bench ($((SECONDS - start)) s): rc=$?")
   grep -E "Traceback|Error|failed" "$LOGS/bench.log" | head -10

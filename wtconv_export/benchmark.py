@@ -214,7 +214,7 @@ def replace_with_official(model, official_cls):
 # ----------------------------------------------------------------------------------------------------------
 # layers
 
-def bench_layers(torch, opts: Options, info: dict, official_cls) -> list[dict]:
+def bench_layers(torch, opts: Options, info: dict, official_cls, on_row=None) -> list[dict]:
     import torch.nn as nn
     from . import cuda_kernels
     from .folding import fold_wtconv
@@ -284,6 +284,8 @@ def bench_layers(torch, opts: Options, info: dict, official_cls) -> list[dict]:
                 row[f"{ours}_fma_peak_pct"] = 100 * fmas / (t * 1e-3) / info["fp32_fma_per_s"]
             row["clone_gbps"] = 2 * nbytes / (row["clone_ms"] * 1e-3) / 1e9
             rows.append(row)
+            if on_row is not None:
+                on_row(rows)
             logger.info("%s %dx%dx%dx%d L%d s%d: %s", dtype_name, b, c, h, w, lv, s,
                         "  ".join(f"{key[:-3]} {val:.4f}" for key, val in row.items() if key.endswith("_ms")))
             del xs, xs_cl, outs, outs_cl, ws, ref, convs, methods
@@ -521,7 +523,10 @@ def run_benchmark(opts: Options) -> dict:
         result["models"] = bench_models(torch, opts, official_cls)
         save()
     if opts.layers:
-        result["layers"] = bench_layers(torch, opts, info, official_cls)
+        def on_row(rows):
+            result["layers"] = rows
+            save()
+        result["layers"] = bench_layers(torch, opts, info, official_cls, on_row)
         save()
     rows = result["layers"]
     if rows:

@@ -241,23 +241,62 @@ def register() -> None:
     _registered = True
 
 
+class CallCache:
+    """One module's last launch (input shape, dtype, layout, weight pointers -> plan), so that repeated
+    calls skip the plan lookup. Copies and pickles start empty (a plan is never shared by two owners)."""
+
+    __slots__ = ("key", "plan")
+
+    def __init__(self):
+        self.key = None
+        self.plan = None
+
+    def __deepcopy__(self, memo):
+        return CallCache()
+
+    def __reduce__(self):
+        return CallCache, ()
+
+
+if hasattr(torch.compiler, "is_dynamo_compiling"):
+    _compiling = torch.compiler.is_dynamo_compiling  # False in eager code; True while dynamo traces
+else:  # pragma: no cover - older PyTorch
+    _compiling = torch.compiler.is_compiling
+
+
 def module_call(x: torch.Tensor, base_weight: torch.Tensor, base_bias: torch.Tensor, wavelet_weight: torch.Tensor,
-                kernel_size: int, wt_levels: int, stride: int) -> torch.Tensor | None:
+                kernel_size: int, wt_levels: int, stride: int, cache: CallCache | None = None) -> torch.Tensor | None:
     """FusedWTConv2d's eager fast path: the same kernels as the custom op, without the dispatcher's per-call
     cost. None when it does not apply (kernels not registered, not a plain CUDA tensor in an eager call,
     autograd wanted, unsupported dtype / layout / configuration, weights not fp32 on x's device); the
     caller then goes through the custom op."""
-    if not (_registered and type(x) is torch.Tensor and x.is_cuda) or x.requires_grad \
-            or torch.compiler.is_compiling() or torch.jit.is_tracing():
-        return None
-    if x.dtype not in DTYPES or kernel_size > _MAX_KERNEL_SIZE or wt_levels > _MAX_LEVELS:
+    if not _registered or type(x) is not torch.Tensor or not x.is_cuda or x.requires_grad or _compiling() \
+            or torch._C._get_tracing_state() is not None:
         return None
     layout = layout_of(x)
-    device = x.get_device()
-    if layout is None or base_weight.dtype != torch.float32 or base_weight.get_device() != device \
-            or wavelet_weight.dtype != torch.float32 or base_bias.dtype != torch.float32:
+    if layout is None:
         return None
-    out = torch.empty(output_shape(x, stride), dtype=x.dtype, device=x.device, memory_format=memory_format(layout))
-    launch(out, x, layout, (base_weight.data_ptr(), base_bias.data_ptr(), wavelet_weight.data_ptr()),
-           kernel_size, wt_levels, stride)
+    weights = (base_weight.data_ptr(), base_bias.data_ptr(), wavelet_weight.data_ptr())
+    key = (x.shape, x.dtype, layout, weights, x.get_device())
+    if cache is not None and cache.key == key:
+        plan = cache.plan
+    else:
+        device = x.get_device()
+        if x.dtype not in DTYPES or kernel_size > _MAX_KERNEL_SIZE or wt_levels > _MAX_LEVELS \
+                or any(t.dtype != torch.float32 or t.get_device() != device or not t.is_contiguous()
+                       for t in (base_weight, base_bias, wavelet_weight)):
+            return None
+        plan = _plan(x, layout, weights, kernel_size, wt_levels, stride)
+        if cache is not None:
+            cache.key, cache.plan = key, plan
+    if stride == 1:
+        out = torch.empty_like(x)  # keeps x's layout (NCHW-contiguous or channels-last)
+    else:
+        out = torch.empty(output_shape(x, stride), dtype=x.dtype, device=x.device, memory_format=memory_format(layout))
+    workspace = torch.empty(plan.need, dtype=torch.uint8, device=x.device) if plan.need else None
+    code = plan.lib.wtconv_plan_forward(plan.handle, x.data_ptr(), out.data_ptr(),
+                                        workspace.data_ptr() if plan.need else None, plan.need,
+                                        _current_stream(x.get_device()), _message, _MESSAGE_BYTES)
+    if code:
+        _raise(plan.lib, code)
     return out

@@ -23,6 +23,7 @@ class FusedWTConv2d(nn.Module):
         self.register_buffer("base_weight", bw)
         self.register_buffer("base_bias", bb)
         self.register_buffer("wavelet_weight", ww)
+        self._launch_cache = cuda_kernels.CallCache()  # the eager CUDA path's last plan (not state: not saved)
 
     @classmethod
     def from_wtconv(cls, module) -> "FusedWTConv2d":
@@ -41,7 +42,7 @@ class FusedWTConv2d(nn.Module):
         # Eager CUDA calls launch the kernels directly (cuda_kernels.module_call: same kernels, without the
         # custom op's dispatch cost); tracing, export, compile and CPU go through the custom operator.
         y = cuda_kernels.module_call(x, self.base_weight, self.base_bias, self.wavelet_weight,
-                                     self.kernel_size, self.wt_levels, self.stride)
+                                     self.kernel_size, self.wt_levels, self.stride, self._launch_cache)
         if y is not None:
             return y
         return fused_wtconv2d(x, self.base_weight, self.base_bias, self.wavelet_weight,

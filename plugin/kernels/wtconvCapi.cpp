@@ -13,8 +13,7 @@
 namespace
 {
 wtconv::WTConvParams makeParams(int32_t dtype, int64_t batch, int64_t channels, int64_t height, int64_t width,
-                                int32_t kernelSize, int32_t levels, int32_t stride, int32_t layout,
-                                int64_t channelPitch)
+    int32_t kernelSize, int32_t levels, int32_t stride, int32_t layout, int64_t channelPitch)
 {
     wtconv::WTConvParams p;
     p.dtype = static_cast<wtconv::DataType>(dtype);
@@ -33,95 +32,92 @@ wtconv::WTConvParams makeParams(int32_t dtype, int64_t batch, int64_t channels, 
 
 extern "C"
 {
-
-// Workspace bytes for these sizes (0 when none is needed or the sizes are invalid; see wtconv_check_shape).
-// layout: 0 = NCHW, 1 = NHWC (channels-last); channelPitch: NHWC elements between pixels (0 = channels).
-size_t wtconv_workspace_bytes(int32_t dtype, int64_t batch, int64_t channels, int64_t height, int64_t width,
-                              int32_t kernelSize, int32_t levels, int32_t stride, int32_t layout,
-                              int64_t channelPitch)
-{
-    return wtconv::wtconvWorkspaceBytes(
-        makeParams(dtype, batch, channels, height, width, kernelSize, levels, stride, layout, channelPitch));
-}
-
-int wtconv_check_shape(int32_t dtype, int64_t batch, int64_t channels, int64_t height, int64_t width,
-                       int32_t kernelSize, int32_t levels, int32_t stride, int32_t layout, int64_t channelPitch,
-                       char* message, size_t messageBytes)
-{
-    return static_cast<int>(wtconv::checkShape(
-        makeParams(dtype, batch, channels, height, width, kernelSize, levels, stride, layout, channelPitch), message,
-        messageBytes));
-}
-
-// y = fused WTConv(x) on `stream` (a cudaStream_t; nullptr is the legacy default stream).
-int wtconv_forward(int32_t dtype, int64_t batch, int64_t channels, int64_t height, int64_t width, int32_t kernelSize,
-                   int32_t levels, int32_t stride, int32_t layout, int64_t channelPitch, void const* input,
-                   void* output, float const* baseWeight, float const* baseBias, float const* waveletWeight,
-                   void* workspace, size_t workspaceBytes, void* stream, char* message, size_t messageBytes)
-{
-    wtconv::WTConvParams p
-        = makeParams(dtype, batch, channels, height, width, kernelSize, levels, stride, layout, channelPitch);
-    p.input = input;
-    p.output = output;
-    p.baseWeight = baseWeight;
-    p.baseBias = baseBias;
-    p.waveletWeight = waveletWeight;
-    p.workspace = workspace;
-    p.workspaceBytes = workspaceBytes;
-    return static_cast<int>(wtconv::wtconvForward(p, static_cast<cudaStream_t>(stream), message, messageBytes));
-}
-
-// A plan: sizes, layout and weights checked now; nullptr (and the reason in message) when they are invalid.
-// Free it with wtconv_plan_destroy.
-void* wtconv_plan_create(int32_t dtype, int64_t batch, int64_t channels, int64_t height, int64_t width,
-                         int32_t kernelSize, int32_t levels, int32_t stride, int32_t layout, int64_t channelPitch,
-                         float const* baseWeight, float const* baseBias, float const* waveletWeight, char* message,
-                         size_t messageBytes)
-{
-    wtconv::WTConvParams p
-        = makeParams(dtype, batch, channels, height, width, kernelSize, levels, stride, layout, channelPitch);
-    if (wtconv::checkShape(p, message, messageBytes) != cudaSuccess)
+    // Workspace bytes for these sizes (0 when none is needed or the sizes are invalid; see wtconv_check_shape).
+    // layout: 0 = NCHW, 1 = NHWC (channels-last); channelPitch: NHWC elements between pixels (0 = channels).
+    size_t wtconv_workspace_bytes(int32_t dtype, int64_t batch, int64_t channels, int64_t height, int64_t width,
+        int32_t kernelSize, int32_t levels, int32_t stride, int32_t layout, int64_t channelPitch)
     {
-        return nullptr;
+        return wtconv::wtconvWorkspaceBytes(
+            makeParams(dtype, batch, channels, height, width, kernelSize, levels, stride, layout, channelPitch));
     }
-    p.baseWeight = baseWeight;
-    p.baseBias = baseBias;
-    p.waveletWeight = waveletWeight;
-    return new (std::nothrow) wtconv::WTConvParams(p);
-}
 
-size_t wtconv_plan_workspace_bytes(void const* plan)
-{
-    return plan == nullptr ? 0 : wtconv::wtconvWorkspaceBytes(*static_cast<wtconv::WTConvParams const*>(plan));
-}
-
-int wtconv_plan_forward(void const* plan, void const* input, void* output, void* workspace, size_t workspaceBytes,
-                        void* stream, char* message, size_t messageBytes)
-{
-    if (plan == nullptr)
+    int wtconv_check_shape(int32_t dtype, int64_t batch, int64_t channels, int64_t height, int64_t width,
+        int32_t kernelSize, int32_t levels, int32_t stride, int32_t layout, int64_t channelPitch, char* message,
+        size_t messageBytes)
     {
-        if (message != nullptr && messageBytes > 0)
+        return static_cast<int>(wtconv::checkShape(
+            makeParams(dtype, batch, channels, height, width, kernelSize, levels, stride, layout, channelPitch),
+            message, messageBytes));
+    }
+
+    // y = fused WTConv(x) on `stream` (a cudaStream_t; nullptr is the legacy default stream).
+    int wtconv_forward(int32_t dtype, int64_t batch, int64_t channels, int64_t height, int64_t width,
+        int32_t kernelSize, int32_t levels, int32_t stride, int32_t layout, int64_t channelPitch, void const* input,
+        void* output, float const* baseWeight, float const* baseBias, float const* waveletWeight, void* workspace,
+        size_t workspaceBytes, void* stream, char* message, size_t messageBytes)
+    {
+        wtconv::WTConvParams p = makeParams(
+            dtype, batch, channels, height, width, kernelSize, levels, stride, layout, channelPitch);
+        p.input = input;
+        p.output = output;
+        p.baseWeight = baseWeight;
+        p.baseBias = baseBias;
+        p.waveletWeight = waveletWeight;
+        p.workspace = workspace;
+        p.workspaceBytes = workspaceBytes;
+        return static_cast<int>(wtconv::wtconvForward(p, static_cast<cudaStream_t>(stream), message, messageBytes));
+    }
+
+    // A plan: sizes, layout and weights checked now; nullptr (and the reason in message) when they are invalid.
+    // Free it with wtconv_plan_destroy.
+    void* wtconv_plan_create(int32_t dtype, int64_t batch, int64_t channels, int64_t height, int64_t width,
+        int32_t kernelSize, int32_t levels, int32_t stride, int32_t layout, int64_t channelPitch,
+        float const* baseWeight, float const* baseBias, float const* waveletWeight, char* message, size_t messageBytes)
+    {
+        wtconv::WTConvParams p = makeParams(
+            dtype, batch, channels, height, width, kernelSize, levels, stride, layout, channelPitch);
+        if (wtconv::checkShape(p, message, messageBytes) != cudaSuccess)
         {
-            std::snprintf(message, messageBytes, "wtconv: plan must not be null");
+            return nullptr;
         }
-        return static_cast<int>(cudaErrorInvalidValue);
+        p.baseWeight = baseWeight;
+        p.baseBias = baseBias;
+        p.waveletWeight = waveletWeight;
+        return new (std::nothrow) wtconv::WTConvParams(p);
     }
-    wtconv::WTConvParams p = *static_cast<wtconv::WTConvParams const*>(plan);
-    p.input = input;
-    p.output = output;
-    p.workspace = workspace;
-    p.workspaceBytes = workspaceBytes;
-    return static_cast<int>(wtconv::wtconvForward(p, static_cast<cudaStream_t>(stream), message, messageBytes));
-}
 
-void wtconv_plan_destroy(void* plan)
-{
-    delete static_cast<wtconv::WTConvParams*>(plan);
-}
+    size_t wtconv_plan_workspace_bytes(void const* plan)
+    {
+        return plan == nullptr ? 0 : wtconv::wtconvWorkspaceBytes(*static_cast<wtconv::WTConvParams const*>(plan));
+    }
 
-char const* wtconv_error_name(int code)
-{
-    return cudaGetErrorName(static_cast<cudaError_t>(code));
-}
+    int wtconv_plan_forward(void const* plan, void const* input, void* output, void* workspace, size_t workspaceBytes,
+        void* stream, char* message, size_t messageBytes)
+    {
+        if (plan == nullptr)
+        {
+            if (message != nullptr && messageBytes > 0)
+            {
+                std::snprintf(message, messageBytes, "wtconv: plan must not be null");
+            }
+            return static_cast<int>(cudaErrorInvalidValue);
+        }
+        wtconv::WTConvParams p = *static_cast<wtconv::WTConvParams const*>(plan);
+        p.input = input;
+        p.output = output;
+        p.workspace = workspace;
+        p.workspaceBytes = workspaceBytes;
+        return static_cast<int>(wtconv::wtconvForward(p, static_cast<cudaStream_t>(stream), message, messageBytes));
+    }
+
+    void wtconv_plan_destroy(void* plan)
+    {
+        delete static_cast<wtconv::WTConvParams*>(plan);
+    }
+
+    char const* wtconv_error_name(int code)
+    {
+        return cudaGetErrorName(static_cast<cudaError_t>(code));
+    }
 
 } // extern "C"

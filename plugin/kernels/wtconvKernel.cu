@@ -1,12 +1,12 @@
 // =====================================================================================================
 // wtconvKernel.cu — fused WTConv inference: validation, workspace layout and the launch sequence.
 //
-// Maths (shared/DESIGN.md §2, fused formulation). r = k/2, level grids h_0 = H, h_l = ceil(h_{l-1}/2).
+// Maths (docs/design.md, "The operator", fused formulation). r = k/2, level grids h_0 = H, h_l = ceil(h_{l-1}/2).
 //   LL_0 = x,  LL_l = 1/2 (a+b+c+d) of each 2x2 patch of LL_{l-1} zero-padded to even size,
 //   F_l  = W~l * Haar(LL_{l-1})    (4 depthwise k x k 'same' convolutions on the level-l grid),
 //   closed-form synthesis written as a recursion from the deepest level up:
 //   D_L = 0,  D_{l-1}(p,q) = 1/2 [F_l^LL + D_l + s_p F_l^LH + s_q F_l^HL + s_p s_q F_l^HH](p>>1, q>>1),
-//   s_p = (-1)^(p & 1); unrolled, D_0(y,x) = sum_l 2^-l [...]_l(y>>l, x>>l) = R of DESIGN.md Eq. 3.
+//   s_p = (-1)^(p & 1); unrolled, D_0(y,x) = sum_l 2^-l [...]_l(y>>l, x>>l) = R of the closed-form synthesis.
 //   y = W~b * x + b~b + D_0, evaluated at the kept pixels (s*i, s*j).
 //
 // Two paths, chosen from the sizes alone (so wtconvWorkspaceBytes and the launch always agree):
@@ -17,6 +17,13 @@
 //    the level-1 pass loads each 2x2 patch of x once (into X for the base conv, the level-1 bands and
 //    LL_1), then LL_2.., every level's bands (zero halos), the band convolutions from the deepest level up
 //    (D ping-pong), and finally the base conv + level-1 synthesis, writing y once. Workspace: none.
+//    Channels-last with C a multiple of 8 (sm_90+): clusters of 8 blocks = 8 consecutive channels load
+//    and store each pixel's 8 channels with one vector access, through distributed shared memory.
+//
+// Layouts (WTConvParams::layout): x and y NCHW, or NHWC with a channel pitch >= C (padding channels are
+// neither read nor written). Only the I/O accesses differ (IoStrides); the fp32 workspace is planar.
+// For channels-last, neighbouring blocks take neighbouring channels of the same pixels, so the DRAM
+// sectors they share are fetched once into L2.
 //
 // B. Tiled path (larger planes):
 //   1. pool   LL_1 .. LL_{L-1} -> workspace (fp32). One launch per 3 levels: a thread reads one 8x8
@@ -39,13 +46,10 @@
 //   Path B, L = 1: exactly read N*e + write N*e. (The paper's fused design: ~8.3N elements.)
 //   Compute: ~k^2 (base) + k^2 (level 1) + k^2/4*(4/3) (deeper) ~ 2.33 k^2 FMA per pixel (58 at k = 5).
 //
-// Checked against measured bandwidth (H200, docs/bench/bench_layer.md, 2026-11-30): the kernels are NOT
-// memory-bound. fp32 8x64x512^2 L1 moves 2N*4 bytes in 0.92 ms = 1.2 TB/s of modelled traffic (x.clone()
-// reaches ~2.7 TB/s in fp32 and ~4 TB/s in fp16); fp16 takes about the same time as fp32 (1.10 ms), i.e.
-// the time follows the instruction stream, not the bytes. The FMA floor alone is 134M px x 50 FMA at ~33.5
-// TFMA/s (fp32, non-tensor) = 0.20 ms = 1.5x the fp16 copy; ncu showed ~37% occupancy (registers + 63 KB
-// shared per block) and ~55% issue utilisation. Path A is latency-bound on its many short barrier-separated
-// phases (deep levels have few cells): 0.37 ms for 64x96x56^2 L5 (17x clone, 0.54x cuDNN dw7).
+// Where the time goes (docs/design.md, "Where the time goes"; measured figures: docs/bench/README.md): the
+// kernels are not memory-bound. The whole-plane kernel issues ~0.8 shared-memory loads per FMA (band
+// windows and weights for 2 cells per thread); its L1/shared-memory pipe, not DRAM, is the busy unit. The
+// tiled kernels are limited by instruction issue at ~35% occupancy (registers and shared memory per block).
 // =====================================================================================================
 
 #include "wtconvKernel.h"
@@ -93,8 +97,14 @@ IoStrides planarStrides(int64_t channels, int64_t h, int64_t w)
     return IoStrides{channels * h * w, h * w, 1};
 }
 
-size_t alignUp(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-int roundUp(int v, int m) { return (v + m - 1) / m * m; }
+size_t alignUp(size_t v)
+{
+    return (v + kAlign - 1) / kAlign * kAlign;
+}
+int roundUp(int v, int m)
+{
+    return (v + m - 1) / m * m;
+}
 
 void writeMessage(char* message, size_t bytes, char const* fmt, ...)
 {
@@ -176,7 +186,8 @@ SmallArgs smallGeometry(WTConvParams const& p)
     a.dPlane = a.h[1] * a.w[1];
     a.wPer = k * k * (1 + 4 * L);
     int const perPlane = a.xPlane + bandPer + llPer + 2 * a.dPlane;
-    int const P = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({64, kSmallTargetFloats / perPlane, p.batch})));
+    int const P = static_cast<int>(
+        std::max<int64_t>(1, std::min<int64_t>({64, kSmallTargetFloats / perPlane, p.batch})));
     a.planesPerBlock = P;
     a.batch = p.batch;
     a.batchGroups = (p.batch + P - 1) / P;
@@ -205,6 +216,22 @@ SmallArgs smallGeometry(WTConvParams const& p)
     off += 4; // slack for the band window's one-float over-read when L = 1 (no LL / D after the bands)
     a.wOff = off;
     off += a.wPer;
+    // Channels-last: the output staging of cluster mode. The deep levels' bands and LL_1..LL_{L-1} (from
+    // bandOff[2] to dOff[0]) are dead during the output phase; when they are too small, a region of its own.
+    a.stageOff = 0;
+    if (p.layout == Layout::kNHWC)
+    {
+        int const stage = P * a.ho * a.wo;
+        if (L >= 2 && a.dOff[0] - a.bandOff[2] >= stage)
+        {
+            a.stageOff = a.bandOff[2];
+        }
+        else
+        {
+            a.stageOff = off;
+            off += stage;
+        }
+    }
     a.totalFloats = off;
     return a;
 }
@@ -309,6 +336,9 @@ cudaError_t forwardImpl(WTConvParams const& p, cudaStream_t stream)
         sa.inStrides = ioStrides(p, p.height, p.width);
         sa.outStrides = ioStrides(p, sa.ho, sa.wo);
         sa.channelFastest = p.layout == Layout::kNHWC;
+        int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+        sa.clusterOk = p.layout == Layout::kNHWC && p.channels % kCluster == 0 && pitch % kCluster == 0
+            && reinterpret_cast<uintptr_t>(p.input) % 16 == 0 && reinterpret_cast<uintptr_t>(p.output) % 16 == 0;
         return launchSmall<T>(sa, stream);
     }
     float* ll[kMaxLevels + 1] = {};
@@ -386,9 +416,8 @@ cudaError_t checkShape(WTConvParams const& p, char* message, size_t messageBytes
     using detail::writeMessage;
     if (p.dtype != DataType::kFLOAT32 && p.dtype != DataType::kFLOAT16 && p.dtype != DataType::kBFLOAT16)
     {
-        writeMessage(message, messageBytes,
-                     "wtconv: dtype must be kFLOAT32 (0), kFLOAT16 (1) or kBFLOAT16 (2), got %d",
-                     static_cast<int>(p.dtype));
+        writeMessage(message, messageBytes, "wtconv: dtype must be kFLOAT32 (0), kFLOAT16 (1) or kBFLOAT16 (2), got %d",
+            static_cast<int>(p.dtype));
         return cudaErrorInvalidValue;
     }
     struct
@@ -401,20 +430,20 @@ cudaError_t checkShape(WTConvParams const& p, char* message, size_t messageBytes
         if (s.value < 1 || s.value > detail::kMaxDim)
         {
             writeMessage(message, messageBytes, "wtconv: %s must be in 1..%lld, got %lld", s.name,
-                         static_cast<long long>(detail::kMaxDim), static_cast<long long>(s.value));
+                static_cast<long long>(detail::kMaxDim), static_cast<long long>(s.value));
             return cudaErrorInvalidValue;
         }
     }
     if (p.channels > INT32_MAX / (4 * kMaxKernelSize * kMaxKernelSize))
     {
         writeMessage(message, messageBytes, "wtconv: channels must be <= %d, got %lld",
-                     INT32_MAX / (4 * kMaxKernelSize * kMaxKernelSize), static_cast<long long>(p.channels));
+            INT32_MAX / (4 * kMaxKernelSize * kMaxKernelSize), static_cast<long long>(p.channels));
         return cudaErrorInvalidValue;
     }
     if (p.kernelSize < 1 || p.kernelSize > kMaxKernelSize || p.kernelSize % 2 == 0)
     {
-        writeMessage(message, messageBytes, "wtconv: kernelSize must be odd and in 1..%d, got %d", kMaxKernelSize,
-                     p.kernelSize);
+        writeMessage(
+            message, messageBytes, "wtconv: kernelSize must be odd and in 1..%d, got %d", kMaxKernelSize, p.kernelSize);
         return cudaErrorInvalidValue;
     }
     if (p.levels < 1 || p.levels > kMaxLevels)
@@ -429,24 +458,24 @@ cudaError_t checkShape(WTConvParams const& p, char* message, size_t messageBytes
     }
     if (p.layout != Layout::kNCHW && p.layout != Layout::kNHWC)
     {
-        writeMessage(message, messageBytes, "wtconv: layout must be kNCHW (0) or kNHWC (1), got %d",
-                     static_cast<int>(p.layout));
+        writeMessage(
+            message, messageBytes, "wtconv: layout must be kNCHW (0) or kNHWC (1), got %d", static_cast<int>(p.layout));
         return cudaErrorInvalidValue;
     }
     if (p.layout == Layout::kNCHW && p.channelPitch != 0 && p.channelPitch != p.channels)
     {
         writeMessage(message, messageBytes,
-                     "wtconv: channelPitch applies to kNHWC only; for kNCHW it must be 0 (or channels = %lld), got %lld",
-                     static_cast<long long>(p.channels), static_cast<long long>(p.channelPitch));
+            "wtconv: channelPitch applies to kNHWC only; for kNCHW it must be 0 (or channels = %lld), got %lld",
+            static_cast<long long>(p.channels), static_cast<long long>(p.channelPitch));
         return cudaErrorInvalidValue;
     }
     if (p.layout == Layout::kNHWC && p.channelPitch != 0
         && (p.channelPitch < p.channels || p.channelPitch > detail::kMaxDim))
     {
         writeMessage(message, messageBytes,
-                     "wtconv: channelPitch must be 0 (meaning channels) or in %lld..%lld (channels..limit) for kNHWC, got %lld",
-                     static_cast<long long>(p.channels), static_cast<long long>(detail::kMaxDim),
-                     static_cast<long long>(p.channelPitch));
+            "wtconv: channelPitch must be 0 (meaning channels) or in %lld..%lld (channels..limit) for kNHWC, got %lld",
+            static_cast<long long>(p.channels), static_cast<long long>(detail::kMaxDim),
+            static_cast<long long>(p.channelPitch));
         return cudaErrorInvalidValue;
     }
     return cudaSuccess;
@@ -476,7 +505,7 @@ cudaError_t wtconvForward(WTConvParams const& p, cudaStream_t stream, char* mess
         char const* name;
         void const* ptr;
     } const pointers[] = {{"input", p.input}, {"output", p.output}, {"baseWeight", p.baseWeight},
-                          {"baseBias", p.baseBias}, {"waveletWeight", p.waveletWeight}};
+        {"baseBias", p.baseBias}, {"waveletWeight", p.waveletWeight}};
     for (auto const& q : pointers)
     {
         if (q.ptr == nullptr)
@@ -488,15 +517,14 @@ cudaError_t wtconvForward(WTConvParams const& p, cudaStream_t stream, char* mess
     size_t const need = wtconvWorkspaceBytes(p);
     if (need > 0 && p.workspace == nullptr)
     {
-        writeMessage(message, messageBytes, "wtconv: workspace must be a device pointer to %zu bytes, got nullptr",
-                     need);
+        writeMessage(
+            message, messageBytes, "wtconv: workspace must be a device pointer to %zu bytes, got nullptr", need);
         return cudaErrorInvalidValue;
     }
     if (p.workspaceBytes < need)
     {
         writeMessage(message, messageBytes,
-                     "wtconv: workspaceBytes must be >= wtconvWorkspaceBytes(params) = %zu, got %zu", need,
-                     p.workspaceBytes);
+            "wtconv: workspaceBytes must be >= wtconvWorkspaceBytes(params) = %zu, got %zu", need, p.workspaceBytes);
         return cudaErrorInvalidValue;
     }
     if (need > 0 && reinterpret_cast<uintptr_t>(p.workspace) % detail::kAlign != 0)

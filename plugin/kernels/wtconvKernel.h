@@ -1,8 +1,8 @@
 // wtconvKernel.h — the fused WTConv inference kernels' interface (CUDA runtime types only).
 //
-// Operator (shared/DESIGN.md §2, fused formulation), input x (B, C, H, W) NCHW contiguous:
+// Operator (docs/design.md, "The operator", fused formulation), input x (B, C, H, W) in `layout`:
 //   y = W~b * x + b~b + R,   R(y,x) = sum_{l=1..L} 2^-l [F_l^LL + s_y F_l^LH + s_x F_l^HL + s_y s_x F_l^HH](y>>l, x>>l)
-// evaluated at the kept pixels (s*i, s*j) only; output (B, C, ceil(H/s), ceil(W/s)) NCHW contiguous.
+// evaluated at the kept pixels (s*i, s*j) only; output (B, C, ceil(H/s), ceil(W/s)) in the same layout.
 // Weights are the folded fp32 weights of wtconv_export/folding.py (FoldedWTConv):
 //   baseWeight (C, k, k), baseBias (C), waveletWeight (L, 4C, k, k) with channel 4c+s = subband s of c.
 //
@@ -76,7 +76,7 @@ cudaError_t checkShape(WTConvParams const& params, char* message, size_t message
 
 // Checks everything checkShape checks, plus non-null pointers and workspace size; then launches on
 // `stream`. Returns cudaSuccess, the validation error (nothing launched) or the launch error.
-cudaError_t wtconvForward(WTConvParams const& params, cudaStream_t stream, char* message = nullptr,
-                          size_t messageBytes = 0);
+cudaError_t wtconvForward(
+    WTConvParams const& params, cudaStream_t stream, char* message = nullptr, size_t messageBytes = 0);
 
 } // namespace wtconv

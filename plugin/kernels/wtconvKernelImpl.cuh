@@ -6,6 +6,7 @@
 
 #include "wtconvKernel.h"
 
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -17,9 +18,9 @@ namespace wtconv
 namespace detail
 {
 
-constexpr int kThreads = 256;   // threads per block of every kernel
-constexpr int kMaxTile = 64;    // largest tile edge (in pixels of the source grid)
-constexpr int kMicro = 4;       // each thread computes a 4 x 4 micro-tile of one convolution
+constexpr int kThreads = 256;     // threads per block of every kernel
+constexpr int kMaxTile = 64;      // largest tile edge (in pixels of the source grid)
+constexpr int kMicro = 4;         // each thread computes a 4 x 4 micro-tile of one convolution
 constexpr int kPoolMaxLevels = 3; // a pooling launch produces up to 3 levels (a thread reads an 8 x 8 block)
 
 // Element offsets of a 4-D tensor: (b, c, y, x) lies at b * batch + c * channel + (y * width + x) * pixel.
@@ -46,18 +47,36 @@ inline int64_t gridFor(int64_t blocks)
     return blocks < kMaxGrid ? blocks : kMaxGrid;
 }
 
-__device__ __forceinline__ float toFloat(float v) { return v; }
-__device__ __forceinline__ float toFloat(__half v) { return __half2float(v); }
-__device__ __forceinline__ float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float toFloat(float v)
+{
+    return v;
+}
+__device__ __forceinline__ float toFloat(__half v)
+{
+    return __half2float(v);
+}
+__device__ __forceinline__ float toFloat(__nv_bfloat16 v)
+{
+    return __bfloat162float(v);
+}
 
 template <typename T>
 __device__ __forceinline__ T fromFloat(float v);
 template <>
-__device__ __forceinline__ float fromFloat<float>(float v) { return v; }
+__device__ __forceinline__ float fromFloat<float>(float v)
+{
+    return v;
+}
 template <>
-__device__ __forceinline__ __half fromFloat<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ __half fromFloat<__half>(float v)
+{
+    return __float2half_rn(v);
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
 
 // Stores 4 consecutive values; dst is aligned to 4 elements (checked by the caller).
 __device__ __forceinline__ void store4(float* dst, float const (&v)[4])
@@ -88,8 +107,8 @@ __device__ __forceinline__ void store4(__nv_bfloat16* dst, float const (&v)[4])
 // input row (K+3 values loaded once as float4, reused by up to 4 output rows and K taps: ~0.1 loads per FMA);
 // src must be 16-byte aligned and pitch a multiple of 4. K == 0: runtime k (9..15), plain loops.
 template <int K>
-__device__ __forceinline__ void convMicro(float const* __restrict__ src, int pitch, float const* __restrict__ w,
-                                          int k, float (&acc)[kMicro][kMicro])
+__device__ __forceinline__ void convMicro(
+    float const* __restrict__ src, int pitch, float const* __restrict__ w, int k, float (&acc)[kMicro][kMicro])
 {
     if constexpr (K > 0)
     {
@@ -158,34 +177,34 @@ __device__ __forceinline__ void convMicro(float const* __restrict__ src, int pit
 // Geometry of one level pass (host-computed, passed by value).
 struct LevelArgs
 {
-    void const* src;            // (planes, hs, ws): x (level 1, I/O dtype) or LL_{l-1} (fp32 workspace)
-    float const* dIn;           // (planes, hc, wc) D_l, fp32; nullptr at the deepest level
-    void* out;                  // BASE: y (planes, ho, wo), I/O dtype; else D_{l-1} (planes, hs, ws) fp32
-    float const* baseWeight;    // (C, k, k) (BASE only)
-    float const* baseBias;      // (C)       (BASE only)
-    float const* levelWeight;   // (4C, k, k) W~l of this level
-    int64_t planes;             // B * C
-    int32_t channels;           // C
-    int32_t hs, ws;             // source grid (level l-1)
-    int32_t hc, wc;             // cell grid (level l) = ceil(hs / 2), ceil(ws / 2)
-    int32_t k, r;               // kernel size, radius
-    int32_t stride;             // output subsampling (BASE only; 1 for level passes)
-    int32_t ho, wo;             // output size (BASE: ceil(hs/stride), ...; else hs, ws)
-    int32_t th, tw;             // tile (multiples of 8, <= kMaxTile)
-    int32_t tilesX, tilesY;     // tiles per plane
-    int32_t planesPerBlock;     // P (> 1 only when one tile covers a plane)
-    int64_t blocks;             // total work groups (grid-stride loop over them)
+    void const* src;          // (planes, hs, ws): x (level 1, I/O dtype) or LL_{l-1} (fp32 workspace)
+    float const* dIn;         // (planes, hc, wc) D_l, fp32; nullptr at the deepest level
+    void* out;                // BASE: y (planes, ho, wo), I/O dtype; else D_{l-1} (planes, hs, ws) fp32
+    float const* baseWeight;  // (C, k, k) (BASE only)
+    float const* baseBias;    // (C)       (BASE only)
+    float const* levelWeight; // (4C, k, k) W~l of this level
+    int64_t planes;           // B * C
+    int32_t channels;         // C
+    int32_t hs, ws;           // source grid (level l-1)
+    int32_t hc, wc;           // cell grid (level l) = ceil(hs / 2), ceil(ws / 2)
+    int32_t k, r;             // kernel size, radius
+    int32_t stride;           // output subsampling (BASE only; 1 for level passes)
+    int32_t ho, wo;           // output size (BASE: ceil(hs/stride), ...; else hs, ws)
+    int32_t th, tw;           // tile (multiples of 8, <= kMaxTile)
+    int32_t tilesX, tilesY;   // tiles per plane
+    int32_t planesPerBlock;   // P (> 1 only when one tile covers a plane)
+    int64_t blocks;           // total work groups (grid-stride loop over them)
     // shared-memory layout (floats), per plane
-    int32_t sOff;               // leading pad columns of the source tile, so the base-conv windows are 16-byte aligned
-    int32_t sh, sp;             // source tile rows, pitch
-    int32_t bh, bp;             // band tile rows, pitch (4 bands)
-    int32_t tch, tcw;           // cells per tile (th / 2, tw / 2)
-    int32_t perPlane;           // floats per plane: source + 4 bands + 4 G + weights
-    bool vecStore;              // output rows allow aligned 4-wide stores
-    IoStrides srcStrides;       // src element offsets (x: its layout; LL_{l-1}: planar)
-    IoStrides outStrides;       // out element offsets (BASE: y's layout; else planar)
-    bool planeFastest;          // P == 1: neighbouring blocks take the same tile of neighbouring planes
-                                // (channels-last: they share the DRAM sectors of their pixels in L2)
+    int32_t sOff;         // leading pad columns of the source tile, so the base-conv windows are 16-byte aligned
+    int32_t sh, sp;       // source tile rows, pitch
+    int32_t bh, bp;       // band tile rows, pitch (4 bands)
+    int32_t tch, tcw;     // cells per tile (th / 2, tw / 2)
+    int32_t perPlane;     // floats per plane: source + 4 bands + 4 G + weights
+    bool vecStore;        // output rows allow aligned 4-wide stores
+    IoStrides srcStrides; // src element offsets (x: its layout; LL_{l-1}: planar)
+    IoStrides outStrides; // out element offsets (BASE: y's layout; else planar)
+    bool planeFastest;    // P == 1: neighbouring blocks take the same tile of neighbouring planes
+                          // (channels-last: they share the DRAM sectors of their pixels in L2)
 };
 
 // One level pass over a tile of the source grid (level l-1), for P planes at once.
@@ -263,7 +282,8 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
                         int const p = i / wPer;
                         int const j = i - p * wPer;
                         int64_t const c = (c0 + p) % a.channels;
-                        v[u] = j < 4 * kk ? __ldg(a.levelWeight + c * 4 * kk + j) : __ldg(a.baseWeight + c * kk + (j - 4 * kk));
+                        v[u] = j < 4 * kk ? __ldg(a.levelWeight + c * 4 * kk + j)
+                                          : __ldg(a.baseWeight + c * kk + (j - 4 * kk));
                     }
                 }
 #pragma unroll
@@ -426,7 +446,8 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
                             int const lx = px + ox;
                             float const sx = (lx & 1) ? -1.f : 1.f;
                             int const gi = (ly >> 1) * a.tcw + (lx >> 1);
-                            float const t = g[gi] + sy * g[gi + gPlane] + sx * (g[gi + 2 * gPlane] + sy * g[gi + 3 * gPlane]);
+                            float const t = g[gi] + sy * g[gi + gPlane]
+                                + sx * (g[gi + 2 * gPlane] + sy * g[gi + 3 * gPlane]);
                             v[ox] = acc[oy][ox] + bias + 0.5f * t;
                         }
                         int const gy = y0 + ly;
@@ -483,8 +504,8 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
                     int const gi = (ly >> 1) * a.tcw + (lx >> 1);
                     float const t = g[gi] + sy * g[gi + gPlane] + sx * (g[gi + 2 * gPlane] + sy * g[gi + 3 * gPlane]);
                     out[planeOffset(a.outStrides, b0, c0, p, a.channels)
-                        + (static_cast<int64_t>(oyI) * a.wo + oxI) * a.outStrides.pixel]
-                        = fromFloat<TOut>(acc + 0.5f * t);
+                        + (static_cast<int64_t>(oyI) * a.wo + oxI) * a.outStrides.pixel] = fromFloat<TOut>(acc
+                        + 0.5f * t);
                 }
             }
         }
@@ -542,24 +563,94 @@ struct SmallArgs
     int32_t channels;
     int32_t h[kMaxLevels + 1], w[kMaxLevels + 1];
     int32_t k, r, levels, stride, ho, wo;
-    int32_t planesPerBlock;     // P planes of one channel (batch items b0 .. b0+P-1)
-    int64_t batch, batchGroups; // B, ceil(B / P)
-    int64_t blocks;             // C * batchGroups
+    int32_t planesPerBlock;          // P planes of one channel (batch items b0 .. b0+P-1)
+    int64_t batch, batchGroups;      // B, ceil(B / P)
+    int64_t blocks;                  // C * batchGroups
     IoStrides inStrides, outStrides; // x and y element offsets (their layout)
-    bool channelFastest;        // neighbouring blocks take neighbouring channels (channels-last: they share
-                                // the DRAM sectors of their pixels in L2); else neighbouring batch groups
+    bool channelFastest;             // neighbouring blocks take neighbouring channels (channels-last: they share
+                                     // the DRAM sectors of their pixels in L2); else neighbouring batch groups
     // shared-memory regions (floats from the start), each sized for P planes
-    int32_t xOff, xPitch, xPlane;          // X padded: (H + 2r) x xPitch
-    int32_t llOff[kMaxLevels + 1];         // LL_l, l = 1..L-1, compact h_l x w_l
-    int32_t bandOff[kMaxLevels + 1];       // level l: 4 bands x P planes of (h_l + 2r) x (w_l + 2r) (zero halo)
-    int32_t bandPlane[kMaxLevels + 1];     // (h_l + 2r) * (w_l + 2r)
-    int32_t zeroFloats;                    // X and all band regions: [0, zeroFloats), a multiple of 4
-    int32_t dOff[2], dPlane;               // D ping-pong, compact h_l x w_l (<= h_1 x w_1 = dPlane)
-    int32_t wOff, wPer;                    // weights of the block's channel: k^2 base then L x 4 x k^2
+    int32_t xOff, xPitch, xPlane;      // X padded: (H + 2r) x xPitch
+    int32_t llOff[kMaxLevels + 1];     // LL_l, l = 1..L-1, compact h_l x w_l
+    int32_t bandOff[kMaxLevels + 1];   // level l: 4 bands x P planes of (h_l + 2r) x (w_l + 2r) (zero halo)
+    int32_t bandPlane[kMaxLevels + 1]; // (h_l + 2r) * (w_l + 2r)
+    int32_t zeroFloats;                // X and all band regions: [0, zeroFloats), a multiple of 4
+    int32_t dOff[2], dPlane;           // D ping-pong, compact h_l x w_l (<= h_1 x w_1 = dPlane)
+    int32_t wOff, wPer;                // weights of the block's channel: k^2 base then L x 4 x k^2
+    int32_t stageOff;                  // channels-last cluster mode: the output staged as fp32, P x ho x wo,
+                                       // in a region dead during the output phase (deep bands, LL)
     int32_t totalFloats;
+    bool clusterOk; // channels-last and aligned for cluster mode (launchSmallKernel
+                    // also needs a device and binary with thread-block clusters)
 };
 
-template <typename TIn, int K>
+// Channels-last cluster mode of smallPlaneKernel: a cluster of kCluster blocks takes kCluster consecutive
+// channels (same batch items). A block alone would read one channel, 2 bytes of every 32-byte sector of a
+// channels-last pixel row; the cluster instead loads each pixel's kCluster channels with one 16- or
+// 32-byte load and scatters them into the blocks' X planes through distributed shared memory, and writes the
+// output the same way from the blocks' staging regions.
+constexpr int kCluster = 8;
+
+// v[0..7] = 8 consecutive elements at p (16-byte aligned).
+__device__ __forceinline__ void load8(float const* p, float (&v)[8])
+{
+    float4 const a = __ldg(reinterpret_cast<float4 const*>(p));
+    float4 const b = __ldg(reinterpret_cast<float4 const*>(p) + 1);
+    v[0] = a.x;
+    v[1] = a.y;
+    v[2] = a.z;
+    v[3] = a.w;
+    v[4] = b.x;
+    v[5] = b.y;
+    v[6] = b.z;
+    v[7] = b.w;
+}
+template <typename T2, typename T>
+__device__ __forceinline__ void load8Half(T const* p, float (&v)[8])
+{
+    uint4 const u = __ldg(reinterpret_cast<uint4 const*>(p));
+    uint32_t const w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+    {
+        T2 h;
+        __builtin_memcpy(&h, &w[i], 4);
+        v[2 * i] = toFloat(h.x);
+        v[2 * i + 1] = toFloat(h.y);
+    }
+}
+__device__ __forceinline__ void load8(__half const* p, float (&v)[8])
+{
+    load8Half<__half2>(p, v);
+}
+__device__ __forceinline__ void load8(__nv_bfloat16 const* p, float (&v)[8])
+{
+    load8Half<__nv_bfloat162>(p, v);
+}
+
+__device__ __forceinline__ void store8(float* p, float const (&v)[8])
+{
+    reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+template <typename T>
+__device__ __forceinline__ void store8Half(T* p, float const (&v)[8])
+{
+    float const(&lo)[4] = *reinterpret_cast<float const(*)[4]>(&v[0]);
+    float const(&hi)[4] = *reinterpret_cast<float const(*)[4]>(&v[4]);
+    store4(p, lo);
+    store4(p + 4, hi);
+}
+__device__ __forceinline__ void store8(__half* p, float const (&v)[8])
+{
+    store8Half(p, v);
+}
+__device__ __forceinline__ void store8(__nv_bfloat16* p, float const (&v)[8])
+{
+    store8Half(p, v);
+}
+
+template <typename TIn, int K, bool CLUSTER>
 __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
 {
     extern __shared__ __align__(16) float smem[];
@@ -620,7 +711,8 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
                         {
                             int const lj = j - kk;
                             int const l = lj / (4 * kk);
-                            v[u] = __ldg(a.waveletWeight + (static_cast<int64_t>(l) * a.channels + c) * 4 * kk + (lj - l * 4 * kk));
+                            v[u] = __ldg(a.waveletWeight + (static_cast<int64_t>(l) * a.channels + c) * 4 * kk
+                                + (lj - l * 4 * kk));
                         }
                     }
                 }
@@ -639,6 +731,59 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
 
         // ---- 1. level-1 cells: each thread loads 2x2 source patches (2 cells in flight) straight from
         //         DRAM into X (for the base convolution), the level-1 bands and LL_1 -------------------
+        //         (cluster mode: the cluster fills every block's X, then each block builds its bands from X)
+        if constexpr (CLUSTER)
+        {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+            namespace cg = cooperative_groups;
+            cg::cluster_group cluster = cg::this_cluster();
+            cluster.sync(); // every block of the cluster has zeroed its X
+            int const rank = static_cast<int>(cluster.block_rank());
+            int const hw = H * W;
+            int const n = np * hw;
+            TIn const* s0 = src + b0 * a.inStrides.batch + (c - rank); // channel stride 1 (channels-last)
+            for (int i = rank * kThreads + threadIdx.x; i < n; i += kCluster * kThreads)
+            {
+                int const p = i / hw;
+                int const j = i - p * hw;
+                int const y = j / W, x = j - (j / W) * W;
+                float v[kCluster];
+                load8(s0 + p * planeStride + static_cast<int64_t>(j) * px, v);
+                int const off = a.xOff + p * a.xPlane + (y + r) * a.xPitch + x + r;
+#pragma unroll
+                for (int m = 0; m < kCluster; ++m)
+                {
+                    cluster.map_shared_rank(smem, m)[off] = v[m];
+                }
+            }
+            cluster.sync(); // X complete in every block
+            int const h1 = a.h[1], w1 = a.w[1], hw1 = h1 * w1;
+            int const bp = w1 + 2 * r;
+            int const bs = P * a.bandPlane[1];
+            for (int i = threadIdx.x; i < np * hw1; i += kThreads)
+            {
+                int const p = i / hw1;
+                int const j = i - p * hw1;
+                int const y = j / w1, x = j - (j / w1) * w1;
+                // beyond the plane (odd H or W) X holds its zero halo
+                float const* xs = smem + a.xOff + p * a.xPlane + (2 * y + r) * a.xPitch + 2 * x + r;
+                float const v00 = xs[0], v01 = xs[1], v10 = xs[a.xPitch], v11 = xs[a.xPitch + 1];
+                float* bnd = smem + a.bandOff[1] + p * a.bandPlane[1] + (y + r) * bp + x + r;
+                float const ll = 0.5f * (v00 + v01 + v10 + v11);
+                bnd[0] = ll;
+                bnd[bs] = 0.5f * (v00 + v01 - v10 - v11);
+                bnd[2 * bs] = 0.5f * (v00 - v01 + v10 - v11);
+                bnd[3 * bs] = 0.5f * (v00 - v01 - v10 + v11);
+                if (L > 1)
+                {
+                    smem[a.llOff[1] + p * hw1 + j] = ll;
+                }
+            }
+#else
+            __trap(); // never launched: the host checks the binary's architecture first
+#endif
+        }
+        else
         {
             int const h1 = a.h[1], w1 = a.w[1], hw1 = h1 * w1;
             int const n = np * hw1;
@@ -764,7 +909,8 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
 #pragma unroll
                                 for (int t = 0; t < K + 1; ++t)
                                 {
-                                    win[t] = bsrc[dy * bp + t]; // t = K reads the halo or the next row: finite, used only by the 2nd cell
+                                    win[t] = bsrc[dy * bp
+                                        + t]; // t = K reads the halo or the next row: finite, used only by the 2nd cell
                                 }
 #pragma unroll
                                 for (int dx = 0; dx < K; ++dx)
@@ -819,7 +965,8 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
                                     if (y < hs && x < ws)
                                     {
                                         float const sy = dy ? -1.f : 1.f, sx = dx ? -1.f : 1.f;
-                                        dn[y * ws + x] = 0.5f * (g[0][e] + sy * g[1][e] + sx * (g[2][e] + sy * g[3][e]));
+                                        dn[y * ws + x] = 0.5f
+                                            * (g[0][e] + sy * g[1][e] + sx * (g[2][e] + sy * g[3][e]));
                                     }
                                 }
                             }
@@ -878,7 +1025,8 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
                                         for (int ox = 0; ox < 4; ++ox)
                                         {
                                             int const col = 2 * cx + ox + dx;
-                                            acc[oy][ox] = fmaf(wv, col < a.xPitch ? xs[(oy + dy) * a.xPitch + ox + dx] : 0.f, acc[oy][ox]);
+                                            acc[oy][ox] = fmaf(wv,
+                                                col < a.xPitch ? xs[(oy + dy) * a.xPitch + ox + dx] : 0.f, acc[oy][ox]);
                                         }
                                     }
                                 }
@@ -905,8 +1053,16 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
                                 int const e = ox >> 1;
                                 float const sx = (ox & 1) ? -1.f : 1.f;
                                 float const t = g[0][e] + sy * g[1][e] + sx * (g[2][e] + sy * g[3][e]);
-                                o[(static_cast<int64_t>(y / a.stride) * a.wo + x / a.stride) * a.outStrides.pixel]
-                                    = fromFloat<TIn>(acc[oy][ox] + bias + 0.5f * t);
+                                float const value = acc[oy][ox] + bias + 0.5f * t;
+                                int const oj = (y / a.stride) * a.wo + x / a.stride;
+                                if constexpr (CLUSTER)
+                                {
+                                    smem[a.stageOff + p * a.ho * a.wo + oj] = value;
+                                }
+                                else
+                                {
+                                    o[static_cast<int64_t>(oj) * a.outStrides.pixel] = fromFloat<TIn>(value);
+                                }
                             }
                         }
                     }
@@ -915,17 +1071,88 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
             __syncthreads();
             cur ^= 1;
         }
+
+        // ---- 4. cluster mode: each pixel's kCluster channels from the blocks' staging, one vector store ---
+        if constexpr (CLUSTER)
+        {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+            namespace cg = cooperative_groups;
+            cg::cluster_group cluster = cg::this_cluster();
+            cluster.sync(); // every block has staged its output
+            int const rank = static_cast<int>(cluster.block_rank());
+            int const hwo = a.ho * a.wo;
+            TIn* o0 = out + b0 * a.outStrides.batch + (c - rank);
+            for (int i = rank * kThreads + threadIdx.x; i < np * hwo; i += kCluster * kThreads)
+            {
+                int const p = i / hwo;
+                int const j = i - p * hwo;
+                float v[kCluster];
+#pragma unroll
+                for (int m = 0; m < kCluster; ++m)
+                {
+                    v[m] = cluster.map_shared_rank(smem, m)[a.stageOff + i];
+                }
+                store8(o0 + p * a.outStrides.batch + static_cast<int64_t>(j) * a.outStrides.pixel, v);
+            }
+            cluster.sync(); // no block reads another's shared memory any more (it may be reused or freed)
+#endif
+        }
     }
 }
 
 template <typename TIn>
 cudaError_t launchSmall(SmallArgs const& a, cudaStream_t stream);
 
-template <typename TIn, int K>
-cudaError_t launchSmallKernel(SmallArgs const& a, cudaStream_t stream)
+// Raises the instantiation's dynamic shared-memory limit once per device (a host-side attribute, not a stream
+// operation: safe inside graph capture, and skipped on later launches so TensorRT's enqueue stays cheap).
+template <typename TIn, int K, bool CLUSTER>
+cudaError_t prepareSmallKernel(int device, size_t smemBytes)
 {
     constexpr int kMaxDevices = 64;
     static int raisedTo[kMaxDevices] = {};
+    if (smemBytes > 48 * 1024 && (device >= kMaxDevices || raisedTo[device] < static_cast<int>(smemBytes)))
+    {
+        cudaError_t const e = cudaFuncSetAttribute(smallPlaneKernel<TIn, K, CLUSTER>,
+            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smemBytes));
+        if (e != cudaSuccess)
+        {
+            return e;
+        }
+        if (device < kMaxDevices)
+        {
+            raisedTo[device] = static_cast<int>(smemBytes); // benign race: a repeat call is harmless
+        }
+    }
+    return cudaSuccess;
+}
+
+// Whether the cluster instantiation can run on `device`: compute capability >= 9.0 and the kernel compiled
+// from sm_90+ code (a build for older architectures only, JIT-compiled from their PTX, has no cluster code).
+// Decided once per device.
+template <typename TIn, int K>
+bool clusterSupported(int device)
+{
+    constexpr int kMaxDevices = 64;
+    static signed char known[kMaxDevices] = {}; // 0 unknown, 1 yes, -1 no
+    if (device < kMaxDevices && known[device] != 0)
+    {
+        return known[device] > 0;
+    }
+    int major = 0;
+    cudaFuncAttributes fa{};
+    bool const ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess
+        && major >= 9 && cudaFuncGetAttributes(&fa, smallPlaneKernel<TIn, K, true>) == cudaSuccess
+        && fa.ptxVersion >= 90;
+    if (device < kMaxDevices)
+    {
+        known[device] = ok ? 1 : -1;
+    }
+    return ok;
+}
+
+template <typename TIn, int K>
+cudaError_t launchSmallKernel(SmallArgs const& a, cudaStream_t stream)
+{
     size_t const smemBytes = static_cast<size_t>(a.totalFloats) * sizeof(float);
     int device = 0;
     cudaError_t e = cudaGetDevice(&device);
@@ -933,35 +1160,49 @@ cudaError_t launchSmallKernel(SmallArgs const& a, cudaStream_t stream)
     {
         return e;
     }
-    if (smemBytes > 48 * 1024 && (device >= kMaxDevices || raisedTo[device] < static_cast<int>(smemBytes)))
+    if (a.clusterOk && a.blocks % kCluster == 0 && a.blocks < (int64_t{1} << 31) && clusterSupported<TIn, K>(device))
     {
-        e = cudaFuncSetAttribute(smallPlaneKernel<TIn, K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smemBytes));
+        e = prepareSmallKernel<TIn, K, true>(device, smemBytes);
         if (e != cudaSuccess)
         {
             return e;
         }
-        if (device < kMaxDevices)
-        {
-            raisedTo[device] = static_cast<int>(smemBytes);
-        }
+        cudaLaunchConfig_t config{};
+        config.gridDim = dim3(static_cast<unsigned>(a.blocks));
+        config.blockDim = dim3(kThreads);
+        config.dynamicSmemBytes = smemBytes;
+        config.stream = stream;
+        cudaLaunchAttribute attribute{};
+        attribute.id = cudaLaunchAttributeClusterDimension;
+        attribute.val.clusterDim.x = kCluster;
+        attribute.val.clusterDim.y = 1;
+        attribute.val.clusterDim.z = 1;
+        config.attrs = &attribute;
+        config.numAttrs = 1;
+        e = cudaLaunchKernelEx(&config, smallPlaneKernel<TIn, K, true>, a);
+        return e != cudaSuccess ? e : cudaGetLastError();
     }
-    smallPlaneKernel<TIn, K><<<static_cast<unsigned>(gridFor(a.blocks)), kThreads, smemBytes, stream>>>(a);
+    e = prepareSmallKernel<TIn, K, false>(device, smemBytes);
+    if (e != cudaSuccess)
+    {
+        return e;
+    }
+    smallPlaneKernel<TIn, K, false><<<static_cast<unsigned>(gridFor(a.blocks)), kThreads, smemBytes, stream>>>(a);
     return cudaGetLastError();
 }
 
-#define WTCONV_DEFINE_LAUNCH_SMALL(TIN)                                                                         \
-    template <>                                                                                              \
-    cudaError_t launchSmall<TIN>(SmallArgs const& a, cudaStream_t stream)                                    \
-    {                                                                                                        \
-        switch (a.k)                                                                                         \
-        {                                                                                                    \
-        case 1: return launchSmallKernel<TIN, 1>(a, stream);                                                 \
-        case 3: return launchSmallKernel<TIN, 3>(a, stream);                                                 \
-        case 5: return launchSmallKernel<TIN, 5>(a, stream);                                                 \
-        case 7: return launchSmallKernel<TIN, 7>(a, stream);                                                 \
-        default: return launchSmallKernel<TIN, 0>(a, stream);                                                \
-        }                                                                                                    \
+#define WTCONV_DEFINE_LAUNCH_SMALL(TIN)                                                                                \
+    template <>                                                                                                        \
+    cudaError_t launchSmall<TIN>(SmallArgs const& a, cudaStream_t stream)                                              \
+    {                                                                                                                  \
+        switch (a.k)                                                                                                   \
+        {                                                                                                              \
+        case 1: return launchSmallKernel<TIN, 1>(a, stream);                                                           \
+        case 3: return launchSmallKernel<TIN, 3>(a, stream);                                                           \
+        case 5: return launchSmallKernel<TIN, 5>(a, stream);                                                           \
+        case 7: return launchSmallKernel<TIN, 7>(a, stream);                                                           \
+        default: return launchSmallKernel<TIN, 0>(a, stream);                                                          \
+        }                                                                                                              \
     }
 
 // Pooling chain: LL_j = 1/2 (a + b + c + d) of each 2 x 2 patch of LL_{j-1} (zero-padded to even), for
@@ -969,14 +1210,14 @@ cudaError_t launchSmallKernel(SmallArgs const& a, cudaStream_t stream)
 // writes every level's cells inside it.
 struct PoolArgs
 {
-    void const* src;            // (planes, hs, ws), TIn
-    float* dst[kPoolMaxLevels]; // (planes, h_j, w_j), fp32, j = 1..M
+    void const* src;                                      // (planes, hs, ws), TIn
+    float* dst[kPoolMaxLevels];                           // (planes, h_j, w_j), fp32, j = 1..M
     int32_t h[kPoolMaxLevels + 1], w[kPoolMaxLevels + 1]; // h[0] = hs
     int64_t planes;
-    int64_t total;              // planes * h[M] * w[M]
-    int32_t channels;           // C (planes = B * C)
-    IoStrides srcStrides;       // src element offsets (x: its layout; LL: planar)
-    bool planeFastest;          // consecutive threads take the same cell of consecutive planes (channels-last)
+    int64_t total;        // planes * h[M] * w[M]
+    int32_t channels;     // C (planes = B * C)
+    IoStrides srcStrides; // src element offsets (x: its layout; LL: planar)
+    bool planeFastest;    // consecutive threads take the same cell of consecutive planes (channels-last)
 };
 
 template <typename TIn, int M>
@@ -985,7 +1226,7 @@ __global__ void __launch_bounds__(kThreads) poolKernel(PoolArgs const a)
     constexpr int E = 1 << M;
     TIn const* __restrict__ src = static_cast<TIn const*>(a.src);
     for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < a.total;
-         idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
+        idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
     {
         int64_t const hw = static_cast<int64_t>(a.h[M]) * a.w[M];
         int64_t plane;
@@ -1014,7 +1255,8 @@ __global__ void __launch_bounds__(kThreads) poolKernel(PoolArgs const a)
             for (int x = 0; x < E; ++x)
             {
                 int const gx = cj * E + x;
-                v[y][x] = (gy < a.h[0] && gx < a.w[0]) ? toFloat(s[(static_cast<int64_t>(gy) * a.w[0] + gx) * px]) : 0.f;
+                v[y][x] = (gy < a.h[0] && gx < a.w[0]) ? toFloat(s[(static_cast<int64_t>(gy) * a.w[0] + gx) * px])
+                                                       : 0.f;
             }
         }
 #pragma unroll
@@ -1028,7 +1270,8 @@ __global__ void __launch_bounds__(kThreads) poolKernel(PoolArgs const a)
 #pragma unroll
                 for (int x = 0; x < e; ++x)
                 {
-                    float const t = 0.5f * (v[2 * y][2 * x] + v[2 * y][2 * x + 1] + v[2 * y + 1][2 * x] + v[2 * y + 1][2 * x + 1]);
+                    float const t = 0.5f
+                        * (v[2 * y][2 * x] + v[2 * y][2 * x + 1] + v[2 * y + 1][2 * x] + v[2 * y + 1][2 * x + 1]);
                     v[y][x] = t; // in place: (y, x) <= (2y, 2x), read before written
                     int const gy = ci * e + y, gx = cj * e + x;
                     if (gy < a.h[j] && gx < a.w[j])
@@ -1065,8 +1308,8 @@ cudaError_t launchLevelKernel(LevelArgs const& a, cudaStream_t stream)
     }
     if (smemBytes > 48 * 1024 && (device >= kMaxDevices || raisedTo[device] < static_cast<int>(smemBytes)))
     {
-        e = cudaFuncSetAttribute(levelKernel<TIn, TOut, K, BASE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smemBytes));
+        e = cudaFuncSetAttribute(
+            levelKernel<TIn, TOut, K, BASE>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smemBytes));
         if (e != cudaSuccess)
         {
             return e;
@@ -1080,33 +1323,33 @@ cudaError_t launchLevelKernel(LevelArgs const& a, cudaStream_t stream)
     return cudaGetLastError();
 }
 
-#define WTCONV_DEFINE_LAUNCH_LEVEL(TIN, TOUT, BASE)                                                             \
-    template <>                                                                                              \
-    cudaError_t launchLevel<TIN, TOUT, BASE>(LevelArgs const& a, cudaStream_t stream)                        \
-    {                                                                                                        \
-        switch (a.k)                                                                                         \
-        {                                                                                                    \
-        case 1: return launchLevelKernel<TIN, TOUT, 1, BASE>(a, stream);                                     \
-        case 3: return launchLevelKernel<TIN, TOUT, 3, BASE>(a, stream);                                     \
-        case 5: return launchLevelKernel<TIN, TOUT, 5, BASE>(a, stream);                                     \
-        case 7: return launchLevelKernel<TIN, TOUT, 7, BASE>(a, stream);                                     \
-        default: return launchLevelKernel<TIN, TOUT, 0, BASE>(a, stream);                                    \
-        }                                                                                                    \
+#define WTCONV_DEFINE_LAUNCH_LEVEL(TIN, TOUT, BASE)                                                                    \
+    template <>                                                                                                        \
+    cudaError_t launchLevel<TIN, TOUT, BASE>(LevelArgs const& a, cudaStream_t stream)                                  \
+    {                                                                                                                  \
+        switch (a.k)                                                                                                   \
+        {                                                                                                              \
+        case 1: return launchLevelKernel<TIN, TOUT, 1, BASE>(a, stream);                                               \
+        case 3: return launchLevelKernel<TIN, TOUT, 3, BASE>(a, stream);                                               \
+        case 5: return launchLevelKernel<TIN, TOUT, 5, BASE>(a, stream);                                               \
+        case 7: return launchLevelKernel<TIN, TOUT, 7, BASE>(a, stream);                                               \
+        default: return launchLevelKernel<TIN, TOUT, 0, BASE>(a, stream);                                              \
+        }                                                                                                              \
     }
 
-#define WTCONV_DEFINE_LAUNCH_POOL(TIN)                                                                          \
-    template <>                                                                                              \
-    cudaError_t launchPool<TIN>(PoolArgs const& a, int levels, cudaStream_t stream)                          \
-    {                                                                                                        \
-        unsigned const grid = static_cast<unsigned>(gridFor((a.total + kThreads - 1) / kThreads));          \
-        switch (levels)                                                                                      \
-        {                                                                                                    \
-        case 1: poolKernel<TIN, 1><<<grid, kThreads, 0, stream>>>(a); break;                                 \
-        case 2: poolKernel<TIN, 2><<<grid, kThreads, 0, stream>>>(a); break;                                 \
-        case 3: poolKernel<TIN, 3><<<grid, kThreads, 0, stream>>>(a); break;                                 \
-        default: return cudaErrorInvalidValue;                                                               \
-        }                                                                                                    \
-        return cudaGetLastError();                                                                           \
+#define WTCONV_DEFINE_LAUNCH_POOL(TIN)                                                                                 \
+    template <>                                                                                                        \
+    cudaError_t launchPool<TIN>(PoolArgs const& a, int levels, cudaStream_t stream)                                    \
+    {                                                                                                                  \
+        unsigned const grid = static_cast<unsigned>(gridFor((a.total + kThreads - 1) / kThreads));                     \
+        switch (levels)                                                                                                \
+        {                                                                                                              \
+        case 1: poolKernel<TIN, 1><<<grid, kThreads, 0, stream>>>(a); break;                                           \
+        case 2: poolKernel<TIN, 2><<<grid, kThreads, 0, stream>>>(a); break;                                           \
+        case 3: poolKernel<TIN, 3><<<grid, kThreads, 0, stream>>>(a); break;                                           \
+        default: return cudaErrorInvalidValue;                                                                         \
+        }                                                                                                              \
+        return cudaGetLastError();                                                                                     \
     }
 
 } // namespace detail

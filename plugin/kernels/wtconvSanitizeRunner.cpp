@@ -12,20 +12,23 @@
 #include <random>
 #include <vector>
 
-#define CHECK(call)                                                                                             \
-    do                                                                                                         \
-    {                                                                                                          \
-        cudaError_t e_ = (call);                                                                               \
-        if (e_ != cudaSuccess)                                                                                 \
-        {                                                                                                      \
-            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                   \
-            return 1;                                                                                          \
-        }                                                                                                      \
+#define CHECK(call)                                                                                                    \
+    do                                                                                                                 \
+    {                                                                                                                  \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess)                                                                                         \
+        {                                                                                                              \
+            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                           \
+            return 1;                                                                                                  \
+        }                                                                                                              \
     } while (0)
 
 namespace
 {
-size_t elementBytes(wtconv::DataType t) { return t == wtconv::DataType::kFLOAT32 ? 4 : 2; }
+size_t elementBytes(wtconv::DataType t)
+{
+    return t == wtconv::DataType::kFLOAT32 ? 4 : 2;
+}
 
 // Element i (of a pitch-strided channel dimension; pitch = channels for dense layouts) is checked when its
 // channel is below `channels`; padding channels must still hold the 0xFF poison.
@@ -52,7 +55,8 @@ bool finite(std::vector<unsigned char> const& bytes, wtconv::DataType t, size_t 
         {
             uint16_t h = 0;
             std::memcpy(&h, &bytes[i], 2);
-            bool const nonFinite = t == wtconv::DataType::kFLOAT16 ? (h & 0x7c00u) == 0x7c00u : (h & 0x7f80u) == 0x7f80u;
+            bool const nonFinite = t == wtconv::DataType::kFLOAT16 ? (h & 0x7c00u) == 0x7c00u
+                                                                   : (h & 0x7f80u) == 0x7f80u;
             if (nonFinite)
                 return false;
         }
@@ -67,12 +71,13 @@ int main()
     {
         int b, c, h, w, k, levels, stride;
     };
-    Case const cases[] = {{1, 1, 1, 1, 3, 1, 1},   {2, 3, 37, 70, 5, 3, 1},  {1, 2, 130, 67, 7, 2, 1},
-                          {2, 5, 7, 7, 5, 2, 1},   {2, 4, 56, 56, 5, 5, 1},  {1, 2, 70, 129, 3, 8, 2},
-                          {1, 2, 33, 20, 9, 4, 3}, {1, 1, 64, 64, 15, 2, 1}, {1, 3, 9, 200, 1, 3, 1},
-                          {1, 2, 100, 90, 11, 3, 1}, {1, 2, 150, 70, 5, 4, 2}};
-    wtconv::DataType const types[] = {wtconv::DataType::kFLOAT32, wtconv::DataType::kFLOAT16,
-                                      wtconv::DataType::kBFLOAT16};
+    Case const cases[] = {{1, 1, 1, 1, 3, 1, 1}, {2, 3, 37, 70, 5, 3, 1}, {1, 2, 130, 67, 7, 2, 1},
+        {2, 5, 7, 7, 5, 2, 1}, {2, 4, 56, 56, 5, 5, 1}, {1, 2, 70, 129, 3, 8, 2}, {1, 2, 33, 20, 9, 4, 3},
+        {1, 1, 64, 64, 15, 2, 1}, {1, 3, 9, 200, 1, 3, 1}, {1, 2, 100, 90, 11, 3, 1}, {1, 2, 150, 70, 5, 4, 2},
+        // C a multiple of 8: the channels-last cluster mode of the whole-plane kernel
+        {2, 8, 56, 56, 5, 5, 1}, {3, 16, 7, 7, 5, 2, 1}, {1, 8, 33, 20, 3, 3, 2}, {1, 8, 37, 70, 9, 1, 1}};
+    wtconv::DataType const types[] = {
+        wtconv::DataType::kFLOAT32, wtconv::DataType::kFLOAT16, wtconv::DataType::kBFLOAT16};
     std::mt19937 rng(1234);
     std::uniform_int_distribution<int> byte(0, 255);
     cudaStream_t stream;
@@ -82,80 +87,81 @@ int main()
     {
         for (auto const& cs : cases)
         {
-          for (int variant = 0; variant < 3; ++variant)
-          {
-            // 0: NCHW, 1: NHWC dense, 2: NHWC with the channel pitch rounded up to a multiple of 8 (+8 if C is one)
-            int64_t const pitch = variant == 0 ? cs.c : variant == 1 ? cs.c : (cs.c + 8) / 8 * 8;
-            wtconv::WTConvParams p;
-            p.dtype = t;
-            p.batch = cs.b;
-            p.channels = cs.c;
-            p.height = cs.h;
-            p.width = cs.w;
-            p.kernelSize = cs.k;
-            p.levels = cs.levels;
-            p.stride = cs.stride;
-            p.layout = variant == 0 ? wtconv::Layout::kNCHW : wtconv::Layout::kNHWC;
-            p.channelPitch = variant == 2 ? pitch : 0;
-            size_t const eb = elementBytes(t);
-            size_t const inBytes = size_t(cs.b) * pitch * cs.h * cs.w * eb;
-            size_t const outBytes = size_t(cs.b) * pitch * wtconv::outputSize(cs.h, cs.stride)
-                * wtconv::outputSize(cs.w, cs.stride) * eb;
-            size_t const nw = size_t(cs.c) * cs.k * cs.k, nww = size_t(cs.levels) * 4 * nw;
-            std::vector<float> hw(nw + cs.c + nww);
-            std::normal_distribution<float> nd(0.f, 0.3f);
-            for (auto& v : hw)
-                v = nd(rng);
-            std::vector<unsigned char> hin(inBytes);
-            for (size_t i = 0; i < inBytes; i += eb)
+            for (int variant = 0; variant < 3; ++variant)
             {
-                // small finite values in every dtype: a random fp32 / fp16 / bf16 bit pattern with a tame exponent
-                if (eb == 4)
+                // 0: NCHW, 1: NHWC dense, 2: NHWC with the channel pitch rounded up to a multiple of 8 (+8 if C is one)
+                int64_t const pitch = variant == 0 ? cs.c : variant == 1 ? cs.c : (cs.c + 8) / 8 * 8;
+                wtconv::WTConvParams p;
+                p.dtype = t;
+                p.batch = cs.b;
+                p.channels = cs.c;
+                p.height = cs.h;
+                p.width = cs.w;
+                p.kernelSize = cs.k;
+                p.levels = cs.levels;
+                p.stride = cs.stride;
+                p.layout = variant == 0 ? wtconv::Layout::kNCHW : wtconv::Layout::kNHWC;
+                p.channelPitch = variant == 2 ? pitch : 0;
+                size_t const eb = elementBytes(t);
+                size_t const inBytes = size_t(cs.b) * pitch * cs.h * cs.w * eb;
+                size_t const outBytes = size_t(cs.b) * pitch * wtconv::outputSize(cs.h, cs.stride)
+                    * wtconv::outputSize(cs.w, cs.stride) * eb;
+                size_t const nw = size_t(cs.c) * cs.k * cs.k, nww = size_t(cs.levels) * 4 * nw;
+                std::vector<float> hw(nw + cs.c + nww);
+                std::normal_distribution<float> nd(0.f, 0.3f);
+                for (auto& v : hw)
+                    v = nd(rng);
+                std::vector<unsigned char> hin(inBytes);
+                for (size_t i = 0; i < inBytes; i += eb)
                 {
-                    float v = nd(rng);
-                    std::memcpy(&hin[i], &v, 4);
+                    // small finite values in every dtype: a random fp32 / fp16 / bf16 bit pattern with a tame exponent
+                    if (eb == 4)
+                    {
+                        float v = nd(rng);
+                        std::memcpy(&hin[i], &v, 4);
+                    }
+                    else
+                    {
+                        uint16_t h = t == wtconv::DataType::kFLOAT16
+                            ? uint16_t(0x3800 | (byte(rng) & 0x3ff) | (byte(rng) & 1) << 15)
+                            : uint16_t(0x3f00 | (byte(rng) & 0x7f) | (byte(rng) & 1) << 15);
+                        std::memcpy(&hin[i], &h, 2);
+                    }
                 }
-                else
-                {
-                    uint16_t h = t == wtconv::DataType::kFLOAT16 ? uint16_t(0x3800 | (byte(rng) & 0x3ff) | (byte(rng) & 1) << 15)
-                                                                  : uint16_t(0x3f00 | (byte(rng) & 0x7f) | (byte(rng) & 1) << 15);
-                    std::memcpy(&hin[i], &h, 2);
-                }
+                void *in, *out, *ws = nullptr;
+                float* w;
+                size_t const wsBytes = wtconv::wtconvWorkspaceBytes(p);
+                CHECK(cudaMalloc(&in, inBytes));
+                CHECK(cudaMalloc(&out, outBytes));
+                CHECK(cudaMalloc(&w, hw.size() * sizeof(float)));
+                if (wsBytes)
+                    CHECK(cudaMalloc(&ws, wsBytes));
+                CHECK(cudaMemcpy(in, hin.data(), inBytes, cudaMemcpyHostToDevice));
+                CHECK(cudaMemcpy(w, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice));
+                CHECK(cudaMemset(out, 0xff, outBytes));
+                p.input = in;
+                p.output = out;
+                p.baseWeight = w;
+                p.baseBias = w + nw;
+                p.waveletWeight = w + nw + cs.c;
+                p.workspace = ws;
+                p.workspaceBytes = wsBytes;
+                char message[256] = "";
+                cudaError_t const e = wtconv::wtconvForward(p, stream, message, sizeof(message));
+                CHECK(cudaStreamSynchronize(stream));
+                std::vector<unsigned char> hout(outBytes);
+                CHECK(cudaMemcpy(hout.data(), out, outBytes, cudaMemcpyDeviceToHost));
+                bool const ok = e == cudaSuccess
+                    && (variant == 0 ? finite(hout, t) : finite(hout, t, size_t(cs.c), size_t(pitch)));
+                std::printf("%s dtype=%d %dx%dx%dx%d k=%d L=%d s=%d %s pitch=%lld %s\n", ok ? "ok  " : "FAIL", int(t),
+                    cs.b, cs.c, cs.h, cs.w, cs.k, cs.levels, cs.stride, variant == 0 ? "NCHW" : "NHWC",
+                    static_cast<long long>(pitch), message);
+                failures += ok ? 0 : 1;
+                cudaFree(in);
+                cudaFree(out);
+                cudaFree(w);
+                cudaFree(ws);
             }
-            void *in, *out, *ws = nullptr;
-            float* w;
-            size_t const wsBytes = wtconv::wtconvWorkspaceBytes(p);
-            CHECK(cudaMalloc(&in, inBytes));
-            CHECK(cudaMalloc(&out, outBytes));
-            CHECK(cudaMalloc(&w, hw.size() * sizeof(float)));
-            if (wsBytes)
-                CHECK(cudaMalloc(&ws, wsBytes));
-            CHECK(cudaMemcpy(in, hin.data(), inBytes, cudaMemcpyHostToDevice));
-            CHECK(cudaMemcpy(w, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice));
-            CHECK(cudaMemset(out, 0xff, outBytes));
-            p.input = in;
-            p.output = out;
-            p.baseWeight = w;
-            p.baseBias = w + nw;
-            p.waveletWeight = w + nw + cs.c;
-            p.workspace = ws;
-            p.workspaceBytes = wsBytes;
-            char message[256] = "";
-            cudaError_t const e = wtconv::wtconvForward(p, stream, message, sizeof(message));
-            CHECK(cudaStreamSynchronize(stream));
-            std::vector<unsigned char> hout(outBytes);
-            CHECK(cudaMemcpy(hout.data(), out, outBytes, cudaMemcpyDeviceToHost));
-            bool const ok = e == cudaSuccess
-                && (variant == 0 ? finite(hout, t) : finite(hout, t, size_t(cs.c), size_t(pitch)));
-            std::printf("%s dtype=%d %dx%dx%dx%d k=%d L=%d s=%d %s pitch=%lld %s\n", ok ? "ok  " : "FAIL", int(t), cs.b,
-                        cs.c, cs.h, cs.w, cs.k, cs.levels, cs.stride, variant == 0 ? "NCHW" : "NHWC",
-                        static_cast<long long>(pitch), message);
-            failures += ok ? 0 : 1;
-            cudaFree(in);
-            cudaFree(out);
-            cudaFree(w);
-            cudaFree(ws);
-          }
         }
     }
     CHECK(cudaStreamDestroy(stream));
