@@ -312,3 +312,42 @@ def test_no_fields_and_nonsense_counts(decoder):
         -3, None, None, None, None, 0, ctypes.byref(k), None, None, None, buffer, len(buffer)
     )
     assert status == 1 and buffer.value.decode().startswith("WTConv2d plugin: ")
+
+
+def _fixed_fields(k=3, levels=2, stride=1, channels=2):
+    """A valid build-phase field set without Hypothesis (fp32 weights, int32 integers)."""
+    fields = [
+        (contract.FIELD_BASE_WEIGHT, FLOAT32, channels * k * k, np.ones(channels * k * k, np.float32)),
+        (contract.FIELD_BASE_BIAS, FLOAT32, channels, np.ones(channels, np.float32)),
+        (
+            contract.FIELD_WAVELET_WEIGHT,
+            FLOAT32,
+            levels * 4 * channels * k * k,
+            np.ones(levels * 4 * channels * k * k, np.float32),
+        ),
+    ]
+    return fields + [
+        int_field(contract.FIELD_KERNEL_SIZE, k, INT32),
+        int_field(contract.FIELD_WT_LEVELS, levels, INT32),
+        int_field(contract.FIELD_STRIDE, stride, INT32),
+    ]
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        (contract.FIELD_KERNEL_SIZE, 2),
+        (contract.FIELD_KERNEL_SIZE, 4),
+        (contract.FIELD_KERNEL_SIZE, 0),
+        (contract.FIELD_KERNEL_SIZE, contract.MAX_KERNEL_SIZE + 2),
+        (contract.FIELD_WT_LEVELS, 0),
+        (contract.FIELD_WT_LEVELS, contract.MAX_WT_LEVELS + 1),
+        (contract.FIELD_STRIDE, 0),
+        (contract.FIELD_STRIDE, -1),
+    ],
+)
+def test_each_out_of_range_integer_is_refused(decoder, name, value):
+    """Every limit of the contract, one at a time (the generated cases above reach them only by chance)."""
+    assert decode(decoder, _fixed_fields(), False)[0] == 0
+    status, _, message = decode(decoder, _replace(_fixed_fields(), name, int_field(name, value, INT32)), False)
+    assert status == 1 and f"'{name}'" in message and str(value) in message, message
