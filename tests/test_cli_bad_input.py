@@ -274,7 +274,8 @@ CASES = [
     ("bench/shape-type", ["bench", "--engine", "{engine}", "--shape", "axb"], "positive integers"),
     ("bench/iterations-zero", ["bench", "--engine", "{engine}", "--iterations", "0"], "from 1 to"),
     ("bench/iterations-negative", ["bench", "--engine", "{engine}", "--iterations", "-4"], "from 1 to"),
-    ("bench/warmup-negative", ["bench", "--engine", "{engine}", "--warmup", "-1"], ">= 0"),
+    ("bench/warmup-negative", ["bench", "--engine", "{engine}", "--warmup", "-1"], "from 0 to 600000"),
+    ("bench/warmup-huge", ["bench", "--engine", "{engine}", "--warmup", "1e300"], "from 0 to 600000"),
     ("bench/warmup-nan", ["bench", "--engine", "{engine}", "--warmup", "nan"], "finite"),
     (
         "bench/shape-outside",
@@ -383,6 +384,7 @@ SERVE = [
     ("serve/runtime-choice", ["serve", "{d_onnx}", "--runtime", "tpu"], "invalid choice"),
     ("serve/port-out-of-range", ["serve", "{d_onnx}", "--http-port", "70000"], "from 0 to 65535"),
     ("serve/timeout-nan", ["serve", "{d_onnx}", "--timeout", "nan"], "finite"),
+    ("serve/timeout-zero", ["serve", "{d_onnx}", "--timeout", "0"], "from 1 to 86400"),
     ("serve/concurrency-zero", ["serve", "{d_onnx}", "--concurrency", "0"], "from 1 to"),
     ("serve/repo-is-file", ["serve", "{d_onnx}", "--repo", "{existing}", "--write-only"], "is a file"),
     ("serve/repo-unwritable", ["serve", "{d_onnx}", "--repo", "{ro}/served", "--write-only"], "cannot create files"),

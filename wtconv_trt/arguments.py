@@ -83,6 +83,19 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def float_range(low: float, high: float, what: str = "") -> Callable[[str], float]:
+    """A finite number in [low, high] (inclusive)."""
+
+    def parse(text: str) -> float:
+        value = _float(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a number from {low:g} to {high:g}{what}, got {text!r}")
+        return value
+
+    parse.__name__ = f"number {low:g}..{high:g}"
+    return parse
+
+
 def tolerance(text: str) -> float:
     """A finite tolerance in (0, 1e6]; ``nan`` or ``0`` would make every comparison pass or fail."""
     value = positive_float(text)

@@ -24,10 +24,10 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--warmup",
-        type=arguments.non_negative_float,
+        type=arguments.float_range(0, 600_000, " ms"),
         default=200.0,
         metavar="MS",
-        help="warm-up time per case, >= 0 (default 200 ms)",
+        help="warm-up time per case, 0 to 600000 ms (default 200 ms)",
     )
     parser.add_argument(
         "--cuda-graph",

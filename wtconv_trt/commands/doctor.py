@@ -5,9 +5,12 @@ HELP = "show the libraries found (in lookup order), TensorRT / TensorRT-RTX / CU
 
 
 def add_arguments(parser):
-    parser.add_argument("--rtx-env", action="store_true",
-                        help="print only the environment line another process (e.g. polygraphy) needs to load "
-                             "plugins into TensorRT-RTX, for: env $(wtconv-trt doctor --rtx-env) polygraphy ...")
+    parser.add_argument(
+        "--rtx-env",
+        action="store_true",
+        help="print only the environment line another process (e.g. polygraphy) needs to load "
+        "plugins into TensorRT-RTX, for: env $(wtconv-trt doctor --rtx-env) polygraphy ...",
+    )
 
 
 def run(args) -> int:
@@ -27,20 +30,27 @@ def run(args) -> int:
         return 0
 
     mark = {True: "yes", False: "no ", None: "   "}
-    print("Compiled libraries, in lookup order (first existing one is used; " + libraries.ENV_CACHE
-          + f" moves the per-user cache, now {libraries.user_cache_dir()}):")
+    print(
+        "Compiled libraries, in lookup order (first existing one is used; "
+        + libraries.ENV_CACHE
+        + f" moves the per-user cache, now {libraries.user_cache_dir()}):"
+    )
     for kind, rows in found.libraries.items():
         print(f"  {kind} ({libraries.FILE_NAMES[kind]}):")
         for candidate, note in rows:
-            print(f"    [{'found' if candidate.exists else '  -  '}] {candidate.where:22} {candidate.path}"
-                  + (f"  ({note})" if note and note != "found" else ""))
+            print(
+                f"    [{'found' if candidate.exists else '  -  '}] {candidate.where:22} {candidate.path}"
+                + (f"  ({note})" if note and note != "found" else "")
+            )
     print("\nSoftware and hardware:")
     for f in found.software:
         print(f"  [{mark[f.ok]}] {f.what:14} {f.detail}")
     if found.rtx_environment:
-        print("\nTensorRT-RTX's parser needs libtensorrt_rtx.so, which its wheel lacks: wtconv-trt links it in the "
-              "per-user cache by itself; another process (polygraphy convert --plugins) needs:\n  "
-              + found.rtx_environment)
+        print(
+            "\nTensorRT-RTX's parser needs libtensorrt_rtx.so, which its wheel lacks: wtconv-trt links it in the "
+            "per-user cache by itself; another process (polygraphy convert --plugins) needs:\n  "
+            + found.rtx_environment
+        )
     print("\nWhat works here:")
     for f in found.can:
         print(f"  [{mark[f.ok]}] {f.what}: {f.detail}")

@@ -69,7 +69,10 @@ def add_arguments(parser):
     )
     parser.add_argument("--log", metavar="FILE", help="server log file (default: a temporary file)")
     parser.add_argument(
-        "--timeout", type=arguments.positive_float, default=300.0, help="seconds to wait for the server to be ready"
+        "--timeout",
+        type=arguments.float_range(1, 86_400, " s"),
+        default=300.0,
+        help="seconds to wait for the server to be ready",
     )
     parser.add_argument(
         "--load-test",
@@ -141,6 +144,7 @@ def run(args) -> int:
         # The server runs on this machine: a runtime that cannot run here is refused now, in one line, rather
         # than as a model that fails to load inside the server.
         from trt_engine.serving.runtimes import select_runtime
+
         select_runtime(args.runtime, onnx_path=args.model, engine_path=args.engine)
     if not is_loopback(args.host):
         print(
