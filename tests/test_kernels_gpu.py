@@ -23,7 +23,7 @@ from wtconv_export.wtconv2d import WTConv2d
 INVALID_VALUE = 1  # cudaErrorInvalidValue
 DTYPE_NAMES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # unit roundoff: the floor of the fp16/bf16 bound when the reference happens to be exact (tiny cases)
-UNIT_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+UNIT_ROUNDOFF = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,11 @@ def make_layer(c, k, levels, stride, seed):
         for name, param in layer.named_parameters():
             if name in ("wt_filter", "iwt_filter"):
                 continue
-            param.copy_(torch.randn(param.shape, generator=gen) * (0.5 if "scale" in name else 1.0) / (k if "conv" in name else 1))
+            param.copy_(
+                torch.randn(param.shape, generator=gen)
+                * (0.5 if "scale" in name else 1.0)
+                / (k if "conv" in name else 1)
+            )
     return layer
 
 
@@ -48,8 +52,12 @@ def run_kernels(x, folded, poison=True):
     bw, bb, ww = folded.tensors(device=x.device, dtype=torch.float32)
     b, c, h, w = x.shape
     s = folded.stride
-    out = torch.empty((b, c, (h + s - 1) // s, (w + s - 1) // s), dtype=x.dtype, device=x.device,
-                      memory_format=cuda_kernels.memory_format(cuda_kernels.layout_of(x)))
+    out = torch.empty(
+        (b, c, (h + s - 1) // s, (w + s - 1) // s),
+        dtype=x.dtype,
+        device=x.device,
+        memory_format=cuda_kernels.memory_format(cuda_kernels.layout_of(x)),
+    )
     if poison:
         out.fill_(float("nan"))
     cuda_kernels.forward_into(out, x, bw, bb, ww, folded.kernel_size, folded.wt_levels, s)
@@ -108,38 +116,59 @@ def check_case(b, c, h, w, k, levels, stride, dtype, seed, report=None, layouts=
     return err, ref_err
 
 
-SIZES = [(1, 1, 1, 1), (1, 2, 1, 7), (2, 3, 5, 3), (1, 2, 8, 8), (2, 3, 37, 70), (1, 2, 64, 64),
-         (1, 1, 129, 65), (2, 2, 200, 9), (1, 3, 70, 200)]
-MATRIX = [pytest.param(*case, id="{}x{}x{}x{}-k{}-L{}-s{}".format(*case))
-          for case in itertools.chain(
-              # every k, every level count, on an odd non-square size
-              ((2, 3, 37, 70, k, lv, 1) for k in (1, 3, 5, 7, 9, 11, 13, 15) for lv in (1, 2, 3, 5, 8)),
-              # planes above the whole-plane limit (64x64): the tiled path, every k class, strides
-              ((1, 2, 67, 130, k, lv, s) for k in (1, 9, 15) for lv in (2, 8) for s in (1, 2)),
-              ((2, 2, 130, 67, k, lv, 3) for k in (3, 5, 7) for lv in (1, 4)),
-              # awkward sizes (1x1, smaller than 2^L, non-square, several tiles) x levels x stride
-              ((*size, k, lv, s) for size in SIZES for k in (3, 5, 7) for lv in (1, 3, 8) for s in (1, 2, 3)
-               if (k + lv + s + size[2]) % 3 == 0 or s == 1),
-          )]
+SIZES = [
+    (1, 1, 1, 1),
+    (1, 2, 1, 7),
+    (2, 3, 5, 3),
+    (1, 2, 8, 8),
+    (2, 3, 37, 70),
+    (1, 2, 64, 64),
+    (1, 1, 129, 65),
+    (2, 2, 200, 9),
+    (1, 3, 70, 200),
+]
+MATRIX = [
+    pytest.param(*case, id="{}x{}x{}x{}-k{}-L{}-s{}".format(*case))
+    for case in itertools.chain(
+        # every k, every level count, on an odd non-square size
+        ((2, 3, 37, 70, k, lv, 1) for k in (1, 3, 5, 7, 9, 11, 13, 15) for lv in (1, 2, 3, 5, 8)),
+        # planes above the whole-plane limit (64x64): the tiled path, every k class, strides
+        ((1, 2, 67, 130, k, lv, s) for k in (1, 9, 15) for lv in (2, 8) for s in (1, 2)),
+        ((2, 2, 130, 67, k, lv, 3) for k in (3, 5, 7) for lv in (1, 4)),
+        # awkward sizes (1x1, smaller than 2^L, non-square, several tiles) x levels x stride
+        (
+            (*size, k, lv, s)
+            for size in SIZES
+            for k in (3, 5, 7)
+            for lv in (1, 3, 8)
+            for s in (1, 2, 3)
+            if (k + lv + s + size[2]) % 3 == 0 or s == 1
+        ),
+    )
+]
 
 
 @pytest.mark.parametrize("dtype_name", list(DTYPE_NAMES))
 @pytest.mark.parametrize("b,c,h,w,k,levels,stride", MATRIX)
 def test_matches_spec(kernels, error_report, dtype_name, b, c, h, w, k, levels, stride):
-    seed = torch.randint(0, 2 ** 31 - 1, ()).item()  # fresh inputs every run
+    seed = torch.randint(0, 2**31 - 1, ()).item()  # fresh inputs every run
     check_case(b, c, h, w, k, levels, stride, DTYPE_NAMES[dtype_name], seed, error_report)
 
 
-CLUSTER_CASES = [pytest.param(*case, id="{}x{}x{}x{}-k{}-L{}-s{}".format(*case)) for case in (
-    # C a multiple of 8 on the whole-plane path: channels-last runs the cluster mode (8 channels per cluster)
-    [(2, 8, 37, 70, k, lv, s) for k in (3, 5, 7, 9) for lv in (1, 3, 5) for s in (1, 2)]
-    + [(1, 24, 1, 1, 3, 2, 1), (3, 16, 7, 9, 5, 4, 1), (1, 8, 64, 64, 5, 6, 1), (2, 8, 5, 64, 1, 8, 3)])]
+CLUSTER_CASES = [
+    pytest.param(*case, id="{}x{}x{}x{}-k{}-L{}-s{}".format(*case))
+    for case in (
+        # C a multiple of 8 on the whole-plane path: channels-last runs the cluster mode (8 channels per cluster)
+        [(2, 8, 37, 70, k, lv, s) for k in (3, 5, 7, 9) for lv in (1, 3, 5) for s in (1, 2)]
+        + [(1, 24, 1, 1, 3, 2, 1), (3, 16, 7, 9, 5, 4, 1), (1, 8, 64, 64, 5, 6, 1), (2, 8, 5, 64, 1, 8, 3)]
+    )
+]
 
 
 @pytest.mark.parametrize("dtype_name", list(DTYPE_NAMES))
 @pytest.mark.parametrize("b,c,h,w,k,levels,stride", CLUSTER_CASES)
 def test_channels_last_cluster_mode(kernels, error_report, dtype_name, b, c, h, w, k, levels, stride):
-    seed = torch.randint(0, 2 ** 31 - 1, ()).item()
+    seed = torch.randint(0, 2**31 - 1, ()).item()
     check_case(b, c, h, w, k, levels, stride, DTYPE_NAMES[dtype_name], seed, error_report, layouts=("nhwc",))
 
 
@@ -153,6 +182,7 @@ def test_wtconvnext_stage_shapes(kernels, error_report, dtype_name):
 def test_custom_op_and_cuda_graph(kernels):
     """fused_wtconv2d on CUDA runs our kernels (matches the spec) and replays correctly in a CUDA graph."""
     from wtconv_export.ops import fused_wtconv2d
+
     cuda_kernels.register()
     dev = torch.device("cuda")
     layer = make_layer(16, 5, 3, 1, 7)
@@ -175,22 +205,24 @@ def test_custom_op_and_cuda_graph(kernels):
         static_y.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()
-        expected = fused_wtconv2d_spec(static_x.double(), *fold_wtconv(layer, torch.float64).tensors(device=dev), 5, 3, 1)
+        expected = fused_wtconv2d_spec(
+            static_x.double(), *fold_wtconv(layer, torch.float64).tensors(device=dev), 5, 3, 1
+        )
         assert rel_error(static_y, expected) <= 1e-5
 
 
 def test_large_tensor_64bit_indexing(kernels):
     """fp16 (1, 3, 32768, 32768): 3 * 2^30 elements; plane 2 lies beyond 2^31 (int32 offsets would wrap)."""
     free, _ = torch.cuda.mem_get_info()
-    if free < 60 * 2 ** 30:
-        pytest.skip(f"needs ~60 GiB of free GPU memory, {free / 2 ** 30:.0f} GiB free")
+    if free < 60 * 2**30:
+        pytest.skip(f"needs ~60 GiB of free GPU memory, {free / 2**30:.0f} GiB free")
     dev = torch.device("cuda")
     k, levels, hw = 3, 2, 32768
     layer = make_layer(3, k, levels, 1, 11)
     folded = fold_wtconv(layer)
     x = torch.empty((1, 3, hw, hw), dtype=torch.float16, device=dev)
     x.normal_()
-    assert x.numel() >= 2 ** 31
+    assert x.numel() >= 2**31
     out = run_kernels(x, folded)
     assert not torch.isnan(out[:, 2]).any().item(), "plane 2 has unwritten elements"
     # spec of plane 2 alone (channel 2's weights), float32 on the GPU; fp16 output rounding ~2^-11
@@ -198,28 +230,83 @@ def test_large_tensor_64bit_indexing(kernels):
     expected = fused_wtconv2d_spec(x[:, 2:3].float(), bw[2:3], bb[2:3], ww[:, 8:12], k, levels, 1)
     scale = expected.abs().max().item()
     err = (out[:, 2:3].float() - expected).abs().max().item() / scale
-    assert err <= 2 ** -9, f"fp16 relative error {err:.3e} on plane 2 (beyond 2^31 elements)"
+    assert err <= 2**-9, f"fp16 relative error {err:.3e} on plane 2 (beyond 2^31 elements)"
 
 
 def _forward_raw(lib, message, **overrides):
     # 100 x 100 planes take the tiled path, which needs a workspace (the whole-plane path needs none)
-    args = dict(dtype=0, b=1, c=2, h=100, w=100, k=3, levels=2, stride=1, layout=0, pitch=0, x=1, y=1, bw=1, bb=1,
-                ww=1, ws=256, ws_bytes=1 << 20)
+    args = dict(
+        dtype=0,
+        b=1,
+        c=2,
+        h=100,
+        w=100,
+        k=3,
+        levels=2,
+        stride=1,
+        layout=0,
+        pitch=0,
+        x=1,
+        y=1,
+        bw=1,
+        bb=1,
+        ww=1,
+        ws=256,
+        ws_bytes=1 << 20,
+    )
     args.update(overrides)
-    return lib.wtconv_forward(args["dtype"], args["b"], args["c"], args["h"], args["w"], args["k"], args["levels"],
-                              args["stride"], args["layout"], args["pitch"], args["x"], args["y"], args["bw"],
-                              args["bb"], args["ww"], args["ws"], args["ws_bytes"], None, message, len(message))
+    return lib.wtconv_forward(
+        args["dtype"],
+        args["b"],
+        args["c"],
+        args["h"],
+        args["w"],
+        args["k"],
+        args["levels"],
+        args["stride"],
+        args["layout"],
+        args["pitch"],
+        args["x"],
+        args["y"],
+        args["bw"],
+        args["bb"],
+        args["ww"],
+        args["ws"],
+        args["ws_bytes"],
+        None,
+        message,
+        len(message),
+    )
 
 
-@pytest.mark.parametrize("overrides,words", [
-    (dict(dtype=7), "dtype"), (dict(b=0), "batch"), (dict(c=-1), "channels"), (dict(h=0), "height"),
-    (dict(w=0), "width"), (dict(k=4), "kernelSize"), (dict(k=17), "kernelSize"), (dict(k=0), "kernelSize"),
-    (dict(levels=0), "levels"), (dict(levels=9), "levels"), (dict(stride=0), "stride"),
-    (dict(layout=2), "layout"), (dict(layout=-1), "layout"), (dict(layout=1, pitch=1), "channelPitch"),
-    (dict(layout=0, pitch=8), "channelPitch"), (dict(layout=1, pitch=-3), "channelPitch"),
-    (dict(x=None), "input"), (dict(y=None), "output"), (dict(bw=None), "baseWeight"), (dict(bb=None), "baseBias"),
-    (dict(ww=None), "waveletWeight"), (dict(ws=None), "workspace"), (dict(ws_bytes=16), "workspaceBytes"),
-])
+@pytest.mark.parametrize(
+    "overrides,words",
+    [
+        (dict(dtype=7), "dtype"),
+        (dict(b=0), "batch"),
+        (dict(c=-1), "channels"),
+        (dict(h=0), "height"),
+        (dict(w=0), "width"),
+        (dict(k=4), "kernelSize"),
+        (dict(k=17), "kernelSize"),
+        (dict(k=0), "kernelSize"),
+        (dict(levels=0), "levels"),
+        (dict(levels=9), "levels"),
+        (dict(stride=0), "stride"),
+        (dict(layout=2), "layout"),
+        (dict(layout=-1), "layout"),
+        (dict(layout=1, pitch=1), "channelPitch"),
+        (dict(layout=0, pitch=8), "channelPitch"),
+        (dict(layout=1, pitch=-3), "channelPitch"),
+        (dict(x=None), "input"),
+        (dict(y=None), "output"),
+        (dict(bw=None), "baseWeight"),
+        (dict(bb=None), "baseBias"),
+        (dict(ww=None), "waveletWeight"),
+        (dict(ws=None), "workspace"),
+        (dict(ws_bytes=16), "workspaceBytes"),
+    ],
+)
 def test_bad_input_is_rejected_without_launch(kernels, overrides, words):
     """Each invalid argument: cudaErrorInvalidValue and a message naming it (pointers are never touched:
     the dummy non-null pointers above would fault if anything were launched)."""
@@ -232,10 +319,10 @@ def test_bad_input_is_rejected_without_launch(kernels, overrides, words):
 
 def test_workspace_bytes(kernels):
     lib = kernels
-    assert lib.wtconv_workspace_bytes(0, 1, 2, 100, 100, 3, 1, 1, 0, 0) == 0      # L = 1 needs none
-    assert lib.wtconv_workspace_bytes(0, 1, 2, 8, 8, 3, 3, 1, 0, 0) == 0          # whole-plane path needs none
-    assert lib.wtconv_workspace_bytes(0, 1, 2, 100, 100, 4, 2, 1, 0, 0) == 0      # invalid -> 0
-    assert lib.wtconv_workspace_bytes(0, 1, 2, 100, 100, 3, 2, 1, 1, 1) == 0      # pitch < C -> 0
+    assert lib.wtconv_workspace_bytes(0, 1, 2, 100, 100, 3, 1, 1, 0, 0) == 0  # L = 1 needs none
+    assert lib.wtconv_workspace_bytes(0, 1, 2, 8, 8, 3, 3, 1, 0, 0) == 0  # whole-plane path needs none
+    assert lib.wtconv_workspace_bytes(0, 1, 2, 100, 100, 4, 2, 1, 0, 0) == 0  # invalid -> 0
+    assert lib.wtconv_workspace_bytes(0, 1, 2, 100, 100, 3, 2, 1, 1, 1) == 0  # pitch < C -> 0
     small = lib.wtconv_workspace_bytes(1, 2, 3, 74, 140, 5, 3, 1, 0, 0)
     big = lib.wtconv_workspace_bytes(1, 2, 3, 148, 280, 5, 3, 1, 0, 0)
     assert 0 < small < big and small % 256 == 0
@@ -244,13 +331,16 @@ def test_workspace_bytes(kernels):
 
 
 @pytest.mark.parametrize("dtype_name", list(DTYPE_NAMES))
-@pytest.mark.parametrize("b,c,pitch,h,w,k,levels,stride", [
-    (2, 3, 8, 37, 70, 5, 3, 1),      # whole-plane path, kHWC8-style padding
-    (1, 5, 16, 67, 130, 3, 4, 1),    # tiled path, kHWC16-style padding
-    (2, 6, 8, 130, 67, 7, 2, 2),     # tiled path, strided
-    (3, 8, 8, 20, 21, 5, 2, 3),      # whole-plane path, pitch = C, strided (channels-last cluster mode)
-    (2, 16, 24, 37, 70, 5, 3, 1),    # whole-plane path, cluster mode with a padded pitch
-])
+@pytest.mark.parametrize(
+    "b,c,pitch,h,w,k,levels,stride",
+    [
+        (2, 3, 8, 37, 70, 5, 3, 1),  # whole-plane path, kHWC8-style padding
+        (1, 5, 16, 67, 130, 3, 4, 1),  # tiled path, kHWC16-style padding
+        (2, 6, 8, 130, 67, 7, 2, 2),  # tiled path, strided
+        (3, 8, 8, 20, 21, 5, 2, 3),  # whole-plane path, pitch = C, strided (channels-last cluster mode)
+        (2, 16, 24, 37, 70, 5, 3, 1),  # whole-plane path, cluster mode with a padded pitch
+    ],
+)
 def test_padded_channel_pitch(kernels, dtype_name, b, c, pitch, h, w, k, levels, stride):
     """NHWC with channelPitch > C (TensorRT's padded channels-last formats): padding channels of the input
     hold NaN (never read: the result would be NaN) and those of the output a sentinel (never written)."""
@@ -264,12 +354,34 @@ def test_padded_channel_pitch(kernels, dtype_name, b, c, pitch, h, w, k, levels,
     xp[..., :c] = torch.randn(b, h, w, c, device=dev).to(dtype)
     yp = torch.full((b, ho, wo, pitch), 7.0, dtype=dtype, device=dev)
     yp[..., :c] = float("nan")
-    ws = torch.empty(max(1, kernels.wtconv_workspace_bytes(cuda_kernels.DTYPES[dtype], b, c, h, w,
-                                                           k, levels, stride, 1, pitch)), dtype=torch.uint8, device=dev)
+    ws = torch.empty(
+        max(1, kernels.wtconv_workspace_bytes(cuda_kernels.DTYPES[dtype], b, c, h, w, k, levels, stride, 1, pitch)),
+        dtype=torch.uint8,
+        device=dev,
+    )
     message = ctypes.create_string_buffer(256)
-    code = kernels.wtconv_forward(cuda_kernels.DTYPES[dtype], b, c, h, w, k, levels, stride, 1, pitch, xp.data_ptr(),
-                                  yp.data_ptr(), bw.data_ptr(), bb.data_ptr(), ww.data_ptr(), ws.data_ptr(), ws.numel(),
-                                  torch.cuda.current_stream().cuda_stream, message, len(message))
+    code = kernels.wtconv_forward(
+        cuda_kernels.DTYPES[dtype],
+        b,
+        c,
+        h,
+        w,
+        k,
+        levels,
+        stride,
+        1,
+        pitch,
+        xp.data_ptr(),
+        yp.data_ptr(),
+        bw.data_ptr(),
+        bb.data_ptr(),
+        ww.data_ptr(),
+        ws.data_ptr(),
+        ws.numel(),
+        torch.cuda.current_stream().cuda_stream,
+        message,
+        len(message),
+    )
     torch.cuda.synchronize()
     assert code == 0, message.value.decode()
     assert (yp[..., c:] == 7.0).all(), "a padding channel of the output was written"
@@ -290,14 +402,16 @@ def test_channels_last_custom_op_and_module(kernels, shape, k, levels, stride):
     workspace: nothing else, per PyTorch's allocator statistics)."""
     from wtconv_export.fused_module import FusedWTConv2d
     from wtconv_export.ops import fused_wtconv2d
+
     cuda_kernels.register()
     dev = torch.device("cuda")
     layer = make_layer(shape[1], k, levels, stride, 5)
     module = FusedWTConv2d.from_wtconv(layer).to(dev)
     w = module.base_weight, module.base_bias, module.wavelet_weight
     x = torch.randn(shape, device=dev).contiguous(memory_format=torch.channels_last)
-    expected = fused_wtconv2d_spec(x.double(), *fold_wtconv(layer, torch.float64).tensors(device=dev), k, levels,
-                                   stride)
+    expected = fused_wtconv2d_spec(
+        x.double(), *fold_wtconv(layer, torch.float64).tensors(device=dev), k, levels, stride
+    )
     with torch.no_grad():
         by_module = module(x)
         by_op = fused_wtconv2d(x, *w, k, levels, stride)
@@ -319,6 +433,7 @@ def test_channels_last_custom_op_and_module(kernels, shape, k, levels, stride):
 def test_module_fast_path_and_cuda_graph(kernels):
     """FusedWTConv2d's eager path (launches without the dispatcher) captures and replays in a CUDA graph."""
     from wtconv_export.fused_module import FusedWTConv2d
+
     cuda_kernels.register()
     dev = torch.device("cuda")
     layer = make_layer(96, 5, 5, 1, 9)

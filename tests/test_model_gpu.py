@@ -47,8 +47,8 @@ def test_default_model_on_kernels_keeps_accuracy(registered):
 def test_wtconvnext_tiny_on_kernels(registered, dtype, bound, layout):
     """WTConvNeXt-T (random weights, 2x3x96x128): fp32 within 1e-5 of float64; fp16 within 2x PyTorch-fp16's
     error (the same model on the reference layers in fp16; the layer itself is held to 1.0x in
-    test_kernels_gpu.py, here the other layers' fp16 rounding dominates). channels_last: model and input converted; every
-    fused layer then receives and returns channels-last tensors (read in place, no copy to NCHW)."""
+    test_kernels_gpu.py, here the other layers' fp16 rounding dominates). channels_last: model and input
+    converted; every fused layer then receives and returns channels-last tensors (read in place, no copy)."""
     torch.manual_seed(0)
     model = wtconvnext_tiny(num_classes=10).eval()
     x = torch.randn(2, 3, 96, 128)
@@ -59,9 +59,14 @@ def test_wtconvnext_tiny_on_kernels(registered, dtype, bound, layout):
         fused = fuse_wtconv_layers(copy.deepcopy(model).cuda().to(dtype)).to(memory_format=fmt)
         for m in fused.modules():
             if isinstance(m, FusedWTConv2d):
-                m.register_forward_hook(lambda mod, args, out: seen.append(
-                    (args[0].is_contiguous(memory_format=torch.channels_last),
-                     out.is_contiguous(memory_format=torch.channels_last))))
+                m.register_forward_hook(
+                    lambda mod, args, out: seen.append(
+                        (
+                            args[0].is_contiguous(memory_format=torch.channels_last),
+                            out.is_contiguous(memory_format=torch.channels_last),
+                        )
+                    )
+                )
         ours = fused(x.cuda().to(dtype).contiguous(memory_format=fmt))
         if bound is None:
             bound = 2 * rel_error(copy.deepcopy(model).cuda().to(dtype)(x.cuda().to(dtype)), reference)

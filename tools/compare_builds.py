@@ -1,9 +1,11 @@
 """Time our kernels (the library in WTCONV_KERNELS_LIB) at the WTConvNeXt-T stage shapes, B = 64, fp16 and fp32,
 NCHW and channels-last; print one JSON line {label: {case: ms}}. tools/device_kernels.sh runs it once per
 build variant and keeps the faster build."""
+
 import json
 import math
 import sys
+from functools import partial
 
 import torch
 
@@ -21,10 +23,14 @@ for dtype in (torch.float16, torch.float32):
         weights = (bw.data_ptr(), bb.data_ptr(), ww.data_ptr())
         nbuf = max(1, math.ceil(3 * L2_BYTES / (64 * c * hw * hw * dtype.itemsize)))
         for layout, fmt in ((cuda_kernels.NCHW, torch.contiguous_format), (cuda_kernels.NHWC, torch.channels_last)):
-            xs = [torch.randn(64, c, hw, hw, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
-                  for _ in range(nbuf)]
+            xs = [
+                torch.randn(64, c, hw, hw, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
+                for _ in range(nbuf)
+            ]
             outs = [torch.empty_like(x) for x in xs]
-            calls = [lambda x=x, o=o: cuda_kernels.launch(o, x, layout, weights, 5, levels, 1) for x, o in zip(xs, outs)]
+            calls = [
+                partial(cuda_kernels.launch, o, x, layout, weights, 5, levels, 1) for x, o in zip(xs, outs, strict=True)
+            ]
             key = f"{str(dtype)[6:]} {c}x{hw}^2 {'nhwc' if layout else 'nchw'}"
             result[key] = time_graph(torch, calls, 20)
 print(json.dumps({label: result}))

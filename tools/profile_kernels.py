@@ -1,4 +1,5 @@
 """Launch our kernels once per benchmark shape and layout, for ncu (tools/device_kernels.sh, STAGES=profile)."""
+
 import torch
 
 from wtconv_export import cuda_kernels

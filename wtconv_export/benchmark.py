@@ -26,13 +26,14 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-L2_BYTES = 50 * 2 ** 20          # H100/H200 L2 (50 MiB); buffers rotate over > 3x this
-STAGES_T = [(96, 56, 5), (192, 28, 4), (384, 14, 3), (768, 7, 2)]   # WTConvNeXt-T (C, H=W, levels)
-FP32_LANES_PER_SM = 128          # Hopper / Ampere: FP32 FMA lanes per SM
+L2_BYTES = 50 * 2**20  # H100/H200 L2 (50 MiB); buffers rotate over > 3x this
+STAGES_T = [(96, 56, 5), (192, 28, 4), (384, 14, 3), (768, 7, 2)]  # WTConvNeXt-T (C, H=W, levels)
+FP32_LANES_PER_SM = 128  # Hopper / Ampere: FP32 FMA lanes per SM
 DTYPE_NAMES = ("fp32", "fp16", "bf16")
 
 
@@ -44,7 +45,7 @@ class Options:
     layers: bool = True
     models: bool = True
     reference: bool = True
-    official: Path | None = None       # a checkout of BGU-CS-VIL/WTConv (its fast_wtconv package)
+    official: Path | None = None  # a checkout of BGU-CS-VIL/WTConv (its fast_wtconv package)
     replays: int = 20
     command: str = "wtconv-trt bench-layer"
     model_configs: tuple[tuple[str, int], ...] = (("fp16", 64), ("fp16", 256), ("fp32", 64))
@@ -59,8 +60,8 @@ def layer_shapes(quick: bool) -> list[dict]:
     """The paper's sweep 8 x {32, 64, 128} x {128, 256, 512}^2 x L{1, 3, 5}, the WTConvNeXt-T stages at
     B = 64, B = 1 at stage 1, and stride 2 (k = 5 throughout)."""
     shapes = []
-    for c in ((64,) if quick else (32, 64, 128)):
-        for hw in ((128, 512) if quick else (128, 256, 512)):
+    for c in (64,) if quick else (32, 64, 128):
+        for hw in (128, 512) if quick else (128, 256, 512):
             for lv in (1, 3, 5):
                 shapes.append(dict(group="sweep", b=8, c=c, h=hw, w=hw, levels=lv, k=5, stride=1))
     for c, hw, lv in STAGES_T:
@@ -93,11 +94,20 @@ def modelled_traffic_bytes(shape: dict, elem: int, workspace: int) -> float:
 
 def gpu_info(torch) -> dict:
     props = torch.cuda.get_device_properties(0)
-    info = dict(gpu=torch.cuda.get_device_name(), sms=props.multi_processor_count, torch=torch.__version__,
-                cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
+    info = dict(
+        gpu=torch.cuda.get_device_name(),
+        sms=props.multi_processor_count,
+        torch=torch.__version__,
+        cuda=torch.version.cuda,
+        cudnn=torch.backends.cudnn.version(),
+    )
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm,clocks.sm,driver_version",
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=clocks.max.sm,clocks.sm,driver_version", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
         max_sm, sm, driver = (v.strip() for v in out.splitlines()[0].split(","))
         info.update(max_sm_clock_mhz=float(max_sm), sm_clock_mhz=float(sm), driver=driver)
     except Exception as error:  # noqa: BLE001 - informational only
@@ -154,8 +164,9 @@ def time_eager(torch, fn, calls: int = 200, repeats: int = 9) -> float:
     return statistics.median(times)
 
 
-def model_forward_ms(torch, model, batch: int, dtype=None, channels_last: bool = False, warmup: int = 3,
-                     repeats: int = 10) -> float:
+def model_forward_ms(
+    torch, model, batch: int, dtype=None, channels_last: bool = False, warmup: int = 3, repeats: int = 10
+) -> float:
     """Median ms of an eager forward pass on a (batch, 3, 224, 224) input, CUDA events, after warm-up."""
     dtype = dtype or torch.float16
     x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=dtype)
@@ -179,6 +190,7 @@ def model_forward_ms(torch, model, batch: int, dtype=None, channels_last: bool =
 # ----------------------------------------------------------------------------------------------------------
 # the official fused kernels (fast_wtconv, BGU-CS-VIL/WTConv)
 
+
 def load_official(path: Path | None):
     """The official ``fast_wtconv.wtconv_cuda.WTConv2d`` class from a checkout of the published code, or
     None when no path is given. Its CUDA extension compiles on first use (about a minute)."""
@@ -187,10 +199,13 @@ def load_official(path: Path | None):
     root = Path(path)
     if not (root / "fast_wtconv" / "wtconv_cuda.py").is_file():
         from .errors import ConfigurationError
-        raise ConfigurationError(f"--official must be a checkout of BGU-CS-VIL/WTConv (with fast_wtconv/wtconv_cuda.py), "
-                                 f"got {root}")
+
+        raise ConfigurationError(
+            f"--official must be a checkout of BGU-CS-VIL/WTConv (with fast_wtconv/wtconv_cuda.py), got {root}"
+        )
     sys.path.insert(0, str(root))
     from fast_wtconv.wtconv_cuda import WTConv2d as OfficialWTConv2d  # noqa: E402 - path set just above
+
     return OfficialWTConv2d
 
 
@@ -202,10 +217,14 @@ def replace_with_official(model, official_cls):
     """Every reference WTConv2d in ``model`` replaced (in place) by the official fused module of the same
     configuration (random weights: for timing)."""
     from .wtconv2d import WTConv2d
+
     for name, child in list(model.named_children()):
         if isinstance(child, WTConv2d):
-            setattr(model, name, official_layer(official_cls, child.in_channels, child.kernel_size,
-                                                child.wt_levels, child.stride))
+            setattr(
+                model,
+                name,
+                official_layer(official_cls, child.in_channels, child.kernel_size, child.wt_levels, child.stride),
+            )
         else:
             replace_with_official(child, official_cls)
     return model
@@ -214,11 +233,14 @@ def replace_with_official(model, official_cls):
 # ----------------------------------------------------------------------------------------------------------
 # layers
 
+
 def bench_layers(torch, opts: Options, info: dict, official_cls, on_row=None) -> list[dict]:
     import torch.nn as nn
+
     from . import cuda_kernels
     from .folding import fold_wtconv
     from .wtconv2d import WTConv2d
+
     cuda_kernels.register()
     rows = []
     dev = torch.device("cuda")
@@ -248,22 +270,31 @@ def bench_layers(torch, opts: Options, info: dict, official_cls, on_row=None) ->
             for kk in (7, 5):
                 conv = nn.Conv2d(c, c, kk, stride=s, padding=kk // 2, groups=c).to(dev, dtype).eval()
                 convs[f"dw{kk}_nchw"] = conv
-                convs[f"dw{kk}_cl"] = nn.Conv2d(c, c, kk, stride=s, padding=kk // 2, groups=c).to(dev, dtype).eval() \
+                convs[f"dw{kk}_cl"] = (
+                    nn.Conv2d(c, c, kk, stride=s, padding=kk // 2, groups=c)
+                    .to(dev, dtype)
+                    .eval()
                     .to(memory_format=torch.channels_last)
+                )
+            launch = cuda_kernels.launch
             methods = {
-                "ours_nchw": [lambda x=x, o=o: cuda_kernels.launch(o, x, cuda_kernels.NCHW, weights, k, lv, s, ws)
-                              for x, o in zip(xs, outs)],
-                "ours_cl": [lambda x=x, o=o: cuda_kernels.launch(o, x, cuda_kernels.NHWC, weights, k, lv, s, ws)
-                            for x, o in zip(xs_cl, outs_cl)],
+                "ours_nchw": [
+                    partial(launch, o, x, cuda_kernels.NCHW, weights, k, lv, s, ws)
+                    for x, o in zip(xs, outs, strict=True)
+                ],
+                "ours_cl": [
+                    partial(launch, o, x, cuda_kernels.NHWC, weights, k, lv, s, ws)
+                    for x, o in zip(xs_cl, outs_cl, strict=True)
+                ],
             }
             if official_cls is not None:
                 off = official_layer(official_cls, c, k, lv, s).to(dev, dtype).eval()
-                methods["official"] = [lambda x=x: off(x) for x in xs]
+                methods["official"] = [partial(off, x) for x in xs]
             for name, conv in convs.items():
-                methods[name] = [lambda x=x, conv=conv: conv(x) for x in (xs_cl if name.endswith("_cl") else xs)]
+                methods[name] = [partial(conv, x) for x in (xs_cl if name.endswith("_cl") else xs)]
             if opts.reference:
-                methods["reference"] = [lambda x=x: ref(x) for x in xs]
-            methods["clone"] = [lambda x=x: x.clone() for x in xs]
+                methods["reference"] = [partial(ref, x) for x in xs]
+            methods["clone"] = [x.clone for x in xs]
             row = dict(shape, dtype=dtype_name, buffers=nbuf, workspace_bytes=ws_bytes)
             with torch.no_grad():
                 for name, calls in methods.items():
@@ -286,8 +317,17 @@ def bench_layers(torch, opts: Options, info: dict, official_cls, on_row=None) ->
             rows.append(row)
             if on_row is not None:
                 on_row(rows)
-            logger.info("%s %dx%dx%dx%d L%d s%d: %s", dtype_name, b, c, h, w, lv, s,
-                        "  ".join(f"{key[:-3]} {val:.4f}" for key, val in row.items() if key.endswith("_ms")))
+            logger.info(
+                "%s %dx%dx%dx%d L%d s%d: %s",
+                dtype_name,
+                b,
+                c,
+                h,
+                w,
+                lv,
+                s,
+                "  ".join(f"{key[:-3]} {val:.4f}" for key, val in row.items() if key.endswith("_ms")),
+            )
             del xs, xs_cl, outs, outs_cl, ws, ref, convs, methods
             torch.cuda.empty_cache()
     return rows
@@ -300,6 +340,7 @@ def bench_overhead(torch, opts: Options) -> list[dict]:
     from .fused_module import FusedWTConv2d
     from .ops import fused_wtconv2d
     from .wtconv2d import WTConv2d
+
     cuda_kernels.register()
     rows = []
     dev = torch.device("cuda")
@@ -311,22 +352,40 @@ def bench_overhead(torch, opts: Options) -> list[dict]:
             if layout == "channels_last":
                 x = x.contiguous(memory_format=torch.channels_last)
             with torch.no_grad():
-                eager = time_eager(torch, lambda: module(x))
-                op = time_eager(torch, lambda: fused_wtconv2d(x, *w, 5, 5, 1))
-                graph = time_graph(torch, [lambda: module(x)] * 50, opts.replays)
-            rows.append(dict(dtype=dtype_name, layout=layout, shape="1x96x56x56 L5", module_eager_ms=eager,
-                             custom_op_eager_ms=op, graph_ms=graph, module_over_graph=eager / graph,
-                             custom_op_over_graph=op / graph))
-            logger.info("overhead %s %s: module %.4f ms, custom op %.4f ms, graph %.4f ms (%.2fx)", dtype_name,
-                        layout, eager, op, graph, eager / graph)
+                eager = time_eager(torch, partial(module, x))
+                op = time_eager(torch, partial(fused_wtconv2d, x, *w, 5, 5, 1))
+                graph = time_graph(torch, [partial(module, x)] * 50, opts.replays)
+            rows.append(
+                dict(
+                    dtype=dtype_name,
+                    layout=layout,
+                    shape="1x96x56x56 L5",
+                    module_eager_ms=eager,
+                    custom_op_eager_ms=op,
+                    graph_ms=graph,
+                    module_over_graph=eager / graph,
+                    custom_op_over_graph=op / graph,
+                )
+            )
+            logger.info(
+                "overhead %s %s: module %.4f ms, custom op %.4f ms, graph %.4f ms (%.2fx)",
+                dtype_name,
+                layout,
+                eager,
+                op,
+                graph,
+                eager / graph,
+            )
     return rows
 
 
 def bench_models(torch, opts: Options, official_cls) -> list[dict]:
     import timm
+
     from . import cuda_kernels
     from .fused_module import fuse_wtconv_layers
     from .wtconvnext import wtconvnext_tiny
+
     cuda_kernels.register()
     dev = torch.device("cuda")
     makers = {
@@ -335,8 +394,9 @@ def bench_models(torch, opts: Options, official_cls) -> list[dict]:
         "convnext_t_timm": lambda dt: timm.create_model("convnext_tiny", pretrained=False).eval().to(dev, dt),
     }
     if official_cls is not None:
-        makers["wtconvnext_t_official"] = lambda dt: replace_with_official(wtconvnext_tiny().eval(), official_cls) \
-            .to(dev, dt)
+        makers["wtconvnext_t_official"] = lambda dt: replace_with_official(wtconvnext_tiny().eval(), official_cls).to(
+            dev, dt
+        )
     results = []
     for dtype_name, batch in opts.model_configs:
         dtype = _torch_dtype(torch, dtype_name)
@@ -347,14 +407,36 @@ def bench_models(torch, opts: Options, official_cls) -> list[dict]:
                     model = model.to(memory_format=torch.channels_last)
                 try:
                     ms = model_forward_ms(torch, model, batch, dtype, channels_last=layout == "channels_last")
-                    results.append(dict(model=name, layout=layout, batch=batch, dtype=dtype_name, ms=ms,
-                                        img_per_s=batch / (ms * 1e-3)))
-                    logger.info("model %s %s %s B=%d: %.2f ms %.0f img/s", name, layout, dtype_name, batch, ms,
-                                batch / (ms * 1e-3))
+                    results.append(
+                        dict(
+                            model=name,
+                            layout=layout,
+                            batch=batch,
+                            dtype=dtype_name,
+                            ms=ms,
+                            img_per_s=batch / (ms * 1e-3),
+                        )
+                    )
+                    logger.info(
+                        "model %s %s %s B=%d: %.2f ms %.0f img/s",
+                        name,
+                        layout,
+                        dtype_name,
+                        batch,
+                        ms,
+                        batch / (ms * 1e-3),
+                    )
                 except Exception as error:  # noqa: BLE001 - recorded, not fatal
                     logger.warning("model %s %s failed: %s", name, layout, error)
-                    results.append(dict(model=name, layout=layout, batch=batch, dtype=dtype_name,
-                                        error=str(error).splitlines()[0][:200]))
+                    results.append(
+                        dict(
+                            model=name,
+                            layout=layout,
+                            batch=batch,
+                            dtype=dtype_name,
+                            error=str(error).splitlines()[0][:200],
+                        )
+                    )
                 del model
                 torch.cuda.empty_cache()
     return results
@@ -362,6 +444,7 @@ def bench_models(torch, opts: Options, official_cls) -> list[dict]:
 
 # ----------------------------------------------------------------------------------------------------------
 # report
+
 
 def _fmt(v, digits=4):
     return "–" if v is None else f"{v:.{digits}f}"
@@ -379,64 +462,99 @@ def targets(rows: list[dict], models: list[dict], overhead: list[dict]) -> list[
     ours = max((m["img_per_s"] for m in fp16_256 if m["model"] == "wtconvnext_t_ours"), default=None)
     conv = max((m["img_per_s"] for m in fp16_256 if m["model"] == "convnext_t_timm"), default=None)
     if ours and conv:
-        out.append(("WTConvNeXt-T fp16 B=256 ≥ ConvNeXt-T (faster layouts)", "met" if ours >= conv else "missed",
-                    f"{ours:,.0f} vs {conv:,.0f} img/s ({ours / conv:.2f}×)"))
+        out.append(
+            (
+                "WTConvNeXt-T fp16 B=256 ≥ ConvNeXt-T (faster layouts)",
+                "met" if ours >= conv else "missed",
+                f"{ours:,.0f} vs {conv:,.0f} img/s ({ours / conv:.2f}×)",
+            )
+        )
     stage = [r for r in rows if r["group"] == "wtconvnext_t"]
     if stage:
         for lay in ("ours_nchw", "ours_cl"):
-            worst = max((r for r in stage if f"{lay}_over_clone" in r), key=lambda r: r[f"{lay}_over_clone"],
-                        default=None)
+            worst = max(
+                (r for r in stage if f"{lay}_over_clone" in r), key=lambda r: r[f"{lay}_over_clone"], default=None
+            )
             if worst is not None:
-                vals = ", ".join(f"{r['dtype']} {r['c']}×{r['h']}² {r[f'{lay}_over_clone']:.1f}" for r in stage
-                                 if f"{lay}_over_clone" in r)
-                out.append((f"stage shapes B=64 ≤ 4× x.clone() ({lay})",
-                            "met" if worst[f"{lay}_over_clone"] <= 4 else "missed", vals))
+                vals = ", ".join(
+                    f"{r['dtype']} {r['c']}×{r['h']}² {r[f'{lay}_over_clone']:.1f}"
+                    for r in stage
+                    if f"{lay}_over_clone" in r
+                )
+                out.append(
+                    (
+                        f"stage shapes B=64 ≤ 4× x.clone() ({lay})",
+                        "met" if worst[f"{lay}_over_clone"] <= 4 else "missed",
+                        vals,
+                    )
+                )
     sweep = [r for r in rows if r["group"] == "sweep" and "official_ms" in r]
     if sweep:
         for lay in ("ours_nchw", "ours_cl"):
             speedups = [r["official_ms"] / r[f"{lay}_ms"] for r in sweep if f"{lay}_ms" in r]
-            out.append((f"≥ 3× faster than the official kernels, every sweep shape ({lay})",
-                        "met" if min(speedups) >= 3 else "missed",
-                        f"{min(speedups):.2f}× … {max(speedups):.2f}× ({sum(v >= 3 for v in speedups)} of "
-                        f"{len(speedups)} ≥ 3)"))
+            out.append(
+                (
+                    f"≥ 3× faster than the official kernels, every sweep shape ({lay})",
+                    "met" if min(speedups) >= 3 else "missed",
+                    f"{min(speedups):.2f}× … {max(speedups):.2f}× ({sum(v >= 3 for v in speedups)} of "
+                    f"{len(speedups)} ≥ 3)",
+                )
+            )
     elif rows:
         out.append(("≥ 3× faster than the official kernels", "not measured", "no --official path given"))
     if rows:
         pairs = [("ours_nchw", "dw7_nchw"), ("ours_cl", "dw7_cl")]
-        ratios = [(r[f"{a}_ms"] / r[f"{b}_ms"], r, a, b) for r in rows for a, b in pairs
-                  if f"{a}_ms" in r and f"{b}_ms" in r]
+        ratios = [
+            (r[f"{a}_ms"] / r[f"{b}_ms"], r, a, b) for r in rows for a, b in pairs if f"{a}_ms" in r and f"{b}_ms" in r
+        ]
         worst = max(ratios, key=lambda t: t[0])
         n_ok = sum(t[0] < 1 for t in ratios)
-        out.append(("faster than cuDNN dw7 at every shape, dtype, layout",
-                    "met" if n_ok == len(ratios) else "missed",
-                    f"{n_ok} of {len(ratios)} faster; worst {worst[0]:.2f}× ({worst[1]['dtype']} "
-                    f"{_shape_label(worst[1])}, {worst[2]} vs {worst[3]})"))
+        out.append(
+            (
+                "faster than cuDNN dw7 at every shape, dtype, layout",
+                "met" if n_ok == len(ratios) else "missed",
+                f"{n_ok} of {len(ratios)} faster; worst {worst[0]:.2f}× ({worst[1]['dtype']} "
+                f"{_shape_label(worst[1])}, {worst[2]} vs {worst[3]})",
+            )
+        )
     if overhead:
         worst = max(overhead, key=lambda r: r["module_over_graph"])
-        out.append(("module call ≤ 1.2× CUDA-graph replay (B=1 96×56² L5)",
-                    "met" if worst["module_over_graph"] <= 1.2 else "missed",
-                    ", ".join(f"{r['dtype']} {r['layout']} {r['module_over_graph']:.2f}×" for r in overhead)))
+        out.append(
+            (
+                "module call ≤ 1.2× CUDA-graph replay (B=1 96×56² L5)",
+                "met" if worst["module_over_graph"] <= 1.2 else "missed",
+                ", ".join(f"{r['dtype']} {r['layout']} {r['module_over_graph']:.2f}×" for r in overhead),
+            )
+        )
     return out
 
 
 def markdown(rows: list[dict], models: list[dict], overhead: list[dict], meta: dict) -> str:
-    lines = [f"# WTConv layer benchmark — {meta['gpu']}", "",
-             f"Command: `{meta['command']}`  ",
-             f"torch {meta['torch']}, CUDA {meta['cuda']}, cuDNN {meta['cudnn']}, driver {meta.get('driver', '?')}, "
-             f"{meta['date']}. FMA peak used for %: {meta['fp32_fma_per_s'] / 1e12:.1f} TFMA/s "
-             f"({meta['sms']} SMs × {FP32_LANES_PER_SM} lanes × {meta.get('max_sm_clock_mhz', 0):.0f} MHz).", "",
-             "Median ms per call (CUDA-graph replay, buffers rotated over > 3× L2). `cl` = channels-last. "
-             "Ratios are ours ÷ other (< 1: ours faster). GB/s: our modelled DRAM traffic ÷ time.", ""]
+    lines = [
+        f"# WTConv layer benchmark — {meta['gpu']}",
+        "",
+        f"Command: `{meta['command']}`  ",
+        f"torch {meta['torch']}, CUDA {meta['cuda']}, cuDNN {meta['cudnn']}, driver {meta.get('driver', '?')}, "
+        f"{meta['date']}. FMA peak used for %: {meta['fp32_fma_per_s'] / 1e12:.1f} TFMA/s "
+        f"({meta['sms']} SMs × {FP32_LANES_PER_SM} lanes × {meta.get('max_sm_clock_mhz', 0):.0f} MHz).",
+        "",
+        "Median ms per call (CUDA-graph replay, buffers rotated over > 3× L2). `cl` = channels-last. "
+        "Ratios are ours ÷ other (< 1: ours faster). GB/s: our modelled DRAM traffic ÷ time.",
+        "",
+    ]
     t = targets(rows, models, overhead)
     if t:
         lines += ["## Targets", "", "| target | result | measured |", "|---|---|---|"]
         lines += [f"| {a} | **{b}** | {c} |" for a, b, c in t]
         lines.append("")
     if rows:
-        lines += ["## Layers", "",
-                  "| dtype | shape | ours NCHW | ours cl | official | dw7 NCHW | dw7 cl | dw5 NCHW | dw5 cl | reference | "
-                  "clone | ours/clone | ours cl/clone | ours/dw7 | ours cl/dw7 cl | official/ours | GB/s | % FMA |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "## Layers",
+            "",
+            "| dtype | shape | ours NCHW | ours cl | official | dw7 NCHW | dw7 cl | dw5 NCHW | dw5 cl | reference | "
+            "clone | ours/clone | ours cl/clone | ours/dw7 | ours cl/dw7 cl | official/ours | GB/s | % FMA |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in rows:
             g = r.get
             off = g("official_ms")
@@ -447,23 +565,36 @@ def markdown(rows: list[dict], models: list[dict], overhead: list[dict], meta: d
                 f"{_fmt(g('ours_nchw_over_clone'), 1)} | {_fmt(g('ours_cl_over_clone'), 1)} | "
                 f"{_fmt(g('ours_nchw_over_dw7_nchw'), 2)} | {_fmt(g('ours_cl_over_dw7_cl'), 2)} | "
                 f"{_fmt(off / g('ours_nchw_ms') if off and g('ours_nchw_ms') else None, 2)} | "
-                f"{_fmt(g('ours_nchw_gbps_modelled'), 0)} | {_fmt(g('ours_nchw_fma_peak_pct'), 0)} |")
+                f"{_fmt(g('ours_nchw_gbps_modelled'), 0)} | {_fmt(g('ours_nchw_fma_peak_pct'), 0)} |"
+            )
         lines.append("")
     if overhead:
-        lines += ["## Per-call overhead (B=1, 96×56², L5)", "",
-                  "| dtype | layout | FusedWTConv2d(x) eager | custom op eager | CUDA-graph replay | module ÷ graph | "
-                  "custom op ÷ graph |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            "## Per-call overhead (B=1, 96×56², L5)",
+            "",
+            "| dtype | layout | FusedWTConv2d(x) eager | custom op eager | CUDA-graph replay | module ÷ graph | "
+            "custom op ÷ graph |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in overhead:
-            lines.append(f"| {r['dtype']} | {r['layout']} | {r['module_eager_ms']:.4f} | {r['custom_op_eager_ms']:.4f} | "
-                         f"{r['graph_ms']:.4f} | {r['module_over_graph']:.2f} | {r['custom_op_over_graph']:.2f} |")
+            lines.append(
+                f"| {r['dtype']} | {r['layout']} | {r['module_eager_ms']:.4f} | {r['custom_op_eager_ms']:.4f} | "
+                f"{r['graph_ms']:.4f} | {r['module_over_graph']:.2f} | {r['custom_op_over_graph']:.2f} |"
+            )
         lines.append("")
     if models:
-        lines += ["## Whole models (224², eager, torch.no_grad, median of 10 after 3 warm-up)", "",
-                  "| model | layout | dtype | batch | ms | img/s |", "|---|---|---|---|---|---|"]
+        lines += [
+            "## Whole models (224², eager, torch.no_grad, median of 10 after 3 warm-up)",
+            "",
+            "| model | layout | dtype | batch | ms | img/s |",
+            "|---|---|---|---|---|---|",
+        ]
         for m in models:
             if "ms" in m:
-                lines.append(f"| {m['model']} | {m['layout']} | {m['dtype']} | {m['batch']} | {m['ms']:.2f} | "
-                             f"{m['img_per_s']:,.0f} |")
+                lines.append(
+                    f"| {m['model']} | {m['layout']} | {m['dtype']} | {m['batch']} | {m['ms']:.2f} | "
+                    f"{m['img_per_s']:,.0f} |"
+                )
             else:
                 lines.append(f"| {m['model']} | {m['layout']} | {m['dtype']} | {m['batch']} | failed: {m['error']} | |")
         lines.append("")
@@ -472,22 +603,36 @@ def markdown(rows: list[dict], models: list[dict], overhead: list[dict], meta: d
 
 def plot(rows: list[dict], path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 3, figsize=(18, 5))
-    panels = [("ours ÷ x.clone()", [("ours_nchw_over_clone", "NCHW"), ("ours_cl_over_clone", "channels-last")], 4),
-              ("ours ÷ cuDNN dw7 (same layout)", [("ours_nchw_over_dw7_nchw", "NCHW"),
-                                                  ("ours_cl_over_dw7_cl", "channels-last")], 1),
-              ("ours ÷ official fused kernels", [("ours_nchw_over_official", "NCHW"),
-                                                 ("ours_cl_over_official", "channels-last")], 1 / 3)]
-    for ax, (title, series, target) in zip(axes, panels):
+    panels = [
+        ("ours ÷ x.clone()", [("ours_nchw_over_clone", "NCHW"), ("ours_cl_over_clone", "channels-last")], 4),
+        (
+            "ours ÷ cuDNN dw7 (same layout)",
+            [("ours_nchw_over_dw7_nchw", "NCHW"), ("ours_cl_over_dw7_cl", "channels-last")],
+            1,
+        ),
+        (
+            "ours ÷ official fused kernels",
+            [("ours_nchw_over_official", "NCHW"), ("ours_cl_over_official", "channels-last")],
+            1 / 3,
+        ),
+    ]
+    for ax, (title, series, target) in zip(axes, panels, strict=True):
         for dtype, marker in (("fp32", "o"), ("fp16", "s"), ("bf16", "^")):
             sel = [r for r in rows if r["dtype"] == dtype]
             for key, label in series:
                 pts = [(i, r[key]) for i, r in enumerate(sel) if key in r]
                 if pts:
-                    ax.plot(*zip(*pts), marker, fillstyle="none" if label == "NCHW" else "full",
-                            label=f"{dtype} {label}")
+                    ax.plot(
+                        *zip(*pts, strict=True),
+                        marker,
+                        fillstyle="none" if label == "NCHW" else "full",
+                        label=f"{dtype} {label}",
+                    )
         ax.axhline(target, color="r", ls="--", label=f"target {target:.2g}")
         ax.set_yscale("log")
         ax.set_title(title)
@@ -501,15 +646,22 @@ def plot(rows: list[dict], path: Path) -> None:
 def run_benchmark(opts: Options) -> dict:
     """Run everything ``opts`` asks for; write bench_layer.json / .md / .png into opts.out; return the results."""
     import torch
+
     if not torch.cuda.is_available():
         from .errors import ConfigurationError
+
         raise ConfigurationError("bench-layer needs a CUDA GPU (torch.cuda.is_available() is False)")
     torch.backends.cudnn.benchmark = False
     opts.out.mkdir(parents=True, exist_ok=True)
     info = gpu_info(torch)
-    meta = dict(info, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), command=opts.command,
-                cudnn_allow_tf32=torch.backends.cudnn.allow_tf32,
-                matmul_allow_tf32=torch.backends.cuda.matmul.allow_tf32, **opts.extra)
+    meta = dict(
+        info,
+        date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        command=opts.command,
+        cudnn_allow_tf32=torch.backends.cudnn.allow_tf32,
+        matmul_allow_tf32=torch.backends.cuda.matmul.allow_tf32,
+        **opts.extra,
+    )
     official_cls = load_official(opts.official)
     result = dict(meta=meta, layers=[], overhead=[], models=[])
 
@@ -523,9 +675,11 @@ def run_benchmark(opts: Options) -> dict:
         result["models"] = bench_models(torch, opts, official_cls)
         save()
     if opts.layers:
+
         def on_row(rows):
             result["layers"] = rows
             save()
+
         result["layers"] = bench_layers(torch, opts, info, official_cls, on_row)
         save()
     rows = result["layers"]

@@ -26,9 +26,11 @@ from .contract import MAX_WT_LEVELS as _MAX_LEVELS
 
 ENV_LIBRARY = "WTCONV_KERNELS_LIB"
 DEFAULT_LIBRARY = Path(__file__).resolve().parent.parent / "build" / "plugin" / "libwtconv_kernels_capi.so"
-BUILD_HINT = ("build it with: cmake -S plugin -B build/plugin -DCMAKE_CUDA_ARCHITECTURES=native && "
-              "cmake --build build/plugin -j   (from the repository root), or set "
-              f"{ENV_LIBRARY}=/path/to/libwtconv_kernels_capi.so")
+BUILD_HINT = (
+    "build it with: cmake -S plugin -B build/plugin -DCMAKE_CUDA_ARCHITECTURES=native && "
+    "cmake --build build/plugin -j   (from the repository root), or set "
+    f"{ENV_LIBRARY}=/path/to/libwtconv_kernels_capi.so"
+)
 
 # wtconv::DataType and wtconv::Layout (plugin/kernels/wtconvKernel.h)
 DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
@@ -110,8 +112,11 @@ def output_shape(x: torch.Tensor, stride: int) -> tuple[int, int, int, int]:
 def workspace_bytes(x: torch.Tensor, kernel_size: int, wt_levels: int, stride: int) -> int:
     b, c, h, w = x.shape
     layout = layout_of(x)
-    return int(load_library().wtconv_workspace_bytes(DTYPES[x.dtype], b, c, h, w, kernel_size, wt_levels, stride,
-                                                     NCHW if layout is None else layout, 0))
+    return int(
+        load_library().wtconv_workspace_bytes(
+            DTYPES[x.dtype], b, c, h, w, kernel_size, wt_levels, stride, NCHW if layout is None else layout, 0
+        )
+    )
 
 
 def _raise(lib, code: int) -> None:
@@ -127,8 +132,9 @@ class _Plan:
     def __init__(self, lib, dtype: int, shape, k: int, levels: int, stride: int, layout: int, weights):
         b, c, h, w = shape
         self.lib = lib
-        self.handle = lib.wtconv_plan_create(dtype, b, c, h, w, k, levels, stride, layout, 0, *weights, _message,
-                                             _MESSAGE_BYTES)
+        self.handle = lib.wtconv_plan_create(
+            dtype, b, c, h, w, k, levels, stride, layout, 0, *weights, _message, _MESSAGE_BYTES
+        )
         if not self.handle:
             raise RuntimeError(f"wtconv CUDA kernels: {_message.value.decode()}")
         self.need = int(lib.wtconv_plan_workspace_bytes(self.handle))
@@ -154,12 +160,21 @@ def _current_stream(device_index: int) -> int:
 
 
 if not hasattr(torch._C, "_cuda_getCurrentRawStream"):  # pragma: no cover - older PyTorch
+
     def _current_stream(device_index: int) -> int:  # noqa: F811
         return torch.cuda.current_stream(device_index).cuda_stream
 
 
-def launch(out: torch.Tensor, x: torch.Tensor, layout: int, weights: tuple[int, int, int], kernel_size: int,
-           wt_levels: int, stride: int, workspace: torch.Tensor | None = None) -> None:
+def launch(
+    out: torch.Tensor,
+    x: torch.Tensor,
+    layout: int,
+    weights: tuple[int, int, int],
+    kernel_size: int,
+    wt_levels: int,
+    stride: int,
+    workspace: torch.Tensor | None = None,
+) -> None:
     """Launch on the current stream: x and out CUDA tensors in ``layout`` (NCHW or NHWC, not checked here),
     weights the data pointers of the fp32 (base_weight, base_bias, wavelet_weight) on x's device.
     A workspace, when the shape needs one and none is given, comes from PyTorch's caching allocator."""
@@ -170,15 +185,31 @@ def launch(out: torch.Tensor, x: torch.Tensor, layout: int, weights: tuple[int, 
         if workspace is None or workspace.numel() < need:
             workspace = torch.empty(need, dtype=torch.uint8, device=x.device)
         ws_ptr = workspace.data_ptr()
-    code = plan.lib.wtconv_plan_forward(plan.handle, x.data_ptr(), out.data_ptr(), ws_ptr or None, need,
-                                        _current_stream(x.get_device()), _message, _MESSAGE_BYTES)
+    code = plan.lib.wtconv_plan_forward(
+        plan.handle,
+        x.data_ptr(),
+        out.data_ptr(),
+        ws_ptr or None,
+        need,
+        _current_stream(x.get_device()),
+        _message,
+        _MESSAGE_BYTES,
+    )
     if code:
         _raise(plan.lib, code)
 
 
-def forward_into(out: torch.Tensor, x: torch.Tensor, base_weight: torch.Tensor, base_bias: torch.Tensor,
-                 wavelet_weight: torch.Tensor, kernel_size: int, wt_levels: int, stride: int,
-                 workspace: torch.Tensor | None = None) -> None:
+def forward_into(
+    out: torch.Tensor,
+    x: torch.Tensor,
+    base_weight: torch.Tensor,
+    base_bias: torch.Tensor,
+    wavelet_weight: torch.Tensor,
+    kernel_size: int,
+    wt_levels: int,
+    stride: int,
+    workspace: torch.Tensor | None = None,
+) -> None:
     """Launch the kernels on the current stream, writing ``out`` (same layout as x: NCHW-contiguous or
     channels-last); ValueError for unsupported tensors, RuntimeError with the kernel's message."""
     if x.dtype not in DTYPES:
@@ -187,19 +218,33 @@ def forward_into(out: torch.Tensor, x: torch.Tensor, base_weight: torch.Tensor, 
         raise ValueError(f"wtconv CUDA kernels: x must be a 4-D CUDA tensor, got {tuple(x.shape)} on {x.device}")
     layout = layout_of(x)
     if layout is None:
-        raise ValueError("wtconv CUDA kernels: x must be NCHW-contiguous or channels_last, got strides "
-                         f"{x.stride()}")
-    if tuple(out.shape) != output_shape(x, stride) or out.dtype != x.dtype or out.device != x.device \
-            or not out.is_contiguous(memory_format=memory_format(layout)):
-        raise ValueError(f"wtconv CUDA kernels: out must be a {x.dtype} tensor of shape {output_shape(x, stride)} on "
-                         f"{x.device} in x's layout ({'channels_last' if layout == NHWC else 'NCHW'}), got "
-                         f"{out.dtype} {tuple(out.shape)} strides {out.stride()} on {out.device}")
+        raise ValueError(f"wtconv CUDA kernels: x must be NCHW-contiguous or channels_last, got strides {x.stride()}")
+    if (
+        tuple(out.shape) != output_shape(x, stride)
+        or out.dtype != x.dtype
+        or out.device != x.device
+        or not out.is_contiguous(memory_format=memory_format(layout))
+    ):
+        raise ValueError(
+            f"wtconv CUDA kernels: out must be a {x.dtype} tensor of shape {output_shape(x, stride)} on "
+            f"{x.device} in x's layout ({'channels_last' if layout == NHWC else 'NCHW'}), got "
+            f"{out.dtype} {tuple(out.shape)} strides {out.stride()} on {out.device}"
+        )
     for name, t in (("base_weight", base_weight), ("base_bias", base_bias), ("wavelet_weight", wavelet_weight)):
         if t.dtype != torch.float32 or t.device != x.device or not t.is_contiguous():
-            raise ValueError(f"wtconv CUDA kernels: {name} must be contiguous float32 on {x.device}, got "
-                             f"{t.dtype} on {t.device}")
-    launch(out, x, layout, (base_weight.data_ptr(), base_bias.data_ptr(), wavelet_weight.data_ptr()),
-           kernel_size, wt_levels, stride, workspace)
+            raise ValueError(
+                f"wtconv CUDA kernels: {name} must be contiguous float32 on {x.device}, got {t.dtype} on {t.device}"
+            )
+    launch(
+        out,
+        x,
+        layout,
+        (base_weight.data_ptr(), base_bias.data_ptr(), wavelet_weight.data_ptr()),
+        kernel_size,
+        wt_levels,
+        stride,
+        workspace,
+    )
 
 
 def fused_wtconv2d_cuda(x, base_weight, base_bias, wavelet_weight, kernel_size, wt_levels, stride):
@@ -207,6 +252,7 @@ def fused_wtconv2d_cuda(x, base_weight, base_bias, wavelet_weight, kernel_size, 
     output has x's layout (NCHW or channels-last)."""
     from .fused_spec import fused_wtconv2d_spec
     from .ops import check_arguments, output_memory_format, plugin_can_run
+
     check_arguments(x, base_weight, base_bias, wavelet_weight, kernel_size, wt_levels, stride)
     if x.dtype not in DTYPES or plugin_can_run(kernel_size, wt_levels, stride) is not None:
         # float64, k > 15, levels > 8: outside the kernels' coverage, the spec computes it.
@@ -220,8 +266,15 @@ def fused_wtconv2d_cuda(x, base_weight, base_bias, wavelet_weight, kernel_size, 
     base_bias = base_bias.to(**f32).contiguous()
     wavelet_weight = wavelet_weight.to(**f32).contiguous()
     out = torch.empty(output_shape(x, stride), dtype=x.dtype, device=x.device, memory_format=memory_format(layout))
-    launch(out, x, layout, (base_weight.data_ptr(), base_bias.data_ptr(), wavelet_weight.data_ptr()),
-           kernel_size, wt_levels, stride)
+    launch(
+        out,
+        x,
+        layout,
+        (base_weight.data_ptr(), base_bias.data_ptr(), wavelet_weight.data_ptr()),
+        kernel_size,
+        wt_levels,
+        stride,
+    )
     return out
 
 
@@ -237,6 +290,7 @@ def register() -> None:
     if _registered:
         return
     from .ops import fused_wtconv2d
+
     fused_wtconv2d.register_kernel("cuda")(fused_wtconv2d_cuda)
     _registered = True
 
@@ -264,14 +318,28 @@ else:  # pragma: no cover - older PyTorch
     _compiling = torch.compiler.is_compiling
 
 
-def module_call(x: torch.Tensor, base_weight: torch.Tensor, base_bias: torch.Tensor, wavelet_weight: torch.Tensor,
-                kernel_size: int, wt_levels: int, stride: int, cache: CallCache | None = None) -> torch.Tensor | None:
+def module_call(
+    x: torch.Tensor,
+    base_weight: torch.Tensor,
+    base_bias: torch.Tensor,
+    wavelet_weight: torch.Tensor,
+    kernel_size: int,
+    wt_levels: int,
+    stride: int,
+    cache: CallCache | None = None,
+) -> torch.Tensor | None:
     """FusedWTConv2d's eager fast path: the same kernels as the custom op, without the dispatcher's per-call
     cost. None when it does not apply (kernels not registered, not a plain CUDA tensor in an eager call,
     autograd wanted, unsupported dtype / layout / configuration, weights not fp32 on x's device); the
     caller then goes through the custom op."""
-    if not _registered or type(x) is not torch.Tensor or not x.is_cuda or x.requires_grad or _compiling() \
-            or torch._C._get_tracing_state() is not None:
+    if (
+        not _registered
+        or type(x) is not torch.Tensor
+        or not x.is_cuda
+        or x.requires_grad
+        or _compiling()
+        or torch._C._get_tracing_state() is not None
+    ):
         return None
     layout = layout_of(x)
     if layout is None:
@@ -282,9 +350,15 @@ def module_call(x: torch.Tensor, base_weight: torch.Tensor, base_bias: torch.Ten
         plan = cache.plan
     else:
         device = x.get_device()
-        if x.dtype not in DTYPES or kernel_size > _MAX_KERNEL_SIZE or wt_levels > _MAX_LEVELS \
-                or any(t.dtype != torch.float32 or t.get_device() != device or not t.is_contiguous()
-                       for t in (base_weight, base_bias, wavelet_weight)):
+        if (
+            x.dtype not in DTYPES
+            or kernel_size > _MAX_KERNEL_SIZE
+            or wt_levels > _MAX_LEVELS
+            or any(
+                t.dtype != torch.float32 or t.get_device() != device or not t.is_contiguous()
+                for t in (base_weight, base_bias, wavelet_weight)
+            )
+        ):
             return None
         plan = _plan(x, layout, weights, kernel_size, wt_levels, stride)
         if cache is not None:
@@ -294,9 +368,16 @@ def module_call(x: torch.Tensor, base_weight: torch.Tensor, base_bias: torch.Ten
     else:
         out = torch.empty(output_shape(x, stride), dtype=x.dtype, device=x.device, memory_format=memory_format(layout))
     workspace = torch.empty(plan.need, dtype=torch.uint8, device=x.device) if plan.need else None
-    code = plan.lib.wtconv_plan_forward(plan.handle, x.data_ptr(), out.data_ptr(),
-                                        workspace.data_ptr() if plan.need else None, plan.need,
-                                        _current_stream(x.get_device()), _message, _MESSAGE_BYTES)
+    code = plan.lib.wtconv_plan_forward(
+        plan.handle,
+        x.data_ptr(),
+        out.data_ptr(),
+        workspace.data_ptr() if plan.need else None,
+        plan.need,
+        _current_stream(x.get_device()),
+        _message,
+        _MESSAGE_BYTES,
+    )
     if code:
         _raise(plan.lib, code)
     return out

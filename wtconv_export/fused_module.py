@@ -30,8 +30,14 @@ class FusedWTConv2d(nn.Module):
         return cls(fold_wtconv(module))
 
     def folded(self) -> FoldedWTConv:
-        return FoldedWTConv(self.kernel_size, self.wt_levels, self.stride, self.base_weight.cpu(),
-                            self.base_bias.cpu(), self.wavelet_weight.cpu())
+        return FoldedWTConv(
+            self.kernel_size,
+            self.wt_levels,
+            self.stride,
+            self.base_weight.cpu(),
+            self.base_bias.cpu(),
+            self.wavelet_weight.cpu(),
+        )
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, kernel_size={self.kernel_size}, wt_levels={self.wt_levels}, stride={self.stride}"
@@ -41,17 +47,27 @@ class FusedWTConv2d(nn.Module):
             raise ValueError(f"FusedWTConv2d: input must be (B, {self.in_channels}, H, W), got {tuple(x.shape)}")
         # Eager CUDA calls launch the kernels directly (cuda_kernels.module_call: same kernels, without the
         # custom op's dispatch cost); tracing, export, compile and CPU go through the custom operator.
-        y = cuda_kernels.module_call(x, self.base_weight, self.base_bias, self.wavelet_weight,
-                                     self.kernel_size, self.wt_levels, self.stride, self._launch_cache)
+        y = cuda_kernels.module_call(
+            x,
+            self.base_weight,
+            self.base_bias,
+            self.wavelet_weight,
+            self.kernel_size,
+            self.wt_levels,
+            self.stride,
+            self._launch_cache,
+        )
         if y is not None:
             return y
-        return fused_wtconv2d(x, self.base_weight, self.base_bias, self.wavelet_weight,
-                              self.kernel_size, self.wt_levels, self.stride)
+        return fused_wtconv2d(
+            x, self.base_weight, self.base_bias, self.wavelet_weight, self.kernel_size, self.wt_levels, self.stride
+        )
 
 
 def fuse_wtconv_layers(model: nn.Module) -> nn.Module:
     """Replace every WTConv2d in ``model`` (in place) by a FusedWTConv2d; returns the model."""
     from .wtconv2d import WTConv2d
+
     for name, child in list(model.named_children()):
         if isinstance(child, WTConv2d):
             setattr(model, name, FusedWTConv2d.from_wtconv(child).to(child.base_conv.weight.device))
