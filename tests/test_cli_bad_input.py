@@ -206,6 +206,16 @@ CASES = [
     ("validate-engine/is-dir", ["validate", "--engine", "{dir}"], "is a directory"),
     ("validate-engine/empty", ["validate", "--engine", "{empty}"], "is empty"),
     ("validate-engine/no-manifest", ["validate", "--engine", "{engine_no_manifest}"], "manifest"),
+    (
+        "validate-engine/model-not-from-engine",
+        ["validate", "--engine", "{engine}", "--arch", "wtconvnext_tiny", "--random-weights"],
+        "input channels",
+    ),
+    (
+        "validate-engine/inputs-channels",
+        ["validate", "--engine", "{engine}", "--inputs", "{npy3}"],
+        "fixed at ?,1,32,32",
+    ),
     ("validate-engine/iterations-zero", ["validate", "--engine", "{engine}", "--iterations", "0"], "from 1 to"),
     ("validate-engine/atol-negative", ["validate", "--engine", "{engine}", "--atol", "-1"], ">= 0"),
     (

@@ -213,16 +213,18 @@ def check_onnx_matches_model(proto, model, what: str = "the PyTorch model") -> N
             )
 
 
-def check_arrays_fit_onnx(arrays, dims, option: str) -> None:
-    """Every array's shape must equal the ONNX input's fixed dimensions (a static export takes one shape only)."""
+def check_arrays_fit_onnx(
+    arrays, dims, option: str, what: str = "the ONNX model", fix: str = "export without --static"
+) -> None:
+    """Every array's shape must equal the input's fixed dimensions (``dims``, None where dynamic): a static export
+    (or an engine) takes only the sizes it fixes."""
     for array in arrays:
         shape = tuple(np.shape(array))
         if len(shape) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shape, strict=False)):
             fixed = ",".join("?" if d is None else str(d) for d in dims)
             raise InputError(
-                f"{option}: the ONNX model's input is fixed at {fixed} ('?': any size) but an input "
-                f"has shape {','.join(map(str, shape))}; give inputs of that shape, or export without "
-                f"--static"
+                f"{option}: {what}'s input is fixed at {fixed} ('?': any size) but an input "
+                f"has shape {','.join(map(str, shape))}; give inputs of that shape, or {fix}"
             )
 
 

@@ -176,14 +176,19 @@ def check_engine_exists(engine: str) -> None:
 def run_engine_validation(args) -> int:
     """``wtconv-trt validate --engine``: the engine options above plus, where given, the reference-model options
     (--arch/--checkpoint/--random-weights), --inputs, --input-shape and --tolerance. Exit status: 0 pass, 1 mismatch."""
+    from trt_engine.manifest import read_manifest
     from trt_engine.validate import validate_engine
+    from wtconv_export.errors import ModelError
     from wtconv_export.inputs import load_inputs
-    from wtconv_export.model_checks import check_input_arrays, check_input_shape
+    from wtconv_export.model_checks import check_arrays_fit_onnx, check_input_arrays, check_input_shape, input_channels
 
     from ..paths import check_output_file
     from .export import model_from_args
 
     check_engine_exists(args.engine)
+    engine_inputs = [t for t in read_manifest(args.engine)["io"] if t["mode"] == "input"]
+    # The engine's input dimensions as the manifest records them (-1: dynamic).
+    dims = [None if int(d) < 0 else int(d) for d in engine_inputs[0]["shape"]] if len(engine_inputs) == 1 else None
     for option, path in (("--save-inputs", args.save_inputs), ("--save-outputs", args.save_outputs)):
         if path:
             check_output_file(path, option=option, force=args.force)
@@ -191,11 +196,21 @@ def run_engine_validation(args) -> int:
     model = source = None
     if args.arch or args.checkpoint or args.random_weights:
         model, source = model_from_args(args)
+    if model is not None and dims is not None and len(dims) == 4:
+        channels = input_channels(model)
+        if channels is not None and dims[1] is not None and dims[1] != channels:
+            raise ModelError(
+                f"the engine takes {dims[1]} input channels but the PyTorch model given (--arch/--checkpoint) takes "
+                f"{channels}: is this the engine built from it? Give the matching model, or leave the options out to "
+                f"use the one recorded in the engine's manifest"
+            )
     inputs = load_inputs(args.inputs) if args.inputs else None
     if model is not None and inputs is not None:
         check_input_arrays(model, inputs, f"--inputs {args.inputs}")
     if model is not None and args.input_shape:
         check_input_shape(model, args.input_shape, "--input-shape")
+    if dims is not None and inputs is not None:
+        check_arrays_fit_onnx(inputs, dims, f"--inputs {args.inputs}", "the engine", "rebuild it for that shape")
     report = validate_engine(
         args.engine,
         plugin=args.plugin,
