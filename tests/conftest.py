@@ -83,8 +83,10 @@ def find_kernels_library():
         path = module.find_library()
         if path:
             return Path(path), None
-    return None, (f"CUDA kernel library not found: build it (cmake -S plugin -B build && cmake --build build) "
-                  f"or set {KERNELS_LIB_ENV} to its path")
+    return None, (
+        f"CUDA kernel library not found: build it (cmake -S plugin -B build && cmake --build build) "
+        f"or set {KERNELS_LIB_ENV} to its path"
+    )
 
 
 def cuda_skip_reason():
@@ -101,8 +103,10 @@ def tensorrt_skip_reason():
 
 def tensorrt_rtx_skip_reason():
     if importlib.util.find_spec("tensorrt_rtx_bindings") is None:
-        return ("TensorRT-RTX is not installed (pip install -e '.[test]' installs tensorrt-rtx-cu13, which builds "
-                "engines without a GPU)")
+        return (
+            "TensorRT-RTX is not installed (pip install -e '.[test]' installs tensorrt-rtx-cu13, which builds "
+            "engines without a GPU)"
+        )
     return None
 
 
@@ -115,7 +119,7 @@ def tensorrt_rtx():
     from wtconv_export.errors import ConfigurationError
 
     try:
-        tensorrt_api.use_backend("tensorrt-rtx")   # one backend per process: refused if TensorRT came first
+        tensorrt_api.use_backend("tensorrt-rtx")  # one backend per process: refused if TensorRT came first
         return tensorrt_api.import_tensorrt()
     except ConfigurationError as error:
         pytest.skip(f"TensorRT-RTX cannot be used in this test process: {error}")
@@ -124,8 +128,10 @@ def tensorrt_rtx():
 def rtx_plugin_skip_reason():
     headers = TENSORRT_HEADERS / RTX_HEADER_SET
     if not (headers / "include" / "NvInferRuntime.h").is_file():
-        return (f"TensorRT {RTX_HEADER_SET} headers not found at {headers} (../shared/tensorrt-headers beside the "
-                f"checkout): the plugin cannot be built for the real-TensorRT tests")
+        return (
+            f"TensorRT {RTX_HEADER_SET} headers not found at {headers} (../shared/tensorrt-headers beside the "
+            f"checkout): the plugin cannot be built for the real-TensorRT tests"
+        )
     if shutil.which("cmake") is None:
         return "cmake is not on PATH: the plugin cannot be built for the real-TensorRT tests"
     if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").is_file():
@@ -146,17 +152,26 @@ def rtx_plugin(tensorrt_rtx):
     if reason:
         pytest.skip(reason)
     headers = TENSORRT_HEADERS / RTX_HEADER_SET
-    digest = sources_digest(REPO / "plugin", RTX_HEADER_SET, TEST_CUDA_ARCHITECTURES,
-                            (headers / "include" / "NvInferVersion.h").read_text(errors="replace"))[:16]
+    digest = sources_digest(
+        REPO / "plugin",
+        RTX_HEADER_SET,
+        TEST_CUDA_ARCHITECTURES,
+        (headers / "include" / "NvInferVersion.h").read_text(errors="replace"),
+    )[:16]
     folder = libraries.user_cache_dir() / "test-builds" / digest
     folder.mkdir(parents=True, exist_ok=True)
     names = {kind: folder / "lib" / "trt11" / libraries.FILE_NAMES[kind] for kind in ("plugin", "plugin-static")}
     with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not all(p.is_file() for p in names.values()):
-            build_libraries(tensorrt_headers=headers, source=REPO / "plugin", build_dir=folder / "build",
-                            install_root=folder / "lib", cuda_architectures=TEST_CUDA_ARCHITECTURES,
-                            kinds=["plugin", "plugin-static"])
+            build_libraries(
+                tensorrt_headers=headers,
+                source=REPO / "plugin",
+                build_dir=folder / "build",
+                install_root=folder / "lib",
+                cuda_architectures=TEST_CUDA_ARCHITECTURES,
+                kinds=["plugin", "plugin-static"],
+            )
     return names
 
 
@@ -169,7 +184,7 @@ def no_tensorrt(monkeypatch):
     monkeypatch.setattr(backends, "installed_backends", lambda: [])
     monkeypatch.setattr(tensorrt_api, "_TRT", None)
     monkeypatch.setattr(tensorrt_api, "_BACKEND", None)
-    monkeypatch.setitem(sys.modules, "tensorrt", None)   # import tensorrt -> ImportError
+    monkeypatch.setitem(sys.modules, "tensorrt", None)  # import tensorrt -> ImportError
 
 
 @pytest.fixture(scope="session")
@@ -178,6 +193,7 @@ def require_cuda_device():
     if reason:
         pytest.skip(reason)
     import torch
+
     return torch.cuda.get_device_name()
 
 
@@ -195,6 +211,7 @@ def require_tensorrt():
     if reason:
         pytest.skip(reason)
     import tensorrt
+
     return tensorrt
 
 

@@ -8,19 +8,20 @@ import subprocess
 import types
 
 import pytest
-
 from engine_helpers import fake_engine
-from trt_engine.plugin_library import (check_library_for_tensorrt, default_plugin, inspect_library,
-                                       parse_abi_record)
+
+from trt_engine.plugin_library import check_library_for_tensorrt, default_plugin, inspect_library, parse_abi_record
 from wtconv_export import libraries
 from wtconv_export.errors import PluginError
 
 
 def _record(abi, library="dynamic", tensorrt=None):
     version = tensorrt or {"trt10": "10.16.0", "trt11": "11.1.0"}[abi]
-    return (f"wtconv_trt_plugin format=1 library={library} abi={abi} tensorrt={version} "
-            f"tensorrt_rtx_abi={'yes' if abi == 'trt11' else 'no'} plugin=WTConv2d plugin_version=1 "
-            f"package_version=0.1.0 future_key=ignored")
+    return (
+        f"wtconv_trt_plugin format=1 library={library} abi={abi} tensorrt={version} "
+        f"tensorrt_rtx_abi={'yes' if abi == 'trt11' else 'no'} plugin=WTConv2d plugin_version=1 "
+        f"package_version=0.1.0 future_key=ignored"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,20 +40,25 @@ def libs(tmp_path_factory):
         # As plugin/trt/wtconvPluginAbi.h defines it: a NUL-terminated line in its own ELF section.
         return f'__attribute__((section(".wtconv_trt_abi"), used)) const char wtconvTrtAbiRecord[] = "{text}";\n'
 
-    dynamic_source = 'void* getCreators(int* n) { *n = 0; return 0; }\nvoid setLoggerFinder(void* f) { (void)f; }\n'
+    dynamic_source = "void* getCreators(int* n) { *n = 0; return 0; }\nvoid setLoggerFinder(void* f) { (void)f; }\n"
     # Stand-in libnvinfer.so.10 / .so.11 (only their sonames matter: they become the plugin's DT_NEEDED entry).
     for major in (10, 11):
-        build(f"libnvinfer.so.{major}", "int getPluginRegistry(void) { return 0; }", f"-Wl,-soname,libnvinfer.so.{major}")
-    static_source = ("extern int getPluginRegistry(void);\n"
-                     "__attribute__((constructor)) static void reg(void) { getPluginRegistry(); }\n")
-    libc = ("-Wl,--no-as-needed", "-lc")   # a DT_NEEDED entry, as every real library has
+        build(
+            f"libnvinfer.so.{major}", "int getPluginRegistry(void) { return 0; }", f"-Wl,-soname,libnvinfer.so.{major}"
+        )
+    static_source = (
+        "extern int getPluginRegistry(void);\n"
+        "__attribute__((constructor)) static void reg(void) { getPluginRegistry(); }\n"
+    )
+    libc = ("-Wl,--no-as-needed", "-lc")  # a DT_NEEDED entry, as every real library has
     return {
         "dynamic": build("libdyn.so", dynamic_source, *libc),
         "dynamic10": build("libdyn10.so", dynamic_source + abi_section(_record("trt10")), *libc),
         "dynamic11": build("libdyn11.so", dynamic_source + abi_section(_record("trt11")), *libc),
         "static": build("libstatic.so", static_source, f"-L{d}", "-l:libnvinfer.so.10"),
-        "static10": build("libstatic10.so", static_source + abi_section(_record("trt10", "static")), f"-L{d}",
-                          "-l:libnvinfer.so.10"),
+        "static10": build(
+            "libstatic10.so", static_source + abi_section(_record("trt10", "static")), f"-L{d}", "-l:libnvinfer.so.10"
+        ),
         "static_unlinked": build("libstatic_unlinked.so", static_source + abi_section(_record("trt10", "static"))),
         "dir": d,
     }
@@ -64,7 +70,7 @@ def test_dynamic_library(libs):
     assert "getPluginRegistry" not in info.defined_symbols
     assert info.kind == "dynamic"
     assert info.nvinfer_major is None and info.abi is None and info.abi_record is None
-    check_library_for_tensorrt(info, 10)   # no record, no libnvinfer: nothing to refuse
+    check_library_for_tensorrt(info, 10)  # no record, no libnvinfer: nothing to refuse
     check_library_for_tensorrt(info, 11)
 
 
@@ -72,7 +78,7 @@ def test_abi_record_is_read_without_loading(libs):
     info = inspect_library(libs["dynamic11"])
     assert info.abi == "trt11" and info.kind == "dynamic"
     assert info.abi_record["tensorrt"] == "11.1.0" and info.abi_record["plugin"] == "WTConv2d"
-    assert info.abi_record["future_key"] == "ignored"      # unknown keys are kept, not an error
+    assert info.abi_record["future_key"] == "ignored"  # unknown keys are kept, not an error
     assert parse_abi_record("something else abi=trt11") is None
     assert parse_abi_record(_record("trt10") + "\0")["abi"] == "trt10"
 
@@ -82,12 +88,19 @@ def test_abi_refusals_name_both_sides(libs):
     trt11 = inspect_library(libs["dynamic11"])
     check_library_for_tensorrt(trt10, 10, "tensorrt", "10.16.0.72")
     check_library_for_tensorrt(trt11, 11, "tensorrt", "11.1.0.2")
-    check_library_for_tensorrt(trt11, 1, "tensorrt-rtx", "1.7.1.116")   # TensorRT-RTX 1.x uses the trt11 ABI
-    with pytest.raises(PluginError, match=r"built for ABI trt10 \(TensorRT 10\.16\.0 headers\), but TensorRT 11\.1\.0\.2 "
-                                          r"needs a plugin built for ABI trt11"):
+    check_library_for_tensorrt(trt11, 1, "tensorrt-rtx", "1.7.1.116")  # TensorRT-RTX 1.x uses the trt11 ABI
+    with pytest.raises(
+        PluginError,
+        match=r"built for ABI trt10 \(TensorRT 10\.16\.0 headers\), but "
+        r"TensorRT 11\.1\.0\.2 "
+        r"needs a plugin built for ABI trt11",
+    ):
         check_library_for_tensorrt(trt10, 11, "tensorrt", "11.1.0.2")
-    with pytest.raises(PluginError, match=r"ABI trt10 .* but TensorRT-RTX 1\.7\.1\.116 needs a plugin built for "
-                                          r"ABI trt11"):
+    with pytest.raises(
+        PluginError,
+        match=r"ABI trt10 .* but TensorRT-RTX 1\.7\.1\.116 needs a plugin built for "
+        r"ABI trt11",
+    ):
         check_library_for_tensorrt(trt10, 1, "tensorrt-rtx", "1.7.1.116")
     with pytest.raises(PluginError, match=r"ABI trt11 .* but TensorRT 10\.16\.0\.72 needs .* ABI trt10"):
         check_library_for_tensorrt(trt11, 10, "tensorrt", "10.16.0.72")
@@ -98,10 +111,13 @@ def test_static_registration_library_and_wrong_major(libs):
     assert not info.exports_get_creators
     assert info.kind == "static-registration"
     assert "libnvinfer.so.10" in info.needed and info.nvinfer_major == 10
-    assert "getPluginRegistry" not in info.defined_symbols   # undefined: resolved from libnvinfer
+    assert "getPluginRegistry" not in info.defined_symbols  # undefined: resolved from libnvinfer
     check_library_for_tensorrt(info, 10)
-    with pytest.raises(PluginError, match=r"links libnvinfer.so.10 \(TensorRT 10\) but TensorRT 11 is in use: "
-                                          r"rebuild the plugin against TensorRT 11"):
+    with pytest.raises(
+        PluginError,
+        match=r"links libnvinfer.so.10 \(TensorRT 10\) but TensorRT 11 is in use: "
+        r"rebuild the plugin against TensorRT 11",
+    ):
         check_library_for_tensorrt(info, 11)
     with pytest.raises(PluginError, match="links libnvinfer.so.10 .* which TensorRT-RTX 1.7 does not provide"):
         check_library_for_tensorrt(info, 1, "tensorrt-rtx", "1.7")
@@ -139,6 +155,7 @@ def test_truncated_library(libs, tmp_path, keep):
 def _stand_in_tensorrt(monkeypatch, version):
     """A TensorRT module without a plugin registry: reaching the loading step would fail differently."""
     from trt_engine import tensorrt_api
+
     monkeypatch.setattr(tensorrt_api, "import_tensorrt", lambda: types.SimpleNamespace(__version__=version))
 
 
@@ -163,8 +180,9 @@ def test_wrong_abi_refused_by_validate_and_bench_loading(libs, tmp_path, monkeyp
     engine, _ = fake_engine(tmp_path, trt_version="11.1.0.5")
     _stand_in_tensorrt(monkeypatch, "11.1.0.5")
     monkeypatch.setattr(tensorrt_api, "prefer_backend", lambda name: None)
-    with pytest.raises(PluginError, match="built for ABI trt10 .* TensorRT 11.1.0.5 needs a plugin built for ABI "
-                                          "trt11"):
+    with pytest.raises(
+        PluginError, match="built for ABI trt10 .* TensorRT 11.1.0.5 needs a plugin built for ABI trt11"
+    ):
         load_engine_for_run(engine, check_engine_request(engine).manifest, plugin=libs["dynamic10"])
 
 
@@ -176,21 +194,25 @@ def test_triton_static_plugin_checks(libs, tmp_path):
     _, manifest10 = fake_engine(tmp_path, trt_version="10.16.0.72")
     check_static_plugin(libs["static10"], manifest10)
     check_static_plugin(libs["static"], manifest10)
-    for dynamic in ("dynamic", "dynamic10"):    # with DT_NEEDED entries (libc) like every real library
+    for dynamic in ("dynamic", "dynamic10"):  # with DT_NEEDED entries (libc) like every real library
         assert inspect_library(libs[dynamic]).needed
         with pytest.raises(PluginError, match="is the dynamic .* register nothing"):
             check_static_plugin(libs[dynamic], manifest10)
     with pytest.raises(PluginError, match="does not link libnvinfer: .* cannot find getPluginRegistry"):
         check_static_plugin(libs["static_unlinked"], manifest10)
     _, manifest11 = fake_engine(tmp_path, name="b.engine", trt_version="11.1.0.2")
-    with pytest.raises(PluginError, match=r"links TensorRT 10 \(libnvinfer.so.10\) but the engine was built with "
-                                          r"TensorRT 11.1.0.2"):
+    with pytest.raises(
+        PluginError,
+        match=r"links TensorRT 10 \(libnvinfer.so.10\) but the engine was built with "
+        r"TensorRT 11.1.0.2",
+    ):
         check_static_plugin(libs["static10"], manifest11)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Lookup order (wtconv_export.libraries): environment variable, package, per-user cache, build tree
 # ---------------------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def places(tmp_path, monkeypatch):
@@ -215,13 +237,13 @@ def test_lookup_order(libs, places, monkeypatch):
     assert default_plugin(abi="trt11") is None
     tree = _put(libs["dynamic11"], places["tree"] / "trt" / name)
     assert default_plugin(abi="trt11") == tree
-    assert default_plugin(abi="trt10") is None            # the build tree's library is for another ABI
+    assert default_plugin(abi="trt10") is None  # the build tree's library is for another ABI
     cached = _put(libs["dynamic11"], places["cache"] / "trt11" / name)
-    assert default_plugin(abi="trt11") == cached           # the cache comes before the build tree
+    assert default_plugin(abi="trt11") == cached  # the cache comes before the build tree
     packaged = _put(libs["dynamic11"], places["package"] / "trt11" / name)
-    assert default_plugin(abi="trt11") == packaged         # the package before the cache
+    assert default_plugin(abi="trt11") == packaged  # the package before the cache
     monkeypatch.setenv(libraries.ENV_VARS["plugin"], str(libs["dynamic10"]))
-    assert default_plugin(abi="trt11") == libs["dynamic10"]   # the environment variable wins, refused later by name
+    assert default_plugin(abi="trt11") == libs["dynamic10"]  # the environment variable wins, refused later by name
     wheres = [c.where for c in libraries.candidates("plugin", "trt11")]
     assert wheres == ["environment WTCONV_TRT_PLUGIN", "package (trt11)", "user cache (trt11)", "build tree"]
 
@@ -248,8 +270,11 @@ def test_doctor_shows_the_lookup_order_and_what_it_found(libs, places, capsys):
     assert len(found) == 1 and "dynamic, ABI trt11 (TensorRT 11.1.0 headers)" in found[0]
     # every place of the order is listed, in order, for each library
     plugin_block = out.split("plugin (libwtconv_trt_plugin_dynamic.so):")[1].split("plugin-static")[0]
-    order = [w for w in ("package (trt10)", "package (trt11)", "user cache (trt10)", "user cache (trt11)",
-                         "build tree") if w in plugin_block]
+    order = [
+        w
+        for w in ("package (trt10)", "package (trt11)", "user cache (trt10)", "user cache (trt11)", "build tree")
+        if w in plugin_block
+    ]
     assert order == sorted(order, key=plugin_block.index) and len(order) == 5
     assert "What works here:" in out and "TensorRT-RTX" in out
 

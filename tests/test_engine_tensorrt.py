@@ -15,12 +15,14 @@ pytestmark = pytest.mark.tensorrt
 def plugin_libs(require_tensorrt):
     from trt_engine import tensorrt_api
 
-    tensorrt_api.use_backend("tensorrt")   # ConfigurationError if this process already uses TensorRT-RTX
+    tensorrt_api.use_backend("tensorrt")  # ConfigurationError if this process already uses TensorRT-RTX
     abi = f"trt{require_tensorrt.__version__.split('.')[0]}"
     dynamic = plugin_library.default_plugin(abi=abi)
     if dynamic is None:
-        pytest.skip(f"TensorRT plugin library for ABI {abi} not found: wtconv-trt build-libs --tensorrt-headers "
-                    f"<TensorRT include dir>, or set {plugin_library.ENV_DYNAMIC}")
+        pytest.skip(
+            f"TensorRT plugin library for ABI {abi} not found: wtconv-trt build-libs --tensorrt-headers "
+            f"<TensorRT include dir>, or set {plugin_library.ENV_DYNAMIC}"
+        )
     return dynamic, plugin_library.default_plugin(static=True, abi=abi)
 
 
@@ -34,8 +36,14 @@ def onnx_models(tmp_path_factory, require_tensorrt):
     paths = {}
     for precision in ("fp32", "fp16"):
         paths[precision] = out / f"digits_{precision}.onnx"
-        export_onnx(model, paths[precision], ops="plugin", precision=precision, input_shape=(1, 1, 32, 32),
-                    metadata={"source": "default"})
+        export_onnx(
+            model,
+            paths[precision],
+            ops="plugin",
+            precision=precision,
+            input_shape=(1, 1, 32, 32),
+            metadata={"source": "default"},
+        )
     return paths
 
 
@@ -47,11 +55,18 @@ def engines(onnx_models, plugin_libs, tmp_path_factory):
     cache = out / "timing.cache"
     built = {}
     for precision in ("fp32", "fp16"):
-        result = build_engine(BuildOptions(
-            onnx=str(onnx_models[precision]), precision=precision, plugin=str(plugin_libs[0]),
-            shapes=["input:1x1x32x32/8x1x32x32/32x1x32x32", "input:1x1x32x32/64x1x32x32/128x1x32x32"],
-            engine=str(out / f"digits.{precision}.engine"), timing_cache=str(cache), progress=False,
-            backend="tensorrt"))
+        result = build_engine(
+            BuildOptions(
+                onnx=str(onnx_models[precision]),
+                precision=precision,
+                plugin=str(plugin_libs[0]),
+                shapes=["input:1x1x32x32/8x1x32x32/32x1x32x32", "input:1x1x32x32/64x1x32x32/128x1x32x32"],
+                engine=str(out / f"digits.{precision}.engine"),
+                timing_cache=str(cache),
+                progress=False,
+                backend="tensorrt",
+            )
+        )
         built[precision] = result
     assert cache.is_file() and cache.stat().st_size > 0
     return built
@@ -60,6 +75,7 @@ def engines(onnx_models, plugin_libs, tmp_path_factory):
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_build_manifest(engines, precision):
     import tensorrt as trt
+
     from trt_engine import manifest as mf
 
     result = engines[precision]
@@ -71,16 +87,21 @@ def test_build_manifest(engines, precision):
     assert m["model"]["source"]["source"] == "default"
     assert len(m["profiles"]) == 2
     dtypes = {t["name"]: t["dtype"] for t in m["io"]}
-    assert dtypes == ({"input": "float16", "output": "float16"} if precision == "fp16"
-                      else {"input": "float32", "output": "float32"})
+    assert dtypes == (
+        {"input": "float16", "output": "float16"} if precision == "fp16" else {"input": "float32", "output": "float32"}
+    )
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_validate(engines, precision, tmp_path):
     from trt_engine.validate import validate_engine
 
-    report = validate_engine(engines[precision].engine_path, iterations=2, save_inputs=tmp_path / "in.json",
-                             save_outputs=tmp_path / "out.json")
+    report = validate_engine(
+        engines[precision].engine_path,
+        iterations=2,
+        save_inputs=tmp_path / "in.json",
+        save_outputs=tmp_path / "out.json",
+    )
     assert report.passed, report.format("TensorRT", "PyTorch")
     assert report.top1_agreement >= 0.99
     assert (tmp_path / "in.json").is_file() and (tmp_path / "out.json").is_file()
@@ -90,6 +111,7 @@ def test_validate(engines, precision, tmp_path):
 
 def test_shape_outside_profiles(engines):
     from trt_engine.validate import validate_engine
+
     with pytest.raises(ValueError, match="outside every optimisation profile"):
         validate_engine(engines["fp16"].engine_path, shape="256x1x32x32")
 
@@ -102,7 +124,7 @@ def test_corrupt_engine_deserialization(engines, tmp_path):
     source = engines["fp16"].engine_path
     bad = tmp_path / "bad.engine"
     data = bytearray(source.read_bytes())
-    data[:64] = b"\0" * 64                       # the plan's header: TensorRT must refuse it
+    data[:64] = b"\0" * 64  # the plan's header: TensorRT must refuse it
     bad.write_bytes(bytes(data))
     m = mf.read_manifest(source)
     m["engine"]["sha256"] = mf.sha256_bytes(bytes(data))
@@ -127,12 +149,14 @@ def test_bench(engines, tmp_path):
 def test_triton_repository(engines, plugin_libs, tmp_path):
     model_config_pb2 = pytest.importorskip("tritonclient.grpc.model_config_pb2")
     from google.protobuf import text_format
+
     from trt_engine.triton import write_repository
 
     if plugin_libs[1] is None:
         pytest.skip("static-registration plugin library (libwtconv_trt_plugin.so) not built")
-    result = write_repository(engines["fp16"].engine_path, tmp_path / "repo", name="digits",
-                              plugin_static=plugin_libs[1])
+    result = write_repository(
+        engines["fp16"].engine_path, tmp_path / "repo", name="digits", plugin_static=plugin_libs[1]
+    )
     config = text_format.Parse(result["config_text"], model_config_pb2.ModelConfig())
     assert config.max_batch_size == 128 and config.input[0].data_type == model_config_pb2.TYPE_FP16
 
@@ -141,12 +165,19 @@ def test_tensorrt10_fp16_from_fp32_export(onnx_models, plugin_libs, tmp_path):
     """TensorRT 10 only: --precision fp16 from the fp32 export uses the (deprecated) BuilderFlag.FP16 on a weakly
     typed network and keeps fp32 I/O; TensorRT 11 refuses it (no such flag), with the fix."""
     import tensorrt as trt
+
     from trt_engine.build import BuildOptions, build_engine
     from trt_engine.validate import validate_engine
 
-    opts = BuildOptions(onnx=str(onnx_models["fp32"]), precision="fp16", plugin=str(plugin_libs[0]),
-                        shapes=["input:1x1x32x32/8x1x32x32/32x1x32x32"], engine=str(tmp_path / "weak.engine"),
-                        progress=False, backend="tensorrt")
+    opts = BuildOptions(
+        onnx=str(onnx_models["fp32"]),
+        precision="fp16",
+        plugin=str(plugin_libs[0]),
+        shapes=["input:1x1x32x32/8x1x32x32/32x1x32x32"],
+        engine=str(tmp_path / "weak.engine"),
+        progress=False,
+        backend="tensorrt",
+    )
     if int(trt.__version__.split(".")[0]) >= 11:
         with pytest.raises(ValueError, match="export --precision fp16"):
             build_engine(opts)

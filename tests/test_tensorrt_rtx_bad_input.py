@@ -17,17 +17,34 @@ from onnx import TensorProto
 PROFILE = "input:1x4x16x16/2x4x16x16/4x4x16x16"
 
 
-def wtconv_model(path, *, channels=4, kernel_size=3, levels=1, drop=None, plugin_version="1", base_weight_delta=0,
-                 cast_to=None, elem=TensorProto.FLOAT):
+def wtconv_model(
+    path,
+    *,
+    channels=4,
+    kernel_size=3,
+    levels=1,
+    drop=None,
+    plugin_version="1",
+    base_weight_delta=0,
+    cast_to=None,
+    elem=TensorProto.FLOAT,
+):
     """input -> [Cast to ``cast_to``] -> WTConv2d -> [Cast back] -> output, with the node's attributes as the
     exporter writes them (docs/onnx_export.md), one of them spoiled as asked."""
     import onnx
     from onnx import helper
 
     c, k, n = channels, kernel_size, levels
-    attrs = {"kernel_size": k, "wt_levels": n, "stride": 1, "base_weight": [0.1] * (c * k * k + base_weight_delta),
-             "base_bias": [0.0] * c, "wavelet_weight": [0.01] * (n * 4 * c * k * k), "plugin_version": plugin_version,
-             "plugin_namespace": ""}
+    attrs = {
+        "kernel_size": k,
+        "wt_levels": n,
+        "stride": 1,
+        "base_weight": [0.1] * (c * k * k + base_weight_delta),
+        "base_bias": [0.0] * c,
+        "wavelet_weight": [0.01] * (n * 4 * c * k * k),
+        "plugin_version": plugin_version,
+        "plugin_namespace": "",
+    }
     if drop:
         del attrs[drop]
     x = helper.make_tensor_value_info("input", elem, ["batch", c, 16, 16])
@@ -47,10 +64,30 @@ def wtconv_model(path, *, channels=4, kernel_size=3, levels=1, drop=None, plugin
 
 def run_build(onnx_path, plugin, tmp_path):
     engine = tmp_path / "out.engine"
-    done = subprocess.run([sys.executable, "-m", "wtconv_trt", "build", str(onnx_path), "--plugin", str(plugin),
-                           "--shapes", PROFILE, "-o", str(engine), "--precision", "fp32", "--no-progress",
-                           "--backend", "tensorrt-rtx"],
-                          capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wtconv_trt",
+            "build",
+            str(onnx_path),
+            "--plugin",
+            str(plugin),
+            "--shapes",
+            PROFILE,
+            "-o",
+            str(engine),
+            "--precision",
+            "fp32",
+            "--no-progress",
+            "--backend",
+            "tensorrt-rtx",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+    )
     assert not engine.exists() and not (tmp_path / "out.engine.json").exists()
     return done
 
@@ -66,17 +103,37 @@ def assert_one_line_error(done, *fragments):
 
 CASES = [
     # (id, model arguments, message the plugin logs through TensorRT, text of our error line)
-    ("wrong weight length", {"base_weight_delta": -1},
-     "WTConv2d plugin: field 'base_weight': expected length C*k*k with C=4 (length of base_bias), k=3 = 36, given 35",
-     "TensorRT's ONNX parser rejected"),
-    ("missing attribute", {"drop": "wavelet_weight"},
-     "WTConv2d plugin: createPlugin: missing field 'wavelet_weight'", "TensorRT's ONNX parser rejected"),
-    ("even kernel size", {"kernel_size": 4},
-     "WTConv2d plugin: field 'kernel_size': expected an odd integer", "TensorRT's ONNX parser rejected"),
-    ("int32 input", {"cast_to": TensorProto.INT32},
-     "WTConv2d plugin: getOutputDataTypes: input 0: expected float32, float16 or bfloat16", "given int32"),
-    ("int8 input", {"cast_to": TensorProto.INT8},
-     "WTConv2d plugin: getOutputDataTypes: input 0: expected float32, float16 or bfloat16", "given int8"),
+    (
+        "wrong weight length",
+        {"base_weight_delta": -1},
+        "WTConv2d plugin: field 'base_weight': expected length C*k*k with C=4 (length of base_bias), k=3 = 36, "
+        "given 35",
+        "TensorRT's ONNX parser rejected",
+    ),
+    (
+        "missing attribute",
+        {"drop": "wavelet_weight"},
+        "WTConv2d plugin: createPlugin: missing field 'wavelet_weight'",
+        "TensorRT's ONNX parser rejected",
+    ),
+    (
+        "even kernel size",
+        {"kernel_size": 4},
+        "WTConv2d plugin: field 'kernel_size': expected an odd integer",
+        "TensorRT's ONNX parser rejected",
+    ),
+    (
+        "int32 input",
+        {"cast_to": TensorProto.INT32},
+        "WTConv2d plugin: getOutputDataTypes: input 0: expected float32, float16 or bfloat16",
+        "given int32",
+    ),
+    (
+        "int8 input",
+        {"cast_to": TensorProto.INT8},
+        "WTConv2d plugin: getOutputDataTypes: input 0: expected float32, float16 or bfloat16",
+        "given int8",
+    ),
 ]
 
 
@@ -96,9 +153,27 @@ def test_unknown_plugin_version(rtx_plugin, tmp_path):
 def test_a_good_node_builds(rtx_plugin, tmp_path):
     """The same hand-written node with nothing spoiled builds: the failures above come from what was spoiled."""
     engine = tmp_path / "good.engine"
-    done = subprocess.run([sys.executable, "-m", "wtconv_trt", "build", str(wtconv_model(tmp_path / "ok.onnx")),
-                           "--plugin", str(rtx_plugin["plugin"]), "--shapes", PROFILE, "-o", str(engine),
-                           "--precision", "fp32", "--no-progress"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wtconv_trt",
+            "build",
+            str(wtconv_model(tmp_path / "ok.onnx")),
+            "--plugin",
+            str(rtx_plugin["plugin"]),
+            "--shapes",
+            PROFILE,
+            "-o",
+            str(engine),
+            "--precision",
+            "fp32",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert engine.is_file() and "error" not in done.stderr.lower()
 
@@ -123,8 +198,9 @@ def test_library_that_is_not_a_plugin(c_compiler, rtx_plugin, tmp_path):
     both refused with one line, the process intact."""
     model = wtconv_model(tmp_path / "ok.onnx")
     empty = tmp_path / "libempty_creators.so"
-    (tmp_path / "e.c").write_text("void* getCreators(int* n) { *n = 0; return 0; }\n"
-                                  "void setLoggerFinder(void* f) { (void)f; }\n")
+    (tmp_path / "e.c").write_text(
+        "void* getCreators(int* n) { *n = 0; return 0; }\nvoid setLoggerFinder(void* f) { (void)f; }\n"
+    )
     subprocess.run([c_compiler, "-shared", "-fPIC", "-o", str(empty), str(tmp_path / "e.c")], check=True)
     done = run_build(model, empty, tmp_path)
     assert_one_line_error(done, "could not load plugin library", "it is not a TensorRT plugin library")

@@ -20,7 +20,6 @@ import time
 import numpy as np
 import pytest
 import torch
-
 from random_layers import random_wtconv
 
 PLUGIN_FIELDS = ("base_weight", "base_bias", "wavelet_weight")
@@ -47,8 +46,14 @@ def shipped_exports(shipped_model, export_dir):
     paths = {}
     for ops, precision in (("plugin", "fp32"), ("plugin", "fp16"), ("standard", "fp32")):
         paths[ops, precision] = export_dir / f"digits_{ops}_{precision}.onnx"
-        export_onnx(shipped_model, paths[ops, precision], ops=ops, precision=precision, input_shape=(1, 1, 32, 32),
-                    metadata={"source": "default"})
+        export_onnx(
+            shipped_model,
+            paths[ops, precision],
+            ops=ops,
+            precision=precision,
+            input_shape=(1, 1, 32, 32),
+            metadata={"source": "default"},
+        )
     return paths
 
 
@@ -71,24 +76,33 @@ def torch_output_shape(model, shape, dtype=torch.float32) -> tuple:
         return tuple(model.to("meta").eval()(torch.empty(shape, device="meta", dtype=dtype)).shape)
 
 
-def build_and_check(onnx_path, *, profile_text, precision, plugin, pytorch_model, wtconv_layers, tmp_path,
-                    build_times, label):
+def build_and_check(
+    onnx_path, *, profile_text, precision, plugin, pytorch_model, wtconv_layers, tmp_path, build_times, label
+):
     """Build with TensorRT-RTX and check everything the module docstring lists. Returns (manifest, plan)."""
     from trt_engine import tensorrt_api
     from trt_engine.build import BuildOptions, build_engine
     from trt_engine.profiles import parse_profile
 
     start = time.monotonic()
-    result = build_engine(BuildOptions(
-        onnx=str(onnx_path), precision=precision, plugin=str(plugin) if plugin else None, shapes=[profile_text],
-        engine=str(tmp_path / f"{label}.engine"), progress=False, backend="tensorrt-rtx"))
+    result = build_engine(
+        BuildOptions(
+            onnx=str(onnx_path),
+            precision=precision,
+            plugin=str(plugin) if plugin else None,
+            shapes=[profile_text],
+            engine=str(tmp_path / f"{label}.engine"),
+            progress=False,
+            backend="tensorrt-rtx",
+        )
+    )
     build_times[label] = time.monotonic() - start
     manifest = result.manifest
     plan = result.engine_path.read_bytes()
     assert manifest["tensorrt"]["backend"] == "tensorrt-rtx"
     assert manifest["engine"]["bytes"] == len(plan) > 0
     assert manifest["build"]["plugin_layers"] == wtconv_layers
-    assert manifest["build"]["compute_capabilities"]          # the default: every target this TensorRT-RTX has
+    assert manifest["build"]["compute_capabilities"]  # the default: every target this TensorRT-RTX has
     if plugin:
         assert manifest["plugin"]["abi"] == "trt11" and manifest["plugin"]["kind"] == "dynamic"
 
@@ -117,9 +131,16 @@ def test_shipped_model_plugin_export(precision, rtx_plugin, shipped_model, shipp
     layers = len(find_wtconv_layers(shipped_model))
     assert layers == 5
     manifest, _ = build_and_check(
-        shipped_exports["plugin", precision], profile_text="input:1x1x32x32/8x1x32x32/32x1x64x48",
-        precision=precision, plugin=rtx_plugin["plugin"], pytorch_model=shipped_model, wtconv_layers=layers,
-        tmp_path=tmp_path, build_times=build_times, label=f"shipped model, plugin {precision}")
+        shipped_exports["plugin", precision],
+        profile_text="input:1x1x32x32/8x1x32x32/32x1x64x48",
+        precision=precision,
+        plugin=rtx_plugin["plugin"],
+        pytorch_model=shipped_model,
+        wtconv_layers=layers,
+        tmp_path=tmp_path,
+        build_times=build_times,
+        label=f"shipped model, plugin {precision}",
+    )
     dtype = {"fp32": "float32", "fp16": "float16"}[precision]
     assert [t["dtype"] for t in manifest["io"]] == [dtype, dtype]
     assert manifest["io"][0]["shape"] == [-1, 1, -1, -1]
@@ -131,9 +152,16 @@ def test_shipped_model_standard_ops(rtx_plugin, shipped_model, shipped_exports, 
 
     with pytest.warns(NoPluginNodesWarning):
         manifest, _ = build_and_check(
-            shipped_exports["standard", "fp32"], profile_text="input:1x1x32x32/8x1x32x32/16x1x48x40",
-            precision="fp32", plugin=None, pytorch_model=shipped_model, wtconv_layers=0, tmp_path=tmp_path,
-            build_times=build_times, label="shipped model, standard ops fp32")
+            shipped_exports["standard", "fp32"],
+            profile_text="input:1x1x32x32/8x1x32x32/16x1x48x40",
+            precision="fp32",
+            plugin=None,
+            pytorch_model=shipped_model,
+            wtconv_layers=0,
+            tmp_path=tmp_path,
+            build_times=build_times,
+            label="shipped model, standard ops fp32",
+        )
     assert manifest["plugin"] is None
 
 
@@ -146,20 +174,31 @@ SINGLE_LAYERS = [
 ]
 
 
-@pytest.mark.parametrize("label,channels,kernel_size,levels,stride,profile", SINGLE_LAYERS,
-                         ids=[case[0] for case in SINGLE_LAYERS])
-def test_single_layer(label, channels, kernel_size, levels, stride, profile, rtx_plugin, export_dir, tmp_path,
-                      build_times):
+@pytest.mark.parametrize(
+    "label,channels,kernel_size,levels,stride,profile", SINGLE_LAYERS, ids=[case[0] for case in SINGLE_LAYERS]
+)
+def test_single_layer(
+    label, channels, kernel_size, levels, stride, profile, rtx_plugin, export_dir, tmp_path, build_times
+):
     from wtconv_export.onnx_export import export_onnx
 
-    layer = torch.nn.Sequential(random_wtconv(channels, kernel_size, levels, stride=stride, seed=levels,
-                                              dtype=torch.float32))
+    layer = torch.nn.Sequential(
+        random_wtconv(channels, kernel_size, levels, stride=stride, seed=levels, dtype=torch.float32)
+    )
     opt = tuple(int(d) for d in profile.split(":")[1].split("/")[1].split("x"))
     path = export_dir / f"layer_{label.replace(' ', '_')}.onnx"
     export_onnx(layer, path, ops="plugin", precision="fp32", input_shape=opt)
-    build_and_check(path, profile_text=profile, precision="fp32", plugin=rtx_plugin["plugin"], pytorch_model=layer,
-                    wtconv_layers=1, tmp_path=tmp_path, build_times=build_times,
-                    label=f"single layer {label} (C={channels}, k={kernel_size}, L={levels}, s={stride})")
+    build_and_check(
+        path,
+        profile_text=profile,
+        precision="fp32",
+        plugin=rtx_plugin["plugin"],
+        pytorch_model=layer,
+        wtconv_layers=1,
+        tmp_path=tmp_path,
+        build_times=build_times,
+        label=f"single layer {label} (C={channels}, k={kernel_size}, L={levels}, s={stride})",
+    )
 
 
 @pytest.mark.slow
@@ -175,9 +214,16 @@ def test_wtconvnext_tiny_fp16_dynamic_batch_and_resolution(rtx_plugin, export_di
     path = export_dir / "wtconvnext_tiny_fp16.onnx"
     export_onnx(model, path, ops="plugin", precision="fp16", input_shape=(1, 3, 224, 224))
     manifest, _ = build_and_check(
-        path, profile_text="input:1x3x64x64/2x3x128x128/4x3x224x224", precision="fp16", plugin=rtx_plugin["plugin"],
-        pytorch_model=model, wtconv_layers=layers, tmp_path=tmp_path, build_times=build_times,
-        label="WTConvNeXt-T fp16, batch 1-4, 64-224 px")
+        path,
+        profile_text="input:1x3x64x64/2x3x128x128/4x3x224x224",
+        precision="fp16",
+        plugin=rtx_plugin["plugin"],
+        pytorch_model=model,
+        wtconv_layers=layers,
+        tmp_path=tmp_path,
+        build_times=build_times,
+        label="WTConvNeXt-T fp16, batch 1-4, 64-224 px",
+    )
     assert manifest["io"][0]["shape"] == [-1, 3, -1, -1] and manifest["io"][1]["shape"] == [-1, 1000]
 
 
@@ -212,11 +258,27 @@ def test_polygraphy_convert_with_plugins(rtx_plugin, shipped_exports, tmp_path, 
         env["LD_PRELOAD"] = str(folder / rtx_libraries.CORE)
     engine = tmp_path / "polygraphy.engine"
     start = time.monotonic()
-    done = subprocess.run([polygraphy, "convert", str(shipped_exports["plugin", "fp32"]), "--plugins",
-                           str(rtx_plugin["plugin-static"]), "-o", str(engine),
-                           "--trt-min-shapes", "input:[1,1,32,32]", "--trt-opt-shapes", "input:[4,1,32,32]",
-                           "--trt-max-shapes", "input:[8,1,32,32]"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [
+            polygraphy,
+            "convert",
+            str(shipped_exports["plugin", "fp32"]),
+            "--plugins",
+            str(rtx_plugin["plugin-static"]),
+            "-o",
+            str(engine),
+            "--trt-min-shapes",
+            "input:[1,1,32,32]",
+            "--trt-opt-shapes",
+            "input:[4,1,32,32]",
+            "--trt-max-shapes",
+            "input:[8,1,32,32]",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     build_times["polygraphy convert --plugins (shipped model fp32)"] = time.monotonic() - start
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     plan = engine.read_bytes()
@@ -232,10 +294,18 @@ def test_engine_commands_on_a_tensorrt_rtx_engine(rtx_plugin, shipped_exports, t
     from trt_engine.triton import write_repository
     from wtconv_export.errors import EngineError, ServingError
 
-    result = build_engine(BuildOptions(onnx=str(shipped_exports["plugin", "fp16"]), precision="fp16",
-                                       plugin=str(rtx_plugin["plugin"]), engine=str(tmp_path / "m.engine"),
-                                       shapes=["input:1x1x32x32/2x1x32x32/4x1x32x32"], progress=False,
-                                       backend="tensorrt-rtx", compute_capabilities=["8.9"]))
+    result = build_engine(
+        BuildOptions(
+            onnx=str(shipped_exports["plugin", "fp16"]),
+            precision="fp16",
+            plugin=str(rtx_plugin["plugin"]),
+            engine=str(tmp_path / "m.engine"),
+            shapes=["input:1x1x32x32/2x1x32x32/4x1x32x32"],
+            progress=False,
+            backend="tensorrt-rtx",
+            compute_capabilities=["8.9"],
+        )
+    )
     assert result.manifest["build"]["compute_capabilities"] == ["8.9"]
     with pytest.raises(ServingError, match="built by TensorRT-RTX, whose engines Triton's TensorRT backend cannot"):
         write_repository(result.engine_path, tmp_path / "repo")

@@ -28,8 +28,13 @@ def plugin_model(tmp_path_factory):
 
 
 def run_python(code, *args, env=None):
-    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
-                          timeout=300, env=env or dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env or dict(os.environ),
+    )
 
 
 def wheel_listing():
@@ -49,18 +54,23 @@ def test_wheel_alone_aborts_on_a_plugin_node(tensorrt_rtx, rtx_plugin, plugin_mo
         pytest.skip("this TensorRT-RTX wheel ships libtensorrt_rtx.so itself: the loader links are not needed")
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
     done = run_python("import tensorrt_rtx_bindings as trt\n" + PARSE, rtx_plugin["plugin"], plugin_model, env=env)
-    assert done.returncode < 0, (done.returncode, done.stdout, done.stderr[-2000:])   # killed by SIGABRT
+    assert done.returncode < 0, (done.returncode, done.stdout, done.stderr[-2000:])  # killed by SIGABRT
     assert "terminate called" in done.stderr
 
 
 def test_our_loader_links_make_the_parser_work(tensorrt_rtx, rtx_plugin, plugin_model):
     before = wheel_listing()
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
-    done = run_python("from trt_engine import tensorrt_api\ntensorrt_api.use_backend('tensorrt-rtx')\n"
-                      "trt = tensorrt_api.import_tensorrt()\n" + PARSE, rtx_plugin["plugin"], plugin_model, env=env)
+    done = run_python(
+        "from trt_engine import tensorrt_api\ntensorrt_api.use_backend('tensorrt-rtx')\n"
+        "trt = tensorrt_api.import_tensorrt()\n" + PARSE,
+        rtx_plugin["plugin"],
+        plugin_model,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["parsed", "True", "1"]
-    assert wheel_listing() == before          # nothing was added to the installed package
+    assert wheel_listing() == before  # nothing was added to the installed package
 
 
 def test_importing_tensorrt_rtx_first_is_refused_not_aborted(tensorrt_rtx, plugin_model):
@@ -69,11 +79,14 @@ def test_importing_tensorrt_rtx_first_is_refused_not_aborted(tensorrt_rtx, plugi
     if rtx_libraries.UNVERSIONED in wheel_listing()[1]:
         pytest.skip("this TensorRT-RTX wheel ships libtensorrt_rtx.so itself")
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
-    done = run_python("import tensorrt_rtx_bindings\nfrom trt_engine import tensorrt_api\n"
-                      "from wtconv_export.errors import ConfigurationError\n"
-                      "tensorrt_api.use_backend('tensorrt-rtx')\n"
-                      "try:\n    tensorrt_api.import_tensorrt()\nexcept ConfigurationError as e:\n    print('refused:', e)\n",
-                      env=env)
+    done = run_python(
+        "import tensorrt_rtx_bindings\nfrom trt_engine import tensorrt_api\n"
+        "from wtconv_export.errors import ConfigurationError\n"
+        "tensorrt_api.use_backend('tensorrt-rtx')\n"
+        "try:\n    tensorrt_api.import_tensorrt()\n"
+        "except ConfigurationError as e:\n    print('refused:', e)\n",
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("refused: TensorRT-RTX was imported before wtconv-trt could prepare")
     assert "LD_LIBRARY_PATH=" in done.stdout
@@ -85,8 +98,9 @@ def test_rtx_environment_line_for_other_processes(tensorrt_rtx, rtx_plugin, plug
 
     if rtx_libraries.UNVERSIONED in wheel_listing()[1]:
         pytest.skip("this TensorRT-RTX wheel ships libtensorrt_rtx.so itself")
-    done = subprocess.run([sys.executable, "-m", "wtconv_trt", "doctor", "--rtx-env"], capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "wtconv_trt", "doctor", "--rtx-env"], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
     for word in done.stdout.split():

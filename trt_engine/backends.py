@@ -31,19 +31,20 @@ CHOICES = (AUTO, TENSORRT, TENSORRT_RTX)
 
 @dataclass(frozen=True)
 class BackendInfo:
-    name: str             # "tensorrt" | "tensorrt-rtx"
-    display: str          # "TensorRT" | "TensorRT-RTX"
-    module: str           # the Python module imported
-    packages: str         # what to pip install
-    probe: tuple          # modules whose presence says the backend is installed (checked without importing)
+    name: str  # "tensorrt" | "tensorrt-rtx"
+    display: str  # "TensorRT" | "TensorRT-RTX"
+    module: str  # the Python module imported
+    packages: str  # what to pip install
+    probe: tuple  # modules whose presence says the backend is installed (checked without importing)
 
 
 BACKENDS = {
     TENSORRT: BackendInfo(TENSORRT, "TensorRT", "tensorrt", "tensorrt (10.x or 11.x, for your CUDA)", ("tensorrt",)),
     # tensorrt_rtx_bindings is the module of the two wheels (tensorrt-rtx-cu13-libs + -bindings); the metapackage
     # tensorrt-rtx-cu13 adds ``tensorrt_rtx`` (which Polygraphy imports), re-exporting the same classes.
-    TENSORRT_RTX: BackendInfo(TENSORRT_RTX, "TensorRT-RTX", "tensorrt_rtx_bindings", "tensorrt-rtx-cu13",
-                              ("tensorrt_rtx_bindings",)),
+    TENSORRT_RTX: BackendInfo(
+        TENSORRT_RTX, "TensorRT-RTX", "tensorrt_rtx_bindings", "tensorrt-rtx-cu13", ("tensorrt_rtx_bindings",)
+    ),
 }
 
 
@@ -71,13 +72,15 @@ def choose_backend(requested: str | None = None) -> str:
             raise ConfigurationError(
                 "TensorRT is not installed (neither TensorRT nor TensorRT-RTX): pip install tensorrt (TensorRT "
                 "10/11, on a machine with an NVIDIA GPU and driver) or pip install tensorrt-rtx-cu13 (TensorRT-RTX, "
-                "which also builds engines without a GPU)")
+                "which also builds engines without a GPU)"
+            )
         return present[0]  # TensorRT first when both are there; --backend tensorrt-rtx picks the other
     if requested not in present:
         info = BACKENDS[requested]
         others = f" ({', '.join(present)} is installed; pass --backend {present[0]})" if present else ""
-        raise ConfigurationError(f"--backend {requested}: {info.display} is not installed: pip install "
-                                 f"{info.packages}{others}")
+        raise ConfigurationError(
+            f"--backend {requested}: {info.display} is not installed: pip install {info.packages}{others}"
+        )
     return requested
 
 
@@ -85,5 +88,14 @@ def display_name(backend: str) -> str:
     return BACKENDS[backend].display
 
 
-__all__ = ["AUTO", "BACKENDS", "CHOICES", "TENSORRT", "TENSORRT_RTX", "BackendInfo", "choose_backend",
-           "display_name", "installed_backends"]
+__all__ = [
+    "AUTO",
+    "BACKENDS",
+    "CHOICES",
+    "TENSORRT",
+    "TENSORRT_RTX",
+    "BackendInfo",
+    "choose_backend",
+    "display_name",
+    "installed_backends",
+]

@@ -24,11 +24,11 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trt_engine import manifest as mf
+from trt_engine.profiles import check_profile_against_inputs, default_profile, parse_profile
 from wtconv_export import contract
 from wtconv_export.contract import METADATA_PREFIX
 from wtconv_export.errors import ConfigurationError, InputError, ModelError, PluginError
-from trt_engine import manifest as mf
-from trt_engine.profiles import check_profile_against_inputs, default_profile, parse_profile
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ class NoPluginNodesWarning(UserWarning):
 # -------------------------------------------------------------------------------------------------------------
 # Typing mode: which network flag and builder flag give the requested precision on this TensorRT
 # -------------------------------------------------------------------------------------------------------------
+
 
 def decide_typing(trt_major: int, precision: str, onnx_dtype: str, backend: str = "tensorrt") -> tuple[bool, bool]:
     """(strongly_typed, fp16_builder_flag) for TensorRT ``trt_major``, the requested ``precision`` ("fp32" /
@@ -61,21 +62,29 @@ def decide_typing(trt_major: int, precision: str, onnx_dtype: str, backend: str 
     if precision not in PRECISIONS:
         raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if onnx_dtype not in ("float32", "float16"):
-        raise ModelError(f"the ONNX model's input is {onnx_dtype}; expected float32 or float16 (export it with "
-                         f"wtconv-trt export --precision fp32|fp16)")
+        raise ModelError(
+            f"the ONNX model's input is {onnx_dtype}; expected float32 or float16 (export it with "
+            f"wtconv-trt export --precision fp32|fp16)"
+        )
     if backend == "tensorrt-rtx":
         trt_major = 11  # same typing rules as TensorRT 11
     if trt_major < 10:
-        raise ConfigurationError(f"TensorRT {trt_major}.x is not supported: the WTConv2d plugin needs TensorRT 10 or 11")
+        raise ConfigurationError(
+            f"TensorRT {trt_major}.x is not supported: the WTConv2d plugin needs TensorRT 10 or 11"
+        )
     if precision == "fp32" and onnx_dtype == "float16":
-        raise ModelError("--precision fp32 was asked but the ONNX model is fp16: build it with --precision fp16, or "
-                         "build the fp32 export (wtconv-trt export --precision fp32)")
+        raise ModelError(
+            "--precision fp32 was asked but the ONNX model is fp16: build it with --precision fp16, or "
+            "build the fp32 export (wtconv-trt export --precision fp32)"
+        )
     if trt_major >= 11:
         if precision == "fp16" and onnx_dtype != "float16":
             runtime = "TensorRT-RTX" if backend == "tensorrt-rtx" else f"TensorRT {trt_major}"
-            raise ModelError(f"{runtime} has no FP16 builder flag (networks are always strongly typed), "
-                             f"so an fp16 engine needs an fp16 ONNX model and this one is fp32: export with "
-                             f"'wtconv-trt export --precision fp16' and build that file")
+            raise ModelError(
+                f"{runtime} has no FP16 builder flag (networks are always strongly typed), "
+                f"so an fp16 engine needs an fp16 ONNX model and this one is fp32: export with "
+                f"'wtconv-trt export --precision fp16' and build that file"
+            )
         return True, False
     # TensorRT 10
     if onnx_dtype == "float16":
@@ -89,13 +98,14 @@ def decide_typing(trt_major: int, precision: str, onnx_dtype: str, backend: str 
 # ONNX model inspection (onnx package only)
 # -------------------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class OnnxInfo:
-    inputs: dict            # name -> tuple of dims, -1 for a dynamic (dim_param / unknown) dimension
-    input_dtype: str        # NumPy name of the first input's element type
+    inputs: dict  # name -> tuple of dims, -1 for a dynamic (dim_param / unknown) dimension
+    input_dtype: str  # NumPy name of the first input's element type
     outputs: list
     wtconv_nodes: int
-    metadata: dict          # wtconv_trt.* metadata_props without the prefix
+    metadata: dict  # wtconv_trt.* metadata_props without the prefix
 
 
 def inspect_onnx(path) -> OnnxInfo:
@@ -123,8 +133,9 @@ def inspect_onnx(path) -> OnnxInfo:
     if not inputs:
         raise ModelError(f"ONNX model {path} has no graph input")
     nodes = sum(1 for n in proto.graph.node if n.op_type == contract.OP_TYPE)
-    metadata = {p.key[len(METADATA_PREFIX):]: p.value for p in proto.metadata_props
-                if p.key.startswith(METADATA_PREFIX)}
+    metadata = {
+        p.key[len(METADATA_PREFIX) :]: p.value for p in proto.metadata_props if p.key.startswith(METADATA_PREFIX)
+    }
     return OnnxInfo(inputs, dtype, [o.name for o in proto.graph.output], nodes, metadata)
 
 
@@ -154,11 +165,15 @@ def parse_source_model(text: str | None) -> dict | None:
         return {"source": "default", "weights": "shipped"}
     arch, sep, checkpoint = text.partition(":")
     if not arch.startswith("wtconvnext_"):
-        raise InputError(f"source model {text!r}: expected 'default' or ARCH:CHECKPOINT with ARCH one of "
-                         f"wtconvnext_tiny / wtconvnext_small / wtconvnext_base")
+        raise InputError(
+            f"source model {text!r}: expected 'default' or ARCH:CHECKPOINT with ARCH one of "
+            f"wtconvnext_tiny / wtconvnext_small / wtconvnext_base"
+        )
     if not sep or not checkpoint:
-        raise InputError(f"source model {text!r}: give the checkpoint too, ARCH:CHECKPOINT (e.g. "
-                         f"wtconvnext_tiny:WTConvNeXt_tiny_5_300e_ema.pth)")
+        raise InputError(
+            f"source model {text!r}: give the checkpoint too, ARCH:CHECKPOINT (e.g. "
+            f"wtconvnext_tiny:WTConvNeXt_tiny_5_300e_ema.pth)"
+        )
     return {"source": arch, "weights": f"checkpoint:{os.path.abspath(checkpoint)}"}
 
 
@@ -177,6 +192,7 @@ def is_default_source(source) -> bool:
 # Progress display fed by TensorRT's IProgressMonitor
 # -------------------------------------------------------------------------------------------------------------
 
+
 class ProgressBoard:
     """Nested build phases as text bars. On a terminal the bars are redrawn in place (ANSI escapes, as
     TensorRT's samples/python/simple_progress_monitor does); otherwise one line per finished top-level phase,
@@ -187,7 +203,7 @@ class ProgressBoard:
     def __init__(self, stream=None, interactive=None):
         self.stream = stream or sys.stderr
         self.interactive = self.stream.isatty() if interactive is None else interactive
-        self.phases = {}           # name -> [indent, steps, num_steps, start time]
+        self.phases = {}  # name -> [indent, steps, num_steps, start time]
         self.cancelled = False
         self._drawn = 0
 
@@ -224,15 +240,17 @@ class ProgressBoard:
         return "[" + "=" * done + "-" * (cls.WIDTH - done) + "]"
 
     def lines(self) -> list:
-        return [f"{'  ' * indent}{self.bar(steps, n)} {name} {steps}/{n}"
-                for name, (indent, steps, n, _) in self.phases.items()]
+        return [
+            f"{'  ' * indent}{self.bar(steps, n)} {name} {steps}/{n}"
+            for name, (indent, steps, n, _) in self.phases.items()
+        ]
 
     def _redraw(self):
         if not self.interactive:
             return
         out = []
         if self._drawn:
-            out.append(f"\x1b[{self._drawn}A")   # back to the first bar
+            out.append(f"\x1b[{self._drawn}A")  # back to the first bar
         lines = self.lines()
         for line in lines:
             out.append("\x1b[2K" + line + "\n")
@@ -254,20 +272,21 @@ class ProgressBoard:
 # The build
 # -------------------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class BuildOptions:
     onnx: str
     precision: str = "fp16"
     plugin: str | None = None
-    shapes: list = field(default_factory=list)   # "--shapes" strings, one per optimisation profile
-    engine: str | None = None                     # default: MODEL.<precision>.engine beside the ONNX model
+    shapes: list = field(default_factory=list)  # "--shapes" strings, one per optimisation profile
+    engine: str | None = None  # default: MODEL.<precision>.engine beside the ONNX model
     timing_cache: str | None = None
     workspace_mib: int | None = None
     optimization_level: int | None = None
     tf32: bool = True
-    source_model: str | None = None                # "default" | "ARCH:CHECKPOINT" | JSON; default: ONNX metadata
-    backend: str = "auto"                          # "auto" | "tensorrt" | "tensorrt-rtx" (trt_engine.backends)
-    compute_capabilities: list | None = None       # TensorRT-RTX targets ("8.9", "current"); default: all it has
+    source_model: str | None = None  # "default" | "ARCH:CHECKPOINT" | JSON; default: ONNX metadata
+    backend: str = "auto"  # "auto" | "tensorrt" | "tensorrt-rtx" (trt_engine.backends)
+    compute_capabilities: list | None = None  # TensorRT-RTX targets ("8.9", "current"); default: all it has
     progress: bool = True
     verbose: bool = False
 
@@ -296,14 +315,19 @@ def plan_profiles(shapes: list, onnx_inputs: dict) -> list:
 def check_plugin_need(info: OnnxInfo, plugin) -> None:
     """Warn when the model has no WTConv2d node; fail when it has some and no plugin library was given."""
     if info.wtconv_nodes == 0:
-        warnings.warn(f"the ONNX model has no {contract.OP_TYPE} node: the engine is built from standard ONNX "
-                      f"operators only (the fused plugin is not used); export with --ops plugin to use it",
-                      NoPluginNodesWarning, stacklevel=3)
+        warnings.warn(
+            f"the ONNX model has no {contract.OP_TYPE} node: the engine is built from standard ONNX "
+            f"operators only (the fused plugin is not used); export with --ops plugin to use it",
+            NoPluginNodesWarning,
+            stacklevel=3,
+        )
     elif not plugin:
-        raise InputError(f"the ONNX model has {info.wtconv_nodes} {contract.OP_TYPE} nodes, which need our TensorRT "
-                         f"plugin: pass --plugin PATH/libwtconv_trt_plugin_dynamic.so (none was found: build it with "
-                         f"wtconv-trt build-libs --tensorrt-headers DIR; 'wtconv-trt doctor' shows where it is "
-                         f"looked for), or export with --ops standard")
+        raise InputError(
+            f"the ONNX model has {info.wtconv_nodes} {contract.OP_TYPE} nodes, which need our TensorRT "
+            f"plugin: pass --plugin PATH/libwtconv_trt_plugin_dynamic.so (none was found: build it with "
+            f"wtconv-trt build-libs --tensorrt-headers DIR; 'wtconv-trt doctor' shows where it is "
+            f"looked for), or export with --ops standard"
+        )
 
 
 def build_engine(opts: BuildOptions) -> BuildResult:
@@ -325,10 +349,12 @@ def build_engine(opts: BuildOptions) -> BuildResult:
         raise InputError(f"cannot write {engine_path}: directory {engine_path.parent} does not exist")
     source = parse_source_model(opts.source_model) or source_from_metadata(info.metadata)
 
-    backend = tensorrt_api.use_backend(opts.backend)   # ConfigurationError when it is not installed
+    backend = tensorrt_api.use_backend(opts.backend)  # ConfigurationError when it is not installed
     if opts.compute_capabilities and backend != backends.TENSORRT_RTX:
-        raise InputError("--compute-capability is a TensorRT-RTX setting; TensorRT builds for the GPU it runs on "
-                         "(drop the option, or pass --backend tensorrt-rtx)")
+        raise InputError(
+            "--compute-capability is a TensorRT-RTX setting; TensorRT builds for the GPU it runs on "
+            "(drop the option, or pass --backend tensorrt-rtx)"
+        )
     trt = tensorrt_api.import_tensorrt()
     trt_version = trt.__version__
     runtime = runtime_name(backend, trt_version)
@@ -338,9 +364,11 @@ def build_engine(opts: BuildOptions) -> BuildResult:
         abi = expected_abi(backend, major)
         found = default_plugin(abi=abi)
         if found is None:
-            raise PluginError(f"the ONNX model has {info.wtconv_nodes} {contract.OP_TYPE} nodes and the plugin "
-                              f"libraries found are not built for {runtime} (ABI {abi}): build one with wtconv-trt "
-                              f"build-libs --tensorrt-headers <TensorRT {abi[3:]}.x include dir>, or pass --plugin")
+            raise PluginError(
+                f"the ONNX model has {info.wtconv_nodes} {contract.OP_TYPE} nodes and the plugin "
+                f"libraries found are not built for {runtime} (ABI {abi}): build one with wtconv-trt "
+                f"build-libs --tensorrt-headers <TensorRT {abi[3:]}.x include dir>, or pass --plugin"
+            )
         log.info("using the plugin library %s", found)
         opts.plugin = str(found)
     compute_capabilities = None
@@ -351,8 +379,10 @@ def build_engine(opts: BuildOptions) -> BuildResult:
         compute_capabilities = list(opts.compute_capabilities or tensorrt_api.default_compute_capabilities())
         unknown = [c for c in compute_capabilities if c != "current" and c not in known]
         if unknown:
-            raise InputError(f"--compute-capability {', '.join(unknown)}: {runtime} compiles for "
-                             f"{', '.join(known)} (or 'current', the GPU of this machine)")
+            raise InputError(
+                f"--compute-capability {', '.join(unknown)}: {runtime} compiles for "
+                f"{', '.join(known)} (or 'current', the GPU of this machine)"
+            )
 
     plugin_record = None
     if opts.plugin:
@@ -364,17 +394,33 @@ def build_engine(opts: BuildOptions) -> BuildResult:
     profiles = [check_profile_against_inputs(p, builder.inputs()) for p in profiles]
     plugin_layers = builder.plugin_layer_count()
     if plugin_layers != info.wtconv_nodes:
-        log.warning("the ONNX model has %d %s nodes but the TensorRT network has %d plugin layers",
-                    info.wtconv_nodes, contract.OP_TYPE, plugin_layers)
+        log.warning(
+            "the ONNX model has %d %s nodes but the TensorRT network has %d plugin layers",
+            info.wtconv_nodes,
+            contract.OP_TYPE,
+            plugin_layers,
+        )
     typing = "strongly typed" if strongly_typed else "weakly typed, BuilderFlag.FP16"
     targets = f"; compute capabilities {', '.join(compute_capabilities)}" if compute_capabilities else ""
-    log.info("building %s engine with %s (%s; %d plugin layers%s; profiles: %s)", opts.precision, runtime, typing,
-             plugin_layers, targets, "; ".join(p.describe() for p in profiles))
+    log.info(
+        "building %s engine with %s (%s; %d plugin layers%s; profiles: %s)",
+        opts.precision,
+        runtime,
+        typing,
+        plugin_layers,
+        targets,
+        "; ".join(p.describe() for p in profiles),
+    )
     engine_bytes = builder.build(
-        profiles=profiles, fp16_flag=fp16_flag, tf32=opts.tf32, timing_cache=opts.timing_cache,
+        profiles=profiles,
+        fp16_flag=fp16_flag,
+        tf32=opts.tf32,
+        timing_cache=opts.timing_cache,
         progress_board=ProgressBoard() if opts.progress else None,
         workspace_bytes=opts.workspace_mib * (1 << 20) if opts.workspace_mib else None,
-        optimization_level=opts.optimization_level, compute_capabilities=compute_capabilities)
+        optimization_level=opts.optimization_level,
+        compute_capabilities=compute_capabilities,
+    )
     if backend == backends.TENSORRT_RTX:
         # A TensorRT-RTX engine deserializes only on a GPU of its target compute capabilities, which the building
         # machine need not have: the I/O tensors come from the network (dynamic dimensions as -1).
@@ -388,15 +434,32 @@ def build_engine(opts: BuildOptions) -> BuildResult:
 
     mf.atomic_write_bytes(engine_path, engine_bytes)
     manifest = mf.make_manifest(
-        engine_file=engine_path.name, engine_sha256=mf.sha256_bytes(engine_bytes), engine_bytes=len(engine_bytes),
-        onnx_file=os.path.abspath(opts.onnx), onnx_sha256=mf.sha256_file(opts.onnx),
-        wtconv_nodes=info.wtconv_nodes, onnx_input_dtype=info.input_dtype, source_model=source,
-        tensorrt_version=trt_version, plugin=plugin_record, precision=opts.precision,
-        strongly_typed=strongly_typed, fp16_flag=fp16_flag, tf32=opts.tf32, profiles=profiles, io=io,
-        build={"created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "plugin_layers": plugin_layers,
-               "timing_cache": opts.timing_cache, "workspace_mib": opts.workspace_mib,
-               "optimization_level": opts.optimization_level, "compute_capabilities": compute_capabilities,
-               "seconds": round(time.monotonic() - start, 1)},
-        backend=backend)
+        engine_file=engine_path.name,
+        engine_sha256=mf.sha256_bytes(engine_bytes),
+        engine_bytes=len(engine_bytes),
+        onnx_file=os.path.abspath(opts.onnx),
+        onnx_sha256=mf.sha256_file(opts.onnx),
+        wtconv_nodes=info.wtconv_nodes,
+        onnx_input_dtype=info.input_dtype,
+        source_model=source,
+        tensorrt_version=trt_version,
+        plugin=plugin_record,
+        precision=opts.precision,
+        strongly_typed=strongly_typed,
+        fp16_flag=fp16_flag,
+        tf32=opts.tf32,
+        profiles=profiles,
+        io=io,
+        build={
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "plugin_layers": plugin_layers,
+            "timing_cache": opts.timing_cache,
+            "workspace_mib": opts.workspace_mib,
+            "optimization_level": opts.optimization_level,
+            "compute_capabilities": compute_capabilities,
+            "seconds": round(time.monotonic() - start, 1),
+        },
+        backend=backend,
+    )
     manifest_file = mf.write_manifest(engine_path, manifest)
     return BuildResult(engine_path, manifest_file, manifest, time.monotonic() - start)

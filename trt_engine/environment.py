@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from trt_engine import backends
 from wtconv_export import libraries
 
-
 # GPUs TensorRT-RTX 1.7 runs engines on (its trt.ComputeCapability targets; docs/engines.md).
 RTX_RUNTIME_CAPABILITIES = {(7, 5), (8, 0), (8, 6), (8, 9), (12, 0), (12, 1)}
 
@@ -32,10 +31,10 @@ class Finding:
 
 @dataclass
 class Survey:
-    libraries: dict = field(default_factory=dict)    # kind -> list of (Candidate, note)
-    software: list = field(default_factory=list)     # [Finding]
-    can: list = field(default_factory=list)          # [Finding]: what the user can / cannot do
-    rtx_environment: str | None = None               # the loader line for another process (polygraphy)
+    libraries: dict = field(default_factory=dict)  # kind -> list of (Candidate, note)
+    software: list = field(default_factory=list)  # [Finding]
+    can: list = field(default_factory=list)  # [Finding]: what the user can / cannot do
+    rtx_environment: str | None = None  # the loader line for another process (polygraphy)
 
 
 def _distribution_versions(prefix: str) -> dict:
@@ -97,10 +96,20 @@ def survey() -> Survey:
     trt_versions = _distribution_versions("tensorrt")
     plain = {k: v for k, v in trt_versions.items() if not k.startswith("tensorrt-rtx")}
     rtx = {k: v for k, v in trt_versions.items() if k.startswith("tensorrt-rtx")}
-    s.software.append(Finding("TensorRT", ", ".join(f"{k} {v}" for k, v in plain.items()) or "not installed",
-                              backends.TENSORRT in installed))
-    s.software.append(Finding("TensorRT-RTX", ", ".join(f"{k} {v}" for k, v in rtx.items()) or "not installed",
-                              backends.TENSORRT_RTX in installed))
+    s.software.append(
+        Finding(
+            "TensorRT",
+            ", ".join(f"{k} {v}" for k, v in plain.items()) or "not installed",
+            backends.TENSORRT in installed,
+        )
+    )
+    s.software.append(
+        Finding(
+            "TensorRT-RTX",
+            ", ".join(f"{k} {v}" for k, v in rtx.items()) or "not installed",
+            backends.TENSORRT_RTX in installed,
+        )
+    )
     if backends.TENSORRT_RTX in installed:
         from trt_engine import rtx_libraries
 
@@ -111,18 +120,33 @@ def survey() -> Survey:
     nvcc = _nvcc_version()
     s.software.append(Finding("CUDA compiler", nvcc or "nvcc not found", nvcc is not None))
     cudart = ctypes.util.find_library("cudart")
-    s.software.append(Finding("CUDA runtime", cudart or "libcudart not on the library path (the plugin links it "
-                              "statically; TensorRT needs it to run engines)", cudart is not None))
+    s.software.append(
+        Finding(
+            "CUDA runtime",
+            cudart
+            or "libcudart not on the library path (the plugin links it statically; TensorRT needs it to run engines)",
+            cudart is not None,
+        )
+    )
     s.software.append(Finding("CMake", shutil.which("cmake") or "not found", shutil.which("cmake") is not None))
     gpu, capability = _gpu()
-    s.software.append(Finding("GPU", f"{gpu} (compute capability {capability[0]}.{capability[1]})" if gpu
-                              else "no CUDA GPU visible to PyTorch", gpu is not None))
+    s.software.append(
+        Finding(
+            "GPU",
+            f"{gpu} (compute capability {capability[0]}.{capability[1]})" if gpu else "no CUDA GPU visible to PyTorch",
+            gpu is not None,
+        )
+    )
 
     kernels = libraries.find("kernels")
     s.can.append(Finding("export to ONNX and validate in ONNX Runtime", "always (CPU)", True))
-    s.can.append(Finding("run the fused CUDA kernels from PyTorch",
-                         "yes" if gpu and kernels else "needs a GPU and the kernel library (wtconv-trt build-libs)",
-                         bool(gpu and kernels)))
+    s.can.append(
+        Finding(
+            "run the fused CUDA kernels from PyTorch",
+            "yes" if gpu and kernels else "needs a GPU and the kernel library (wtconv-trt build-libs)",
+            bool(gpu and kernels),
+        )
+    )
     for backend in installed:
         abi = "trt11" if backend == backends.TENSORRT_RTX else None
         if abi is None:
@@ -132,23 +156,51 @@ def survey() -> Survey:
 
         plugin = default_plugin(abi=abi) if abi else None
         name = backends.display_name(backend)
-        s.can.append(Finding(f"build engines with {name} ({'no GPU needed' if backend == backends.TENSORRT_RTX else 'on this GPU'})",
-                             f"with the plugin {plugin}" if plugin else
-                             f"standard-op exports only: no plugin library for ABI {abi} (wtconv-trt build-libs "
-                             f"--tensorrt-headers <TensorRT {str(abi)[3:]}.x include dir>)", plugin is not None))
+        where = "no GPU needed" if backend == backends.TENSORRT_RTX else "on this GPU"
+        s.can.append(
+            Finding(
+                f"build engines with {name} ({where})",
+                f"with the plugin {plugin}"
+                if plugin
+                else f"standard-op exports only: no plugin library for ABI {abi} (wtconv-trt build-libs "
+                f"--tensorrt-headers <TensorRT {str(abi)[3:]}.x include dir>)",
+                plugin is not None,
+            )
+        )
         if backend == backends.TENSORRT_RTX:
             runs = capability in RTX_RUNTIME_CAPABILITIES
-            s.can.append(Finding("run TensorRT-RTX engines", "yes" if runs else
-                                 "needs a GPU of compute capability 7.5, 8.0, 8.6, 8.9 or 12.x", runs))
+            s.can.append(
+                Finding(
+                    "run TensorRT-RTX engines",
+                    "yes" if runs else "needs a GPU of compute capability 7.5, 8.0, 8.6, 8.9 or 12.x",
+                    runs,
+                )
+            )
         else:
-            s.can.append(Finding("run TensorRT engines (validate --engine, bench) and serve them with Triton",
-                                 "yes" if gpu else "needs a GPU", gpu is not None))
+            s.can.append(
+                Finding(
+                    "run TensorRT engines (validate --engine, bench) and serve them with Triton",
+                    "yes" if gpu else "needs a GPU",
+                    gpu is not None,
+                )
+            )
     if not installed:
-        s.can.append(Finding("build or run engines", "install TensorRT (pip install tensorrt, with a GPU) or "
-                             "TensorRT-RTX (pip install tensorrt-rtx-cu13, builds without a GPU)", False))
+        s.can.append(
+            Finding(
+                "build or run engines",
+                "install TensorRT (pip install tensorrt, with a GPU) or "
+                "TensorRT-RTX (pip install tensorrt-rtx-cu13, builds without a GPU)",
+                False,
+            )
+        )
     can_build = nvcc is not None and shutil.which("cmake") is not None
-    s.can.append(Finding("build the libraries (wtconv-trt build-libs)", "yes" if can_build else
-                         "needs CMake and the CUDA toolkit (nvcc)", can_build))
+    s.can.append(
+        Finding(
+            "build the libraries (wtconv-trt build-libs)",
+            "yes" if can_build else "needs CMake and the CUDA toolkit (nvcc)",
+            can_build,
+        )
+    )
     return s
 
 

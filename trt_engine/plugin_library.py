@@ -34,9 +34,9 @@ _RECORD_KINDS = {"dynamic": "dynamic", "static": "static-registration"}
 @dataclass
 class LibraryInfo:
     path: str
-    needed: list = field(default_factory=list)        # DT_NEEDED entries, e.g. ["libnvinfer.so.10", "libcudart.so.13"]
+    needed: list = field(default_factory=list)  # DT_NEEDED entries, e.g. ["libnvinfer.so.10", "libcudart.so.13"]
     defined_symbols: set = field(default_factory=set)  # dynamic symbols the library defines (exports)
-    abi_record: dict | None = None                    # the .wtconv_trt_abi record's key=value words, if present
+    abi_record: dict | None = None  # the .wtconv_trt_abi record's key=value words, if present
 
     @property
     def exports_get_creators(self) -> bool:
@@ -97,9 +97,11 @@ def inspect_library(path) -> LibraryInfo:
 
     path = Path(path)
     if not path.exists():
-        raise PluginError(f"plugin library {path} does not exist; build it (wtconv-trt build-libs, or cmake -S plugin "
-                          f"-B build/plugin -DTensorRT_ROOT=<TensorRT> && cmake --build build/plugin) and pass its "
-                          f"path with --plugin")
+        raise PluginError(
+            f"plugin library {path} does not exist; build it (wtconv-trt build-libs, or cmake -S plugin "
+            f"-B build/plugin -DTensorRT_ROOT=<TensorRT> && cmake --build build/plugin) and pass its "
+            f"path with --plugin"
+        )
     if not path.is_file():
         raise PluginError(f"plugin library {path} is not a file; pass the .so built from plugin/")
     with open(path, "rb") as f:
@@ -111,22 +113,26 @@ def inspect_library(path) -> LibraryInfo:
             if elf.elfclass != 64:
                 raise PluginError(f"plugin library {path} is a 32-bit ELF file; TensorRT needs a 64-bit library")
             if elf["e_type"] != "ET_DYN":
-                raise PluginError(f"plugin library {path} is an ELF file but not a shared library "
-                                  f"(e_type {elf['e_type']}); pass the .so built from plugin/")
+                raise PluginError(
+                    f"plugin library {path} is an ELF file but not a shared library "
+                    f"(e_type {elf['e_type']}); pass the .so built from plugin/"
+                )
             info = LibraryInfo(str(path))
             dynamic = elf.get_section_by_name(".dynamic")
             if dynamic is not None:
                 info.needed = [tag.needed for tag in dynamic.iter_tags() if tag.entry.d_tag == "DT_NEEDED"]
             dynsym = elf.get_section_by_name(".dynsym")
             if dynsym is not None:
-                info.defined_symbols = {s.name for s in dynsym.iter_symbols()
-                                        if s.name and s["st_shndx"] != "SHN_UNDEF"}
+                info.defined_symbols = {
+                    s.name for s in dynsym.iter_symbols() if s.name and s["st_shndx"] != "SHN_UNDEF"
+                }
             section = elf.get_section_by_name(ABI_SECTION)
             if section is not None:
                 info.abi_record = parse_abi_record(section.data().decode("ascii", "replace"))
         except (ELFError, ValueError, OSError, EOFError) as error:  # pyelftools on cut or damaged files
-            raise PluginError(f"plugin library {path} is a truncated or damaged ELF file ({error}); rebuild "
-                              f"it") from None
+            raise PluginError(
+                f"plugin library {path} is a truncated or damaged ELF file ({error}); rebuild it"
+            ) from None
         except Exception as error:  # noqa: BLE001 -- pyelftools raises struct/construct errors on bad offsets
             if type(error).__module__.split(".")[0] in ("construct", "struct", "elftools"):
                 raise PluginError(f"plugin library {path} is a truncated or damaged ELF file; rebuild it") from None
@@ -145,25 +151,32 @@ def runtime_name(backend: str, version: str) -> str:
     return f"TensorRT-RTX {version}" if backend == "tensorrt-rtx" else f"TensorRT {version}"
 
 
-def check_library_for_tensorrt(info: LibraryInfo, trt_major: int, backend: str = "tensorrt",
-                               version: str | None = None) -> None:
+def check_library_for_tensorrt(
+    info: LibraryInfo, trt_major: int, backend: str = "tensorrt", version: str | None = None
+) -> None:
     """PluginError when the library was built for another TensorRT ABI than the one in use, naming both."""
     runtime = runtime_name(backend, version or str(trt_major))
     want = expected_abi(backend, trt_major)
     if info.abi is not None and info.abi != want:
-        raise PluginError(f"plugin library {info.path} was built for {info.describe_abi()}, but {runtime} needs a "
-                          f"plugin built for ABI {want}: rebuild it against TensorRT {want[3:]}.x headers "
-                          f"(wtconv-trt build-libs --tensorrt-headers <TensorRT {want[3:]} include dir>, or cmake "
-                          f"-S plugin -B build/plugin -DTensorRT_ROOT=<TensorRT {want[3:]}>)")
+        raise PluginError(
+            f"plugin library {info.path} was built for {info.describe_abi()}, but {runtime} needs a "
+            f"plugin built for ABI {want}: rebuild it against TensorRT {want[3:]}.x headers "
+            f"(wtconv-trt build-libs --tensorrt-headers <TensorRT {want[3:]} include dir>, or cmake "
+            f"-S plugin -B build/plugin -DTensorRT_ROOT=<TensorRT {want[3:]}>)"
+        )
     major = info.nvinfer_major
     if backend == "tensorrt" and major is not None and major != trt_major:
-        raise PluginError(f"plugin library {info.path} links libnvinfer.so.{major} (TensorRT {major}) but "
-                          f"{runtime} is in use: rebuild the plugin against TensorRT {trt_major}'s headers and "
-                          f"libraries (cmake -S plugin -B build/plugin -DTensorRT_ROOT=<TensorRT {trt_major} install>)")
+        raise PluginError(
+            f"plugin library {info.path} links libnvinfer.so.{major} (TensorRT {major}) but "
+            f"{runtime} is in use: rebuild the plugin against TensorRT {trt_major}'s headers and "
+            f"libraries (cmake -S plugin -B build/plugin -DTensorRT_ROOT=<TensorRT {trt_major} install>)"
+        )
     if backend == "tensorrt-rtx" and major is not None:
-        raise PluginError(f"plugin library {info.path} links libnvinfer.so.{major} (TensorRT {major}), which "
-                          f"{runtime} does not provide: use the dynamic plugin library "
-                          f"({libraries.FILE_NAMES['plugin']}) built against TensorRT 11 headers")
+        raise PluginError(
+            f"plugin library {info.path} links libnvinfer.so.{major} (TensorRT {major}), which "
+            f"{runtime} does not provide: use the dynamic plugin library "
+            f"({libraries.FILE_NAMES['plugin']}) built against TensorRT 11 headers"
+        )
 
 
 # Environment variables naming the two libraries (first step of the lookup order, wtconv_export.libraries).

@@ -84,8 +84,10 @@ def make_links(wheel_dir: Path) -> Path:
         if (wheel_dir / PARSER).is_file():
             _link(wheel_dir / PARSER, folder / PARSER)
     except OSError as error:
-        raise ConfigurationError(f"cannot create TensorRT-RTX's loader links in {folder} ({error}); set "
-                                 f"{libraries.ENV_CACHE} to a writable folder") from None
+        raise ConfigurationError(
+            f"cannot create TensorRT-RTX's loader links in {folder} ({error}); set "
+            f"{libraries.ENV_CACHE} to a writable folder"
+        ) from None
     return folder
 
 
@@ -122,7 +124,8 @@ def prepare() -> Path | None:
             f"TensorRT-RTX was imported before wtconv-trt could prepare its libraries, and its ONNX parser would "
             f"abort the process on the first plugin node (it loads {UNVERSIONED}, which the wheel lacks). Import "
             f"trt_engine (or call trt_engine.tensorrt_api.import_tensorrt('tensorrt-rtx')) before tensorrt_rtx, or "
-            f"start the process with LD_LIBRARY_PATH={folder}")
+            f"start the process with LD_LIBRARY_PATH={folder}"
+        )
     for name in (CORE, PARSER):
         if (folder / name).exists():
             # RTLD_GLOBAL: a static-registration plugin resolves getPluginRegistry / getLogger from it.

@@ -47,9 +47,11 @@ from wtconv_export.errors import ConfigurationError, EngineError, PluginError
 log = logging.getLogger(__name__)
 tensorrt_log = logging.getLogger("trt_engine.tensorrt")  # TensorRT's own messages (its ILogger)
 
-INSTALL_HINT = ("TensorRT is not installed: install TensorRT 10.x or 11.x for your CUDA version (pip install "
-                "tensorrt, or NVIDIA's TensorRT container) on a machine with an NVIDIA GPU and driver, or "
-                "TensorRT-RTX (pip install tensorrt-rtx-cu13), which also builds engines without a GPU")
+INSTALL_HINT = (
+    "TensorRT is not installed: install TensorRT 10.x or 11.x for your CUDA version (pip install "
+    "tensorrt, or NVIDIA's TensorRT container) on a machine with an NVIDIA GPU and driver, or "
+    "TensorRT-RTX (pip install tensorrt-rtx-cu13), which also builds engines without a GPU"
+)
 
 
 class TensorRTUnavailable(ConfigurationError, EngineError):
@@ -57,7 +59,7 @@ class TensorRTUnavailable(ConfigurationError, EngineError):
 
 
 _TRT = None
-_BACKEND: str | None = None   # the backend chosen for this process (backends.TENSORRT / TENSORRT_RTX)
+_BACKEND: str | None = None  # the backend chosen for this process (backends.TENSORRT / TENSORRT_RTX)
 _LOGGER = None
 _SEVERITY_LEVELS = {0: logging.CRITICAL, 1: logging.ERROR, 2: logging.WARNING, 3: logging.INFO, 4: logging.DEBUG}
 
@@ -67,8 +69,10 @@ def use_backend(requested: str | None = None) -> str:
     register plugins in their own global registry. Returns the backend's name."""
     global _BACKEND
     if _TRT is not None and requested not in (None, backends.AUTO) and requested != _BACKEND:
-        raise ConfigurationError(f"{backends.display_name(_BACKEND)} is already in use in this process; "
-                                 f"--backend {requested} needs a new process")
+        raise ConfigurationError(
+            f"{backends.display_name(_BACKEND)} is already in use in this process; "
+            f"--backend {requested} needs a new process"
+        )
     if _TRT is not None:
         return _BACKEND
     try:
@@ -113,12 +117,16 @@ def import_tensorrt():
     except ImportError as error:
         raise TensorRTUnavailable(f"{INSTALL_HINT} (import {info.module}: {error})") from None
     except OSError as error:  # the bindings wheel is there but its libraries cannot be loaded
-        raise TensorRTUnavailable(f"{INSTALL_HINT} (the {info.module} Python package is installed but its "
-                                  f"libraries cannot be loaded: {error})") from None
+        raise TensorRTUnavailable(
+            f"{INSTALL_HINT} (the {info.module} Python package is installed but its "
+            f"libraries cannot be loaded: {error})"
+        ) from None
     version = getattr(trt, "__version__", "0")
     if backend == backends.TENSORRT and parse_version(version)[0] < 10:
-        raise ConfigurationError(f"TensorRT {version} is too old: the WTConv2d plugin is an IPluginV3 plugin and "
-                                 f"needs TensorRT 10.x or 11.x; upgrade TensorRT")
+        raise ConfigurationError(
+            f"TensorRT {version} is too old: the WTConv2d plugin is an IPluginV3 plugin and "
+            f"needs TensorRT 10.x or 11.x; upgrade TensorRT"
+        )
     _TRT = trt
     _set_backend(backend)
     return trt
@@ -153,12 +161,13 @@ def get_logger(verbose: bool = False):
     global _LOGGER
     trt = import_tensorrt()
     if _LOGGER is None:
+
         class _Logger(trt.ILogger):
             def __init__(self):
                 trt.ILogger.__init__(self)
                 self.min_severity = int(trt.ILogger.Severity.WARNING)
                 self.errors = []
-                self.messages = []   # every message at or above min_severity, for tests and error reports
+                self.messages = []  # every message at or above min_severity, for tests and error reports
 
             def log(self, severity, msg):
                 level = int(severity)
@@ -184,14 +193,20 @@ def _recent_errors(logger) -> str:
 # Plugin library
 # -------------------------------------------------------------------------------------------------------------
 
+
 def registered_creators():
     """[(name, version, namespace)] of every creator in the global plugin registry."""
     trt = import_tensorrt()
     out = []
     # all_creators is None when the bindings cannot wrap a creator (pyPlugin.cpp getCreatorsUtil).
     for creator in trt.get_plugin_registry().all_creators or []:
-        out.append((str(getattr(creator, "name", "?")), str(getattr(creator, "plugin_version", "?")),
-                    str(getattr(creator, "plugin_namespace", ""))))
+        out.append(
+            (
+                str(getattr(creator, "name", "?")),
+                str(getattr(creator, "plugin_version", "?")),
+                str(getattr(creator, "plugin_namespace", "")),
+            )
+        )
     return out
 
 
@@ -217,12 +232,18 @@ def load_plugin(path) -> dict:
     version = str(trt.__version__)
     trt_major = parse_version(version)[0]
     runtime = runtime_name(backend, version)
-    info = inspect_library(path)                      # PluginError with the fix
+    info = inspect_library(path)  # PluginError with the fix
     check_library_for_tensorrt(info, trt_major, backend, version)
     resolved = str(Path(path).resolve())
-    result = {"library": resolved, "kind": info.kind, "name": contract.PLUGIN_NAME,
-              "version": contract.PLUGIN_VERSION, "namespace": contract.PLUGIN_NAMESPACE,
-              "tensorrt_major": trt_major, "abi": info.abi}
+    result = {
+        "library": resolved,
+        "kind": info.kind,
+        "name": contract.PLUGIN_NAME,
+        "version": contract.PLUGIN_VERSION,
+        "namespace": contract.PLUGIN_NAMESPACE,
+        "tensorrt_major": trt_major,
+        "abi": info.abi,
+    }
     if resolved in _LOADED_LIBRARIES or has_wtconv_creator():
         return result
     logger = get_logger()
@@ -231,30 +252,37 @@ def load_plugin(path) -> dict:
         # loader with its name, which IPluginRegistry.load_library would reduce to a null handle.
         handle = ctypes.CDLL(resolved)
     except OSError as error:
-        raise PluginError(f"could not load plugin library {path}: {error}. Check its dependencies with "
-                          f"'ldd {path}' (for the static-registration library, {runtime}'s library must be "
-                          f"loadable), or rebuild the plugin for {runtime}") from None
+        raise PluginError(
+            f"could not load plugin library {path}: {error}. Check its dependencies with "
+            f"'ldd {path}' (for the static-registration library, {runtime}'s library must be "
+            f"loadable), or rebuild the plugin for {runtime}"
+        ) from None
     registry_handle = None
     if info.exports_get_creators and not has_wtconv_creator():
         registry_handle = trt.get_plugin_registry().load_library(resolved)
         if registry_handle is None:
-            raise PluginError(f"{runtime} could not load plugin library {path} (IPluginRegistry.load_library "
-                              f"returned null{_recent_errors(logger)}). Causes: it is not a TensorRT plugin library, "
-                              f"or one of its creators is already registered (another copy of the library was "
-                              f"loaded, e.g. through LD_PRELOAD)")
+            raise PluginError(
+                f"{runtime} could not load plugin library {path} (IPluginRegistry.load_library "
+                f"returned null{_recent_errors(logger)}). Causes: it is not a TensorRT plugin library, "
+                f"or one of its creators is already registered (another copy of the library was "
+                f"loaded, e.g. through LD_PRELOAD)"
+            )
     _LOADED_LIBRARIES[resolved] = (handle, registry_handle)
     if not has_wtconv_creator():
         listing = ", ".join(f"{n} v{v}" + (f" ns {ns!r}" if ns else "") for n, v, ns in registered_creators())
-        raise PluginError(f"plugin library {path} loaded, but {runtime}'s registry has no creator "
-                          f"{contract.PLUGIN_NAME!r} version {contract.PLUGIN_VERSION!r} namespace "
-                          f"{contract.PLUGIN_NAMESPACE!r}{_recent_errors(logger)}. Registered: {listing or 'none'}. "
-                          f"Is it the WTConv2d plugin library (plugin/trt), built for {runtime}'s ABI?")
+        raise PluginError(
+            f"plugin library {path} loaded, but {runtime}'s registry has no creator "
+            f"{contract.PLUGIN_NAME!r} version {contract.PLUGIN_VERSION!r} namespace "
+            f"{contract.PLUGIN_NAMESPACE!r}{_recent_errors(logger)}. Registered: {listing or 'none'}. "
+            f"Is it the WTConv2d plugin library (plugin/trt), built for {runtime}'s ABI?"
+        )
     return result
 
 
 # -------------------------------------------------------------------------------------------------------------
 # Build
 # -------------------------------------------------------------------------------------------------------------
+
 
 def make_progress_monitor(board):
     """A trt.IProgressMonitor (TensorRT >= 10.0, TensorRT-RTX) that forwards to ``board`` (build.ProgressBoard)."""
@@ -280,7 +308,7 @@ def compute_capability_names() -> list[str]:
     """TensorRT-RTX's target compute capabilities as 'major.minor' ('8.9', '12.0'), from trt.ComputeCapability."""
     trt = import_tensorrt()
     names = []
-    for member in getattr(trt, "ComputeCapability").__members__:
+    for member in trt.ComputeCapability.__members__:
         if member.startswith("SM") and member[2:].isdigit():
             digits = member[2:]
             names.append(f"{digits[:-1]}.{digits[-1]}")
@@ -325,23 +353,30 @@ class NetworkBuilder:
             lines.append(f"node {err.node()} {err.node_name()!r} ({node_op}): {err.desc()} [{err.code()}]")
         hint = ""
         if plugin_missing and not has_wtconv_creator():
-            hint = (f" -- the {contract.OP_TYPE} nodes need our plugin: pass --plugin with "
-                    f"libwtconv_trt_plugin_dynamic.so built for {runtime_name(self.backend, self.trt.__version__)}")
+            hint = (
+                f" -- the {contract.OP_TYPE} nodes need our plugin: pass --plugin with "
+                f"libwtconv_trt_plugin_dynamic.so built for {runtime_name(self.backend, self.trt.__version__)}"
+            )
         elif plugin_missing and any("Plugin not found" in line for line in lines):
-            hint = (f" -- our plugin is registered as {contract.PLUGIN_NAME!r} version {contract.PLUGIN_VERSION!r} "
-                    f"namespace {contract.PLUGIN_NAMESPACE!r}: the node's plugin_version / plugin_namespace attributes "
-                    f"must match (re-export the model with wtconv-trt export)")
+            hint = (
+                f" -- our plugin is registered as {contract.PLUGIN_NAME!r} version {contract.PLUGIN_VERSION!r} "
+                f"namespace {contract.PLUGIN_NAMESPACE!r}: the node's plugin_version / plugin_namespace attributes "
+                f"must match (re-export the model with wtconv-trt export)"
+            )
         # Our plugin prefixes its messages with "WTConv2d plugin:" (plugin/trt); quote the last ones.
         plugin_said = [m for m in self.logger.errors if m.startswith(f"{contract.PLUGIN_NAME} plugin:")]
         if plugin_said:
             hint += " -- the plugin said: " + " | ".join(plugin_said[-3:])
         self.logger.errors.clear()
-        raise EngineError(f"TensorRT's ONNX parser rejected {onnx_path}: " + " | ".join(lines or ["(no details)"])
-                          + hint)
+        raise EngineError(
+            f"TensorRT's ONNX parser rejected {onnx_path}: " + " | ".join(lines or ["(no details)"]) + hint
+        )
 
     def inputs(self) -> dict:
-        return {t.name: tuple(int(d) for d in t.shape)
-                for t in (self.network.get_input(i) for i in range(self.network.num_inputs))}
+        return {
+            t.name: tuple(int(d) for d in t.shape)
+            for t in (self.network.get_input(i) for i in range(self.network.num_inputs))
+        }
 
     def plugin_layer_count(self) -> int:
         trt = self.trt
@@ -354,12 +389,20 @@ class NetworkBuilder:
         one of its GPUs)."""
         trt = self.trt
         out = []
-        for mode, count, get in (("input", self.network.num_inputs, self.network.get_input),
-                                 ("output", self.network.num_outputs, self.network.get_output)):
+        for mode, count, get in (
+            ("input", self.network.num_inputs, self.network.get_input),
+            ("output", self.network.num_outputs, self.network.get_output),
+        ):
             for i in range(count):
                 t = get(i)
-                out.append({"name": t.name, "mode": mode, "shape": [int(d) for d in t.shape],
-                            "dtype": _dtype_name(trt, t.dtype)})
+                out.append(
+                    {
+                        "name": t.name,
+                        "mode": mode,
+                        "shape": [int(d) for d in t.shape],
+                        "dtype": _dtype_name(trt, t.dtype),
+                    }
+                )
         return out
 
     def derived_output_shapes(self, input_shapes: dict) -> dict:
@@ -372,20 +415,34 @@ class NetworkBuilder:
                 if t.name in input_shapes:
                     saved[t.name] = (t, tuple(t.shape))
                     t.shape = tuple(int(d) for d in input_shapes[t.name])
-            return {self.network.get_output(i).name: tuple(int(d) for d in self.network.get_output(i).shape)
-                    for i in range(self.network.num_outputs)}
+            return {
+                self.network.get_output(i).name: tuple(int(d) for d in self.network.get_output(i).shape)
+                for i in range(self.network.num_outputs)
+            }
         finally:
             for t, shape in saved.values():
                 t.shape = shape
 
-    def build(self, *, profiles, fp16_flag: bool, tf32: bool, timing_cache=None, progress_board=None,
-              workspace_bytes=None, optimization_level=None, compute_capabilities=None) -> bytes:
+    def build(
+        self,
+        *,
+        profiles,
+        fp16_flag: bool,
+        tf32: bool,
+        timing_cache=None,
+        progress_board=None,
+        workspace_bytes=None,
+        optimization_level=None,
+        compute_capabilities=None,
+    ) -> bytes:
         trt = self.trt
         config = self.builder.create_builder_config()
         if fp16_flag:
             if not hasattr(trt.BuilderFlag, "FP16"):  # TensorRT 11 / RTX removed it; decide_typing never asks there
-                raise EngineError(f"{runtime_name(self.backend, trt.__version__)} has no FP16 builder flag: export "
-                                  f"the model with --precision fp16 and build that ONNX model")
+                raise EngineError(
+                    f"{runtime_name(self.backend, trt.__version__)} has no FP16 builder flag: export "
+                    f"the model with --precision fp16 and build that ONNX model"
+                )
             config.set_flag(trt.BuilderFlag.FP16)
         if not tf32:
             config.clear_flag(trt.BuilderFlag.TF32)
@@ -400,8 +457,10 @@ class NetworkBuilder:
             for name, r in profile.inputs.items():
                 p.set_shape(name, r.min, r.opt, r.max)
             if config.add_optimization_profile(p) < 0:
-                raise EngineError(f"TensorRT rejected optimisation profile {index} ({profile.describe()})"
-                                  f"{_recent_errors(self.logger)}")
+                raise EngineError(
+                    f"TensorRT rejected optimisation profile {index} ({profile.describe()})"
+                    f"{_recent_errors(self.logger)}"
+                )
         cache = None
         if timing_cache is not None:
             path = Path(timing_cache)
@@ -412,8 +471,7 @@ class NetworkBuilder:
                 cache = config.create_timing_cache(b"")
             if not config.set_timing_cache(cache, ignore_mismatch=False):
                 # A cache from another GPU or TensorRT version is refused (ignore_mismatch=False): start afresh.
-                log.warning("timing cache %s was made on another device or TensorRT version; starting a new one",
-                            path)
+                log.warning("timing cache %s was made on another device or TensorRT version; starting a new one", path)
                 cache = config.create_timing_cache(b"")
                 config.set_timing_cache(cache, ignore_mismatch=False)
         monitor = None
@@ -424,10 +482,13 @@ class NetworkBuilder:
         if progress_board is not None:
             progress_board.close()
         if serialized is None:
-            raise EngineError(f"TensorRT could not build the engine{_recent_errors(self.logger)}; rerun with --verbose "
-                              f"for TensorRT's log")
+            raise EngineError(
+                f"TensorRT could not build the engine{_recent_errors(self.logger)}; rerun with --verbose "
+                f"for TensorRT's log"
+            )
         if timing_cache is not None:
             from trt_engine.manifest import atomic_write_bytes
+
             atomic_write_bytes(timing_cache, config.get_timing_cache().serialize())
         del monitor
         return bytes(memoryview(serialized))
@@ -436,14 +497,17 @@ class NetworkBuilder:
         """TensorRT-RTX: the GPUs the engine is compiled for ('8.9', '12.0', or 'current')."""
         trt = self.trt
         if not hasattr(trt, "ComputeCapability"):
-            raise ConfigurationError(f"{runtime_name(self.backend, trt.__version__)} has no target compute "
-                                     f"capabilities (a TensorRT-RTX setting); drop --compute-capability")
+            raise ConfigurationError(
+                f"{runtime_name(self.backend, trt.__version__)} has no target compute "
+                f"capabilities (a TensorRT-RTX setting); drop --compute-capability"
+            )
         members = [_compute_capability_member(trt, t) for t in targets]
         config.num_compute_capabilities = len(members)
         for index, member in enumerate(members):
             if not config.set_compute_capability(member, index):
-                raise EngineError(f"TensorRT-RTX refused target compute capability {targets[index]}"
-                                  f"{_recent_errors(self.logger)}")
+                raise EngineError(
+                    f"TensorRT-RTX refused target compute capability {targets[index]}{_recent_errors(self.logger)}"
+                )
 
 
 def _compute_capability_member(trt, text: str):
@@ -453,14 +517,17 @@ def _compute_capability_member(trt, text: str):
     member = getattr(trt.ComputeCapability, name, None) if "." in text else None
     if member is None:
         known = ", ".join(compute_capability_names())
-        raise ConfigurationError(f"--compute-capability {text}: {runtime_name(backend_of(trt), trt.__version__)} "
-                                 f"targets {known} (or 'current', the GPU of this machine)")
+        raise ConfigurationError(
+            f"--compute-capability {text}: {runtime_name(backend_of(trt), trt.__version__)} "
+            f"targets {known} (or 'current', the GPU of this machine)"
+        )
     return member
 
 
 def _dtype_name(trt, dtype) -> str:
     try:
         import numpy as np
+
         return np.dtype(trt.nptype(dtype)).name
     except TypeError:
         return str(dtype).rsplit(".", 1)[-1].lower()
@@ -469,6 +536,7 @@ def _dtype_name(trt, dtype) -> str:
 # -------------------------------------------------------------------------------------------------------------
 # Runtime
 # -------------------------------------------------------------------------------------------------------------
+
 
 class LoadedEngine:
     """A deserialized engine; keeps its runtime alive (the runtime must outlive the engine)."""
@@ -484,8 +552,14 @@ class LoadedEngine:
         for i in range(self.engine.num_io_tensors):
             name = self.engine.get_tensor_name(i)
             mode = "input" if self.engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT else "output"
-            out.append({"name": name, "mode": mode, "shape": [int(d) for d in self.engine.get_tensor_shape(name)],
-                        "dtype": _dtype_name(trt, self.engine.get_tensor_dtype(name))})
+            out.append(
+                {
+                    "name": name,
+                    "mode": mode,
+                    "shape": [int(d) for d in self.engine.get_tensor_shape(name)],
+                    "dtype": _dtype_name(trt, self.engine.get_tensor_dtype(name)),
+                }
+            )
         return out
 
     def num_profiles(self) -> int:
@@ -498,10 +572,12 @@ def deserialize_engine(engine_bytes, what: str = "engine") -> LoadedEngine:
     runtime = trt.Runtime(logger)
     engine = runtime.deserialize_cuda_engine(engine_bytes)
     if engine is None:
-        raise EngineError(f"{runtime_name(backend_of(trt), trt.__version__)} could not deserialize {what}"
-                          f"{_recent_errors(logger)}. Causes: no supported GPU here; the file is corrupt; it was "
-                          f"built by another TensorRT version or for another GPU; or the {contract.PLUGIN_NAME} plugin "
-                          f"is not loaded (pass --plugin). Fix: rebuild it here with wtconv-trt build")
+        raise EngineError(
+            f"{runtime_name(backend_of(trt), trt.__version__)} could not deserialize {what}"
+            f"{_recent_errors(logger)}. Causes: no supported GPU here; the file is corrupt; it was "
+            f"built by another TensorRT version or for another GPU; or the {contract.PLUGIN_NAME} plugin "
+            f"is not loaded (pass --plugin). Fix: rebuild it here with wtconv-trt build"
+        )
     return LoadedEngine(runtime, engine)
 
 
@@ -515,6 +591,7 @@ class ExecutionSession:
     def __init__(self, loaded: LoadedEngine, shapes: dict, profile_index: int, torch_stream):
         import numpy as np
         import torch
+
         self.context = loaded.engine.create_execution_context()
         if self.context is None:
             raise EngineError("TensorRT could not create an execution context (out of GPU memory?)")
@@ -532,10 +609,10 @@ class ExecutionSession:
             shape = tuple(self.context.get_tensor_shape(t["name"]))
             torch_dtype = getattr(torch, np.dtype(t["dtype"]).name)
             if t["mode"] == "input":
-                buf = torch.randn(shape, device="cuda").to(torch_dtype)   # filled on PyTorch's current stream
+                buf = torch.randn(shape, device="cuda").to(torch_dtype)  # filled on PyTorch's current stream
             else:
                 buf = torch.empty(shape, dtype=torch_dtype, device="cuda")
-            buf.record_stream(torch_stream)   # used on torch_stream: keep the caching allocator from reusing it early
+            buf.record_stream(torch_stream)  # used on torch_stream: keep the caching allocator from reusing it early
             self.buffers[t["name"]] = buf
             self.context.set_tensor_address(t["name"], buf.data_ptr())
         # The inputs were written on the current stream; every enqueue on torch_stream must see them.

@@ -34,19 +34,34 @@ from trt_engine import manifest as mf
 from wtconv_export.errors import InputError, ModelError, PluginError, ServingError
 
 # NumPy dtype name -> Triton DataType (model_config.proto).
-TRITON_DTYPES = {"float32": "TYPE_FP32", "float16": "TYPE_FP16", "bfloat16": "TYPE_BF16", "int8": "TYPE_INT8",
-                 "uint8": "TYPE_UINT8", "int32": "TYPE_INT32", "int64": "TYPE_INT64", "bool": "TYPE_BOOL"}
+TRITON_DTYPES = {
+    "float32": "TYPE_FP32",
+    "float16": "TYPE_FP16",
+    "bfloat16": "TYPE_BF16",
+    "int8": "TYPE_INT8",
+    "uint8": "TYPE_UINT8",
+    "int32": "TYPE_INT32",
+    "int64": "TYPE_INT64",
+    "bool": "TYPE_BOOL",
+}
 # Triton wire types used by clients (tritonclient InferInput datatype).
-CLIENT_DTYPES = {"float32": "FP32", "float16": "FP16", "int32": "INT32", "int64": "INT64", "uint8": "UINT8",
-                 "int8": "INT8", "bool": "BOOL"}
+CLIENT_DTYPES = {
+    "float32": "FP32",
+    "float16": "FP16",
+    "int32": "INT32",
+    "int64": "INT64",
+    "uint8": "UINT8",
+    "int8": "INT8",
+    "bool": "BOOL",
+}
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
 @dataclass
 class BatchPlan:
-    max_batch_size: int      # 0: no Triton batching (the engine's batch dimension is fixed)
-    profiles: list           # profile indices the instances may use (all of them when the engine has one)
-    input_dims: list         # dims without the batch dimension (-1 where the profiles allow a range)
+    max_batch_size: int  # 0: no Triton batching (the engine's batch dimension is fixed)
+    profiles: list  # profile indices the instances may use (all of them when the engine has one)
+    input_dims: list  # dims without the batch dimension (-1 where the profiles allow a range)
     note: str = ""
 
 
@@ -62,15 +77,20 @@ def plan_batching(manifest: dict) -> BatchPlan:
     if engine_shape[0] != -1:
         # The batch dimension is fixed in the engine: Triton must not add its own.
         dims = [int(d) for d in engine_shape]
-        return BatchPlan(0, list(range(len(profiles))), dims,
-                         f"the engine's batch dimension is fixed at {engine_shape[0]}: max_batch_size 0 (no batching)")
+        return BatchPlan(
+            0,
+            list(range(len(profiles))),
+            dims,
+            f"the engine's batch dimension is fixed at {engine_shape[0]}: max_batch_size 0 (no batching)",
+        )
     ranges = sorted((p.inputs[name].min[0], p.inputs[name].max[0], i) for i, p in enumerate(profiles))
     if not ranges or ranges[0][0] != 1:
         raise ModelError(
-            "no optimisation profile starts at batch 1 (" + "; ".join(f"profile {i}: batch {lo}..{hi}"
-                                                                      for lo, hi, i in ranges)
+            "no optimisation profile starts at batch 1 ("
+            + "; ".join(f"profile {i}: batch {lo}..{hi}" for lo, hi, i in ranges)
             + "). Triton batches requests dynamically and may send any batch from 1 to max_batch_size, so the "
-              "engine must accept batch 1; rebuild with --shapes NAME:1x.../OPTx.../MAXx...")
+            "engine must accept batch 1; rebuild with --shapes NAME:1x.../OPTx.../MAXx..."
+        )
     covered, used = 0, []
     for lo, hi, i in ranges:
         if lo > covered + 1:
@@ -87,13 +107,24 @@ def plan_batching(manifest: dict) -> BatchPlan:
         dims.append(int(fixed) if fixed is not None else -1)
     note = ""
     if len(used) < len(profiles):
-        note = (f"profiles {sorted(set(range(len(profiles))) - set(used))} leave a gap above batch {covered} and "
-                f"are not used by Triton")
+        note = (
+            f"profiles {sorted(set(range(len(profiles))) - set(used))} leave a gap above batch {covered} and "
+            f"are not used by Triton"
+        )
     return BatchPlan(covered, sorted(used), dims, note)
 
 
-def make_config(manifest: dict, *, name: str, instances: int = 1, kind: str = "KIND_GPU", gpus=None,
-                preferred_batch_sizes=None, max_queue_delay_us: int = 100, labels: bool = False) -> str:
+def make_config(
+    manifest: dict,
+    *,
+    name: str,
+    instances: int = 1,
+    kind: str = "KIND_GPU",
+    gpus=None,
+    preferred_batch_sizes=None,
+    max_queue_delay_us: int = 100,
+    labels: bool = False,
+) -> str:
     """config.pbtxt text for the engine described by ``manifest``."""
     if not _NAME.match(name):
         raise InputError(f"model name {name!r}: use letters, digits, '_', '-', '.' only")
@@ -107,18 +138,29 @@ def make_config(manifest: dict, *, name: str, instances: int = 1, kind: str = "K
 
     def dtype(t):
         if t["dtype"] not in TRITON_DTYPES:
-            raise ModelError(f"tensor {t['name']!r} has dtype {t['dtype']}, which Triton's TensorRT backend does "
-                             f"not take")
+            raise ModelError(
+                f"tensor {t['name']!r} has dtype {t['dtype']}, which Triton's TensorRT backend does not take"
+            )
         return TRITON_DTYPES[t["dtype"]]
 
     def dims_list(d):
         return "[ " + ", ".join(str(int(x)) for x in d) + " ]"
 
-    lines = [f'name: "{name}"', 'platform: "tensorrt_plan"', f"max_batch_size: {plan.max_batch_size}",
-             'default_model_filename: "model.plan"', "input ["]
+    lines = [
+        f'name: "{name}"',
+        'platform: "tensorrt_plan"',
+        f"max_batch_size: {plan.max_batch_size}",
+        'default_model_filename: "model.plan"',
+        "input [",
+    ]
     for i, t in enumerate(inputs):
-        lines += ["  {", f'    name: "{t["name"]}"', f"    data_type: {dtype(t)}",
-                  f"    dims: {dims_list(plan.input_dims)}", "  }" + ("," if i < len(inputs) - 1 else "")]
+        lines += [
+            "  {",
+            f'    name: "{t["name"]}"',
+            f"    data_type: {dtype(t)}",
+            f"    dims: {dims_list(plan.input_dims)}",
+            "  }" + ("," if i < len(inputs) - 1 else ""),
+        ]
     lines.append("]")
     lines.append("output [")
     for i, t in enumerate(outputs):
@@ -186,17 +228,29 @@ def serve_script(name: str, manifest: dict, plugin_rel: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_repository(engine, out, *, name: str | None = None, plugin_static=None, instances: int = 1, gpus=None,
-                     preferred_batch_sizes=None, max_queue_delay_us: int = 100, labels=None,
-                     force: bool = False) -> dict:
+def write_repository(
+    engine,
+    out,
+    *,
+    name: str | None = None,
+    plugin_static=None,
+    instances: int = 1,
+    gpus=None,
+    preferred_batch_sizes=None,
+    max_queue_delay_us: int = 100,
+    labels=None,
+    force: bool = False,
+) -> dict:
     """Write the repository; returns {"config", "model_dir", "serve", "config_text", "plan"}."""
     from trt_engine.engine_file import check_engine_request
 
-    check = check_engine_request(engine)          # manifest + sha256: never ship a corrupt engine
+    check = check_engine_request(engine)  # manifest + sha256: never ship a corrupt engine
     manifest = check.manifest
     if mf.backend_of(manifest) != "tensorrt":
-        raise ServingError(f"{engine} was built by TensorRT-RTX, whose engines Triton's TensorRT backend cannot load "
-                           f"(it runs TensorRT engines): build the engine with --backend tensorrt for Triton")
+        raise ServingError(
+            f"{engine} was built by TensorRT-RTX, whose engines Triton's TensorRT backend cannot load "
+            f"(it runs TensorRT engines): build the engine with --backend tensorrt for Triton"
+        )
     name = name or Path(engine).name.split(".")[0]
     out = Path(out)
     model_dir = out / name
@@ -204,21 +258,30 @@ def write_repository(engine, out, *, name: str | None = None, plugin_static=None
         raise InputError(f"{model_dir} already exists and is not empty; pass --force to overwrite it")
     if manifest.get("plugin") and not plugin_static:
         from trt_engine.plugin_library import default_plugin
+
         guess = Path(manifest["plugin"]["library"]).with_name("libwtconv_trt_plugin.so")
         if not guess.is_file():
             guess = default_plugin(static=True)
         if guess is not None:
             plugin_static = str(guess)
         else:
-            raise PluginError("the engine uses the WTConv2d plugin: pass --plugin-static "
-                             "PATH/TO/libwtconv_trt_plugin.so "
-                             "(the static-registration library from plugin/, which Triton loads with LD_PRELOAD)")
+            raise PluginError(
+                "the engine uses the WTConv2d plugin: pass --plugin-static "
+                "PATH/TO/libwtconv_trt_plugin.so "
+                "(the static-registration library from plugin/, which Triton loads with LD_PRELOAD)"
+            )
     if plugin_static:
         check_static_plugin(plugin_static, manifest)
     label_lines = _labels(manifest, labels)
-    config = make_config(manifest, name=name, instances=instances, gpus=gpus,
-                         preferred_batch_sizes=preferred_batch_sizes, max_queue_delay_us=max_queue_delay_us,
-                         labels=label_lines is not None)
+    config = make_config(
+        manifest,
+        name=name,
+        instances=instances,
+        gpus=gpus,
+        preferred_batch_sizes=preferred_batch_sizes,
+        max_queue_delay_us=max_queue_delay_us,
+        labels=label_lines is not None,
+    )
     (model_dir / "1").mkdir(parents=True, exist_ok=True)
     mf.atomic_write_bytes(model_dir / "1" / "model.plan", Path(engine).read_bytes())
     mf.atomic_write_bytes(model_dir / "config.pbtxt", config.encode())
@@ -232,8 +295,14 @@ def write_repository(engine, out, *, name: str | None = None, plugin_static=None
     serve = out / "serve.sh"
     mf.atomic_write_bytes(serve, serve_script(name, manifest, plugin_rel).encode())
     serve.chmod(serve.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return {"config": model_dir / "config.pbtxt", "model_dir": model_dir, "serve": serve, "config_text": config,
-            "plan": plan_batching(manifest), "name": name}
+    return {
+        "config": model_dir / "config.pbtxt",
+        "model_dir": model_dir,
+        "serve": serve,
+        "config_text": config,
+        "plan": plan_batching(manifest),
+        "name": name,
+    }
 
 
 def check_static_plugin(plugin_static, manifest: dict) -> None:
@@ -246,18 +315,24 @@ def check_static_plugin(plugin_static, manifest: dict) -> None:
     info = inspect_library(plugin_static)
     engine_trt = f"TensorRT {manifest['tensorrt']['version']}"
     if info.kind == "dynamic":
-        raise PluginError(f"{plugin_static} is the dynamic (getCreators) plugin library: loaded by Triton it would "
-                          f"register nothing and the engine would not deserialize; pass the static-registration one, "
-                          f"libwtconv_trt_plugin.so")
+        raise PluginError(
+            f"{plugin_static} is the dynamic (getCreators) plugin library: loaded by Triton it would "
+            f"register nothing and the engine would not deserialize; pass the static-registration one, "
+            f"libwtconv_trt_plugin.so"
+        )
     major = manifest["tensorrt"]["major"]
     if info.nvinfer_major is None:
-        raise PluginError(f"{plugin_static} does not link libnvinfer: under Triton (LD_PRELOAD or plugins=) its "
-                          f"static registration cannot find getPluginRegistry and the server fails. Build "
-                          f"libwtconv_trt_plugin.so against a TensorRT {major} install (cmake -S plugin -B build/plugin "
-                          f"-DTensorRT_ROOT=<TensorRT {major} with lib/libnvinfer.so>)")
+        raise PluginError(
+            f"{plugin_static} does not link libnvinfer: under Triton (LD_PRELOAD or plugins=) its "
+            f"static registration cannot find getPluginRegistry and the server fails. Build "
+            f"libwtconv_trt_plugin.so against a TensorRT {major} install (cmake -S plugin -B "
+            f"build/plugin -DTensorRT_ROOT=<TensorRT {major} with lib/libnvinfer.so>)"
+        )
     if info.nvinfer_major != major:
-        raise PluginError(f"{plugin_static} links TensorRT {info.nvinfer_major} (libnvinfer.so.{info.nvinfer_major}) "
-                          f"but the engine was built with {engine_trt}; use the plugin built for TensorRT {major}")
+        raise PluginError(
+            f"{plugin_static} links TensorRT {info.nvinfer_major} (libnvinfer.so.{info.nvinfer_major}) "
+            f"but the engine was built with {engine_trt}; use the plugin built for TensorRT {major}"
+        )
     check_library_for_tensorrt(info, major, "tensorrt", manifest["tensorrt"]["version"])
 
 
@@ -269,7 +344,7 @@ def _labels(manifest: dict, labels):
         return path.read_text(encoding="utf-8").splitlines()
     source = (manifest.get("model") or {}).get("source") or {}
     if source.get("source") == "default":
-        return [str(d) for d in range(10)]   # the shipped default model classifies the digits 0-9
+        return [str(d) for d in range(10)]  # the shipped default model classifies the digits 0-9
     return None
 
 
@@ -285,5 +360,12 @@ def parse_gpus(text):
     return gpus
 
 
-__all__ = ["make_config", "plan_batching", "write_repository", "serve_script", "parse_gpus", "TRITON_DTYPES",
-           "CLIENT_DTYPES"]
+__all__ = [
+    "make_config",
+    "plan_batching",
+    "write_repository",
+    "serve_script",
+    "parse_gpus",
+    "TRITON_DTYPES",
+    "CLIENT_DTYPES",
+]

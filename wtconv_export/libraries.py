@@ -28,8 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 KINDS = ("kernels", "plugin", "plugin-static")
-FILE_NAMES = {"kernels": "libwtconv_kernels_capi.so", "plugin": "libwtconv_trt_plugin_dynamic.so",
-              "plugin-static": "libwtconv_trt_plugin.so"}
+FILE_NAMES = {
+    "kernels": "libwtconv_kernels_capi.so",
+    "plugin": "libwtconv_trt_plugin_dynamic.so",
+    "plugin-static": "libwtconv_trt_plugin.so",
+}
 ENV_VARS = {"kernels": "WTCONV_KERNELS_LIB", "plugin": "WTCONV_TRT_PLUGIN", "plugin-static": "WTCONV_TRT_PLUGIN_STATIC"}
 ENV_CACHE = "WTCONV_TRT_CACHE"
 ABIS = ("trt10", "trt11")
@@ -91,7 +94,7 @@ def candidates(kind: str, abi: str | None = None) -> list[Candidate]:
         if kind == "kernels":
             out.append(Candidate(where, base / name))
         else:
-            for one in ([abi] if abi else list(ABIS)):
+            for one in [abi] if abi else list(ABIS):
                 out.append(Candidate(f"{where} ({one})", base / one / name))
     tree = build_tree_dir()
     out.append(Candidate("build tree", tree / name if kind == "kernels" else tree / "trt" / name))
@@ -121,5 +124,17 @@ def install_dir(kind: str, abi: str | None = None, root: Path | None = None) -> 
     return root / abi
 
 
-__all__ = ["ABIS", "Candidate", "ENV_VARS", "FILE_NAMES", "KINDS", "build_tree_dir", "candidates", "find",
-           "install_dir", "package_lib_dir", "user_cache_dir", "user_lib_dir"]
+__all__ = [
+    "ABIS",
+    "Candidate",
+    "ENV_VARS",
+    "FILE_NAMES",
+    "KINDS",
+    "build_tree_dir",
+    "candidates",
+    "find",
+    "install_dir",
+    "package_lib_dir",
+    "user_cache_dir",
+    "user_lib_dir",
+]

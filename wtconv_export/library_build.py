@@ -27,8 +27,11 @@ from wtconv_export.errors import ConfigurationError, InputError
 
 log = logging.getLogger(__name__)
 
-_TARGETS = {"kernels": "wtconv_kernels_capi", "plugin": "wtconv_trt_plugin_dynamic",
-            "plugin-static": "wtconv_trt_plugin"}
+_TARGETS = {
+    "kernels": "wtconv_kernels_capi",
+    "plugin": "wtconv_trt_plugin_dynamic",
+    "plugin-static": "wtconv_trt_plugin",
+}
 _BUILT_AT = {"kernels": ".", "plugin": "trt", "plugin-static": "trt"}  # below the build folder
 _SOURCE_SUFFIXES = {".cu", ".cuh", ".h", ".hpp", ".cpp", ".c", ".txt", ".cmake", ".in"}
 
@@ -46,8 +49,10 @@ def tensorrt_root(headers) -> Path:
     for root in (path, path.parent):
         if (root / "include" / "NvInferRuntime.h").is_file():
             return root
-    raise InputError(f"--tensorrt-headers {headers}: no include/NvInferRuntime.h there; give a TensorRT install or "
-                     f"the include/ folder of TensorRT's headers (TensorRT 10.x or 11.x; 11.x for TensorRT-RTX)")
+    raise InputError(
+        f"--tensorrt-headers {headers}: no include/NvInferRuntime.h there; give a TensorRT install or "
+        f"the include/ folder of TensorRT's headers (TensorRT 10.x or 11.x; 11.x for TensorRT-RTX)"
+    )
 
 
 def headers_abi(root: Path) -> str:
@@ -85,13 +90,22 @@ def _run(command: list[str], what: str, log_file: Path) -> None:
         result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
     if result.returncode != 0:
         tail = log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
-        raise ConfigurationError(f"{what} failed (exit {result.returncode}); full log in {log_file}; last lines: "
-                                 + " | ".join(line.strip() for line in tail if line.strip()))
+        raise ConfigurationError(
+            f"{what} failed (exit {result.returncode}); full log in {log_file}; last lines: "
+            + " | ".join(line.strip() for line in tail if line.strip())
+        )
 
 
-def build_libraries(*, tensorrt_headers=None, source=None, build_dir=None, install_root=None,
-                    cuda_architectures: str | None = None, jobs: int | None = None,
-                    kinds=None) -> dict:
+def build_libraries(
+    *,
+    tensorrt_headers=None,
+    source=None,
+    build_dir=None,
+    install_root=None,
+    cuda_architectures: str | None = None,
+    jobs: int | None = None,
+    kinds=None,
+) -> dict:
     """Configure, build and install the libraries; returns {kind: installed path}.
 
     ``kinds``: which of "kernels", "plugin", "plugin-static" (default: the kernels, and both plugins when
@@ -101,12 +115,15 @@ def build_libraries(*, tensorrt_headers=None, source=None, build_dir=None, insta
     abi = headers_abi(root) if root else None
     source = Path(source) if source else default_source_dir()
     if source is None or not (source / "CMakeLists.txt").is_file():
-        raise ConfigurationError("the CMake sources (plugin/) are not beside this package: run from a checkout of "
-                                 "the repository, or pass --source PATH/TO/plugin")
+        raise ConfigurationError(
+            "the CMake sources (plugin/) are not beside this package: run from a checkout of "
+            "the repository, or pass --source PATH/TO/plugin"
+        )
     for tool in ("cmake", "nvcc"):
         if shutil.which(tool) is None and not (tool == "nvcc" and Path("/usr/local/cuda/bin/nvcc").is_file()):
-            raise ConfigurationError(f"{tool} is not on PATH: building the libraries needs CMake >= 3.24 and the "
-                                     f"CUDA toolkit (nvcc)")
+            raise ConfigurationError(
+                f"{tool} is not on PATH: building the libraries needs CMake >= 3.24 and the CUDA toolkit (nvcc)"
+            )
     if kinds is None:
         kinds = ["kernels"] + (["plugin", "plugin-static"] if root else [])
     if any(k.startswith("plugin") for k in kinds) and root is None:
@@ -114,8 +131,15 @@ def build_libraries(*, tensorrt_headers=None, source=None, build_dir=None, insta
     build_dir = Path(build_dir) if build_dir else libraries.user_cache_dir() / "build" / (abi or "kernels")
     build_dir.mkdir(parents=True, exist_ok=True)
     log_file = build_dir / "build-libs.log"
-    configure = ["cmake", "-S", str(source), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
-                 "-DWTCONV_BUILD_PLUGIN_HARNESS=OFF"]
+    configure = [
+        "cmake",
+        "-S",
+        str(source),
+        "-B",
+        str(build_dir),
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DWTCONV_BUILD_PLUGIN_HARNESS=OFF",
+    ]
     if cuda_architectures:
         configure.append(f"-DCMAKE_CUDA_ARCHITECTURES={cuda_architectures}")
     if root:
@@ -124,8 +148,11 @@ def build_libraries(*, tensorrt_headers=None, source=None, build_dir=None, insta
         configure.append("-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc")
     _run(configure, "CMake configure", log_file)
     jobs = jobs or max(os.cpu_count() or 1, 1)
-    _run(["cmake", "--build", str(build_dir), "-j", str(jobs), "--target", *(_TARGETS[k] for k in kinds)],
-         "CMake build", log_file)
+    _run(
+        ["cmake", "--build", str(build_dir), "-j", str(jobs), "--target", *(_TARGETS[k] for k in kinds)],
+        "CMake build",
+        log_file,
+    )
     installed = {}
     for kind in kinds:
         built = build_dir / _BUILT_AT[kind] / libraries.FILE_NAMES[kind]
@@ -141,5 +168,4 @@ def build_libraries(*, tensorrt_headers=None, source=None, build_dir=None, insta
     return installed
 
 
-__all__ = ["build_libraries", "default_source_dir", "headers_abi", "sources_digest",
-           "tensorrt_root"]
+__all__ = ["build_libraries", "default_source_dir", "headers_abi", "sources_digest", "tensorrt_root"]
