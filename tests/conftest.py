@@ -84,8 +84,8 @@ def find_kernels_library():
         if path:
             return Path(path), None
     return None, (
-        f"CUDA kernel library not found: build it (cmake -S plugin -B build && cmake --build build) "
-        f"or set {KERNELS_LIB_ENV} to its path"
+        f"CUDA kernel library not found: build it (wtconv-trt build-libs; 'wtconv-trt doctor' shows where it is "
+        f"looked for) or set {KERNELS_LIB_ENV} to its path"
     )
 
 
