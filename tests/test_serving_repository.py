@@ -24,8 +24,10 @@ def tiny_onnx(path, dtype=TensorProto.FLOAT, batch="batch", metadata=None):
     dim0 = batch if batch else 4
     x = helper.make_tensor_value_info("input", dtype, [dim0, 1, "height", "width"])
     y = helper.make_tensor_value_info("output", dtype, [dim0, 1, "height", "width"])
-    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["input"], ["output"])], "g", [x], [y]),
-                              opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(
+        helper.make_graph([helper.make_node("Relu", ["input"], ["output"])], "g", [x], [y]),
+        opset_imports=[helper.make_opsetid("", 18)],
+    )
     for key, value in (metadata or {"input_shape": "1,1,8,8"}).items():
         model.metadata_props.add(key=f"wtconv_trt.{key}", value=value)
     onnx.save(model, str(path))
@@ -40,12 +42,14 @@ def parsed(result):
 def test_config_follows_the_model(tmp_path, dtype, wire):
     """I/O names and types from the graph, dims from the metadata's native shape, batching, warm-up, the
     environment's site-packages for the stub; the written config parses as Triton's ModelConfig."""
-    result = repository.write_python_repository(tiny_onnx(tmp_path / "m.onnx", dtype), tmp_path / "repo",
-                                                name="tiny", runtime="onnxruntime", max_batch_size=16)
+    result = repository.write_python_repository(
+        tiny_onnx(tmp_path / "m.onnx", dtype), tmp_path / "repo", name="tiny", runtime="onnxruntime", max_batch_size=16
+    )
     config = repository.parse_config((tmp_path / "repo" / "tiny" / "config.pbtxt").read_text())
     assert config == parsed(result)
     assert config.backend == "python" and config.name == "tiny" and config.max_batch_size == 16
     from tritonclient.grpc import model_config_pb2 as pb
+
     inputs = [(i.name, i.data_type, list(i.dims)) for i in config.input]
     assert inputs == [("input", pb.DataType.Value(wire), [1, 8, 8])]
     assert [(o.name, o.data_type) for o in config.output] == [("output", pb.DataType.Value(wire))]
@@ -61,8 +65,9 @@ def test_config_follows_the_model(tmp_path, dtype, wire):
 
 
 def test_fixed_batch_means_no_triton_batching(tmp_path):
-    result = repository.write_python_repository(tiny_onnx(tmp_path / "m.onnx", batch=None), tmp_path / "repo",
-                                                name="fixed")
+    result = repository.write_python_repository(
+        tiny_onnx(tmp_path / "m.onnx", batch=None), tmp_path / "repo", name="fixed"
+    )
     config = parsed(result)
     assert config.max_batch_size == 0 and list(config.input[0].dims) == [4, 1, 8, 8]
     assert not config.HasField("dynamic_batching")
@@ -110,12 +115,15 @@ def test_taken_port_is_refused_before_the_server_starts(tmp_path):
 
 
 def test_first_error_reads_tritons_log():
-    text = ('I1201 06:14:57.297370 10650 pb_stub.cc:298] "loading"\n'
-            'E1201 06:14:57.299593 10642 model_lifecycle.cc:642] "failed to load \'echo\' version 1: Internal: '
-            'ModuleNotFoundError: No module named \'numpy\'\\n\\nAt:\\n  x.py(30): <module>"\n'
-            "error: creating server: Internal - failed to load all models\n")
-    assert server.first_error(text) == ("failed to load 'echo' version 1: Internal: ModuleNotFoundError: No module "
-                                        "named 'numpy'")
+    text = (
+        'I1201 06:14:57.297370 10650 pb_stub.cc:298] "loading"\n'
+        "E1201 06:14:57.299593 10642 model_lifecycle.cc:642] \"failed to load 'echo' version 1: Internal: "
+        "ModuleNotFoundError: No module named 'numpy'\\n\\nAt:\\n  x.py(30): <module>\"\n"
+        "error: creating server: Internal - failed to load all models\n"
+    )
+    assert server.first_error(text) == (
+        "failed to load 'echo' version 1: Internal: ModuleNotFoundError: No module named 'numpy'"
+    )
     assert server.first_error("error: creating server: bad\n") == "creating server: bad"
 
 
@@ -151,6 +159,7 @@ def test_runtime_choice_on_this_machine(tmp_path):
 
 def test_cli_write_only_and_missing_model(tmp_path, capsys):
     from wtconv_trt.cli import main
+
     onnx_path = tiny_onnx(tmp_path / "m.onnx")
     assert main(["serve", str(onnx_path), "--repo", str(tmp_path / "repo"), "--write-only"]) == 0
     assert 'backend: "python"' in capsys.readouterr().out
@@ -169,12 +178,13 @@ def test_engine_sets_the_batch_limit_and_travels_with_its_manifest(tmp_path):
     """With --engine, max_batch_size comes from the engine's profiles (Triton may send any batch up to it) and
     the engine is copied with its manifest, which still checks out (sha256) in the repository."""
     from engine_helpers import fake_engine
+
     from trt_engine.validate import check_engine_request
 
-    engine, _ = fake_engine(tmp_path, precision="fp32", dtype="float32",
-                            profiles=["input:1x1x8x8/4x1x8x8/16x1x8x8"])
-    result = repository.write_python_repository(tiny_onnx(tmp_path / "m.onnx"), tmp_path / "repo", name="m",
-                                                engine=engine)
+    engine, _ = fake_engine(tmp_path, precision="fp32", dtype="float32", profiles=["input:1x1x8x8/4x1x8x8/16x1x8x8"])
+    result = repository.write_python_repository(
+        tiny_onnx(tmp_path / "m.onnx"), tmp_path / "repo", name="m", engine=engine
+    )
     config = parsed(result)
     assert config.max_batch_size == 16
     assert {k: v.string_value for k, v in config.parameters.items()}["engine_file"] == "model.plan"

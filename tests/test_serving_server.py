@@ -60,8 +60,7 @@ def exports(tmp_path_factory):
     paths = {}
     for name, (ops, precision) in MODELS.items():
         paths[name] = out / f"{name}.onnx"
-        export_onnx(model, paths[name], ops=ops, precision=precision, input_shape=(1, 1, 32, 32),
-                    metadata=description)
+        export_onnx(model, paths[name], ops=ops, precision=precision, input_shape=(1, 1, 32, 32), metadata=description)
     return paths
 
 
@@ -70,8 +69,15 @@ def served(install, exports, tmp_path_factory):
     repo = tmp_path_factory.mktemp("repo")
     for name, path in exports.items():
         write_python_repository(path, repo, name=name, runtime="onnxruntime", max_batch_size=BATCH, threads=1)
-    server = TritonServer(repo, http_port=0, grpc_port=0, model_control="explicit", load_models=list(MODELS),
-                          log_file=repo.parent / "server.log", install=install)
+    server = TritonServer(
+        repo,
+        http_port=0,
+        grpc_port=0,
+        model_control="explicit",
+        load_models=list(MODELS),
+        log_file=repo.parent / "server.log",
+        install=install,
+    )
     try:
         server.start(timeout=240)
         server.watch(interval=0.25)
@@ -98,7 +104,7 @@ def infer(client, module, name, x, output="output"):
 
 
 def batches(x):
-    return [x[i:i + BATCH] for i in range(0, len(x), BATCH)]
+    return [x[i : i + BATCH] for i in range(0, len(x), BATCH)]
 
 
 @pytest.mark.parametrize("name, dtype, rel_tol", [("digits", np.float32, 1e-5), ("digits_fp16", np.float16, 2e-2)])
@@ -125,8 +131,21 @@ def test_heldout_digits_over_http_and_grpc(served, exports, digits, name, dtype,
 
 def test_client_sample_as_written(served):
     """samples/triton_client.py against the served fp32 model: it compares with PyTorch itself."""
-    result = subprocess.run([sys.executable, str(ROOT / "samples" / "triton_client.py"), "--url", served.grpc_url,
-                             "--model", "digits", "--count", "64"], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "samples" / "triton_client.py"),
+            "--url",
+            served.grpc_url,
+            "--model",
+            "digits",
+            "--count",
+            "64",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "PASSED" in result.stdout and "64 images" in result.stdout
 
@@ -137,13 +156,31 @@ def test_bounded_load(served, exports):
     runner = OnnxRuntimeRunner(exports["digits_std"])
     pool = load.input_pool({"source": "default"}, (1, 32, 32), np.float32, size=600)
     expected = load.expected_outputs(runner, pool)
-    report = load.run_load(served.grpc_url, "digits_std", pool, expected, protocol="grpc", requests=2000,
-                           concurrency=16, batch_sizes=(1, 2, 4, 8), time_limit_s=150)
+    report = load.run_load(
+        served.grpc_url,
+        "digits_std",
+        pool,
+        expected,
+        protocol="grpc",
+        requests=2000,
+        concurrency=16,
+        batch_sizes=(1, 2, 4, 8),
+        time_limit_s=150,
+    )
     print("\n" + report.line())
     assert report.completed == 2000, report.summary()
     assert report.failed == report.lost == report.mismatched == 0, report.summary()
-    http_report = load.run_load(served.http_url, "digits_std", pool, expected, protocol="http", requests=400,
-                                concurrency=16, batch_sizes=(1, 2, 4, 8), time_limit_s=60)
+    http_report = load.run_load(
+        served.http_url,
+        "digits_std",
+        pool,
+        expected,
+        protocol="http",
+        requests=400,
+        concurrency=16,
+        batch_sizes=(1, 2, 4, 8),
+        time_limit_s=60,
+    )
     print(http_report.line())
     assert http_report.completed == 400 and http_report.mismatched == 0, http_report.summary()
     summary = report.summary()
@@ -167,8 +204,7 @@ def test_bad_requests_get_clear_errors_and_the_server_keeps_serving(served, digi
     cases = [
         ("wrong shape", "digits_std", np.zeros((2, 1, 16, 16), np.float32), "FP32", "unexpected shape"),
         ("wrong dtype", "digits_std", np.zeros((2, 1, 32, 32), np.float64), "FP64", "FP64"),
-        ("batch over max", "digits_std", np.zeros((BATCH + 1, 1, 32, 32), np.float32), "FP32",
-         f"must be <= {BATCH}"),
+        ("batch over max", "digits_std", np.zeros((BATCH + 1, 1, 32, 32), np.float32), "FP32", f"must be <= {BATCH}"),
         ("unknown model", "no_such_model", x, "FP32", "unknown model"),
     ]
     for what, name, array, datatype, message in cases:
@@ -177,8 +213,18 @@ def test_bad_requests_get_clear_errors_and_the_server_keeps_serving(served, digi
         with pytest.raises(InferenceServerException, match=message):
             client.infer(name, [tensor])
         assert np.array_equal(infer(client, grpcclient, "digits_std", x), good), f"after {what}"
-    header = json.dumps({"inputs": [{"name": "input", "shape": [4, 1, 32, 32], "datatype": "FP32",
-                                     "parameters": {"binary_data_size": x.nbytes}}]}).encode()
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "input",
+                    "shape": [4, 1, 32, 32],
+                    "datatype": "FP32",
+                    "parameters": {"binary_data_size": x.nbytes},
+                }
+            ]
+        }
+    ).encode()
     path = "/v2/models/digits_std/infer"
     status, text = post(served.http_url, path, b"", {"Content-Type": "application/json"})
     assert status == 400 and "error" in text
@@ -208,9 +254,20 @@ def test_killed_backend_recovers_without_losing_acknowledged_requests(served, ex
             for pid in before:
                 os.kill(pid, signal.SIGKILL)
 
-    report = load.run_load(served.grpc_url, "digits_std", pool, expected, protocol="grpc", requests=300,
-                           concurrency=4, batch_sizes=(1, 2, 4), time_limit_s=150, retries=240, retry_wait_s=0.25,
-                           on_progress=kill_after_some)
+    report = load.run_load(
+        served.grpc_url,
+        "digits_std",
+        pool,
+        expected,
+        protocol="grpc",
+        requests=300,
+        concurrency=4,
+        batch_sizes=(1, 2, 4),
+        time_limit_s=150,
+        retries=240,
+        retry_wait_s=0.25,
+        on_progress=kill_after_some,
+    )
     print("\n" + report.line())
     assert killed.is_set()
     recoveries = [r for r in served.recoveries if r[0] == "digits_std"]
@@ -227,12 +284,14 @@ def test_repository_that_does_not_load_is_refused_in_one_line(install, tmp_path)
     (repo / "broken" / "config.pbtxt").write_text(
         'name: "broken"\nbackend: "python"\nmax_batch_size: 4\n'
         'input [ { name: "input" data_type: TYPE_FP32 dims: [ 2 ] } ]\n'
-        'output [ { name: "output" data_type: TYPE_FP32 dims: [ 2 ] } ]\n')
+        'output [ { name: "output" data_type: TYPE_FP32 dims: [ 2 ] } ]\n'
+    )
     (repo / "broken" / "1" / "model.py").write_text("raise ImportError('this model cannot load')\n")
     server = TritonServer(repo, http_port=0, grpc_port=0, install=install, log_file=tmp_path / "log.txt")
     start = time.monotonic()
-    with pytest.raises(ServingError, match="stopped before it was ready: failed to load 'broken'.*this model cannot "
-                                           "load") as error:
+    with pytest.raises(
+        ServingError, match="stopped before it was ready: failed to load 'broken'.*this model cannot load"
+    ) as error:
         server.start(timeout=120)
     assert "\n" not in str(error.value)
     assert time.monotonic() - start < 120
@@ -244,10 +303,27 @@ def test_cli_serves_until_sigterm(install, tmp_path):
     from test_serving_repository import tiny_onnx
 
     onnx_path = tiny_onnx(tmp_path / "relu.onnx")
-    process = subprocess.Popen([sys.executable, "-m", "wtconv_trt", "serve", str(onnx_path), "--repo",
-                                str(tmp_path / "repo"), "--http-port", "0", "--grpc-port", "0", "--log",
-                                str(tmp_path / "server.log")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, start_new_session=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wtconv_trt",
+            "serve",
+            str(onnx_path),
+            "--repo",
+            str(tmp_path / "repo"),
+            "--http-port",
+            "0",
+            "--grpc-port",
+            "0",
+            "--log",
+            str(tmp_path / "server.log"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         lines = []
         for line in process.stdout:

@@ -31,8 +31,10 @@ def request_plan(count: int, pool_size: int, batch_sizes) -> list:
     """[(start, batch)] for ``count`` requests, no two alike (so no two requests carry the same input)."""
     batch_sizes = [int(b) for b in batch_sizes]
     if count > pool_size * len(set(batch_sizes)):
-        raise ValueError(f"{count} distinct requests need a pool of at least {count // len(set(batch_sizes)) + 1} "
-                         f"inputs, got {pool_size}")
+        raise ValueError(
+            f"{count} distinct requests need a pool of at least {count // len(set(batch_sizes)) + 1} "
+            f"inputs, got {pool_size}"
+        )
     stride = next(s for s in range(pool_size // 2 + 1, pool_size * 2) if np.gcd(s, pool_size) == 1)
     plan, seen = [], set()
     for i in range(count):
@@ -80,38 +82,71 @@ class LoadReport:
 
     def summary(self) -> dict:
         lat = sorted(self.latencies_ms)
-        return {"protocol": self.protocol, "requests": self.requests, "concurrency": self.concurrency,
-                "batch_sizes": self.batch_sizes, "completed": self.completed, "failed": self.failed,
-                "lost": self.lost, "mismatched": self.mismatched, "bit_identical": self.bit_identical,
-                "retried": self.retried, "images": self.images, "wall_s": round(self.wall_s, 3),
-                "latency_ms": {"p50": round(percentile(lat, 50), 3), "p90": round(percentile(lat, 90), 3),
-                               "p99": round(percentile(lat, 99), 3), "max": round(lat[-1], 3) if lat else None},
-                "throughput_requests_per_s": round(self.completed / self.wall_s, 1) if self.wall_s else None,
-                "throughput_images_per_s": round(self.images / self.wall_s, 1) if self.wall_s else None,
-                "first_errors": self.errors[:5]}
+        return {
+            "protocol": self.protocol,
+            "requests": self.requests,
+            "concurrency": self.concurrency,
+            "batch_sizes": self.batch_sizes,
+            "completed": self.completed,
+            "failed": self.failed,
+            "lost": self.lost,
+            "mismatched": self.mismatched,
+            "bit_identical": self.bit_identical,
+            "retried": self.retried,
+            "images": self.images,
+            "wall_s": round(self.wall_s, 3),
+            "latency_ms": {
+                "p50": round(percentile(lat, 50), 3),
+                "p90": round(percentile(lat, 90), 3),
+                "p99": round(percentile(lat, 99), 3),
+                "max": round(lat[-1], 3) if lat else None,
+            },
+            "throughput_requests_per_s": round(self.completed / self.wall_s, 1) if self.wall_s else None,
+            "throughput_images_per_s": round(self.images / self.wall_s, 1) if self.wall_s else None,
+            "first_errors": self.errors[:5],
+        }
 
     def line(self) -> str:
         s = self.summary()
-        return (f"{s['protocol']:>4}: {s['requests']} requests x batch {'/'.join(map(str, self.batch_sizes))} from "
-                f"{self.concurrency} clients in {s['wall_s']:.1f} s: {s['completed']} ok, {s['failed']} failed, "
-                f"{s['lost']} lost, {s['mismatched']} mismatched ({s['bit_identical']} bit-identical); latency p50 "
-                f"{s['latency_ms']['p50']:.2f} ms, p99 {s['latency_ms']['p99']:.2f} ms; "
-                f"{s['throughput_requests_per_s']} req/s, {s['throughput_images_per_s']} images/s")
+        return (
+            f"{s['protocol']:>4}: {s['requests']} requests x batch {'/'.join(map(str, self.batch_sizes))} from "
+            f"{self.concurrency} clients in {s['wall_s']:.1f} s: {s['completed']} ok, {s['failed']} failed, "
+            f"{s['lost']} lost, {s['mismatched']} mismatched ({s['bit_identical']} bit-identical); latency p50 "
+            f"{s['latency_ms']['p50']:.2f} ms, p99 {s['latency_ms']['p99']:.2f} ms; "
+            f"{s['throughput_requests_per_s']} req/s, {s['throughput_images_per_s']} images/s"
+        )
 
 
 def _client(protocol: str, url: str, timeout_s: float):
     if protocol == "grpc":
         import tritonclient.grpc as module
+
         return module, module.InferenceServerClient(url=url)
     import tritonclient.http as module
+
     return module, module.InferenceServerClient(url=url, connection_timeout=timeout_s, network_timeout=timeout_s)
 
 
-def run_load(url: str, model: str, pool: np.ndarray, expected: np.ndarray, *, protocol: str = "grpc",
-             requests: int = 2000, concurrency: int = 16, batch_sizes=(1, 2, 4, 8), input_name: str = "input",
-             output_name: str = "output", atol: float = 1e-5, rtol: float = 1e-5, time_limit_s: float = 300.0,
-             request_timeout_s: float = 60.0, retries: int = 0, retry_wait_s: float = 0.5,
-             on_progress=None) -> LoadReport:
+def run_load(
+    url: str,
+    model: str,
+    pool: np.ndarray,
+    expected: np.ndarray,
+    *,
+    protocol: str = "grpc",
+    requests: int = 2000,
+    concurrency: int = 16,
+    batch_sizes=(1, 2, 4, 8),
+    input_name: str = "input",
+    output_name: str = "output",
+    atol: float = 1e-5,
+    rtol: float = 1e-5,
+    time_limit_s: float = 300.0,
+    request_timeout_s: float = 60.0,
+    retries: int = 0,
+    retry_wait_s: float = 0.5,
+    on_progress=None,
+) -> LoadReport:
     """Send ``requests`` requests from ``concurrency`` threads (one client each); see the module docstring."""
     from tritonclient.utils import InferenceServerException
 
@@ -200,9 +235,12 @@ def direct_throughput(runner, pool: np.ndarray, batch: int, seconds: float = 2.0
         count += 1
     wall = time.perf_counter() - t0
     latencies.sort()
-    return {"batch": batch, "calls": count, "images_per_s": round(count * batch / wall, 1),
-            "latency_ms": {"p50": round(percentile(latencies, 50), 3), "p99": round(percentile(latencies, 99), 3)}}
-
+    return {
+        "batch": batch,
+        "calls": count,
+        "images_per_s": round(count * batch / wall, 1),
+        "latency_ms": {"p50": round(percentile(latencies, 50), 3), "p99": round(percentile(latencies, 99), 3)},
+    }
 
 
 def input_pool(metadata: dict, input_dims, dtype, size: int = 1024, seed: int = 0) -> np.ndarray:
@@ -211,6 +249,7 @@ def input_pool(metadata: dict, input_dims, dtype, size: int = 1024, seed: int = 
     dims = [int(d) for d in input_dims]
     if metadata.get("source") == "default":
         from wtconv_export.models import load_default_model, load_heldout_digits
+
         _, config = load_default_model()
         digits = load_heldout_digits(config)[0].numpy()
         copies = [np.roll(digits, shift, axis=-1) for shift in range(-(-size // len(digits)))]
@@ -222,8 +261,17 @@ def input_pool(metadata: dict, input_dims, dtype, size: int = 1024, seed: int = 
 
 def expected_outputs(runner, pool: np.ndarray, batch: int = 64) -> np.ndarray:
     """The runner's outputs for every pool row, computed directly in batches of ``batch``."""
-    return np.concatenate([runner(np.ascontiguousarray(pool[i:i + batch])) for i in range(0, len(pool), batch)])
+    return np.concatenate([runner(np.ascontiguousarray(pool[i : i + batch])) for i in range(0, len(pool), batch)])
 
 
-__all__ = ["run_load", "request_plan", "direct_throughput", "input_pool", "expected_outputs", "LoadReport",
-           "percentile", "rows", "matches"]
+__all__ = [
+    "run_load",
+    "request_plan",
+    "direct_throughput",
+    "input_pool",
+    "expected_outputs",
+    "LoadReport",
+    "percentile",
+    "rows",
+    "matches",
+]

@@ -18,7 +18,7 @@ def _add_site_packages(paths):
         if path and os.path.isdir(path):
             site.addsitedir(path)
     added = [p for p in sys.path if p not in before]
-    sys.path[:] = added + before       # the environment's packages win over the stub's system ones
+    sys.path[:] = added + before  # the environment's packages win over the stub's system ones
 
 
 class TritonPythonModel:

@@ -9,7 +9,10 @@ error and leaves the model serving.
 Tensors cross the backend boundary through DLPack (``np.from_dlpack`` in, ``Tensor.from_dlpack`` out), not
 ``as_numpy()`` / ``Tensor(name, array)``: the backend's compiled helpers read NumPy 1's array-descriptor layout,
 and under NumPy 2 they see garbage item sizes (inputs read as repeated first elements, outputs sent with 0
-bytes). DLPack describes the memory itself and is correct with either NumPy.
+bytes). DLPack describes the memory itself and is correct with either NumPy. Outputs are handed over as PyTorch
+tensors (``torch.from_numpy``, no copy): the backend renames the DLPack capsule it consumes to a name NumPy's
+capsule destructor does not expect, so a NumPy capsule prints an "unraisable" traceback for every response,
+while PyTorch's destructor leaves a renamed capsule alone, as the DLPack protocol says.
 """
 
 from __future__ import annotations
@@ -39,14 +42,22 @@ class ServedModel:
         device = int(args.get("model_instance_device_id") or 0)
         threads = int(parameters.get("threads") or 0)
         start = time.perf_counter()
-        self.runner = make_runner(parameters.get("runtime", "auto"), onnx_path=onnx, engine_path=engine,
-                                  plugin=plugin, device=device, threads=threads)
+        self.runner = make_runner(
+            parameters.get("runtime", "auto"),
+            onnx_path=onnx,
+            engine_path=engine,
+            plugin=plugin,
+            device=device,
+            threads=threads,
+        )
         self.input_name = config["input"][0]["name"]
         self.output_name = config["output"][0]["name"]
         self.logger = pb_utils.Logger
-        self.logger.log_info(f"{args['model_name']}: runtime {self.runner.name}, input {self.input_name} "
-                             f"{self.runner.input_dtype}, output {self.output_name} {self.runner.output_dtype} "
-                             f"(loaded in {time.perf_counter() - start:.1f} s)")
+        self.logger.log_info(
+            f"{args['model_name']}: runtime {self.runner.name}, input {self.input_name} "
+            f"{self.runner.input_dtype}, output {self.output_name} {self.runner.output_dtype} "
+            f"(loaded in {time.perf_counter() - start:.1f} s)"
+        )
 
     def execute(self, requests):
         pb = self.pb
@@ -57,7 +68,7 @@ class ServedModel:
                 errors[index] = f"the request has no input named {self.input_name!r}"
                 arrays.append(None)
                 continue
-            x = np.from_dlpack(tensor)   # not as_numpy(): see the module docstring
+            x = np.from_dlpack(tensor)  # not as_numpy(): see the module docstring
             if x.dtype != self.runner.input_dtype:
                 errors[index] = f"input {self.input_name!r} must be {self.runner.input_dtype}, got {x.dtype}"
                 arrays.append(None)
@@ -70,7 +81,7 @@ class ServedModel:
                 if self.batching and len(good) > 1:
                     y = self.runner(np.concatenate([arrays[i] for i in good]))
                     sizes = np.cumsum([len(arrays[i]) for i in good])[:-1]
-                    outputs = dict(zip(good, np.split(y, sizes)))
+                    outputs = dict(zip(good, np.split(y, sizes), strict=True))
                 else:
                     outputs = {i: self.runner(arrays[i]) for i in good}
             except Exception as error:  # answer the batch with the error; the model keeps serving
@@ -83,8 +94,18 @@ class ServedModel:
                 responses.append(pb.InferenceResponse(output_tensors=[], error=pb.TritonError(errors[index])))
             else:
                 y = np.ascontiguousarray(outputs[index].astype(self.runner.output_dtype, copy=False))
-                responses.append(pb.InferenceResponse(output_tensors=[pb.Tensor.from_dlpack(self.output_name, y)]))
+                tensor = pb.Tensor.from_dlpack(self.output_name, _dlpack_source(y))
+                responses.append(pb.InferenceResponse(output_tensors=[tensor]))
         return responses
 
     def finalize(self) -> None:
         self.runner = None
+
+
+def _dlpack_source(array: np.ndarray):
+    """A DLPack producer for ``array`` whose capsule tolerates the backend's renaming (see the module docstring)."""
+    try:
+        import torch
+    except ImportError:
+        return array
+    return torch.from_numpy(array)

@@ -29,7 +29,7 @@ from trt_engine.triton import TRITON_DTYPES, plan_batching
 from wtconv_export.errors import ModelError, ServingError
 
 DEFAULT_MAX_BATCH = 32
-ONNX_TYPES = {1: "float32", 10: "float16"}       # onnx.TensorProto.FLOAT, FLOAT16
+ONNX_TYPES = {1: "float32", 10: "float16"}  # onnx.TensorProto.FLOAT, FLOAT16
 MODEL_TEMPLATE = Path(__file__).with_name("model.py")
 
 
@@ -52,8 +52,9 @@ def parse_config(text: str, where: str = "config.pbtxt"):
         from google.protobuf import text_format
         from tritonclient.grpc import model_config_pb2
     except ImportError as error:
-        raise ServingError("checking a Triton config needs tritonclient: pip install 'tritonclient[http,grpc]'"
-                           ) from error
+        raise ServingError(
+            "checking a Triton config needs tritonclient: pip install 'tritonclient[http,grpc]'"
+        ) from error
     try:
         return text_format.Parse(text, model_config_pb2.ModelConfig())
     except text_format.ParseError as error:
@@ -65,8 +66,10 @@ def check_repository(repo) -> list:
     names. ServingError (one line) otherwise."""
     repo = Path(repo)
     if not repo.is_dir():
-        raise ServingError(f"model repository {repo} does not exist; write one with: wtconv-trt serve MODEL.onnx "
-                           f"--repo {repo} --write-only")
+        raise ServingError(
+            f"model repository {repo} does not exist; write one with: wtconv-trt serve MODEL.onnx "
+            f"--repo {repo} --write-only"
+        )
     names = []
     for model_dir in sorted(p for p in repo.iterdir() if p.is_dir()):
         config = model_dir / "config.pbtxt"
@@ -101,13 +104,18 @@ def describe_onnx(onnx_path) -> dict:
     def tensor(value):
         kind = value.type.tensor_type
         if kind.elem_type not in ONNX_TYPES:
-            raise ModelError(f"{onnx_path}: tensor {value.name!r} has element type {kind.elem_type}; serving takes "
-                             f"float32 or float16 models")
+            raise ModelError(
+                f"{onnx_path}: tensor {value.name!r} has element type {kind.elem_type}; serving takes "
+                f"float32 or float16 models"
+            )
         dims = [int(d.dim_value) if d.HasField("dim_value") else -1 for d in kind.shape.dim]
         return {"name": value.name, "dtype": ONNX_TYPES[kind.elem_type], "shape": dims}
 
-    return {"input": tensor(proto.graph.input[0]), "output": tensor(proto.graph.output[0]),
-            "metadata": read_metadata(proto)}
+    return {
+        "input": tensor(proto.graph.input[0]),
+        "output": tensor(proto.graph.output[0]),
+        "metadata": read_metadata(proto),
+    }
 
 
 def plan_from_onnx(description: dict, max_batch_size: int | None) -> tuple:
@@ -127,10 +135,22 @@ def plan_from_onnx(description: dict, max_batch_size: int | None) -> tuple:
     return 0, dims, out_dims
 
 
-def make_python_config(*, name: str, input_desc: dict, output_desc: dict, max_batch_size: int, input_dims,
-                       output_dims, parameters: dict, instances: int = 1, instance_kind: str = "KIND_CPU",
-                       preferred_batch_sizes=None, max_queue_delay_us: int = 500, warmup: bool = True,
-                       labels: bool = False) -> str:
+def make_python_config(
+    *,
+    name: str,
+    input_desc: dict,
+    output_desc: dict,
+    max_batch_size: int,
+    input_dims,
+    output_dims,
+    parameters: dict,
+    instances: int = 1,
+    instance_kind: str = "KIND_CPU",
+    preferred_batch_sizes=None,
+    max_queue_delay_us: int = 500,
+    warmup: bool = True,
+    labels: bool = False,
+) -> str:
     """config.pbtxt text for the Python-backend model (parsed with parse_config before it is returned)."""
     if instances < 1:
         raise ServingError(f"--instances must be >= 1, got {instances}")
@@ -142,11 +162,23 @@ def make_python_config(*, name: str, input_desc: dict, output_desc: dict, max_ba
         return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
     in_type, out_type = TRITON_DTYPES[input_desc["dtype"]], TRITON_DTYPES[output_desc["dtype"]]
-    lines = [f"name: {quoted(name)}", 'backend: "python"', f"max_batch_size: {int(max_batch_size)}",
-             "input [", "  {", f"    name: {quoted(input_desc['name'])}", f"    data_type: {in_type}",
-             f"    dims: {dims(input_dims)}", "  }", "]",
-             "output [", "  {", f"    name: {quoted(output_desc['name'])}", f"    data_type: {out_type}",
-             f"    dims: {dims(output_dims)}"]
+    lines = [
+        f"name: {quoted(name)}",
+        'backend: "python"',
+        f"max_batch_size: {int(max_batch_size)}",
+        "input [",
+        "  {",
+        f"    name: {quoted(input_desc['name'])}",
+        f"    data_type: {in_type}",
+        f"    dims: {dims(input_dims)}",
+        "  }",
+        "]",
+        "output [",
+        "  {",
+        f"    name: {quoted(output_desc['name'])}",
+        f"    data_type: {out_type}",
+        f"    dims: {dims(output_dims)}",
+    ]
     if labels:
         lines.append('    label_filename: "labels.txt"')
     lines += ["  }", "]"]
@@ -165,17 +197,35 @@ def make_python_config(*, name: str, input_desc: dict, output_desc: dict, max_ba
             lines += ["model_warmup {", f'  name: "warmup_batch_{b}"']
             if b:
                 lines.append(f"  batch_size: {b}")
-            lines += ["  inputs {", f"    key: {quoted(input_desc['name'])}",
-                      f"    value {{ data_type: {in_type} dims: {dims(input_dims)} zero_data: true }}", "  }", "}"]
+            lines += [
+                "  inputs {",
+                f"    key: {quoted(input_desc['name'])}",
+                f"    value {{ data_type: {in_type} dims: {dims(input_dims)} zero_data: true }}",
+                "  }",
+                "}",
+            ]
     text = "\n".join(lines) + "\n"
     parse_config(text, f"the generated config of {name}")
     return text
 
 
-def write_python_repository(onnx, out, *, name: str = "wtconv", engine=None, plugin=None, runtime: str = "auto",
-                            max_batch_size: int | None = None, instances: int = 1, instance_kind: str = "auto",
-                            preferred_batch_sizes=None, max_queue_delay_us: int = 500, warmup: bool = True,
-                            threads: int = 0, force: bool = False) -> dict:
+def write_python_repository(
+    onnx,
+    out,
+    *,
+    name: str = "wtconv",
+    engine=None,
+    plugin=None,
+    runtime: str = "auto",
+    max_batch_size: int | None = None,
+    instances: int = 1,
+    instance_kind: str = "auto",
+    preferred_batch_sizes=None,
+    max_queue_delay_us: int = 500,
+    warmup: bool = True,
+    threads: int = 0,
+    force: bool = False,
+) -> dict:
     """Write the repository; returns {"model_dir", "config", "config_text", "max_batch_size", "name"}."""
     from trt_engine.serving.runtimes import RUNTIMES
 
@@ -188,6 +238,7 @@ def write_python_repository(onnx, out, *, name: str = "wtconv", engine=None, plu
     batch, input_dims, output_dims = plan_from_onnx(description, max_batch_size)
     if engine:
         from trt_engine.engine_file import check_engine_request
+
         plan = plan_batching(check_engine_request(engine).manifest)
         batch = plan.max_batch_size if max_batch_size is None else min(int(max_batch_size), plan.max_batch_size)
     if instance_kind == "auto":
@@ -202,8 +253,7 @@ def write_python_repository(onnx, out, *, name: str = "wtconv", engine=None, plu
         shutil.rmtree(model_dir)
     version = model_dir / "1"
     version.mkdir(parents=True, exist_ok=True)
-    parameters = {"runtime": runtime, "onnx_file": "model.onnx",
-                  "site_packages": os.pathsep.join(environment_paths())}
+    parameters = {"runtime": runtime, "onnx_file": "model.onnx", "site_packages": os.pathsep.join(environment_paths())}
     if engine:
         parameters["engine_file"] = "model.plan"
     if plugin:
@@ -211,11 +261,21 @@ def write_python_repository(onnx, out, *, name: str = "wtconv", engine=None, plu
     if threads:
         parameters["threads"] = str(int(threads))
     labels = description["metadata"].get("source") == "default"
-    config = make_python_config(name=name, input_desc=description["input"], output_desc=description["output"],
-                                max_batch_size=batch, input_dims=input_dims, output_dims=output_dims,
-                                parameters=parameters, instances=instances, instance_kind=instance_kind,
-                                preferred_batch_sizes=preferred_batch_sizes, max_queue_delay_us=max_queue_delay_us,
-                                warmup=warmup, labels=labels)
+    config = make_python_config(
+        name=name,
+        input_desc=description["input"],
+        output_desc=description["output"],
+        max_batch_size=batch,
+        input_dims=input_dims,
+        output_dims=output_dims,
+        parameters=parameters,
+        instances=instances,
+        instance_kind=instance_kind,
+        preferred_batch_sizes=preferred_batch_sizes,
+        max_queue_delay_us=max_queue_delay_us,
+        warmup=warmup,
+        labels=labels,
+    )
     shutil.copyfile(onnx, version / "model.onnx")
     if engine:
         shutil.copyfile(engine, version / "model.plan")
@@ -226,9 +286,21 @@ def write_python_repository(onnx, out, *, name: str = "wtconv", engine=None, plu
     if labels:
         mf.atomic_write_bytes(model_dir / "labels.txt", ("\n".join(str(d) for d in range(10)) + "\n").encode())
     mf.atomic_write_bytes(model_dir / "config.pbtxt", config.encode())
-    return {"model_dir": model_dir, "config": model_dir / "config.pbtxt", "config_text": config,
-            "max_batch_size": batch, "name": name}
+    return {
+        "model_dir": model_dir,
+        "config": model_dir / "config.pbtxt",
+        "config_text": config,
+        "max_batch_size": batch,
+        "name": name,
+    }
 
 
-__all__ = ["write_python_repository", "make_python_config", "parse_config", "check_repository", "describe_onnx",
-           "environment_paths", "DEFAULT_MAX_BATCH"]
+__all__ = [
+    "write_python_repository",
+    "make_python_config",
+    "parse_config",
+    "check_repository",
+    "describe_onnx",
+    "environment_paths",
+    "DEFAULT_MAX_BATCH",
+]

@@ -94,8 +94,8 @@ class TensorRTRunner:
     def __init__(self, engine_path, plugin=None, device: int = 0):
         import torch
 
-        from trt_engine.profiles import find_profile
         from trt_engine.engine_file import check_engine_request, load_engine_for_run
+        from trt_engine.profiles import find_profile
 
         check = check_engine_request(engine_path)
         self.manifest, self.profiles = check.manifest, check.profiles
@@ -150,6 +150,7 @@ def unavailable_reason(runtime: str, *, onnx_path=None, engine_path=None) -> str
         return "no CUDA GPU visible to PyTorch"
     if runtime == "torch-cuda":
         from wtconv_export import cuda_kernels
+
         if not onnx_path:
             return "no ONNX model in the repository (its metadata names the PyTorch model)"
         if cuda_kernels.find_library() is None:
@@ -157,6 +158,7 @@ def unavailable_reason(runtime: str, *, onnx_path=None, engine_path=None) -> str
         return None
     if runtime == "tensorrt":
         from trt_engine import tensorrt_api
+
         if not engine_path:
             return "no engine in the repository"
         if not tensorrt_api.tensorrt_available():
@@ -178,8 +180,9 @@ def select_runtime(preference: str = "auto", *, onnx_path=None, engine_path=None
         reasons[runtime] = unavailable_reason(runtime, onnx_path=onnx_path, engine_path=engine_path)
         if reasons[runtime] is None:
             return runtime
-    raise ConfigurationError("no runtime can run this model here: "
-                             + "; ".join(f"{r}: {why}" for r, why in reasons.items()))
+    raise ConfigurationError(
+        "no runtime can run this model here: " + "; ".join(f"{r}: {why}" for r, why in reasons.items())
+    )
 
 
 def make_runner(runtime: str, *, onnx_path=None, engine_path=None, plugin=None, device: int = 0, threads: int = 0):
@@ -192,5 +195,12 @@ def make_runner(runtime: str, *, onnx_path=None, engine_path=None, plugin=None, 
     return TensorRTRunner(Path(engine_path), plugin=plugin, device=device)
 
 
-__all__ = ["RUNTIMES", "OnnxRuntimeRunner", "TorchCudaRunner", "TensorRTRunner", "make_runner", "select_runtime",
-           "unavailable_reason"]
+__all__ = [
+    "RUNTIMES",
+    "OnnxRuntimeRunner",
+    "TorchCudaRunner",
+    "TensorRTRunner",
+    "make_runner",
+    "select_runtime",
+    "unavailable_reason",
+]

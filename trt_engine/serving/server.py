@@ -41,12 +41,14 @@ from wtconv_export.errors import ConfigurationError, ServingError
 
 log = logging.getLogger(__name__)
 
-ENV_HOME = "WTCONV_TRITON_HOME"       # a pytriton/tritonserver folder (bin/, backends/, python_backend_stubs/)
-ENV_CACHE = "WTCONV_TRITON_CACHE"     # where the prepared backend directory goes (default ~/.cache/wtconv-trt)
-PYTRITON_VERSION = "0.7.0"            # the wheel this project was tested with (Triton server 2.51.0)
-INSTALL_HINT = (f"install the server binary with: pip install --no-deps nvidia-pytriton=={PYTRITON_VERSION} "
-                f"(only its tritonserver is used; --no-deps keeps its numpy<2 pin out of this environment), or set "
-                f"{ENV_HOME} to an unpacked wheel's pytriton/tritonserver folder")
+ENV_HOME = "WTCONV_TRITON_HOME"  # a pytriton/tritonserver folder (bin/, backends/, python_backend_stubs/)
+ENV_CACHE = "WTCONV_TRITON_CACHE"  # where the prepared backend directory goes (default ~/.cache/wtconv-trt)
+PYTRITON_VERSION = "0.7.0"  # the wheel this project was tested with (Triton server 2.51.0)
+INSTALL_HINT = (
+    f"install the server binary with: pip install --no-deps nvidia-pytriton=={PYTRITON_VERSION} "
+    f"(only its tritonserver is used; --no-deps keeps its numpy<2 pin out of this environment), or set "
+    f"{ENV_HOME} to an unpacked wheel's pytriton/tritonserver folder"
+)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -54,9 +56,9 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 class ServerInstall:
     """Where the server's files are."""
 
-    root: Path            # .../pytriton/tritonserver
-    binary: Path          # root/bin/tritonserver
-    library_dirs: tuple   # bundled shared libraries (nvidia_pytriton.libs)
+    root: Path  # .../pytriton/tritonserver
+    binary: Path  # root/bin/tritonserver
+    library_dirs: tuple  # bundled shared libraries (nvidia_pytriton.libs)
 
     def stub_for(self, version=None) -> Path:
         major, minor = (version or sys.version_info)[:2]
@@ -69,11 +71,14 @@ def find_server() -> ServerInstall:
     if os.environ.get(ENV_HOME):
         root = Path(os.environ[ENV_HOME]).expanduser()
         if not (root / "bin" / "tritonserver").is_file():
-            raise ConfigurationError(f"{ENV_HOME}={root} has no bin/tritonserver; point it at the "
-                                     f"pytriton/tritonserver folder of an unpacked nvidia-pytriton wheel")
+            raise ConfigurationError(
+                f"{ENV_HOME}={root} has no bin/tritonserver; point it at the "
+                f"pytriton/tritonserver folder of an unpacked nvidia-pytriton wheel"
+            )
     else:
         import importlib.util
-        spec = importlib.util.find_spec("pytriton")   # finds the package without importing it (numpy<2 code)
+
+        spec = importlib.util.find_spec("pytriton")  # finds the package without importing it (numpy<2 code)
         if spec is not None and spec.submodule_search_locations:
             root = Path(list(spec.submodule_search_locations)[0]) / "tritonserver"
         if root is None or not (root / "bin" / "tritonserver").is_file():
@@ -92,8 +97,9 @@ def python_library_dir() -> str | None:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get(ENV_CACHE) or os.path.join(os.environ.get("XDG_CACHE_HOME") or
-                                                     os.path.expanduser("~/.cache"), "wtconv-trt")
+    base = os.environ.get(ENV_CACHE) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "wtconv-trt"
+    )
     return Path(base)
 
 
@@ -103,16 +109,20 @@ def prepare_backends(install: ServerInstall) -> Path:
     stub = install.stub_for()
     if not stub.is_file():
         have = sorted(p.name for p in (install.root / "python_backend_stubs").iterdir())
-        raise ConfigurationError(f"the server has no Python backend stub for Python "
-                                 f"{sys.version_info[0]}.{sys.version_info[1]} (it has {', '.join(have)}); "
-                                 f"run the server from one of those Python versions")
+        raise ConfigurationError(
+            f"the server has no Python backend stub for Python "
+            f"{sys.version_info[0]}.{sys.version_info[1]} (it has {', '.join(have)}); "
+            f"run the server from one of those Python versions"
+        )
     source = install.root / "backends" / "python"
     key = f"{install.binary.stat().st_size}-{sys.version_info[0]}.{sys.version_info[1]}"
     target_root = cache_dir() / f"triton-backends-{key}"
     target = target_root / "python"
-    files = [(source / "libtriton_python.so", target / "libtriton_python.so"),
-             (source / "triton_python_backend_utils.py", target / "triton_python_backend_utils.py"),
-             (stub, target / "triton_python_backend_stub")]
+    files = [
+        (source / "libtriton_python.so", target / "libtriton_python.so"),
+        (source / "triton_python_backend_utils.py", target / "triton_python_backend_utils.py"),
+        (stub, target / "triton_python_backend_stub"),
+    ]
     if all(dst.is_file() and dst.stat().st_size == src.stat().st_size for src, dst in files):
         return target_root
     try:
@@ -123,8 +133,9 @@ def prepare_backends(install: ServerInstall) -> Path:
             tmp.chmod(0o755)
             os.replace(tmp, dst)
     except OSError as error:
-        raise ConfigurationError(f"cannot prepare the Triton Python backend in {target_root}: {error}; set "
-                                 f"{ENV_CACHE} to a writable folder") from error
+        raise ConfigurationError(
+            f"cannot prepare the Triton Python backend in {target_root}: {error}; set {ENV_CACHE} to a writable folder"
+        ) from error
     return target_root
 
 
@@ -173,7 +184,7 @@ def first_error(log_text: str) -> str | None:
         return found[0]
     for line in reversed(log_text.splitlines()):
         if line.startswith("error:"):
-            return line[len("error:"):].strip()
+            return line[len("error:") :].strip()
     return None
 
 
@@ -188,9 +199,20 @@ class TritonServer:
     SIGTERM to the server's process group (the server and its backend stubs), then SIGKILL after a grace period.
     """
 
-    def __init__(self, repository, *, host: str = "127.0.0.1", http_port: int = 8000, grpc_port: int = 8001,
-                 metrics_port: int = 0, log_file=None, model_control: str = "none", load_models=(),
-                 extra_args=(), install: ServerInstall | None = None):
+    def __init__(
+        self,
+        repository,
+        *,
+        host: str = "127.0.0.1",
+        http_port: int = 8000,
+        grpc_port: int = 8001,
+        metrics_port: int = 0,
+        log_file=None,
+        model_control: str = "none",
+        load_models=(),
+        extra_args=(),
+        install: ServerInstall | None = None,
+    ):
         self.repository = Path(repository).resolve()
         self.host = host
         self.ports = {"http": int(http_port), "grpc": int(grpc_port), "metrics": int(metrics_port)}
@@ -200,7 +222,7 @@ class TritonServer:
         self.extra_args = list(extra_args)
         self.install = install
         self.process: subprocess.Popen | None = None
-        self.recoveries: list = []          # (model, dead stub pid, seconds to reload, error or None)
+        self.recoveries: list = []  # (model, dead stub pid, seconds to reload, error or None)
         self._watch_stop = threading.Event()
         self._watcher: threading.Thread | None = None
 
@@ -216,13 +238,21 @@ class TritonServer:
         return "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
 
     def command(self, backends: Path) -> list:
-        cmd = [str(self.install.binary), f"--model-repository={self.repository}",
-               f"--backend-directory={backends}", f"--http-address={self.host}", f"--grpc-address={self.host}",
-               f"--http-port={self.ports['http']}", f"--grpc-port={self.ports['grpc']}",
-               f"--model-control-mode={self.model_control}", "--exit-timeout-secs=3", "--log-verbose=0",
-               # No auto-complete: it starts a short-lived stub per model, which the stub watch would take for a
-               # crash; our configs are complete.
-               "--disable-auto-complete-config"]
+        cmd = [
+            str(self.install.binary),
+            f"--model-repository={self.repository}",
+            f"--backend-directory={backends}",
+            f"--http-address={self.host}",
+            f"--grpc-address={self.host}",
+            f"--http-port={self.ports['http']}",
+            f"--grpc-port={self.ports['grpc']}",
+            f"--model-control-mode={self.model_control}",
+            "--exit-timeout-secs=3",
+            "--log-verbose=0",
+            # No auto-complete: it starts a short-lived stub per model, which the stub watch would take for a
+            # crash; our configs are complete.
+            "--disable-auto-complete-config",
+        ]
         if self.ports["metrics"] > 0:
             cmd += [f"--metrics-address={self.host}", f"--metrics-port={self.ports['metrics']}"]
         else:
@@ -230,7 +260,7 @@ class TritonServer:
         cmd += [f"--load-model={m}" for m in self.load_models]
         return cmd + self.extra_args
 
-    def start(self, timeout: float = 120.0) -> "TritonServer":
+    def start(self, timeout: float = 120.0) -> TritonServer:
         from trt_engine.serving.repository import check_repository
 
         check_repository(self.repository)
@@ -240,16 +270,23 @@ class TritonServer:
             if port == 0 and what != "metrics":
                 self.ports[what] = free_port(self._client_host())
             elif port > 0 and port_in_use(self.host, port):
-                raise ServingError(f"port {port} on {self.host} ({what}) is already in use: stop what listens "
-                                   f"there or choose another with --{what}-port")
+                raise ServingError(
+                    f"port {port} on {self.host} ({what}) is already in use: stop what listens "
+                    f"there or choose another with --{what}-port"
+                )
         if self.ports["http"] == self.ports["grpc"]:
             raise ServingError(f"the HTTP and gRPC ports are both {self.ports['http']}: give two different ports")
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         log.debug("starting %s", " ".join(self.command(backends)))
         with open(self.log_file, "wb") as out:
-            self.process = subprocess.Popen(self.command(backends), stdout=out, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, env=server_environment(self.install),
-                                            start_new_session=True)
+            self.process = subprocess.Popen(
+                self.command(backends),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=server_environment(self.install),
+                start_new_session=True,
+            )
         try:
             self.wait_ready(timeout)
         except BaseException:
@@ -280,8 +317,11 @@ class TritonServer:
                 return
             time.sleep(0.2)
         cause = first_error(self.log_text())
-        raise ServingError(f"tritonserver was not ready within {timeout:.0f} s"
-                           + (f": {cause}" if cause else "") + f" (log: {self.log_file})")
+        raise ServingError(
+            f"tritonserver was not ready within {timeout:.0f} s"
+            + (f": {cause}" if cause else "")
+            + f" (log: {self.log_file})"
+        )
 
     def stub_pids(self) -> list:
         """Process ids of this server's Python backend stubs (children of the server process)."""
@@ -314,23 +354,26 @@ class TritonServer:
         stub starts and the model warms up again. Requests in the gap are answered with an error."""
         base = f"http://{self.http_url}/v2/repository/models/{model}"
         for action in ("unload", "load"):
-            request = urllib.request.Request(f"{base}/{action}", data=b"{}", method="POST",
-                                             headers={"Content-Type": "application/json"})
+            request = urllib.request.Request(
+                f"{base}/{action}", data=b"{}", method="POST", headers={"Content-Type": "application/json"}
+            )
             try:
                 with urllib.request.urlopen(request, timeout=timeout) as response:
                     response.read()
             except urllib.error.HTTPError as error:
-                raise ServingError(f"could not {action} model {model}: {error.read().decode(errors='replace')}"
-                                   ) from None
+                raise ServingError(
+                    f"could not {action} model {model}: {error.read().decode(errors='replace')}"
+                ) from None
 
-    def watch(self, interval: float = 0.5) -> "TritonServer":
+    def watch(self, interval: float = 0.5) -> TritonServer:
         """Start a thread that notices a backend stub that died (killed, crashed, out of memory) and reloads its
         model, so the model serves again; each recovery is logged and kept in ``recoveries``."""
         if self.model_control != "explicit":
             raise ServingError("recovering a model whose backend died needs model_control='explicit'")
         if self._watcher is None:
-            self._watcher = threading.Thread(target=self._watch, args=(interval,), name="triton-stub-watch",
-                                             daemon=True)
+            self._watcher = threading.Thread(
+                target=self._watch, args=(interval,), name="triton-stub-watch", daemon=True
+            )
             self._watcher.start()
         return self
 
@@ -373,12 +416,12 @@ class TritonServer:
             except subprocess.TimeoutExpired:
                 log.warning("tritonserver did not stop within %.0f s; killing it", grace)
         try:
-            os.killpg(self.process.pid, signal.SIGKILL)     # stubs left behind by a killed server
+            os.killpg(self.process.pid, signal.SIGKILL)  # stubs left behind by a killed server
         except (ProcessLookupError, PermissionError):
             pass
         return self.process.wait()
 
-    def __enter__(self) -> "TritonServer":
+    def __enter__(self) -> TritonServer:
         return self.start() if self.process is None else self
 
     def __exit__(self, *exc) -> None:
@@ -389,5 +432,15 @@ def is_loopback(host: str) -> bool:
     return host in LOOPBACK or host.startswith("127.")
 
 
-__all__ = ["ServerInstall", "TritonServer", "find_server", "prepare_backends", "free_port", "port_in_use",
-           "first_error", "is_loopback", "INSTALL_HINT", "PYTRITON_VERSION"]
+__all__ = [
+    "ServerInstall",
+    "TritonServer",
+    "find_server",
+    "prepare_backends",
+    "free_port",
+    "port_in_use",
+    "first_error",
+    "is_loopback",
+    "INSTALL_HINT",
+    "PYTRITON_VERSION",
+]
