@@ -45,8 +45,9 @@ def main() -> int:
     for ops, precision in VARIANTS:
         path = out / f"{args.arch or 'default'}_{ops}_{precision}.onnx"
         print(f"\n== wtconv-trt export -o {path} --ops {ops} --precision {precision}", flush=True)
-        status = wtconv_trt(["export", "-o", str(path), "--ops", ops, "--precision", precision, "--force",
-                             *model_args, *shape_args])
+        status = wtconv_trt(
+            ["export", "-o", str(path), "--ops", ops, "--precision", precision, "--force", *model_args, *shape_args]
+        )
         if status != 0:
             return status
         print(f"== wtconv-trt validate {path}", flush=True)

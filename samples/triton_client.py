@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 DTYPES = {"FP16": np.float16, "FP32": np.float32}
-TOLERANCE = {"FP16": 5e-2, "FP32": 1e-3}      # trt_engine.validate.TOLERANCES (atol = rtol) per precision
+TOLERANCE = {"FP16": 5e-2, "FP32": 1e-3}  # trt_engine.validate.TOLERANCES (atol = rtol) per precision
 
 
 def load_images(paths, config):
@@ -32,10 +32,11 @@ def load_images(paths, config):
     import torch
 
     from wtconv_export.models import preprocess_digits
+
     digits = []
     for path in paths:
         grey = np.asarray(Image.open(path).convert("L").resize((8, 8), Image.BILINEAR), dtype=np.float32)
-        if grey.mean() > 127:             # dark ink on light paper: invert to the dataset's convention
+        if grey.mean() > 127:  # dark ink on light paper: invert to the dataset's convention
             grey = 255.0 - grey
         digits.append(grey / 255.0 * 16.0)
     pre = config["preprocessing"]
@@ -51,18 +52,19 @@ def main(argv=None) -> int:
     parser.add_argument("--images", nargs="+", help="image files of single digits instead of the held-out set")
     args = parser.parse_args(argv)
 
+    import torch
     import tritonclient.grpc as grpcclient
     from tritonclient.utils import InferenceServerException
-
-    import torch
 
     from wtconv_export.models import load_default_model, load_heldout_digits
 
     client = grpcclient.InferenceServerClient(url=args.url)
     try:
         if not client.is_model_ready(args.model):
-            print(f"model {args.model!r} is not ready on {args.url}; is the server running and did the model load? "
-                  f"(the server log names the cause, e.g. a missing plugin or another TensorRT version)")
+            print(
+                f"model {args.model!r} is not ready on {args.url}; is the server running and did the model load? "
+                f"(the server log names the cause, e.g. a missing plugin or another TensorRT version)"
+            )
             return 2
         metadata = client.get_model_metadata(args.model)
         config = client.get_model_config(args.model).config
@@ -85,7 +87,7 @@ def main(argv=None) -> int:
 
     logits = []
     for start in range(0, len(x), batch):
-        chunk = np.ascontiguousarray(x[start:start + batch].astype(DTYPES[inp.datatype]))
+        chunk = np.ascontiguousarray(x[start : start + batch].astype(DTYPES[inp.datatype]))
         request = grpcclient.InferInput(inp.name, list(chunk.shape), inp.datatype)
         request.set_data_from_numpy(chunk)
         result = client.infer(args.model, [request], outputs=[grpcclient.InferRequestedOutput(out.name)])
@@ -105,10 +107,12 @@ def main(argv=None) -> int:
     if labels is not None:
         print(f"accuracy: Triton {(served_top1 == labels).mean():.4f}, PyTorch {(reference_top1 == labels).mean():.4f}")
     else:
-        for path, cls in zip(args.images, served_top1):
+        for path, cls in zip(args.images, served_top1, strict=False):
             print(f"  {path}: {cls}")
-    print(f"top-1 agreement with PyTorch: {agreement:.4f}; max |logit difference| {max_diff:.3e}; "
-          f"{mismatches} logits beyond atol = rtol = {tol:g}")
+    print(
+        f"top-1 agreement with PyTorch: {agreement:.4f}; max |logit difference| {max_diff:.3e}; "
+        f"{mismatches} logits beyond atol = rtol = {tol:g}"
+    )
     ok = agreement >= 0.99 and mismatches == 0
     print("PASSED" if ok else "FAILED: Triton's outputs differ from PyTorch's")
     return 0 if ok else 1

@@ -16,10 +16,23 @@ def tiny_onnx(path, *, dtype="float32", wtconv_nodes=0, dims=("batch", 1, 8, 8),
     y = helper.make_tensor_value_info("output", elem, list(dims))
     nodes = [helper.make_node("Relu", ["input"], ["t0"], name="relu")]
     for i in range(wtconv_nodes):
-        nodes.append(helper.make_node(
-            "WTConv2d", [f"t{i}"], [f"t{i + 1}"], name=f"wtconv{i}", domain="wtconv", kernel_size=5, wt_levels=1,
-            stride=1, base_weight=[0.0] * 25, base_bias=[0.0], wavelet_weight=[0.0] * 100, plugin_version="1",
-            plugin_namespace=""))
+        nodes.append(
+            helper.make_node(
+                "WTConv2d",
+                [f"t{i}"],
+                [f"t{i + 1}"],
+                name=f"wtconv{i}",
+                domain="wtconv",
+                kernel_size=5,
+                wt_levels=1,
+                stride=1,
+                base_weight=[0.0] * 25,
+                base_bias=[0.0],
+                wavelet_weight=[0.0] * 100,
+                plugin_version="1",
+                plugin_namespace="",
+            )
+        )
     nodes.append(helper.make_node("Identity", [f"t{wtconv_nodes}"], ["output"], name="identity"))
     graph = helper.make_graph(nodes, "tiny", [x], [y])
     opsets = [helper.make_opsetid("", 18)] + ([helper.make_opsetid("wtconv", 1)] if wtconv_nodes else [])
@@ -31,9 +44,20 @@ def tiny_onnx(path, *, dtype="float32", wtconv_nodes=0, dims=("batch", 1, 8, 8),
     return str(path)
 
 
-def fake_engine(tmp_path, *, name="model.fp16.engine", precision="fp16", dtype="float16", profiles=None,
-                plugin=True, trt_version="10.16.0.72", source=None, payload=b"not really a TensorRT plan " * 40,
-                input_shape=(-1, 1, 32, 32), output_shape=(-1, 10)):
+def fake_engine(
+    tmp_path,
+    *,
+    name="model.fp16.engine",
+    precision="fp16",
+    dtype="float16",
+    profiles=None,
+    plugin=True,
+    trt_version="10.16.0.72",
+    source=None,
+    payload=b"not really a TensorRT plan " * 40,
+    input_shape=(-1, 1, 32, 32),
+    output_shape=(-1, 10),
+):
     """An 'engine' file (arbitrary bytes) with a valid manifest: enough for every check made before TensorRT."""
     from trt_engine import manifest as mf
     from trt_engine.profiles import parse_profile
@@ -41,16 +65,39 @@ def fake_engine(tmp_path, *, name="model.fp16.engine", precision="fp16", dtype="
     engine = tmp_path / name
     engine.write_bytes(payload)
     profiles = profiles or ["input:1x1x32x32/8x1x32x32/32x1x32x32"]
-    plugin_record = {"library": os.fspath(tmp_path / "libwtconv_trt_plugin_dynamic.so"), "kind": "dynamic",
-                     "name": "WTConv2d", "version": "1", "namespace": "", "tensorrt_major": 10} if plugin else None
+    plugin_record = (
+        {
+            "library": os.fspath(tmp_path / "libwtconv_trt_plugin_dynamic.so"),
+            "kind": "dynamic",
+            "name": "WTConv2d",
+            "version": "1",
+            "namespace": "",
+            "tensorrt_major": 10,
+        }
+        if plugin
+        else None
+    )
     manifest = mf.make_manifest(
-        engine_file=engine.name, engine_sha256=mf.sha256_bytes(payload), engine_bytes=len(payload),
-        onnx_file="model.onnx", onnx_sha256="0" * 64, wtconv_nodes=7 if plugin else 0, onnx_input_dtype=dtype,
-        source_model=source if source is not None else {"source": "default", "weights": "shipped"}, tensorrt_version=trt_version,
-        plugin=plugin_record, precision=precision, strongly_typed=True, fp16_flag=False, tf32=True,
+        engine_file=engine.name,
+        engine_sha256=mf.sha256_bytes(payload),
+        engine_bytes=len(payload),
+        onnx_file="model.onnx",
+        onnx_sha256="0" * 64,
+        wtconv_nodes=7 if plugin else 0,
+        onnx_input_dtype=dtype,
+        source_model=source if source is not None else {"source": "default", "weights": "shipped"},
+        tensorrt_version=trt_version,
+        plugin=plugin_record,
+        precision=precision,
+        strongly_typed=True,
+        fp16_flag=False,
+        tf32=True,
         profiles=[parse_profile(p) for p in profiles],
-        io=[{"name": "input", "mode": "input", "shape": list(input_shape), "dtype": dtype},
-            {"name": "output", "mode": "output", "shape": list(output_shape), "dtype": dtype}])
+        io=[
+            {"name": "input", "mode": "input", "shape": list(input_shape), "dtype": dtype},
+            {"name": "output", "mode": "output", "shape": list(output_shape), "dtype": dtype},
+        ],
+    )
     mf.write_manifest(engine, manifest)
     return engine, manifest
 

@@ -100,8 +100,9 @@ def conv_same(image, kernel):
     return out
 
 
-def wtconv2d_oracle(x, base_weight, base_bias, base_scale, wavelet_weights, wavelet_scales, stride=1,
-                    analysis=None, synthesis=None):
+def wtconv2d_oracle(
+    x, base_weight, base_bias, base_scale, wavelet_weights, wavelet_scales, stride=1, analysis=None, synthesis=None
+):
     """The published WTConv2d forward in float64.
 
     x: (B, C, H, W); base_weight (C, 1, k, k); base_bias (C,) or None; base_scale (1, C, 1, 1);
@@ -124,8 +125,9 @@ def wtconv2d_oracle(x, base_weight, base_bias, base_scale, wavelet_weights, wave
                 coeff = haar_analysis(ll, analysis)
                 f = np.zeros_like(coeff)
                 for s in range(4):
-                    f[s] = (float(np.ravel(wavelet_scales[lv])[4 * ch + s])
-                            * conv_same(coeff[s], np.asarray(wavelet_weights[lv])[4 * ch + s, 0]))
+                    f[s] = float(np.ravel(wavelet_scales[lv])[4 * ch + s]) * conv_same(
+                        coeff[s], np.asarray(wavelet_weights[lv])[4 * ch + s, 0]
+                    )
                 filtered.append(f)
                 ll = coeff[0]
             # Synthesis from the deepest level up.
@@ -135,7 +137,7 @@ def wtconv2d_oracle(x, base_weight, base_bias, base_scale, wavelet_weights, wave
                 if nxt is not None:
                     f[0] += nxt
                 rec = haar_synthesis(f, synthesis)
-                nxt = rec[:sizes[lv][0], :sizes[lv][1]]
+                nxt = rec[: sizes[lv][0], : sizes[lv][1]]
             base = conv_same(x[n, ch], np.asarray(base_weight)[ch, 0])
             if base_bias is not None:
                 base = base + float(np.asarray(base_bias)[ch])
@@ -148,7 +150,13 @@ def oracle_from_module(module, x, analysis=None, synthesis=None):
     sd = {k: v.detach().double().cpu().numpy() for k, v in module.state_dict().items()}
     levels = len([k for k in sd if k.startswith("wavelet_convs.")])
     return wtconv2d_oracle(
-        x.detach().double().cpu().numpy(), sd["base_conv.weight"], sd.get("base_conv.bias"),
-        sd["base_scale.weight"], [sd[f"wavelet_convs.{i}.weight"] for i in range(levels)],
-        [sd[f"wavelet_scale.{i}.weight"] for i in range(levels)], stride=module.stride,
-        analysis=analysis, synthesis=synthesis)
+        x.detach().double().cpu().numpy(),
+        sd["base_conv.weight"],
+        sd.get("base_conv.bias"),
+        sd["base_scale.weight"],
+        [sd[f"wavelet_convs.{i}.weight"] for i in range(levels)],
+        [sd[f"wavelet_scale.{i}.weight"] for i in range(levels)],
+        stride=module.stride,
+        analysis=analysis,
+        synthesis=synthesis,
+    )

@@ -20,8 +20,9 @@ def quick_start_commands():
 def test_readme_has_exactly_two_quick_start_commands():
     install_and_demo, tests = quick_start_commands()
     assert install_and_demo == "pip install torch==2.13.0 -e . && wtconv-trt demo"
-    assert tests == ('pip install torch==2.13.0 -e ".[test]" && pip install --no-deps nvidia-pytriton==0.7.0 '
-                     '&& python -m pytest -q')
+    assert tests == (
+        'pip install torch==2.13.0 -e ".[test]" && pip install --no-deps nvidia-pytriton==0.7.0 && python -m pytest -q'
+    )
 
 
 def test_ci_run_reads_the_readme_and_fails_loudly():
@@ -29,7 +30,7 @@ def test_ci_run_reads_the_readme_and_fails_loudly():
     text = script.read_text(encoding="utf-8")
     assert os.access(script, os.X_OK)
     assert "set -euo pipefail" in text
-    assert '"\\n## Quick start"' in text and "```bash" in text     # the extraction above, same markers
+    assert '"\\n## Quick start"' in text and "```bash" in text  # the extraction above, same markers
     assert "python3 -m venv" in text and "junitxml" in text
 
 

@@ -15,8 +15,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 RELEASE_ARCHS = "80;86;89;90"
-ARCHS = os.environ.get("WTCONV_TEST_CUDA_ARCHS") or (RELEASE_ARCHS if os.environ.get("WTCONV_TEST_ALL_ARCHS") == "1"
-                                                     else "90")
+ARCHS = os.environ.get("WTCONV_TEST_CUDA_ARCHS") or (
+    RELEASE_ARCHS if os.environ.get("WTCONV_TEST_ALL_ARCHS") == "1" else "90"
+)
 
 
 def _tools_missing():
@@ -30,16 +31,24 @@ def _tools_missing():
 @pytest.mark.skipif(_tools_missing() is not None, reason=str(_tools_missing()))
 def test_kernels_compile(tmp_path):
     build = tmp_path / "build"
-    configure = ["cmake", "-S", str(ROOT / "plugin"), "-B", str(build), f"-DCMAKE_CUDA_ARCHITECTURES={ARCHS}",
-                 "-DCMAKE_BUILD_TYPE=Release"]
+    configure = [
+        "cmake",
+        "-S",
+        str(ROOT / "plugin"),
+        "-B",
+        str(build),
+        f"-DCMAKE_CUDA_ARCHITECTURES={ARCHS}",
+        "-DCMAKE_BUILD_TYPE=Release",
+    ]
     if shutil.which("ninja"):
         configure += ["-G", "Ninja"]
     result = subprocess.run(configure, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, f"cmake configure failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
     jobs = str(max(1, os.cpu_count() or 1))
     targets = ["--target", "wtconv_kernels", "wtconv_kernels_capi", "wtconv_sanitize_runner"]
-    result = subprocess.run(["cmake", "--build", str(build), "-j", jobs, *targets], capture_output=True, text=True,
-                            timeout=3600)
+    result = subprocess.run(
+        ["cmake", "--build", str(build), "-j", jobs, *targets], capture_output=True, text=True, timeout=3600
+    )
     assert result.returncode == 0, f"build failed:\n{result.stdout[-6000:]}\n{result.stderr[-4000:]}"
     assert (build / "libwtconv_kernels_capi.so").is_file()
     assert (build / "libwtconv_kernels.a").is_file()

@@ -4,15 +4,14 @@ import copy
 
 import pytest
 import torch
+from random_layers import random_wtconv
 
-from wtconv_export import ops
 from wtconv_export.folding import fold_wtconv
 from wtconv_export.fused_module import FusedWTConv2d, fuse_wtconv_layers
 from wtconv_export.fused_spec import fused_wtconv2d_spec
 from wtconv_export.models import load_default_model, load_heldout_digits
 from wtconv_export.wtconv2d import WTConv2d
 from wtconv_export.wtconvnext import WTConvNeXt
-from random_layers import random_wtconv
 
 
 def relative_error(got, expected):
@@ -23,19 +22,20 @@ def random_layer(c=4, k=5, levels=3, stride=1, bias=True, seed=0):
     return random_wtconv(c, k, levels, stride, bias, seed, dtype=torch.float32).eval()
 
 
-@pytest.mark.parametrize("shape,k,levels,stride,dtype", [
-    ((2, 3, 16, 16), 5, 3, 1, torch.float32),
-    ((1, 2, 7, 11), 3, 2, 2, torch.float32),
-    ((3, 1, 1, 1), 1, 4, 1, torch.float64),
-    ((1, 4, 9, 5), 7, 5, 3, torch.float64),
-])
+@pytest.mark.parametrize(
+    "shape,k,levels,stride,dtype",
+    [
+        ((2, 3, 16, 16), 5, 3, 1, torch.float32),
+        ((1, 2, 7, 11), 3, 2, 2, torch.float32),
+        ((3, 1, 1, 1), 1, 4, 1, torch.float64),
+        ((1, 4, 9, 5), 7, 5, 3, torch.float64),
+    ],
+)
 def test_opcheck(shape, k, levels, stride, dtype):
     """torch.library.opcheck: schema, fake (meta) implementation, dispatch under AOT with dynamic shapes."""
-    folded = fold_wtconv(random_layer(shape[1], k, levels, stride), dtype if dtype == torch.float64 else
-                         torch.float32)
+    folded = fold_wtconv(random_layer(shape[1], k, levels, stride), dtype if dtype == torch.float64 else torch.float32)
     x = torch.randn(shape, dtype=dtype)
-    torch.library.opcheck(torch.ops.wtconv.fused_wtconv2d.default,
-                          (x, *folded.tensors(), k, levels, stride))
+    torch.library.opcheck(torch.ops.wtconv.fused_wtconv2d.default, (x, *folded.tensors(), k, levels, stride))
 
 
 def test_op_is_the_spec_and_fake_shapes():
@@ -46,9 +46,11 @@ def test_op_is_the_spec_and_fake_shapes():
     assert torch.equal(got, fused_wtconv2d_spec(x, *folded.tensors(), 5, 2, 2))
     assert got.shape == (2, 3, 7, 5)
     from torch._subclasses.fake_tensor import FakeTensorMode
+
     with FakeTensorMode() as mode:
-        fake = torch.ops.wtconv.fused_wtconv2d(mode.from_tensor(x), *(mode.from_tensor(t) for t in folded.tensors()),
-                                               5, 2, 2)
+        fake = torch.ops.wtconv.fused_wtconv2d(
+            mode.from_tensor(x), *(mode.from_tensor(t) for t in folded.tensors()), 5, 2, 2
+        )
     assert fake.shape == got.shape and fake.dtype == got.dtype
 
 
@@ -77,8 +79,9 @@ def test_fuse_wtconv_layers_default_model():
 
 def test_fuse_wtconv_layers_random_wtconvnext():
     torch.manual_seed(0)
-    model = WTConvNeXt(in_chans=3, num_classes=7, depths=(1, 2), dims=(8, 16), wt_levels=(3, 2),
-                       ls_init_value=1.0).eval()
+    model = WTConvNeXt(
+        in_chans=3, num_classes=7, depths=(1, 2), dims=(8, 16), wt_levels=(3, 2), ls_init_value=1.0
+    ).eval()
     with torch.no_grad():  # non-trivial WTConv2d weights (the timm init is tiny)
         for name, p in model.named_parameters():
             if "conv_dw" in name and "filter" not in name:

@@ -2,8 +2,15 @@
 
 import torch
 
-from wtconv_export.models import (DEFAULT_MODEL_WEIGHTS, DIGITS_HELDOUT, accuracy, load_default_model,
-                                  load_digits_dataset, load_heldout_digits, preprocess_digits)
+from wtconv_export.models import (
+    DEFAULT_MODEL_WEIGHTS,
+    DIGITS_HELDOUT,
+    accuracy,
+    load_default_model,
+    load_digits_dataset,
+    load_heldout_digits,
+    preprocess_digits,
+)
 from wtconv_export.wtconv2d import WTConv2d
 
 
@@ -21,8 +28,9 @@ def test_default_model_is_small_and_uses_wtconv():
     model, config = load_default_model()
     layers = [m for m in model.modules() if isinstance(m, WTConv2d)]
     assert len(layers) == sum(config["model"]["depths"])
-    assert [m.wt_levels for m in layers] == [lv for d, lv in zip(config["model"]["depths"],
-                                                                 config["model"]["wt_levels"]) for _ in range(d)]
+    assert [m.wt_levels for m in layers] == [
+        lv for d, lv in zip(config["model"]["depths"], config["model"]["wt_levels"], strict=True) for _ in range(d)
+    ]
     assert DEFAULT_MODEL_WEIGHTS.stat().st_size < 1_000_000 and DIGITS_HELDOUT.stat().st_size < 100_000
 
 
@@ -30,6 +38,7 @@ def test_shipped_heldout_split_is_the_recorded_split():
     """With scikit-learn: the split recorded in the JSON reproduces the shipped held-out images exactly, and the
     recorded preprocessing statistics are those of the training split."""
     import pytest
+
     pytest.importorskip("sklearn")
     _, config = load_default_model()
     ds = config["dataset"]

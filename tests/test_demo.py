@@ -13,7 +13,10 @@ def test_demo_passes(capsys, tmp_path):
     assert out.count("conv_dw") == 5 and "logits (fp32, 5 fused layers)" in out
     # the ONNX step: three exports, each validated against PyTorch
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "default_plugin_fp16.onnx", "default_plugin_fp32.onnx", "default_standard_fp32.onnx"]
+        "default_plugin_fp16.onnx",
+        "default_plugin_fp32.onnx",
+        "default_standard_fp32.onnx",
+    ]
     assert out.count("PASSED: ONNX Runtime vs PyTorch") == 3 and "OK: every export matches PyTorch" in out
 
 

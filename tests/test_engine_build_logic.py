@@ -7,26 +7,37 @@ import warnings
 from pathlib import Path
 
 import pytest
-
 from engine_helpers import tiny_onnx
+
+from trt_engine.build import (
+    NoPluginNodesWarning,
+    ProgressBoard,
+    check_plugin_need,
+    decide_typing,
+    default_engine_path,
+    inspect_onnx,
+    parse_source_model,
+    plan_profiles,
+    source_from_metadata,
+)
 from wtconv_export.errors import ConfigurationError, InputError
-from trt_engine.build import (NoPluginNodesWarning, ProgressBoard, check_plugin_need, decide_typing,
-                              default_engine_path, inspect_onnx, parse_source_model, plan_profiles,
-                              source_from_metadata)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("major, precision, onnx_dtype, expected", [
-    # TensorRT 10: fp16 from an fp32 export = weakly typed + BuilderFlag.FP16; an fp16 export stays strongly typed.
-    (10, "fp32", "float32", (True, False)),
-    (10, "fp16", "float32", (False, True)),
-    (10, "fp16", "float16", (True, False)),
-    # TensorRT 11: always strongly typed, never the (removed) FP16 flag.
-    (11, "fp32", "float32", (True, False)),
-    (11, "fp16", "float16", (True, False)),
-    (12, "fp16", "float16", (True, False)),
-])
+@pytest.mark.parametrize(
+    "major, precision, onnx_dtype, expected",
+    [
+        # TensorRT 10: fp16 from an fp32 export = weakly typed + BuilderFlag.FP16; an fp16 export stays strongly typed.
+        (10, "fp32", "float32", (True, False)),
+        (10, "fp16", "float32", (False, True)),
+        (10, "fp16", "float16", (True, False)),
+        # TensorRT 11: always strongly typed, never the (removed) FP16 flag.
+        (11, "fp32", "float32", (True, False)),
+        (11, "fp16", "float16", (True, False)),
+        (12, "fp16", "float16", (True, False)),
+    ],
+)
 def test_decide_typing(major, precision, onnx_dtype, expected):
     assert decide_typing(major, precision, onnx_dtype) == expected
 
@@ -48,7 +59,7 @@ def test_decide_typing_errors():
 def _enum_block(header: Path, enum: str) -> str:
     text = header.read_text()
     start = text.index(f"enum class {enum}")
-    return text[start:text.index("};", start)]
+    return text[start : text.index("};", start)]
 
 
 def test_typing_rule_matches_the_tensorrt_headers():
@@ -108,6 +119,7 @@ def test_plan_profiles(tmp_path):
 def test_metadata_prefix_agrees_with_the_exporter():
     onnx_export = pytest.importorskip("wtconv_export.onnx_export")
     from trt_engine import build
+
     assert build.METADATA_PREFIX == onnx_export.METADATA_PREFIX
 
 
@@ -115,7 +127,7 @@ def test_source_model_specs(tmp_path):
     assert parse_source_model("default") == {"source": "default", "weights": "shipped"}
     spec = parse_source_model("wtconvnext_tiny:ckpt.pth")
     assert spec["source"] == "wtconvnext_tiny" and spec["weights"].startswith("checkpoint:")
-    assert Path(spec["weights"][len("checkpoint:"):]).is_absolute()
+    assert Path(spec["weights"][len("checkpoint:") :]).is_absolute()
     assert parse_source_model('{"source": "default"}') == {"source": "default"}
     assert parse_source_model(None) is None
     with pytest.raises(ValueError, match="give the checkpoint too"):
@@ -123,8 +135,10 @@ def test_source_model_specs(tmp_path):
     with pytest.raises(ValueError, match="expected 'default' or ARCH:CHECKPOINT"):
         parse_source_model("resnet50:x.pth")
     assert source_from_metadata({}) is None
-    assert source_from_metadata({"ops": "plugin", "source": "wtconvnext_tiny", "weights": "random:3"}) == \
-        {"source": "wtconvnext_tiny", "weights": "random:3"}
+    assert source_from_metadata({"ops": "plugin", "source": "wtconvnext_tiny", "weights": "random:3"}) == {
+        "source": "wtconvnext_tiny",
+        "weights": "random:3",
+    }
 
 
 def test_default_engine_path():
@@ -152,7 +166,7 @@ def test_progress_board_terminal_mode_and_cancel():
     board.step_complete("Layers", 1)
     assert board.lines() == ["[" + "-" * 20 + "] Build 0/4", "  [" + "=" * 10 + "-" * 10 + "] Layers 1/2"]
     assert "\x1b[2K" in stream.getvalue()
-    board.cancelled = True           # what a Ctrl-C inside a callback sets
+    board.cancelled = True  # what a Ctrl-C inside a callback sets
     assert board.step_complete("Layers", 2) is False
     board.close()
     assert board.lines() == []

@@ -4,16 +4,20 @@ handling and every error path that can be reached without TensorRT (exit status 
 import argparse
 
 import pytest
-
 from engine_helpers import fake_engine, tiny_onnx
+
 from wtconv_trt import cli
 
-OUR_COMMANDS = [("build", "wtconv_trt.commands.build"), ("bench", "wtconv_trt.commands.bench"),
-                ("triton-repo", "wtconv_trt.commands.triton_repo")]
+OUR_COMMANDS = [
+    ("build", "wtconv_trt.commands.build"),
+    ("bench", "wtconv_trt.commands.bench"),
+    ("triton-repo", "wtconv_trt.commands.triton_repo"),
+]
 
 
 def tensorrt_missing():
     from trt_engine.tensorrt_api import tensorrt_available
+
     return not tensorrt_available()
 
 
@@ -30,6 +34,7 @@ def run_cli(monkeypatch, capsys):
         status = cli.main([str(a) for a in argv])
         out = capsys.readouterr()
         return status, out.out, out.err
+
     return run
 
 
@@ -54,14 +59,15 @@ def test_build_without_tensorrt(tmp_path, run_cli):
     status, out, err = run_cli("build", onnx, "--precision", "fp32", "--shapes", "input:1x1x8x8/2x1x8x8/4x1x8x8")
     assert status == 2
     assert "TensorRT is not installed" in err and "pip install tensorrt" in err
-    assert "standard ONNX operators only" in err     # the no-WTConv2d warning still reaches the user
+    assert "standard ONNX operators only" in err  # the no-WTConv2d warning still reaches the user
     assert not (tmp_path / "m.fp32.engine").exists()
 
 
 def test_build_input_errors(tmp_path, run_cli, monkeypatch):
     from trt_engine import plugin_library
+
     monkeypatch.delenv(plugin_library.ENV_DYNAMIC, raising=False)
-    monkeypatch.setattr(plugin_library, "default_plugin", lambda **kwargs: None)   # none built anywhere
+    monkeypatch.setattr(plugin_library, "default_plugin", lambda **kwargs: None)  # none built anywhere
     status, _, err = run_cli("build", tmp_path / "missing.onnx")
     assert status == 2 and "does not exist; export one" in err
     with_nodes = tiny_onnx(tmp_path / "w.onnx", wtconv_nodes=2)
@@ -76,7 +82,7 @@ def test_build_input_errors(tmp_path, run_cli, monkeypatch):
     assert status == 2 and "fixed at 1" in err
     status, _, err = run_cli("build", plain, "--engine", tmp_path / "no" / "such" / "dir.engine")
     assert status == 2 and "does not exist" in err
-    status, _, err = run_cli("build", plain, "--precision", "int8")   # argparse's refusal: one line, status 2
+    status, _, err = run_cli("build", plain, "--precision", "int8")  # argparse's refusal: one line, status 2
     assert status == 2 and "invalid choice: 'int8'" in err
 
 
@@ -95,7 +101,7 @@ def test_bench_engine_errors(tmp_path, run_cli):
     status, _, err = run_cli("bench", "--engine", engine)
     assert status == 2 and "truncated, corrupt or was replaced" in err
     status, _, err = run_cli("bench", "--engine", tmp_path / "other.engine")
-    assert status == 2 and "does not exist; build one" in err         # the engine itself is missing
+    assert status == 2 and "does not exist; build one" in err  # the engine itself is missing
     lonely = tmp_path / "lonely.engine"
     lonely.write_bytes(b"plan bytes without a manifest")
     status, _, err = run_cli("bench", "--engine", lonely)
@@ -120,11 +126,34 @@ def test_validate_command_engine_options(tmp_path, monkeypatch, capsys):
     validate_command = pytest.importorskip("wtconv_trt.commands.validate")
     parser = argparse.ArgumentParser()
     validate_command.add_arguments(parser)
-    args = parser.parse_args(["--engine", "e", "--plugin", "lib.so", "--save-inputs", "i.json", "--save-outputs",
-                              "o.json", "--atol", "0.1", "--rtol", "0.2", "--iterations", "3",
-                              "--input-shape", "8,1,32,32"])
-    assert (args.plugin, args.save_inputs, args.save_outputs, args.atol, args.rtol, args.iterations) == \
-        ("lib.so", "i.json", "o.json", 0.1, 0.2, 3)
+    args = parser.parse_args(
+        [
+            "--engine",
+            "e",
+            "--plugin",
+            "lib.so",
+            "--save-inputs",
+            "i.json",
+            "--save-outputs",
+            "o.json",
+            "--atol",
+            "0.1",
+            "--rtol",
+            "0.2",
+            "--iterations",
+            "3",
+            "--input-shape",
+            "8,1,32,32",
+        ]
+    )
+    assert (args.plugin, args.save_inputs, args.save_outputs, args.atol, args.rtol, args.iterations) == (
+        "lib.so",
+        "i.json",
+        "o.json",
+        0.1,
+        0.2,
+        3,
+    )
     if not tensorrt_missing():
         return
     engine, _ = fake_engine(tmp_path)
@@ -137,8 +166,19 @@ def test_validate_command_engine_options(tmp_path, monkeypatch, capsys):
 
 def test_triton_repo_command(tmp_path, run_cli):
     engine, _ = fake_engine(tmp_path, plugin=False)
-    status, out, err = run_cli("triton-repo", "--engine", engine, "--out", tmp_path / "repo", "--name", "digits",
-                               "--instances", "2", "--gpus", "0")
+    status, out, err = run_cli(
+        "triton-repo",
+        "--engine",
+        engine,
+        "--out",
+        tmp_path / "repo",
+        "--name",
+        "digits",
+        "--instances",
+        "2",
+        "--gpus",
+        "0",
+    )
     assert status == 0, err
     assert "max_batch_size: 32" in out and (tmp_path / "repo" / "digits" / "config.pbtxt").is_file()
     status, _, err = run_cli("triton-repo", "--engine", engine, "--out", tmp_path / "repo2", "--gpus", "a")

@@ -45,8 +45,7 @@ def random_module(channels, k, levels, stride, bias, seed, exact_filters=True):
 
 def spec_of(module, x, dtype=torch.float64):
     folded = fold_wtconv(module, dtype)
-    return fused_wtconv2d_spec(x.to(dtype), *folded.tensors(), folded.kernel_size, folded.wt_levels,
-                               folded.stride)
+    return fused_wtconv2d_spec(x.to(dtype), *folded.tensors(), folded.kernel_size, folded.wt_levels, folded.stride)
 
 
 @pytest.mark.parametrize("levels,k,stride", list(itertools.product(LEVELS, KERNELS, STRIDES)))
@@ -56,15 +55,18 @@ def test_spec_matches_reference_float64(levels, k, stride, error_report):
     rng = random.Random(f"{levels}-{k}-{stride}")
     for i, (h, w) in enumerate(SIZES):
         batch, channels, bias = rng.randint(1, 3), rng.randint(1, 4), i % 2 == 0
-        m = random_module(channels, k, levels, stride, bias, seed=rng.randrange(2 ** 31))
+        m = random_module(channels, k, levels, stride, bias, seed=rng.randrange(2**31))
         x = torch.randn(batch, channels, h, w, dtype=torch.float64)
         with torch.no_grad():
             expected = m(x)
             got = spec_of(m, x)
         assert got.shape == (batch, channels, -(-h // stride), -(-w // stride))
         err = relative_error(got, expected)
-        error_report.add("fused spec vs reference, float64, relative", err,
-                         f"B={batch} C={channels} {h}x{w} L={levels} k={k} s={stride} bias={bias}")
+        error_report.add(
+            "fused spec vs reference, float64, relative",
+            err,
+            f"B={batch} C={channels} {h}x{w} L={levels} k={k} s={stride} bias={bias}",
+        )
         assert err <= 1e-12, f"{h}x{w} B={batch} C={channels} bias={bias}: relative error {err:.3e}"
 
 

@@ -11,16 +11,17 @@ import torch.nn as nn
 onnx = pytest.importorskip("onnx")
 
 from wtconv_export import contract  # noqa: E402
-from wtconv_trt.cli import main as cli_main  # noqa: E402
 from wtconv_export.onnx_export import NoWTConvWarning, count_wtconv_nodes, export_onnx  # noqa: E402
 from wtconv_export.onnx_models import build_model, randomize_weights  # noqa: E402
 from wtconv_export.wtconv2d import WTConv2d  # noqa: E402
 from wtconv_export.wtconvnext import create_wtconvnext  # noqa: E402
+from wtconv_trt.cli import main as cli_main  # noqa: E402
 
 
 def small_model(**wtconv):
-    model = nn.Sequential(OrderedDict(stem=nn.Conv2d(3, 4, 3, padding=1),
-                                      body=nn.Sequential(nn.GELU(), WTConv2d(4, 4, **wtconv))))
+    model = nn.Sequential(
+        OrderedDict(stem=nn.Conv2d(3, 4, 3, padding=1), body=nn.Sequential(nn.GELU(), WTConv2d(4, 4, **wtconv)))
+    )
     return randomize_weights(model, 0).eval()
 
 
@@ -33,8 +34,13 @@ def test_model_without_wtconv_warns_and_exports(tmp_path):
     assert count_wtconv_nodes(onnx.load(str(path))) == 0
 
 
-@pytest.mark.parametrize("config, limit", [(dict(kernel_size=17), f"limit of {contract.MAX_KERNEL_SIZE}"),
-                                           (dict(kernel_size=3, wt_levels=9), f"limit of {contract.MAX_WT_LEVELS}")])
+@pytest.mark.parametrize(
+    "config, limit",
+    [
+        (dict(kernel_size=17), f"limit of {contract.MAX_KERNEL_SIZE}"),
+        (dict(kernel_size=3, wt_levels=9), f"limit of {contract.MAX_WT_LEVELS}"),
+    ],
+)
 def test_layer_beyond_plugin_limits_names_layer_and_limit(config, limit, tmp_path):
     path = tmp_path / "big.onnx"
     with pytest.raises(ValueError, match=r"layer 'body\.1'") as error:
@@ -46,6 +52,7 @@ def test_layer_beyond_plugin_limits_names_layer_and_limit(config, limit, tmp_pat
 def test_standard_export_runs_what_the_plugin_cannot(tmp_path):
     pytest.importorskip("onnxruntime")
     from wtconv_export.onnx_ort import make_ort_session
+
     model = small_model(kernel_size=17, wt_levels=2, stride=2)
     path = tmp_path / "big_standard.onnx"
     export_onnx(model, path, ops="standard", input_shape=(1, 3, 16, 16))
@@ -64,8 +71,12 @@ def test_unwritable_output_paths(tmp_path, capsys):
     with pytest.raises(ValueError, match="is a directory"):
         export_onnx(model, tmp_path)
     # The command line checks before building the model, exit status 2 with one clear line.
-    assert cli_main(["export", "-o", str(tmp_path / "missing_dir" / "m.onnx"), "--arch", "wtconvnext_tiny",
-                     "--random-weights"]) == 2
+    assert (
+        cli_main(
+            ["export", "-o", str(tmp_path / "missing_dir" / "m.onnx"), "--arch", "wtconvnext_tiny", "--random-weights"]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.startswith("wtconv-trt export: error: -o ") and "does not exist" in err and err.count("\n") == 1
 
@@ -99,8 +110,9 @@ def test_checkpoint_that_does_not_fit_names_keys(tmp_path, capsys):
     assert "missing key" in message and "stages.0.blocks.1." in message
     assert "unexpected key" in message and "extra.weight" in message
     assert "head.fc.weight: expected (1000, 768), got (10, 768)" in message
-    assert cli_main(["export", "-o", str(tmp_path / "m.onnx"), "--arch", "wtconvnext_tiny",
-                     "--checkpoint", str(bad)]) == 2
+    assert (
+        cli_main(["export", "-o", str(tmp_path / "m.onnx"), "--arch", "wtconvnext_tiny", "--checkpoint", str(bad)]) == 2
+    )
     assert "stages.0.blocks.1." in capsys.readouterr().err
     assert not (tmp_path / "m.onnx").exists()
 
@@ -112,16 +124,19 @@ def test_safetensors_checkpoint_loads_strictly(tmp_path):
     safetensors_torch.save_file({k: v.contiguous() for k, v in source.state_dict().items()}, str(path))
     model, description = build_model("wtconvnext_tiny", checkpoint=str(path))
     assert description["weights"].startswith("checkpoint:")
-    for (name, a), b in zip(source.state_dict().items(), model.state_dict().values()):
+    for (name, a), b in zip(source.state_dict().items(), model.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--checkpoint", "x.pth"], "need --arch"),
-    (["--arch", "wtconvnext_tiny"], "exactly one of --checkpoint FILE or --random-weights"),
-    (["--arch", "wtconvnext_tiny", "--checkpoint", "nope.pth"], "does not exist"),
-    (["--input-shape", "1,3,64"], "B,C,H,W"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--checkpoint", "x.pth"], "need --arch"),
+        (["--arch", "wtconvnext_tiny"], "exactly one of --checkpoint FILE or --random-weights"),
+        (["--arch", "wtconvnext_tiny", "--checkpoint", "nope.pth"], "does not exist"),
+        (["--input-shape", "1,3,64"], "B,C,H,W"),
+    ],
+)
 def test_command_line_errors(argv, message, tmp_path, capsys):
     assert cli_main(["export", "-o", str(tmp_path / "m.onnx"), *argv]) == 2
     assert message in capsys.readouterr().err

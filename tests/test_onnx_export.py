@@ -18,18 +18,18 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxruntime_extensions")
 
 from wtconv_export import contract  # noqa: E402
-from wtconv_trt.cli import main as cli_main  # noqa: E402
 from wtconv_export.folding import fold_wtconv  # noqa: E402
 from wtconv_export.onnx_export import export_onnx, find_wtconv_layers, read_metadata  # noqa: E402
 from wtconv_export.onnx_models import build_model  # noqa: E402
 from wtconv_export.onnx_ort import make_ort_session  # noqa: E402
+from wtconv_trt.cli import main as cli_main  # noqa: E402
 
 pytestmark = pytest.mark.slow  # exports WTConvNeXt-T in two forms and two precisions (about a minute)
 
 EXPORT_SHAPE = (1, 3, 64, 64)
 INPUT_SHAPES = [(1, 3, 64, 64), (3, 3, 72, 88), (1, 3, 224, 224)]
-FP32_TOLERANCE = 1e-5          # max |ort - torch| / max |torch| (docs/onnx_export.md)
-FP16_FACTOR = 2.0              # fp16: within 2x PyTorch-fp16's own error (docs/onnx_export.md, "fp16")
+FP32_TOLERANCE = 1e-5  # max |ort - torch| / max |torch| (docs/onnx_export.md)
+FP16_FACTOR = 2.0  # fp16: within 2x PyTorch-fp16's own error (docs/onnx_export.md, "fp16")
 
 
 def rel_error(a, ref) -> float:
@@ -50,8 +50,23 @@ def exports(tiny, tmp_path_factory):
     out = tmp_path_factory.mktemp("onnx")
     paths = {}
     path = out / "tiny_plugin_fp32.onnx"
-    assert cli_main(["export", "-o", str(path), "--arch", "wtconvnext_tiny", "--random-weights", "--seed", "0",
-                     "--input-shape", ",".join(map(str, EXPORT_SHAPE))]) == 0
+    assert (
+        cli_main(
+            [
+                "export",
+                "-o",
+                str(path),
+                "--arch",
+                "wtconvnext_tiny",
+                "--random-weights",
+                "--seed",
+                "0",
+                "--input-shape",
+                ",".join(map(str, EXPORT_SHAPE)),
+            ]
+        )
+        == 0
+    )
     paths[("plugin", "fp32")] = path
     for ops, precision in [("standard", "fp32"), ("plugin", "fp16"), ("standard", "fp16")]:
         path = out / f"tiny_{ops}_{precision}.onnx"
@@ -71,7 +86,7 @@ def references(tiny):
         m16 = copy.deepcopy(model).half()
         for shape in INPUT_SHAPES:
             x = torch.randn(shape, generator=generator)
-            x16 = x.half()   # every run sees the same fp16-representable input
+            x16 = x.half()  # every run sees the same fp16-representable input
             x = x16.float()
             refs.append((x, m64(x.double()).numpy(), model(x).numpy(), m16(x16).float().numpy()))
     return refs
@@ -89,24 +104,29 @@ def test_plugin_export_has_one_node_per_layer_with_folded_attributes(tiny, expor
     assert {(o.domain, o.version) for o in proto.opset_import} >= {("", 18), (contract.ONNX_DOMAIN, 1)}
     assert all(n.domain in ("", contract.ONNX_DOMAIN) for n in proto.graph.node)
 
-    types = {**{f: onnx.AttributeProto.INT for f in contract.INT_FIELDS},
-             **{f: onnx.AttributeProto.FLOATS for f in contract.FLOAT_FIELDS},
-             contract.FIELD_PLUGIN_VERSION: onnx.AttributeProto.STRING,
-             contract.FIELD_PLUGIN_NAMESPACE: onnx.AttributeProto.STRING}
-    for node, (path, layer) in zip(nodes, layers):   # node order = module order
+    types = {
+        **{f: onnx.AttributeProto.INT for f in contract.INT_FIELDS},
+        **{f: onnx.AttributeProto.FLOATS for f in contract.FLOAT_FIELDS},
+        contract.FIELD_PLUGIN_VERSION: onnx.AttributeProto.STRING,
+        contract.FIELD_PLUGIN_NAMESPACE: onnx.AttributeProto.STRING,
+    }
+    for node, (path, layer) in zip(nodes, layers, strict=True):  # node order = module order
         assert {a.name: a.type for a in node.attribute} == types, path
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         expected = fold_wtconv(layer).attributes()
         for field in contract.INT_FIELDS:
             assert attrs[field] == expected[field], (path, field)
-        for field in contract.FLOAT_FIELDS:   # bit-exact fp32
-            np.testing.assert_array_equal(np.asarray(attrs[field], np.float32),
-                                          np.asarray(expected[field], np.float32), err_msg=f"{path} {field}")
+        for field in contract.FLOAT_FIELDS:  # bit-exact fp32
+            np.testing.assert_array_equal(
+                np.asarray(attrs[field], np.float32), np.asarray(expected[field], np.float32), err_msg=f"{path} {field}"
+            )
         assert attrs[contract.FIELD_PLUGIN_VERSION] == contract.PLUGIN_VERSION.encode()
         assert attrs[contract.FIELD_PLUGIN_NAMESPACE] == contract.PLUGIN_NAMESPACE.encode()
     # The published stage configuration: kernel 5, levels (5, 4, 3, 2) over 3 + 3 + 9 + 3 blocks.
-    levels = [onnx.helper.get_attribute_value(next(a for a in n.attribute if a.name == contract.FIELD_WT_LEVELS))
-              for n in nodes]
+    levels = [
+        onnx.helper.get_attribute_value(next(a for a in n.attribute if a.name == contract.FIELD_WT_LEVELS))
+        for n in nodes
+    ]
     assert levels == [5] * 3 + [4] * 3 + [3] * 9 + [2] * 3
     # The WTConv2d weights travel only as attributes (no left-over initializers of the folded buffers).
     assert not [i.name for i in proto.graph.initializer if "conv_dw" in i.name]
@@ -142,12 +162,12 @@ def test_fp16_keeps_folded_weights_fp32_and_norms_fp32(exports):
     nodes = [n for n in proto.graph.node if n.op_type == contract.OP_TYPE]
     assert len(nodes) == 18
     value_types = {v.name: v.type.tensor_type.elem_type for v in proto.graph.value_info}
-    for node in nodes:   # fp16 activations into and out of the node, fp32 FLOATS attributes
+    for node in nodes:  # fp16 activations into and out of the node, fp32 FLOATS attributes
         assert value_types.get(node.input[0]) == onnx.TensorProto.FLOAT16
         assert value_types.get(node.output[0]) == onnx.TensorProto.FLOAT16
     norms = [n for n in proto.graph.node if n.op_type == "LayerNormalization"]
     assert norms, "LayerNormalization nodes expected"
-    for norm in norms:   # every LayerNorm takes fp32 (a Cast up in front of it)
+    for norm in norms:  # every LayerNorm takes fp32 (a Cast up in front of it)
         assert value_types.get(norm.input[0], onnx.TensorProto.FLOAT) == onnx.TensorProto.FLOAT
 
 
@@ -179,6 +199,7 @@ def test_node_attribute_names_are_the_plugin_field_names(exports):
     directly; tests/test_plugin_contract.py checks that header against contract.py."""
     import re
     from pathlib import Path
+
     header = Path(__file__).resolve().parent.parent / "plugin" / "trt" / "wtconvPluginContract.h"
     if not header.is_file():
         pytest.skip(f"{header} not present")

@@ -29,8 +29,11 @@ def test_standard_formulation_equals_spec_float64(levels, kernel_size, stride, e
             got = standard(x)
             assert got.shape == ref.shape
             error = ((got - ref).abs().max() / ref.abs().max()).item()
-            error_report.add("standard-op formulation vs fused spec, float64, relative", error,
-                             f"{shape} k={kernel_size} L={levels} s={stride}")
+            error_report.add(
+                "standard-op formulation vs fused spec, float64, relative",
+                error,
+                f"{shape} k={kernel_size} L={levels} s={stride}",
+            )
             assert error <= 1e-13, (shape, error)
 
 
@@ -38,6 +41,7 @@ def test_standard_formulation_equals_spec_float64(levels, kernel_size, stride, e
 def test_standard_onnx_matches_at_awkward_sizes(dynamic, tmp_path):
     pytest.importorskip("onnxruntime")
     from wtconv_export.onnx_ort import make_ort_session
+
     layer = randomize_weights(WTConv2d(4, 4, 3, stride=2, wt_levels=3), 7).eval()
     model = torch.nn.Sequential(layer)
     path = tmp_path / "layer.onnx"
@@ -59,6 +63,7 @@ def test_already_fused_layers_export_as_plugin_nodes(tmp_path):
     onnx = pytest.importorskip("onnx")
     from wtconv_export import contract
     from wtconv_export.fused_module import fuse_wtconv_layers
+
     layer = randomize_weights(WTConv2d(4, 4, 5, wt_levels=2), 3).eval()
     expected = fold_wtconv(layer).attributes()
     model = fuse_wtconv_layers(torch.nn.Sequential(layer))

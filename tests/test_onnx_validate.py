@@ -30,15 +30,15 @@ def test_export_prints_summary(default_exports, capsys, tmp_path):
     assert cli_main(["export", "-o", str(path)]) == 0
     out = capsys.readouterr().out
     assert f"wrote {path}: 5 {contract.OP_TYPE} nodes" in out and "onnx.checker passed" in out
-    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]   # no temporary file left
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]  # no temporary file left
 
 
 @pytest.mark.parametrize("key", [("plugin", "fp32"), ("plugin", "fp16"), ("standard", "fp32")])
 def test_validate_passes_on_export(key, default_exports, capsys, error_report):
-    assert cli_main(["validate", str(default_exports[key]), "-v"]) == 0   # -v: Polygraphy's report too
+    assert cli_main(["validate", str(default_exports[key]), "-v"]) == 0  # -v: Polygraphy's report too
     out = capsys.readouterr().out
     assert "PASSED: ONNX Runtime vs PyTorch" in out
-    assert "Accuracy Summary | onnxruntime vs. pytorch" in out   # Polygraphy's own report is printed
+    assert "Accuracy Summary | onnxruntime vs. pytorch" in out  # Polygraphy's own report is printed
     error = float(out.split("max |onnx - torch| / max |torch| = ")[1].split()[0])
     error_report.add(f"validate default model {key[0]} {key[1]} (held-out digits)", error)
 
@@ -47,7 +47,7 @@ def test_validate_fails_on_perturbed_model(default_exports, tmp_path, capsys):
     proto = onnx.load(str(default_exports[("plugin", "fp32")]))
     node = next(n for n in proto.graph.node if n.op_type == contract.OP_TYPE)
     attr = next(a for a in node.attribute if a.name == contract.FIELD_WAVELET_WEIGHT)
-    attr.floats[0] += 5.0                       # one folded weight of the first layer
+    attr.floats[0] += 5.0  # one folded weight of the first layer
     bad = tmp_path / "perturbed.onnx"
     onnx.save(proto, str(bad))
     assert cli_main(["validate", str(bad)]) == 1
@@ -58,8 +58,11 @@ def test_validate_fails_on_perturbed_model(default_exports, tmp_path, capsys):
 def test_validate_user_inputs(default_exports, tmp_path, capsys):
     rng = np.random.default_rng(3)
     npz = tmp_path / "inputs.npz"
-    np.savez(npz, a=rng.standard_normal((2, 1, 32, 32), dtype=np.float32),
-             b=rng.standard_normal((1, 1, 40, 24), dtype=np.float32))
+    np.savez(
+        npz,
+        a=rng.standard_normal((2, 1, 32, 32), dtype=np.float32),
+        b=rng.standard_normal((1, 1, 40, 24), dtype=np.float32),
+    )
     assert cli_main(["validate", str(default_exports[("plugin", "fp32")]), "--inputs", str(npz)]) == 0
     assert "(1, 1, 40, 24)" in capsys.readouterr().out
     bad = tmp_path / "bad.npy"

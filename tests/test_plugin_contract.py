@@ -15,9 +15,19 @@ from wtconv_export import contract
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = ROOT / "plugin" / "trt" / "wtconvPluginContract.h"
 KERNEL_HEADER = ROOT / "plugin" / "kernels" / "wtconvKernel.h"
-PLUGIN_SOURCES = [ROOT / "plugin" / "trt" / name for name in
-                  ("wtconvPlugin.cpp", "wtconvPlugin.h", "wtconvPluginEntry.cpp", "wtconvPluginRegistration.cpp",
-                   "wtconvPluginFields.cpp", "wtconvPluginFields.h", "wtconvPluginFieldsCapi.cpp", "wtconvPluginAbi.h")]
+PLUGIN_SOURCES = [
+    ROOT / "plugin" / "trt" / name
+    for name in (
+        "wtconvPlugin.cpp",
+        "wtconvPlugin.h",
+        "wtconvPluginEntry.cpp",
+        "wtconvPluginRegistration.cpp",
+        "wtconvPluginFields.cpp",
+        "wtconvPluginFields.h",
+        "wtconvPluginFieldsCapi.cpp",
+        "wtconvPluginAbi.h",
+    )
+]
 
 _STRING = re.compile(r'constexpr\s+char\s+const\s*\*\s*(k[A-Z0-9_]+)\s*=\s*"([^"]*)"\s*;')
 _INT = re.compile(r"constexpr\s+int32_t\s+(k[A-Za-z0-9_]+)\s*=\s*(-?\d+)\s*;")
@@ -68,8 +78,12 @@ def test_limits_agree(cpp):
     assert ints["kMAX_KERNEL_SIZE"] == contract.MAX_KERNEL_SIZE
     assert ints["kMAX_WT_LEVELS"] == contract.MAX_WT_LEVELS
     assert ints["kSERIALIZATION_VERSION"] >= 1
-    kernel = {name: int(value) for name, value in
-              re.findall(r"constexpr\s+int32_t\s+(k\w+)\s*=\s*(\d+)\s*;", _strip_comments(KERNEL_HEADER.read_text()))}
+    kernel = {
+        name: int(value)
+        for name, value in re.findall(
+            r"constexpr\s+int32_t\s+(k\w+)\s*=\s*(\d+)\s*;", _strip_comments(KERNEL_HEADER.read_text())
+        )
+    }
     assert kernel["kMaxKernelSize"] == contract.MAX_KERNEL_SIZE
     assert kernel["kMaxLevels"] == contract.MAX_WT_LEVELS
 

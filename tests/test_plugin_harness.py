@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import cuda_device_skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,8 +36,10 @@ def header_roots():
 
 def toolchain_skip_reason():
     if not header_roots():
-        return ("TensorRT headers not found: set WTCONV_TRT_HEADERS or TensorRT_ROOT to a directory with "
-                "include/NvInferRuntime.h (e.g. the public NVIDIA/TensorRT repository at tag v10.16 or v11.1)")
+        return (
+            "TensorRT headers not found: set WTCONV_TRT_HEADERS or TensorRT_ROOT to a directory with "
+            "include/NvInferRuntime.h (e.g. the public NVIDIA/TensorRT repository at tag v10.16 or v11.1)"
+        )
     for tool in ("cmake", "ctest", "nvcc"):
         if shutil.which(tool) is None and not (tool == "nvcc" and Path("/usr/local/cuda/bin/nvcc").is_file()):
             return f"{tool} not found (needed to build the plugin harness)"
@@ -65,9 +66,20 @@ def harness(root):
         return _RESULTS[root]
     build = ROOT / "build" / f"plugin-harness-{root.name}"
     arch = os.environ.get("WTCONV_CUDA_ARCHITECTURES") or ("native" if cuda_device_skip_reason() is None else "90")
-    configure = _run(["cmake", "-S", "plugin", "-B", str(build), f"-DCMAKE_CUDA_ARCHITECTURES={arch}",
-                      f"-DTensorRT_ROOT={root}", "-DWTCONV_PLUGIN_WERROR=ON",
-                      f"-DPython3_EXECUTABLE={sys.executable}"], build.with_suffix(".configure.log"))
+    configure = _run(
+        [
+            "cmake",
+            "-S",
+            "plugin",
+            "-B",
+            str(build),
+            f"-DCMAKE_CUDA_ARCHITECTURES={arch}",
+            f"-DTensorRT_ROOT={root}",
+            "-DWTCONV_PLUGIN_WERROR=ON",
+            f"-DPython3_EXECUTABLE={sys.executable}",
+        ],
+        build.with_suffix(".configure.log"),
+    )
     if configure.returncode != 0:
         _RESULTS[root] = (False, configure.stdout, "")
         return _RESULTS[root]

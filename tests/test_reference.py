@@ -3,9 +3,18 @@
 import numpy as np
 import pytest
 import torch
-
+from oracle import (
+    DB1_DEC_HI,
+    DB1_DEC_LO,
+    DB1_REC_HI,
+    DB1_REC_LO,
+    db1_filter_banks,
+    haar_analysis,
+    haar_synthesis,
+    oracle_from_module,
+)
 from random_layers import random_wtconv
-from oracle import DB1_DEC_HI, DB1_DEC_LO, DB1_REC_HI, DB1_REC_LO, db1_filter_banks, haar_analysis, haar_synthesis, oracle_from_module
+
 from wtconv_export import haar
 from wtconv_export.wtconv2d import WTConv2d
 
@@ -62,8 +71,12 @@ def test_published_filters_are_db1_rounded_through_float32():
     w = pywt.Wavelet("db1")
     analysis, synthesis = db1_filter_banks()
     # The oracle's written-out db1 constants are PyWavelets' own.
-    for ours, theirs in ((DB1_DEC_LO, w.dec_lo), (DB1_DEC_HI, w.dec_hi), (DB1_REC_LO, w.rec_lo),
-                         (DB1_REC_HI, w.rec_hi)):
+    for ours, theirs in (
+        (DB1_DEC_LO, w.dec_lo),
+        (DB1_DEC_HI, w.dec_hi),
+        (DB1_REC_LO, w.rec_lo),
+        (DB1_REC_HI, w.rec_hi),
+    ):
         np.testing.assert_allclose(ours, theirs, rtol=1e-15, atol=0)
     dec_lo = torch.tensor(w.dec_lo[::-1], dtype=torch.float32)
     dec_hi = torch.tensor(w.dec_hi[::-1], dtype=torch.float32)
@@ -71,8 +84,9 @@ def test_published_filters_are_db1_rounded_through_float32():
     rec_hi = torch.tensor(w.rec_hi, dtype=torch.float32)
 
     def bank(lo, hi):  # the published create_2d_wavelet_filter, restated
-        return torch.stack([lo[None] * lo[:, None], lo[None] * hi[:, None], hi[None] * lo[:, None],
-                            hi[None] * hi[:, None]])
+        return torch.stack(
+            [lo[None] * lo[:, None], lo[None] * hi[:, None], hi[None] * lo[:, None], hi[None] * hi[:, None]]
+        )
 
     wt, iwt = haar.create_2d_haar_filters(3)
     assert wt.dtype == iwt.dtype == torch.float32 and wt.shape == iwt.shape == (12, 1, 2, 2)
@@ -122,8 +136,13 @@ def test_state_dict_keys_and_strict_round_trip():
     """Published parameter names and shapes; a state_dict loads strictly into a fresh module, same output."""
     c, k, levels = 3, 5, 2
     m = random_wtconv(c, k, levels, dtype=torch.float32)
-    expected = {"wt_filter": (4 * c, 1, 2, 2), "iwt_filter": (4 * c, 1, 2, 2), "base_conv.weight": (c, 1, k, k),
-                "base_conv.bias": (c,), "base_scale.weight": (1, c, 1, 1)}
+    expected = {
+        "wt_filter": (4 * c, 1, 2, 2),
+        "iwt_filter": (4 * c, 1, 2, 2),
+        "base_conv.weight": (c, 1, k, k),
+        "base_conv.bias": (c,),
+        "base_scale.weight": (1, c, 1, 1),
+    }
     for i in range(levels):
         expected[f"wavelet_convs.{i}.weight"] = (4 * c, 1, k, k)
         expected[f"wavelet_scale.{i}.weight"] = (1, 4 * c, 1, 1)
@@ -140,7 +159,10 @@ def test_state_dict_keys_and_strict_round_trip():
 def test_package_exports_are_lazy():
     import subprocess
     import sys
-    code = ("import sys, wtconv_export; assert 'torch' not in sys.modules; "
-            "from wtconv_export import WTConv2d, WTConvNeXt, fold_wtconv, load_default_model; "
-            "assert WTConv2d.__module__ == 'wtconv_export.wtconv2d'")
+
+    code = (
+        "import sys, wtconv_export; assert 'torch' not in sys.modules; "
+        "from wtconv_export import WTConv2d, WTConvNeXt, fold_wtconv, load_default_model; "
+        "assert WTConv2d.__module__ == 'wtconv_export.wtconv2d'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

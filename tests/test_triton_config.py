@@ -5,18 +5,20 @@ import shutil
 import subprocess
 
 import pytest
-
 from engine_helpers import fake_engine
+
 from trt_engine.triton import make_config, plan_batching, write_repository
 
-model_config_pb2 = pytest.importorskip("tritonclient.grpc.model_config_pb2",
-                                       reason="tritonclient[grpc] is not installed (pip install 'tritonclient[grpc]')")
+model_config_pb2 = pytest.importorskip(
+    "tritonclient.grpc.model_config_pb2",
+    reason="tritonclient[grpc] is not installed (pip install 'tritonclient[grpc]')",
+)
 text_format = pytest.importorskip("google.protobuf.text_format")
 
 
 def parse(text):
     config = model_config_pb2.ModelConfig()
-    text_format.Parse(text, config)      # raises ParseError on any field or enum not in Triton's schema
+    text_format.Parse(text, config)  # raises ParseError on any field or enum not in Triton's schema
     return config
 
 
@@ -46,8 +48,11 @@ def test_fp32_engine_has_fp32_io(tmp_path):
 
 
 def test_several_profiles_and_dynamic_resolution(tmp_path):
-    _, manifest = fake_engine(tmp_path, input_shape=(-1, 3, -1, -1), profiles=[
-        "input:1x3x224x224/4x3x224x224/8x3x224x224", "input:8x3x224x224/32x3x224x224/64x3x256x256"])
+    _, manifest = fake_engine(
+        tmp_path,
+        input_shape=(-1, 3, -1, -1),
+        profiles=["input:1x3x224x224/4x3x224x224/8x3x224x224", "input:8x3x224x224/32x3x224x224/64x3x256x256"],
+    )
     plan = plan_batching(manifest)
     assert plan.max_batch_size == 64 and plan.profiles == [0, 1] and plan.input_dims == [3, -1, -1]
     config = parse(make_config(manifest, name="m"))
@@ -57,8 +62,9 @@ def test_several_profiles_and_dynamic_resolution(tmp_path):
 
 
 def test_gap_between_profiles_limits_max_batch(tmp_path):
-    _, manifest = fake_engine(tmp_path, profiles=["input:1x1x32x32/4x1x32x32/8x1x32x32",
-                                                  "input:16x1x32x32/32x1x32x32/64x1x32x32"])
+    _, manifest = fake_engine(
+        tmp_path, profiles=["input:1x1x32x32/4x1x32x32/8x1x32x32", "input:16x1x32x32/32x1x32x32/64x1x32x32"]
+    )
     plan = plan_batching(manifest)
     assert plan.max_batch_size == 8 and plan.profiles == [0] and "gap" in plan.note
     assert list(parse(make_config(manifest, name="m")).instance_group[0].profile) == ["0"]
@@ -66,14 +72,17 @@ def test_gap_between_profiles_limits_max_batch(tmp_path):
 
 def test_profile_must_start_at_batch_one(tmp_path):
     _, manifest = fake_engine(tmp_path, profiles=["input:4x1x32x32/8x1x32x32/32x1x32x32"])
-    with pytest.raises(ValueError, match="no optimisation profile starts at batch 1.*any batch from 1 to "
-                                         "max_batch_size.*rebuild with --shapes"):
+    with pytest.raises(
+        ValueError,
+        match="no optimisation profile starts at batch 1.*any batch from 1 to max_batch_size.*rebuild with --shapes",
+    ):
         plan_batching(manifest)
 
 
 def test_fixed_batch_engine_disables_triton_batching(tmp_path):
-    _, manifest = fake_engine(tmp_path, input_shape=(4, 1, 32, 32), output_shape=(4, 10),
-                              profiles=["input:4x1x32x32/4x1x32x32/4x1x32x32"])
+    _, manifest = fake_engine(
+        tmp_path, input_shape=(4, 1, 32, 32), output_shape=(4, 10), profiles=["input:4x1x32x32/4x1x32x32/4x1x32x32"]
+    )
     config = parse(make_config(manifest, name="m"))
     assert config.max_batch_size == 0
     assert list(config.input[0].dims) == [4, 1, 32, 32] and list(config.output[0].dims) == [4, 10]
@@ -97,14 +106,19 @@ def _static_plugin(tmp_path):
     # A stand-in libnvinfer.so.10: Triton needs the static-registration library to link the engine's libnvinfer.
     nvinfer = tmp_path / "libnvinfer.so.10"
     (tmp_path / "nvinfer.c").write_text("int getPluginRegistry(void) { return 0; }\n")
-    subprocess.run([cc, "-shared", "-fPIC", "-o", str(nvinfer), str(tmp_path / "nvinfer.c"),
-                    "-Wl,-soname,libnvinfer.so.10"], check=True)
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-o", str(nvinfer), str(tmp_path / "nvinfer.c"), "-Wl,-soname,libnvinfer.so.10"],
+        check=True,
+    )
     src = tmp_path / "p.c"
-    src.write_text("extern int getPluginRegistry(void);\n"
-                   "__attribute__((constructor)) static void reg(void) { getPluginRegistry(); }\n")
+    src.write_text(
+        "extern int getPluginRegistry(void);\n"
+        "__attribute__((constructor)) static void reg(void) { getPluginRegistry(); }\n"
+    )
     lib = tmp_path / "libwtconv_trt_plugin.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src), f"-L{tmp_path}", "-l:libnvinfer.so.10"],
-                   check=True)
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-o", str(lib), str(src), f"-L{tmp_path}", "-l:libnvinfer.so.10"], check=True
+    )
     return lib
 
 
@@ -132,8 +146,9 @@ def test_write_repository(tmp_path):
 def test_repository_refuses_a_corrupt_engine_and_a_missing_plugin(tmp_path, monkeypatch):
     from trt_engine import plugin_library
     from wtconv_export.errors import EngineError, PluginError
+
     monkeypatch.delenv(plugin_library.ENV_STATIC, raising=False)
-    monkeypatch.setattr(plugin_library, "default_plugin", lambda **kwargs: None)   # none built anywhere
+    monkeypatch.setattr(plugin_library, "default_plugin", lambda **kwargs: None)  # none built anywhere
     engine, _ = fake_engine(tmp_path)
     with pytest.raises(PluginError, match="--plugin-static"):
         write_repository(engine, tmp_path / "repo")

@@ -20,6 +20,7 @@ def test_end_to_end_script_syntax_and_no_tensorrt_message(tmp_path):
     script = ROOT / "samples" / "end_to_end.sh"
     subprocess.run(["bash", "-n", str(script)], check=True)
     from trt_engine.tensorrt_api import tensorrt_available
+
     if tensorrt_available():
         pytest.skip("TensorRT is installed: the script would run for real")
     done = subprocess.run(["bash", str(script), str(tmp_path / "out")], capture_output=True, text=True, env=_env())
@@ -30,7 +31,12 @@ def test_end_to_end_script_syntax_and_no_tensorrt_message(tmp_path):
 
 def test_triton_client_without_a_server():
     pytest.importorskip("tritonclient.grpc", reason="tritonclient[grpc] is not installed")
-    done = subprocess.run([sys.executable, str(ROOT / "samples" / "triton_client.py"), "--url", "127.0.0.1:1"],
-                          capture_output=True, text=True, env=_env(), timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "samples" / "triton_client.py"), "--url", "127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     assert "cannot reach Triton at 127.0.0.1:1" in done.stdout

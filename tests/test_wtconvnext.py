@@ -21,30 +21,52 @@ PUBLISHED_KERNEL = 5
 def expected_state_shapes(depths, dims, wt_levels, kernel=5, in_chans=3, num_classes=1000, patch=4):
     """Every key and shape of timm 1.0.7's ConvNeXt (patch stem, channels-last MLP, NormMlpClassifierHead,
     layer scale) with each block's conv_dw a published WTConv2d, enumerated from the architecture's rules."""
-    shapes = {"stem.0.weight": (dims[0], in_chans, patch, patch), "stem.0.bias": (dims[0],),
-              "stem.1.weight": (dims[0],), "stem.1.bias": (dims[0],)}
-    for i, (depth, dim) in enumerate(zip(depths, dims)):
+    shapes = {
+        "stem.0.weight": (dims[0], in_chans, patch, patch),
+        "stem.0.bias": (dims[0],),
+        "stem.1.weight": (dims[0],),
+        "stem.1.bias": (dims[0],),
+    }
+    for i, (depth, dim) in enumerate(zip(depths, dims, strict=True)):
         if i > 0:  # LayerNorm2d(prev) + Conv2d(prev -> dim, 2x2, stride 2)
             prev = dims[i - 1]
-            shapes.update({f"stages.{i}.downsample.0.weight": (prev,), f"stages.{i}.downsample.0.bias": (prev,),
-                           f"stages.{i}.downsample.1.weight": (dim, prev, 2, 2),
-                           f"stages.{i}.downsample.1.bias": (dim,)})
+            shapes.update(
+                {
+                    f"stages.{i}.downsample.0.weight": (prev,),
+                    f"stages.{i}.downsample.0.bias": (prev,),
+                    f"stages.{i}.downsample.1.weight": (dim, prev, 2, 2),
+                    f"stages.{i}.downsample.1.bias": (dim,),
+                }
+            )
         for j in range(depth):
             p = f"stages.{i}.blocks.{j}."
-            shapes.update({
-                p + "gamma": (dim,),
-                p + "conv_dw.wt_filter": (4 * dim, 1, 2, 2), p + "conv_dw.iwt_filter": (4 * dim, 1, 2, 2),
-                p + "conv_dw.base_conv.weight": (dim, 1, kernel, kernel), p + "conv_dw.base_conv.bias": (dim,),
-                p + "conv_dw.base_scale.weight": (1, dim, 1, 1),
-                p + "norm.weight": (dim,), p + "norm.bias": (dim,),
-                p + "mlp.fc1.weight": (4 * dim, dim), p + "mlp.fc1.bias": (4 * dim,),
-                p + "mlp.fc2.weight": (dim, 4 * dim), p + "mlp.fc2.bias": (dim,),
-            })
+            shapes.update(
+                {
+                    p + "gamma": (dim,),
+                    p + "conv_dw.wt_filter": (4 * dim, 1, 2, 2),
+                    p + "conv_dw.iwt_filter": (4 * dim, 1, 2, 2),
+                    p + "conv_dw.base_conv.weight": (dim, 1, kernel, kernel),
+                    p + "conv_dw.base_conv.bias": (dim,),
+                    p + "conv_dw.base_scale.weight": (1, dim, 1, 1),
+                    p + "norm.weight": (dim,),
+                    p + "norm.bias": (dim,),
+                    p + "mlp.fc1.weight": (4 * dim, dim),
+                    p + "mlp.fc1.bias": (4 * dim,),
+                    p + "mlp.fc2.weight": (dim, 4 * dim),
+                    p + "mlp.fc2.bias": (dim,),
+                }
+            )
             for level in range(wt_levels[i]):
                 shapes[p + f"conv_dw.wavelet_convs.{level}.weight"] = (4 * dim, 1, kernel, kernel)
                 shapes[p + f"conv_dw.wavelet_scale.{level}.weight"] = (1, 4 * dim, 1, 1)
-    shapes.update({"head.norm.weight": (dims[-1],), "head.norm.bias": (dims[-1],),
-                   "head.fc.weight": (num_classes, dims[-1]), "head.fc.bias": (num_classes,)})
+    shapes.update(
+        {
+            "head.norm.weight": (dims[-1],),
+            "head.norm.bias": (dims[-1],),
+            "head.fc.weight": (num_classes, dims[-1]),
+            "head.fc.bias": (num_classes,),
+        }
+    )
     return shapes
 
 
@@ -74,6 +96,7 @@ def test_tiny_runs_and_round_trips_through_files(tmp_path):
     assert expected.shape == (1, 10)
     sd = model.state_dict()
     from safetensors.torch import save_file
+
     save_file({k: v.contiguous() for k, v in sd.items()}, str(tmp_path / "m.safetensors"))
     torch.save({"state_dict": sd, "epoch": 3}, tmp_path / "wrapped.pth")
     torch.save({"model": {"module." + k: v for k, v in sd.items()}}, tmp_path / "ddp.pth")
@@ -85,16 +108,14 @@ def test_tiny_runs_and_round_trips_through_files(tmp_path):
 
 
 def test_small_config_matches_rules_and_head_options():
-    cfg = dict(in_chans=1, num_classes=0, depths=(1, 2), dims=(8, 12), wt_levels=(2, 1), kernel_sizes=3,
-               patch_size=2)
+    cfg = dict(in_chans=1, num_classes=0, depths=(1, 2), dims=(8, 12), wt_levels=(2, 1), kernel_sizes=3, patch_size=2)
     model = WTConvNeXt(**cfg)
     shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     expected = expected_state_shapes((1, 2), (8, 12), (2, 1), kernel=3, in_chans=1, num_classes=0, patch=2)
     expected = {k: v for k, v in expected.items() if not k.startswith("head.fc")}  # num_classes=0: no fc
     assert shapes == expected
     assert model(torch.randn(2, 1, 16, 16)).shape == (2, 12)
-    assert "gamma" not in str(list(WTConvNeXt(depths=(1,), dims=(4,), wt_levels=(1,),
-                                              ls_init_value=None).state_dict()))
+    assert "gamma" not in str(list(WTConvNeXt(depths=(1,), dims=(4,), wt_levels=(1,), ls_init_value=None).state_dict()))
 
 
 def test_configs_are_the_published_ones():
@@ -126,6 +147,7 @@ def test_fast_wtconv_checkpoint_names_load(tmp_path):
     """A checkpoint from the paper's fast_wtconv WTConv2d (base_weight, base_bias, base_scale, wt_weights.{i},
     wt_scales.{i}; no Haar filters) loads into the reference model and gives the same output."""
     import re
+
     torch.manual_seed(0)
     model = WTConvNeXt(in_chans=1, num_classes=4, depths=(1, 1), dims=(8, 16), wt_levels=(2, 1)).eval()
     fast = {}
@@ -148,8 +170,15 @@ def test_fast_wtconv_checkpoint_names_load(tmp_path):
     # A single layer's state_dict (no prefix) converts too.
     from wtconv_export.models import convert_fast_wtconv_state_dict
     from wtconv_export.wtconv2d import WTConv2d
+
     layer = WTConv2d(2, 2, 3, wt_levels=1)
-    converted = convert_fast_wtconv_state_dict({"base_weight": torch.zeros(2, 1, 3, 3), "base_scale": torch.ones(1, 2, 1, 1),
-                                                "wt_weights.0": torch.zeros(8, 1, 3, 3),
-                                                "wt_scales.0": torch.ones(1, 8, 1, 1)}, layer)
+    converted = convert_fast_wtconv_state_dict(
+        {
+            "base_weight": torch.zeros(2, 1, 3, 3),
+            "base_scale": torch.ones(1, 2, 1, 1),
+            "wt_weights.0": torch.zeros(8, 1, 3, 3),
+            "wt_scales.0": torch.ones(1, 8, 1, 1),
+        },
+        layer,
+    )
     assert set(converted) == set(layer.state_dict()) - {"base_conv.bias"}

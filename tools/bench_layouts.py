@@ -43,13 +43,18 @@ def layer_rows(batch, replays):
             dw7 = nn.Conv2d(c, c, 7, padding=3, groups=c).to(dev, dtype).eval()
             dw7_cl = nn.Conv2d(c, c, 7, padding=3, groups=c).to(dev, dtype).eval().to(memory_format=torch.channels_last)
             methods = {
-                "ours_nchw": [lambda x=x, o=o: cuda_kernels.forward_into(o, x, bw, bb, ww, 5, levels, 1)
-                              for x, o in zip(xs, outs)],
-                "ours_from_channels_last": [lambda x=x, o=o: cuda_kernels.forward_into(o, x.contiguous(), bw, bb, ww,
-                                                                                       5, levels, 1)
-                                            for x, o in zip(xs_cl, outs)],
-                "dw7_nchw": [lambda x=x: dw7(x) for x in xs],
-                "dw7_channels_last": [lambda x=x: dw7_cl(x) for x in xs_cl],
+                "ours_nchw": [
+                    lambda x=x, o=o, w=(bw, bb, ww), lv=levels: cuda_kernels.forward_into(o, x, *w, 5, lv, 1)
+                    for x, o in zip(xs, outs, strict=True)
+                ],
+                "ours_from_channels_last": [
+                    lambda x=x, o=o, w=(bw, bb, ww), lv=levels: cuda_kernels.forward_into(
+                        o, x.contiguous(), *w, 5, lv, 1
+                    )
+                    for x, o in zip(xs_cl, outs, strict=True)
+                ],
+                "dw7_nchw": [lambda x=x, conv=dw7: conv(x) for x in xs],
+                "dw7_channels_last": [lambda x=x, conv=dw7_cl: conv(x) for x in xs_cl],
                 "clone": [lambda x=x: x.clone() for x in xs],
             }
             row = dict(batch=batch, c=c, h=hw, w=hw, levels=levels, dtype=str(dtype).replace("torch.", ""))
@@ -65,8 +70,10 @@ def layer_rows(batch, replays):
 
 def model_rows(batch):
     import timm
+
     from wtconv_export.fused_module import fuse_wtconv_layers
     from wtconv_export.wtconvnext import wtconvnext_tiny
+
     cuda_kernels.register()
     dev = torch.device("cuda")
 
@@ -99,9 +106,12 @@ def main():
     parser.add_argument("--batch", type=int, default=256)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    meta = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
-                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                command=f"python3 tools/bench_layouts.py --out OUT --replays {args.replays} --batch {args.batch}")
+    meta = dict(
+        gpu=torch.cuda.get_device_name(),
+        torch=torch.__version__,
+        date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        command=f"python3 tools/bench_layouts.py --out OUT --replays {args.replays} --batch {args.batch}",
+    )
     result = dict(meta=meta, layers=layer_rows(args.batch, args.replays), models=model_rows(args.batch))
     (args.out / "bench_layouts.json").write_text(json.dumps(result, indent=1))
 

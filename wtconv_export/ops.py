@@ -14,8 +14,15 @@ from .fused_spec import fused_wtconv2d_spec
 OPERATOR = "wtconv::fused_wtconv2d"
 
 
-def check_arguments(x: torch.Tensor, base_weight: torch.Tensor, base_bias: torch.Tensor,
-                    wavelet_weight: torch.Tensor, kernel_size: int, wt_levels: int, stride: int) -> None:
+def check_arguments(
+    x: torch.Tensor,
+    base_weight: torch.Tensor,
+    base_bias: torch.Tensor,
+    wavelet_weight: torch.Tensor,
+    kernel_size: int,
+    wt_levels: int,
+    stride: int,
+) -> None:
     """ValueError naming the argument, what was expected and what was given."""
     if kernel_size < 1 or kernel_size % 2 == 0:
         raise ValueError(f"{OPERATOR}: kernel_size must be odd and >= 1, got {kernel_size}")
@@ -26,12 +33,17 @@ def check_arguments(x: torch.Tensor, base_weight: torch.Tensor, base_bias: torch
     if x.dim() != 4:
         raise ValueError(f"{OPERATOR}: x must be 4-D (B, C, H, W), got shape {tuple(x.shape)}")
     c, k, n = x.shape[1], kernel_size, wt_levels
-    expected = {"base_weight": (base_weight, (c, k, k)), "base_bias": (base_bias, (c,)),
-                "wavelet_weight": (wavelet_weight, (n, 4 * c, k, k))}
+    expected = {
+        "base_weight": (base_weight, (c, k, k)),
+        "base_bias": (base_bias, (c,)),
+        "wavelet_weight": (wavelet_weight, (n, 4 * c, k, k)),
+    }
     for name, (tensor, shape) in expected.items():
         if tuple(tensor.shape) != shape:
-            raise ValueError(f"{OPERATOR}: {name} must have shape {shape} for x of shape {tuple(x.shape)}, "
-                             f"kernel_size={k}, wt_levels={n}; got {tuple(tensor.shape)}")
+            raise ValueError(
+                f"{OPERATOR}: {name} must have shape {shape} for x of shape {tuple(x.shape)}, "
+                f"kernel_size={k}, wt_levels={n}; got {tuple(tensor.shape)}"
+            )
 
 
 def output_memory_format(x: torch.Tensor) -> torch.memory_format:
@@ -43,8 +55,15 @@ def output_memory_format(x: torch.Tensor) -> torch.memory_format:
 
 
 @torch.library.custom_op(OPERATOR, mutates_args=())
-def fused_wtconv2d(x: torch.Tensor, base_weight: torch.Tensor, base_bias: torch.Tensor,
-                   wavelet_weight: torch.Tensor, kernel_size: int, wt_levels: int, stride: int) -> torch.Tensor:
+def fused_wtconv2d(
+    x: torch.Tensor,
+    base_weight: torch.Tensor,
+    base_bias: torch.Tensor,
+    wavelet_weight: torch.Tensor,
+    kernel_size: int,
+    wt_levels: int,
+    stride: int,
+) -> torch.Tensor:
     check_arguments(x, base_weight, base_bias, wavelet_weight, kernel_size, wt_levels, stride)
     y = fused_wtconv2d_spec(x, base_weight, base_bias, wavelet_weight, kernel_size, wt_levels, stride)
     return y.contiguous(memory_format=output_memory_format(x))
@@ -53,8 +72,12 @@ def fused_wtconv2d(x: torch.Tensor, base_weight: torch.Tensor, base_bias: torch.
 @fused_wtconv2d.register_fake
 def _(x, base_weight, base_bias, wavelet_weight, kernel_size, wt_levels, stride):
     b, c, h, w = x.shape
-    return torch.empty((b, c, (h + stride - 1) // stride, (w + stride - 1) // stride), dtype=x.dtype,
-                       device=x.device, memory_format=output_memory_format(x))
+    return torch.empty(
+        (b, c, (h + stride - 1) // stride, (w + stride - 1) // stride),
+        dtype=x.dtype,
+        device=x.device,
+        memory_format=output_memory_format(x),
+    )
 
 
 def plugin_can_run(kernel_size: int, wt_levels: int, stride: int) -> str | None:

@@ -30,15 +30,34 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 
 # name, C, k, L, stride, runs (dtype, N, H, W): odd, non-square, below 2^L, 1x1, WTConvNeXt stage shapes.
 LAYERS = [
-    ("a", 8, 5, 3, 1, [("float32", 2, 17, 23), ("float32", 1, 64, 48), ("float32", 3, 5, 7), ("float32", 1, 1, 1),
-                       ("float16", 2, 33, 31), ("float16", 1, 64, 64), ("bfloat16", 2, 20, 19),
-                       ("bfloat16", 1, 9, 40)]),
-    ("b", 16, 3, 2, 2, [("float32", 2, 31, 30), ("float32", 1, 8, 9), ("float16", 1, 40, 41),
-                        ("float16", 2, 16, 16)]),
+    (
+        "a",
+        8,
+        5,
+        3,
+        1,
+        [
+            ("float32", 2, 17, 23),
+            ("float32", 1, 64, 48),
+            ("float32", 3, 5, 7),
+            ("float32", 1, 1, 1),
+            ("float16", 2, 33, 31),
+            ("float16", 1, 64, 64),
+            ("bfloat16", 2, 20, 19),
+            ("bfloat16", 1, 9, 40),
+        ],
+    ),
+    ("b", 16, 3, 2, 2, [("float32", 2, 31, 30), ("float32", 1, 8, 9), ("float16", 1, 40, 41), ("float16", 2, 16, 16)]),
     ("c", 4, 7, 5, 3, [("float32", 1, 50, 47), ("float32", 2, 97, 33)]),
     ("d", 3, 1, 1, 1, [("float32", 2, 9, 10), ("float32", 1, 4, 4), ("float16", 1, 7, 6), ("float16", 2, 3, 3)]),
-    ("e", 96, 5, 5, 1, [("float16", 2, 56, 56), ("float16", 1, 28, 28), ("float32", 1, 56, 56),
-                        ("float32", 2, 28, 28)]),
+    (
+        "e",
+        96,
+        5,
+        5,
+        1,
+        [("float16", 2, 56, 56), ("float16", 1, 28, 28), ("float32", 1, 56, 56), ("float32", 2, 28, 28)],
+    ),
     ("f", 2, 15, 8, 2, [("float32", 1, 300, 257), ("float32", 1, 31, 29)]),
 ]
 
@@ -66,7 +85,9 @@ def main():
     for name, c, k, levels, stride, runs in LAYERS:
         module = random_module(c, k, levels, stride, g)
         folded = fold_wtconv(module)
-        for field, tensor in zip(("base_weight", "base_bias", "wavelet_weight"), folded.tensors(dtype=torch.float32)):
+        for field, tensor in zip(
+            ("base_weight", "base_bias", "wavelet_weight"), folded.tensors(dtype=torch.float32), strict=False
+        ):
             (args.out / f"{name}.{field}.f32").write_bytes(tensor.numpy().tobytes())
         lines.append(f"layer {name} {c} {k} {levels} {stride}")
         weights64 = folded.tensors(dtype=torch.float64)
