@@ -82,7 +82,7 @@ def check_case(b, c, h, w, k, levels, stride, dtype, seed, report=None, layouts=
     for layout in layouts:
         xl = xd.contiguous(memory_format=torch.channels_last) if layout == "nhwc" else xd
         out = run_kernels(xl, folded)
-        assert not torch.isnan(out).any(), f"{layout}: output has unwritten (NaN-poisoned) elements"
+        assert not torch.isnan(out).any(), f"{layout}, seed {seed}: output has unwritten (NaN-poisoned) elements"
         if layout == "nhwc" and c > 1 and h * w > 1:
             assert out.is_contiguous(memory_format=torch.channels_last) and not out.is_contiguous()
         errors.append(rel_error(out, expected_d))
@@ -102,7 +102,7 @@ def check_case(b, c, h, w, k, levels, stride, dtype, seed, report=None, layouts=
             finally:
                 torch.backends.cudnn.allow_tf32 = saved
             bound = max(bound, 2 * rel_error(ref32, expected_d))
-        assert err <= bound, f"fp32 relative error {err:.3e} > {bound:.3e} (nchw, nhwc: {errors})"
+        assert err <= bound, f"seed {seed}: fp32 relative error {err:.3e} > {bound:.3e} (nchw, nhwc: {errors})"
         return err, None
     with torch.no_grad():
         ref = layer.to(dev, dtype)(xd)
@@ -112,7 +112,9 @@ def check_case(b, c, h, w, k, levels, stride, dtype, seed, report=None, layouts=
         where = f"{b}x{c}x{h}x{w} k={k} L={levels} s={stride}"
         report.add(f"kernels {dtype} relative error", err, where)
         report.add(f"kernels {dtype} error / reference error", err / max(ref_err, UNIT_ROUNDOFF[dtype]), where)
-    assert err <= bound, f"{dtype} error {err:.3e} (nchw, nhwc: {errors}) > 1.0x reference error {ref_err:.3e}"
+    assert err <= bound, (
+        f"seed {seed}: {dtype} error {err:.3e} (nchw, nhwc: {errors}) > 1.0x reference error {ref_err:.3e}"
+    )
     return err, ref_err
 
 
@@ -151,7 +153,7 @@ MATRIX = [
 @pytest.mark.parametrize("dtype_name", list(DTYPE_NAMES))
 @pytest.mark.parametrize("b,c,h,w,k,levels,stride", MATRIX)
 def test_matches_spec(kernels, error_report, dtype_name, b, c, h, w, k, levels, stride):
-    seed = torch.randint(0, 2**31 - 1, ()).item()  # fresh inputs every run
+    seed = torch.randint(0, 2**31 - 1, ()).item()  # fresh inputs every run; failure messages name the seed
     check_case(b, c, h, w, k, levels, stride, DTYPE_NAMES[dtype_name], seed, error_report)
 
 
