@@ -11,7 +11,8 @@ warnings"), runs plugin/trt's CTest tests and checks their results:
 
 TensorRT headers are never in the repository: they are looked for in the roots listed in the environment
 variable WTCONV_TRT_HEADERS (os.pathsep-separated, each holding include/NvInferRuntime.h), else TensorRT_ROOT,
-else the git-ignored folders .trt/*/ of the checkout. Without headers, CMake or nvcc the tests skip, saying so.
+else the git-ignored folders .trt/*/ of the checkout, else ../shared/tensorrt-headers/*/ beside it.
+Without headers, CMake or nvcc the tests skip, saying so.
 """
 
 import os
@@ -22,7 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import cuda_device_skip_reason
+from conftest import TENSORRT_HEADERS, cuda_device_skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow  # builds plugin/ once per TensorRT header tree
@@ -30,7 +31,10 @@ pytestmark = pytest.mark.slow  # builds plugin/ once per TensorRT header tree
 
 def header_roots():
     env = os.environ.get("WTCONV_TRT_HEADERS") or os.environ.get("TensorRT_ROOT")
-    candidates = [Path(p) for p in env.split(os.pathsep) if p] if env else sorted((ROOT / ".trt").glob("*"))
+    if env:
+        candidates = [Path(p) for p in env.split(os.pathsep) if p]
+    else:  # the checkout's ignored .trt/*/, else the header trees beside the checkout (conftest.TENSORRT_HEADERS)
+        candidates = sorted((ROOT / ".trt").glob("*")) or sorted(TENSORRT_HEADERS.glob("*"))
     return [p.resolve() for p in candidates if (p / "include" / "NvInferRuntime.h").is_file()]
 
 

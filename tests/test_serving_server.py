@@ -37,6 +37,8 @@ from trt_engine.serving.server import INSTALL_HINT, TritonServer, find_server  #
 from wtconv_export.errors import ConfigurationError, ServingError  # noqa: E402
 from wtconv_export.models import load_default_model, load_heldout_digits  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a real tritonserver per module: about a minute; CI runs them
+
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = {"digits": ("plugin", "fp32"), "digits_fp16": ("plugin", "fp16"), "digits_std": ("standard", "fp32")}
 BATCH = 32

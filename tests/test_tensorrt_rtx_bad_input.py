@@ -14,6 +14,8 @@ import sys
 import pytest
 from onnx import TensorProto
 
+pytestmark = pytest.mark.slow  # real TensorRT-RTX builds with the plugin built once: minutes; CI runs them
+
 PROFILE = "input:1x4x16x16/2x4x16x16/4x4x16x16"
 
 

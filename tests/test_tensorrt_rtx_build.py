@@ -22,6 +22,8 @@ import pytest
 import torch
 from random_layers import random_wtconv
 
+pytestmark = pytest.mark.slow  # real TensorRT-RTX builds with the plugin built once: minutes; CI runs them
+
 PLUGIN_FIELDS = ("base_weight", "base_bias", "wavelet_weight")
 
 
