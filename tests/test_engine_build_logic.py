@@ -65,9 +65,13 @@ def _enum_block(header: Path, enum: str) -> str:
 def test_typing_rule_matches_the_tensorrt_headers():
     """The facts decide_typing relies on, read from the TensorRT 10.16 and 11.1 headers (outside the repository,
     see docs/design.md §5; skipped when they are not there)."""
+    from conftest import TENSORRT_HEADERS  # the header trees beside the checkout
+
     h10, h11 = ROOT / ".trt/v10.16/include/NvInfer.h", ROOT / ".trt/v11.1/include/NvInfer.h"
     if not (h10.is_file() and h11.is_file()):
-        pytest.skip("TensorRT headers not in .trt/v10.16 and .trt/v11.1")
+        h10, h11 = TENSORRT_HEADERS / "10.16/include/NvInfer.h", TENSORRT_HEADERS / "11.1/include/NvInfer.h"
+    if not (h10.is_file() and h11.is_file()):
+        pytest.skip(f"TensorRT 10.16 and 11.1 headers found neither in .trt/ nor in {TENSORRT_HEADERS}")
     assert re.search(r"\bkFP16\b", _enum_block(h10, "BuilderFlag"))
     assert not re.search(r"\bkFP16\b", _enum_block(h11, "BuilderFlag"))
     flags11 = _enum_block(h11, "NetworkDefinitionCreationFlag")
