@@ -405,18 +405,10 @@ def bench_models(torch, opts: Options, official_cls) -> list[dict]:
                 model = make(dtype)
                 if layout == "channels_last":
                     model = model.to(memory_format=torch.channels_last)
+                entry = dict(model=name, layout=layout, batch=batch, dtype=dtype_name)
                 try:
                     ms = model_forward_ms(torch, model, batch, dtype, channels_last=layout == "channels_last")
-                    results.append(
-                        dict(
-                            model=name,
-                            layout=layout,
-                            batch=batch,
-                            dtype=dtype_name,
-                            ms=ms,
-                            img_per_s=batch / (ms * 1e-3),
-                        )
-                    )
+                    entry.update(ms=ms, img_per_s=batch / (ms * 1e-3))
                     logger.info(
                         "model %s %s %s B=%d: %.2f ms %.0f img/s",
                         name,
@@ -424,19 +416,12 @@ def bench_models(torch, opts: Options, official_cls) -> list[dict]:
                         dtype_name,
                         batch,
                         ms,
-                        batch / (ms * 1e-3),
+                        entry["img_per_s"],
                     )
                 except Exception as error:  # noqa: BLE001 - recorded, not fatal
                     logger.warning("model %s %s failed: %s", name, layout, error)
-                    results.append(
-                        dict(
-                            model=name,
-                            layout=layout,
-                            batch=batch,
-                            dtype=dtype_name,
-                            error=str(error).splitlines()[0][:200],
-                        )
-                    )
+                    entry.update(error=str(error).splitlines()[0][:200])
+                results.append(entry)
                 del model
                 torch.cuda.empty_cache()
     return results
