@@ -54,6 +54,7 @@
 
 #include "wtconvKernel.h"
 #include "wtconvKernelImpl.cuh"
+#include "wtconvWholePlane.cuh"
 
 #include <algorithm>
 #include <cstdarg>

@@ -1,5 +1,6 @@
 // Output pass and pooling for bf16 I/O (see wtconvKernel.cu).
 #include "wtconvKernelImpl.cuh"
+#include "wtconvWholePlane.cuh"
 
 namespace wtconv
 {
