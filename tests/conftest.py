@@ -3,6 +3,8 @@
 Fixtures for hardware- and library-dependent tests (each calls pytest.skip with the reason when absent):
 
     require_cuda_device  a CUDA device usable by PyTorch; returns its name.
+    require_kernels_library  the built kernel library alone (its host functions, e.g. the workspace size query,
+                         run without a device); returns its path.
     require_cuda         a CUDA device AND the built kernel library (plugin/kernels' extern "C" shared
                          library); returns its path. The library is found, in order, from the environment
                          variable WTCONV_KERNELS_LIB, from ``wtconv_export.cuda_kernels.find_library()`` when
@@ -195,6 +197,14 @@ def require_cuda_device():
     import torch
 
     return torch.cuda.get_device_name()
+
+
+@pytest.fixture(scope="session")
+def require_kernels_library():
+    path, reason = find_kernels_library()
+    if reason:
+        pytest.skip(reason)
+    return path
 
 
 @pytest.fixture(scope="session")

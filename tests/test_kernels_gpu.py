@@ -328,8 +328,11 @@ def test_workspace_bytes(kernels):
     small = lib.wtconv_workspace_bytes(1, 2, 3, 74, 140, 5, 3, 1, 0, 0)
     big = lib.wtconv_workspace_bytes(1, 2, 3, 148, 280, 5, 3, 1, 0, 0)
     assert 0 < small < big and small % 256 == 0
-    # the fp32 workspace planes do not depend on the I/O layout
-    assert lib.wtconv_workspace_bytes(1, 2, 3, 74, 140, 5, 3, 1, 1, 16) == small
+    # channels-last on the tiled path adds planar copies of x and y; the channel pitch does not change it
+    assert lib.wtconv_workspace_bytes(1, 2, 3, 74, 140, 5, 3, 1, 1, 16) == lib.wtconv_workspace_bytes(
+        1, 2, 3, 74, 140, 5, 3, 1, 1, 0
+    )
+    assert lib.wtconv_workspace_bytes(1, 2, 3, 74, 140, 5, 3, 1, 1, 0) > small
 
 
 @pytest.mark.parametrize("dtype_name", list(DTYPE_NAMES))
@@ -456,3 +459,180 @@ def test_module_fast_path_and_cuda_graph(kernels):
         graph.replay()
         torch.cuda.synchronize()
         assert rel_error(static_y, fused_wtconv2d_spec(static_x.double(), *f64, 5, 5, 1)) <= 1e-6
+
+
+# ---- channels-last on the tiled path (planes above 64x64): transposes around the planar pipeline, in chunks ----
+
+NCHW, NHWC = 0, 1
+ALIGN = 256
+# The documented cap of one channels-last chunk (plugin/kernels/wtconvKernel.cu, kChannelsLastChunkBytes): the
+# planar copies of x and y of the chunk's batch items and their LL / D planes; at least one item per chunk.
+CHANNELS_LAST_CHUNK_BYTES = 64 << 20
+ELEMENT_BYTES = {0: 4, 1: 2, 2: 2}
+
+
+def _align(v):
+    return (v + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _level_grids(h, w, levels):
+    """(h_l, w_l) for l = 1 .. levels - 1 (the deep levels whose LL and D planes live in the workspace)."""
+    grids = []
+    for _ in range(1, levels):
+        h, w = (h + 1) // 2, (w + 1) // 2
+        grids.append((h, w))
+    return grids
+
+
+def _nchw_workspace(b, c, h, w, levels):
+    """The planar workspace: LL_l and D_l, (B*C, h_l, w_l) fp32 each, at 256-byte boundaries."""
+    return sum(2 * _align(b * c * hl * wl * 4) for hl, wl in _level_grids(h, w, levels))
+
+
+def _channels_last_item_bytes(dtype, c, h, w, levels, stride):
+    """Workspace bytes one batch item needs on the channels-last tiled path: planar x and y, LL and D planes."""
+    ho, wo = (h + stride - 1) // stride, (w + stride - 1) // stride
+    io = c * (h * w + ho * wo) * ELEMENT_BYTES[dtype]
+    return io + sum(2 * c * hl * wl * 4 for hl, wl in _level_grids(h, w, levels))
+
+
+@pytest.fixture(scope="module")
+def kernels_host(require_kernels_library):
+    """The C API library without a device: its size query is host code."""
+    return cuda_kernels.load_library()
+
+
+def test_channels_last_workspace_is_bounded_and_monotone(kernels_host):
+    """Tiled path (planes above 64x64): NCHW keeps its LL / D workspace; channels-last holds at least one batch
+    item's planar copies and planes, the whole batch when it fits the chunk cap, and never more than the cap (or
+    one item) plus the regions' alignment, whatever B. The size never decreases as B, H or W grow: TensorRT
+    allocates it for a profile's largest shape and runs every smaller shape of the profile in it."""
+    lib = kernels_host
+    k = 5
+    for dtype, c, levels, stride in [(0, 6, 3, 1), (1, 64, 2, 2), (2, 3, 1, 1), (1, 96, 5, 1)]:
+        batches, sizes = (1, 2, 3, 5, 8, 13, 40, 200), (65, 100, 129, 255, 515, 1030)
+        table = {}
+        for b, h, w in itertools.product(batches, sizes, sizes):
+            nchw = lib.wtconv_workspace_bytes(dtype, b, c, h, w, k, levels, stride, NCHW, 0)
+            nhwc = lib.wtconv_workspace_bytes(dtype, b, c, h, w, k, levels, stride, NHWC, 0)
+            where = f"dtype {dtype} {b}x{c}x{h}x{w} L={levels} s={stride}"
+            assert nchw == _nchw_workspace(b, c, h, w, levels), where
+            assert lib.wtconv_workspace_bytes(dtype, b, c, h, w, k, levels, stride, NHWC, c + 13) == nhwc, where
+            item = _channels_last_item_bytes(dtype, c, h, w, levels, stride)
+            slack = 2 * levels * ALIGN + ALIGN  # the regions' alignment and the rounded total
+            assert nhwc >= (b * item if b * item <= CHANNELS_LAST_CHUNK_BYTES else item), where
+            assert nhwc <= max(item, CHANNELS_LAST_CHUNK_BYTES) + slack, where
+            table[b, h, w] = nhwc
+        for (b, h, w), nhwc in table.items():
+            for i, values in enumerate((batches, sizes, sizes)):
+                key = [b, h, w]
+                position = values.index(key[i])
+                if position + 1 < len(values):
+                    key[i] = values[position + 1]
+                    assert table[tuple(key)] >= nhwc, f"dtype {dtype} L={levels}: {(b, h, w)} -> {tuple(key)}"
+
+
+def _run_channels_last_padded(kernels, dtype, b, c, pitch, h, w, k, levels, stride, seed):
+    """One launch on NHWC tensors with channel pitch `pitch`: input padding channels NaN (never read), output
+    padding channels a sentinel (never written), the workspace exactly the size the library asks for with a
+    guard band after it (never written). Returns (output as NCHW view, float64 spec, workspace bytes)."""
+    dev = torch.device("cuda")
+    layer = make_layer(c, k, levels, stride, seed)
+    folded = fold_wtconv(layer)
+    bw, bb, ww = folded.tensors(device=dev, dtype=torch.float32)
+    ho, wo = (h + stride - 1) // stride, (w + stride - 1) // stride
+    gen = torch.Generator(device=dev).manual_seed(seed + 1)
+    xp = torch.full((b, h, w, pitch), float("nan"), dtype=dtype, device=dev)
+    xp[..., :c] = torch.randn((b, h, w, c), generator=gen, device=dev).to(dtype)
+    yp = torch.full((b, ho, wo, pitch), 7.0, dtype=dtype, device=dev)
+    yp[..., :c] = float("nan")
+    code_dtype = cuda_kernels.DTYPES[dtype]
+    need = kernels.wtconv_workspace_bytes(code_dtype, b, c, h, w, k, levels, stride, NHWC, pitch)
+    guard = 4096
+    ws = torch.full((need + guard,), 0xA5, dtype=torch.uint8, device=dev)
+    message = ctypes.create_string_buffer(256)
+    code = kernels.wtconv_forward(
+        code_dtype,
+        b,
+        c,
+        h,
+        w,
+        k,
+        levels,
+        stride,
+        NHWC,
+        pitch,
+        xp.data_ptr(),
+        yp.data_ptr(),
+        bw.data_ptr(),
+        bb.data_ptr(),
+        ww.data_ptr(),
+        ws.data_ptr(),
+        need,
+        torch.cuda.current_stream().cuda_stream,
+        message,
+        len(message),
+    )
+    torch.cuda.synchronize()
+    assert code == 0, message.value.decode()
+    assert (ws[need:] == 0xA5).all(), f"seed {seed}: written past the {need} workspace bytes asked for"
+    assert (yp[..., c:] == 7.0).all(), f"seed {seed}: a padding channel of the output was written"
+    out = yp[..., :c].permute(0, 3, 1, 2)
+    assert not torch.isnan(out).any(), f"seed {seed}: NaN in the output: unwritten, or an input padding channel read"
+    x = xp[..., :c].permute(0, 3, 1, 2).double()
+    expected = fused_wtconv2d_spec(x, *fold_wtconv(layer, torch.float64).tensors(device=dev), k, levels, stride)
+    return out, expected, need
+
+
+CHANNELS_LAST_TILED = [
+    pytest.param(*case, id="{}x{}x{}x{}-k{}-L{}-s{}".format(*case))
+    for case in (
+        (2, 3, 67, 130, 3, 1, 1),  # L = 1: the output pass alone between the transposes; odd sizes
+        (1, 5, 129, 97, 5, 3, 2),  # stride 2, odd sizes
+        (2, 130, 70, 66, 3, 2, 1),  # C = 130: channel tiles 64 + 64 + 2
+        (1, 4, 75, 90, 9, 4, 2),  # runtime k, stride 2
+        (3, 2, 300, 17, 7, 8, 1),  # L = 8, a thin plane (5100 pixels: a partial last pixel tile)
+        (1, 3, 65, 65, 5, 2, 3),  # the smallest tiled plane, stride 3
+    )
+]
+
+
+@pytest.mark.parametrize("dtype_name", list(DTYPE_NAMES))
+@pytest.mark.parametrize("b,c,h,w,k,levels,stride", CHANNELS_LAST_TILED)
+def test_channels_last_tiled_path(kernels, error_report, dtype_name, b, c, h, w, k, levels, stride):
+    """Planes above 64x64 in channels-last (PyTorch's channels_last, pitch = C) and NCHW match the spec."""
+    seed = torch.randint(0, 2**31 - 1, ()).item()
+    check_case(b, c, h, w, k, levels, stride, DTYPE_NAMES[dtype_name], seed, error_report)
+
+
+CHANNELS_LAST_CHUNKED = [
+    pytest.param(*case, id="{}x{}p{}x{}x{}-k{}-L{}-s{}".format(*case))
+    for case in (
+        # batch items per chunk (64 MiB cap): fp32 4, fp16/bf16 7 -> chunks 4+4+1 and 7+2
+        (9, 6, 8, 515, 515, 5, 2, 1),
+        # L = 1, pitch = C, odd sizes: fp32 12 per chunk, fp16/bf16 25 -> 12+12+3 and 25+2
+        (27, 5, 5, 401, 333, 3, 1, 1),
+        # stride 2, L = 3, kHWC16-style pitch: fp32 11, fp16/bf16 17 -> 11+8 and 17+2
+        (19, 10, 16, 257, 300, 7, 3, 2),
+        # one item above the cap: a chunk per item
+        (2, 3, 4, 2300, 2100, 3, 2, 1),
+    )
+]
+
+
+@pytest.mark.parametrize("dtype_name", list(DTYPE_NAMES))
+@pytest.mark.parametrize("b,c,pitch,h,w,k,levels,stride", CHANNELS_LAST_CHUNKED)
+def test_channels_last_tiled_path_in_chunks(kernels, dtype_name, b, c, pitch, h, w, k, levels, stride):
+    """Channels-last batches whose planar copies do not fit the workspace run in several chunks (the last one
+    partial): every item matches the spec, padding channels are neither read nor written, and nothing is
+    written past the workspace size the library reports."""
+    dtype = DTYPE_NAMES[dtype_name]
+    seed = torch.randint(0, 2**31 - 1, ()).item()
+    out, expected, need = _run_channels_last_padded(kernels, dtype, b, c, pitch, h, w, k, levels, stride, seed)
+    ho, wo = (h + stride - 1) // stride, (w + stride - 1) // stride
+    whole_batch = b * c * (h * w + ho * wo) * ELEMENT_BYTES[cuda_kernels.DTYPES[dtype]]
+    assert need < whole_batch, f"the workspace ({need} bytes) holds the whole batch: this case runs in one chunk"
+    for item in range(b):
+        err = rel_error(out[item], expected[item])
+        bound = 1e-6 if dtype == torch.float32 else 8 * UNIT_ROUNDOFF[dtype]
+        assert err <= bound, f"seed {seed}, {dtype_name}, batch item {item}: relative error {err:.3e} > {bound:.1e}"

@@ -1,5 +1,6 @@
-// Output pass and pooling for bf16 I/O (see wtconvKernel.cu).
+// Output pass, pooling and channels-last transposes for bf16 I/O (see wtconvKernel.cu).
 #include "wtconvKernelImpl.cuh"
+#include "wtconvTranspose.cuh"
 #include "wtconvWholePlane.cuh"
 
 namespace wtconv
@@ -9,5 +10,6 @@ namespace detail
 WTCONV_DEFINE_LAUNCH_LEVEL(__nv_bfloat16, __nv_bfloat16, true)
 WTCONV_DEFINE_LAUNCH_POOL(__nv_bfloat16)
 WTCONV_DEFINE_LAUNCH_SMALL(__nv_bfloat16)
+WTCONV_DEFINE_LAUNCH_TRANSPOSE(__nv_bfloat16)
 } // namespace detail
 } // namespace wtconv

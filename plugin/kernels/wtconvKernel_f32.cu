@@ -1,5 +1,6 @@
-// Output pass and pooling for fp32 I/O (see wtconvKernel.cu).
+// Output pass, pooling and channels-last transposes for fp32 I/O (see wtconvKernel.cu).
 #include "wtconvKernelImpl.cuh"
+#include "wtconvTranspose.cuh"
 #include "wtconvWholePlane.cuh"
 
 namespace wtconv
@@ -9,5 +10,6 @@ namespace detail
 WTCONV_DEFINE_LAUNCH_LEVEL(float, float, true)
 WTCONV_DEFINE_LAUNCH_POOL(float)
 WTCONV_DEFINE_LAUNCH_SMALL(float)
+WTCONV_DEFINE_LAUNCH_TRANSPOSE(float)
 } // namespace detail
 } // namespace wtconv
