@@ -589,7 +589,9 @@ CHANNELS_LAST_TILED = [
     for case in (
         (2, 3, 67, 130, 3, 1, 1),  # L = 1: the output pass alone between the transposes; odd sizes
         (1, 5, 129, 97, 5, 3, 2),  # stride 2, odd sizes
-        (2, 130, 70, 66, 3, 2, 1),  # C = 130: channel tiles 64 + 64 + 2
+        (2, 130, 70, 66, 3, 2, 1),  # C = 130: transpose tiles of 32 channels, 4 full + 2
+        (1, 64, 67, 65, 3, 2, 1),  # C = 64: one 64-channel tile
+        (2, 40, 66, 71, 5, 1, 2),  # C = 40: a 64-channel tile with 24 idle channels, stride 2
         (1, 4, 75, 90, 9, 4, 2),  # runtime k, stride 2
         (3, 2, 300, 17, 7, 8, 1),  # L = 8, a thin plane (5100 pixels: a partial last pixel tile)
         (1, 3, 65, 65, 5, 2, 3),  # the smallest tiled plane, stride 3
@@ -614,6 +616,8 @@ CHANNELS_LAST_CHUNKED = [
         (27, 5, 5, 401, 333, 3, 1, 1),
         # stride 2, L = 3, kHWC16-style pitch: fp32 11, fp16/bf16 17 -> 11+8 and 17+2
         (19, 10, 16, 257, 300, 7, 3, 2),
+        # 64-channel transpose tiles, padded pitch: fp32 3 per chunk, fp16/bf16 5 -> 3+3+1 and 5+2
+        (7, 64, 72, 257, 129, 3, 2, 1),
         # one item above the cap: a chunk per item
         (2, 3, 4, 2300, 2100, 3, 2, 1),
     )
