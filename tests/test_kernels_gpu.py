@@ -633,8 +633,7 @@ def test_channels_last_tiled_path_in_chunks(kernels, dtype_name, b, c, pitch, h,
     dtype = DTYPE_NAMES[dtype_name]
     seed = torch.randint(0, 2**31 - 1, ()).item()
     out, expected, need = _run_channels_last_padded(kernels, dtype, b, c, pitch, h, w, k, levels, stride, seed)
-    ho, wo = (h + stride - 1) // stride, (w + stride - 1) // stride
-    whole_batch = b * c * (h * w + ho * wo) * ELEMENT_BYTES[cuda_kernels.DTYPES[dtype]]
+    whole_batch = b * _channels_last_item_bytes(cuda_kernels.DTYPES[dtype], c, h, w, levels, stride)
     assert need < whole_batch, f"the workspace ({need} bytes) holds the whole batch: this case runs in one chunk"
     for item in range(b):
         err = rel_error(out[item], expected[item])

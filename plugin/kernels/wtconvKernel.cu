@@ -21,9 +21,9 @@
 //    and store each pixel's 8 channels with one vector access, through distributed shared memory.
 //
 // Layouts (WTConvParams::layout): x and y NCHW, or NHWC with a channel pitch >= C (padding channels are
-// neither read nor written). Only the I/O accesses differ (IoStrides); the fp32 workspace is planar.
-// For channels-last, neighbouring blocks take neighbouring channels of the same pixels, so the DRAM
-// sectors they share are fetched once into L2.
+// neither read nor written). Path A reads and writes either layout in place (IoStrides; for channels-last,
+// neighbouring blocks take neighbouring channels of the same pixels, so the DRAM sectors they share are fetched
+// once into L2). Path B computes on planar planes only: for NHWC it converts (see "Channels-last on path B").
 //
 // B. Tiled path (larger planes):
 //   1. pool   LL_1 .. LL_{L-1} -> workspace (fp32). One launch per 3 levels: a thread reads one 8x8
@@ -35,6 +35,13 @@
 //   Steps 2 and 3 are one kernel template (levelKernel, BASE = false / true): 64x64-pixel tiles, 256
 //   threads, the tile load fused with the Haar analysis, every convolution as 4x4 register micro-tiles
 //   with a float4 sliding window (~0.1 shared loads per FMA).
+//   Channels-last on path B (wtconvTranspose.cuh): a block owns one channel plane, so reading or writing NHWC
+//   directly would use 2 (fp16) or 4 bytes of every 32-byte sector it touches. Instead, per chunk of the batch:
+//   0. transpose x (NHWC, pitch) -> planar copy in the workspace; steps 1-3 on the copy, y into a second planar
+//   buffer; 4. transpose it -> y (NHWC; padding channels untouched). Both transposes go through 64x64
+//   shared-memory tiles, coalesced on both sides. A chunk is as many batch items as fit kChannelsLastChunkBytes
+//   (64 MiB) of workspace with their LL / D planes, at least one (workspaceLayout has the formula), so the
+//   workspace stays bounded as B grows.
 //
 // Traffic model (N = B*C*H*W elements, e = bytes per I/O element):
 //   Path A: read N*e + write N*e = the x.clone() floor (4N bytes fp16), plus L2-resident weights.
@@ -44,6 +51,8 @@
 //     output: read N*e (x, + halo re-reads that hit L2) + 4*N/4 (D_1), write N*e
 //     total ~ 3N*e + 5.3N bytes: fp16 11.3N bytes = 2.8x x.clone() (4N); fp32 17.3N = 2.2x clone (8N).
 //   Path B, L = 1: exactly read N*e + write N*e. (The paper's fused design: ~8.3N elements.)
+//   Path B, NHWC: the NCHW traffic above + 2 transposes, each read + write of the tensor: + 4N*e (the reads of
+//   a chunk's x copy may partly hit L2 right after the transpose writes it).
 //   Compute: ~k^2 (base) + k^2 (level 1) + k^2/4*(4/3) (deeper) ~ 2.33 k^2 FMA per pixel (58 at k = 5).
 //
 // Where the time goes (docs/design.md, "Where the time goes"; measured figures: docs/bench/README.md): the
@@ -54,6 +63,7 @@
 
 #include "wtconvKernel.h"
 #include "wtconvKernelImpl.cuh"
+#include "wtconvTranspose.cuh"
 #include "wtconvWholePlane.cuh"
 
 #include <algorithm>
@@ -149,10 +159,66 @@ Grids levelGrids(WTConvParams const& p)
     return g;
 }
 
-// Whole-plane path geometry (smallPlaneKernel). Regions in this order: X, LL_1..LL_{L-1}, bands, D, D,
-// weights (the band convolution's window may read one float past the bands: it lands in D).
+// Whole-plane path geometry (smallPlaneKernel, wtconvWholePlane.cuh). Regions in this order: X, bands (zeroed
+// together), LL_1..LL_{L-1}, D, D, weights. Thread strips may run past a level's grid (the last strip of a
+// column, the second cell of an odd width); X, the bands and D are padded so that their reads stay inside
+// the region they read (nothing computed there is stored).
 constexpr size_t kSmallMaxSharedBytes = 160 * 1024;
-constexpr int kSmallTargetFloats = 12 * 1024; // ~48 KiB per block: several blocks per SM
+#ifndef WTCONV_SMALL_TARGET_FLOATS
+#define WTCONV_SMALL_TARGET_FLOATS (12 * 1024)
+#endif
+// Shared memory a block aims at (it takes as many planes P as fit): ~48 KiB, so 4 blocks share an SM; planes
+// under 12 x 12 pixels aim at ~32 KiB (more, smaller blocks per SM measured faster at 7 x 7: docs/bench).
+constexpr int kSmallTargetFloats = WTCONV_SMALL_TARGET_FLOATS;
+constexpr int kSmallTargetFloatsTiny = 8 * 1024;
+constexpr int kTinyPlane = 12 * 12;
+
+int ceilDiv(int v, int m)
+{
+    return (v + m - 1) / m;
+}
+
+// Bank conflicts of one strip-window load (docs/bench/README.md): consecutive threads take consecutive strips
+// of a row of `pairs` strips, and strip (row sr, column j) loads vector unit sr * rowStep + j. A wavefront
+// serves `lanes` threads over `units` vector units of the 32 banks (LDS.64: 16 and 16; LDS.128: 8 and 8);
+// the cost is the number of wavefronts the first 256 strips need.
+int stripLoadWavefronts(int rowStep, int pairs, int strips, int lanes, int units)
+{
+    int wavefronts = 0;
+    int const n = std::min(strips, 256);
+    for (int t0 = 0; t0 < n; t0 += lanes)
+    {
+        int count[16] = {};
+        int worst = 0;
+        for (int t = t0; t < std::min(t0 + lanes, n); ++t)
+        {
+            int const sr = t / pairs, j = t - sr * pairs;
+            worst = std::max(worst, ++count[(sr * rowStep + j) % units]);
+        }
+        wavefronts += worst;
+    }
+    return wavefronts;
+}
+
+// The smallest pitch >= base (in steps of `step` floats, up to units more steps) whose strip-window loads need
+// the fewest wavefronts; rowFloats(pitch) = floats between consecutive strip rows, vecFloats = floats per load.
+template <typename RowFloats>
+int conflictFreePitch(int base, int step, RowFloats rowFloats, int vecFloats, int pairs, int strips)
+{
+    int const lanes = vecFloats == 2 ? 16 : 8, units = lanes;
+    int best = base, bestCost = INT32_MAX;
+    for (int i = 0; i < units; ++i)
+    {
+        int const pitch = base + i * step;
+        int const cost = stripLoadWavefronts(rowFloats(pitch) / vecFloats, pairs, strips, lanes, units);
+        if (cost < bestCost)
+        {
+            best = pitch;
+            bestCost = cost;
+        }
+    }
+    return best;
+}
 
 SmallArgs smallGeometry(WTConvParams const& p)
 {
@@ -172,29 +238,50 @@ SmallArgs smallGeometry(WTConvParams const& p)
     }
     a.ho = static_cast<int32_t>(outputSize(p.height, p.stride));
     a.wo = static_cast<int32_t>(outputSize(p.width, p.stride));
-    a.xPitch = a.w[0] + 2 * r + 1;
-    a.xPlane = (a.h[0] + 2 * r + 1) * a.xPitch;
+    // X: a level-1 strip's base window starts at column 4 * (cell pair) and row 2 * (first cell row) and
+    // reads 4 * ceil((k + 3) / 4) columns and 2 * stripRows(1) + 2r rows.
+    int const pairs1 = ceilDiv(a.w[1], 2);
+    int const rows1 = stripRows(1) * ceilDiv(a.h[1], stripRows(1));
+    int const m1 = stripRows(1);
+    a.xPitch = conflictFreePitch(
+        roundUp(std::max(a.w[0] + 2 * r + 1, 4 * (pairs1 - 1) + 4 * ceilDiv(k + 3, 4)), 4), 4,
+        [m1](int pitch) { return 2 * m1 * pitch; }, 4, pairs1, pairs1 * ceilDiv(a.h[1], m1));
+    a.xPlane = std::max(a.h[0] + 2 * r + 1, 2 * rows1 + 2 * r) * a.xPitch;
     int llPer = 0, bandPer = 0;
     for (int l = 1; l <= L; ++l)
     {
-        a.bandPlane[l] = (a.h[l] + 2 * r) * (a.w[l] + 2 * r);
+        // a band strip's window: columns [2 * pair, 2 * pair + k], rows [first row, first row + M + k - 1)
+        int const m = stripRows(l);
+        int const pairs = ceilDiv(a.w[l], 2);
+        a.bandPitch[l] = conflictFreePitch(
+            2 * pairs + 2 * r, 2, [m](int pitch) { return m * pitch; }, 2, pairs, pairs * ceilDiv(a.h[l], m));
+        a.bandPlane[l] = a.bandPitch[l] * (m * ceilDiv(a.h[l], m) + 2 * r);
         bandPer += 4 * a.bandPlane[l];
         if (l < L)
         {
             llPer += a.h[l] * a.w[l];
         }
     }
-    a.dPlane = a.h[1] * a.w[1];
-    a.wPer = k * k * (1 + 4 * L);
+    // D_l (l = 1..L-1) is written by level l+1's strips (2 x 2 pixels per cell, 4 columns per float4
+    // store) and read by level l's strips (float2 per cell pair).
+    a.dPlane = 0;
+    for (int l = 1; l < L; ++l)
+    {
+        int const mw = stripRows(l + 1), mr = stripRows(l);
+        a.dPitch[l] = 4 * ceilDiv(a.w[l + 1], 2);
+        int const rows = std::max(2 * mw * ceilDiv(a.h[l + 1], mw), mr * ceilDiv(a.h[l], mr));
+        a.dPlane = std::max(a.dPlane, roundUp(rows * a.dPitch[l], 4));
+    }
+    a.wPer = paddedTaps(k) * (1 + 4 * L);
     int const perPlane = a.xPlane + bandPer + llPer + 2 * a.dPlane;
-    int const P = static_cast<int>(
-        std::max<int64_t>(1, std::min<int64_t>({64, kSmallTargetFloats / perPlane, p.batch})));
+    int const target = p.height * p.width < kTinyPlane ? kSmallTargetFloatsTiny : kSmallTargetFloats;
+    int const P = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({64, target / perPlane, p.batch})));
     a.planesPerBlock = P;
+    int const strips1 = P * pairs1 * ceilDiv(a.h[1], m1);
+    a.threads = std::min(kPlaneMaxThreads, std::max(kPlaneMinThreads, roundUp(strips1, 32)));
     a.batch = p.batch;
     a.batchGroups = (p.batch + P - 1) / P;
     a.blocks = p.channels * a.batchGroups;
-    // X, bands (zeroed together, float4), then LL, D, D, weights. The band convolution's window may read one
-    // float past the last band region: it lands in LL / D.
     int off = 0;
     a.xOff = off;
     off += P * a.xPlane;
@@ -210,11 +297,11 @@ SmallArgs smallGeometry(WTConvParams const& p)
         a.llOff[l] = off;
         off += P * a.h[l] * a.w[l];
     }
+    off = roundUp(off, 4);
     a.dOff[0] = off;
     off += P * a.dPlane;
     a.dOff[1] = off;
     off += P * a.dPlane;
-    off += 4; // slack for the band window's one-float over-read when L = 1 (no LL / D after the bands)
     a.wOff = off;
     off += a.wPer;
     // Channels-last: the output staging of cluster mode. The deep levels' bands and LL_1..LL_{L-1} (from
@@ -246,32 +333,112 @@ bool useSmallPath(WTConvParams const& p)
     return static_cast<size_t>(smallGeometry(p).totalFloats) * sizeof(float) <= kSmallMaxSharedBytes;
 }
 
-// Workspace: for l = 1 .. L-1, LL_l then D_l, each (B*C, h_l, w_l) fp32 at a 256-byte boundary.
-size_t workspaceLayout(WTConvParams const& p, float** ll, float** d)
+// Channels-last on the tiled path runs the planar pipeline on chunks of the batch: each chunk's planar copies
+// of x and y and its LL / D planes must fit this many workspace bytes (at least one batch item per chunk, however
+// large), so the workspace does not grow with B beyond it.
+constexpr size_t kChannelsLastChunkBytes = size_t{64} << 20;
+
+// Where the tiled path's buffers lie in the workspace, and how many batch items one pass of the planar
+// pipeline takes (B for NCHW; a chunk for channels-last).
+struct TiledBuffers
 {
-    Grids const g = levelGrids(p);
-    int64_t const planes = p.batch * p.channels;
-    size_t offset = 0;
-    char* base = static_cast<char*>(p.workspace);
+    float* ll[kMaxLevels + 1]; // LL_l, l = 1 .. L-1: (items * C, h_l, w_l) fp32
+    float* d[kMaxLevels + 1];  // D_l,  l = 1 .. L-1: (items * C, h_l, w_l) fp32
+    void* xPlanar;             // channels-last only: x of one chunk, (items, C, H, W) in the I/O dtype
+    void* yPlanar;             // channels-last only: y of one chunk, (items, C, Ho, Wo) in the I/O dtype
+    int64_t chunkItems;        // batch items per pass of the planar pipeline
+};
+
+size_t dtypeBytes(DataType t)
+{
+    return t == DataType::kFLOAT32 ? 4 : 2;
+}
+
+// Workspace of the tiled path (the whole-plane path needs none), regions at 256-byte boundaries:
+//   NCHW: for l = 1 .. L-1, LL_l then D_l, each (B*C, h_l, w_l) fp32.
+//   NHWC: x and y of one chunk in planar layout (I/O dtype), then LL_l, D_l for the chunk's items. With
+//         per = C*(H*W + Ho*Wo)*e + sum_l 2*C*h_l*w_l*4 bytes per batch item and cap = kChannelsLastChunkBytes:
+//         items = min(B, max(1, floor(cap / per))), and the size reported is
+//         alignUp(min(B * per, max(cap, per))) + 2L * 256 (the regions' alignment), which holds the layout.
+//         That bound, rather than the layout's exact end, is reported because it never decreases when B, H or
+//         W grow: TensorRT sizes the workspace for a profile's largest shape and every smaller shape of the
+//         profile must fit in it (the chunk's item count alone can drop as H or W grow).
+// `buffers` (may be null) receives the pointers into p.workspace; returns the bytes.
+size_t workspaceLayout(WTConvParams const& p, TiledBuffers* buffers)
+{
     if (useSmallPath(p))
     {
         return 0; // everything stays in shared memory
     }
+    Grids const g = levelGrids(p);
+    bool const channelsLast = p.layout == Layout::kNHWC;
+    size_t const e = dtypeBytes(p.dtype);
+    size_t const inItem = static_cast<size_t>(p.channels) * g.h[0] * g.w[0] * e;
+    size_t const outItem = static_cast<size_t>(p.channels) * outputSize(p.height, p.stride)
+        * outputSize(p.width, p.stride) * e;
+    size_t levelItem = 0; // one LL_l or D_l plane set per batch item, summed over l
     for (int l = 1; l < p.levels; ++l)
     {
-        size_t const bytes = static_cast<size_t>(planes) * g.h[l] * g.w[l] * sizeof(float);
-        if (ll != nullptr)
-        {
-            ll[l] = reinterpret_cast<float*>(base + offset);
-        }
-        offset = alignUp(offset + bytes);
-        if (d != nullptr)
-        {
-            d[l] = reinterpret_cast<float*>(base + offset);
-        }
-        offset = alignUp(offset + bytes);
+        levelItem += static_cast<size_t>(p.channels) * g.h[l] * g.w[l] * sizeof(float);
     }
-    return offset;
+    int64_t items = p.batch;
+    size_t bound = 0;
+    if (channelsLast)
+    {
+        size_t const per = inItem + outItem + 2 * levelItem;
+        size_t used = 0; // min(B * per, max(cap, per)) without overflow
+        if (per >= kChannelsLastChunkBytes)
+        {
+            items = 1;
+            used = per;
+        }
+        else if (static_cast<size_t>(p.batch) <= kChannelsLastChunkBytes / per)
+        {
+            used = static_cast<size_t>(p.batch) * per;
+        }
+        else
+        {
+            items = static_cast<int64_t>(kChannelsLastChunkBytes / per);
+            used = kChannelsLastChunkBytes;
+        }
+        bound = alignUp(used) + 2 * static_cast<size_t>(p.levels) * kAlign;
+    }
+
+    // Region offsets; pointers only when asked for (p.workspace may be null for a size query).
+    size_t offset = 0;
+    auto region = [&offset](size_t bytes)
+    {
+        size_t const at = offset;
+        offset = alignUp(offset + bytes);
+        return at;
+    };
+    size_t xOff = 0, yOff = 0;
+    if (channelsLast)
+    {
+        xOff = region(static_cast<size_t>(items) * inItem);
+        yOff = region(static_cast<size_t>(items) * outItem);
+    }
+    size_t llOff[kMaxLevels + 1] = {}, dOff[kMaxLevels + 1] = {};
+    for (int l = 1; l < p.levels; ++l)
+    {
+        size_t const bytes = static_cast<size_t>(items) * p.channels * g.h[l] * g.w[l] * sizeof(float);
+        llOff[l] = region(bytes);
+        dOff[l] = region(bytes);
+    }
+    if (buffers != nullptr)
+    {
+        char* const base = static_cast<char*>(p.workspace);
+        *buffers = TiledBuffers{};
+        for (int l = 1; l < p.levels; ++l)
+        {
+            buffers->ll[l] = reinterpret_cast<float*>(base + llOff[l]);
+            buffers->d[l] = reinterpret_cast<float*>(base + dOff[l]);
+        }
+        buffers->xPlanar = channelsLast ? base + xOff : nullptr;
+        buffers->yPlanar = channelsLast ? base + yOff : nullptr;
+        buffers->chunkItems = items;
+    }
+    return channelsLast ? bound : offset;
 }
 
 // Tile geometry and shared-memory layout of one level pass.
@@ -320,12 +487,13 @@ LevelArgs levelGeometry(int64_t planes, int channels, int64_t hs, int64_t ws, in
 }
 
 template <typename T>
+cudaError_t tiledPipeline(WTConvParams const& p, TiledBuffers const& buf, cudaStream_t stream);
+template <typename T>
+cudaError_t tiledChannelsLast(WTConvParams const& p, TiledBuffers const& buf, cudaStream_t stream);
+
+template <typename T>
 cudaError_t forwardImpl(WTConvParams const& p, cudaStream_t stream)
 {
-    Grids const g = levelGrids(p);
-    int64_t const planes = p.batch * p.channels;
-    int const channels = static_cast<int>(p.channels);
-    int const L = p.levels;
     if (useSmallPath(p))
     {
         SmallArgs sa = smallGeometry(p);
@@ -337,14 +505,29 @@ cudaError_t forwardImpl(WTConvParams const& p, cudaStream_t stream)
         sa.inStrides = ioStrides(p, p.height, p.width);
         sa.outStrides = ioStrides(p, sa.ho, sa.wo);
         sa.channelFastest = p.layout == Layout::kNHWC;
+        sa.vecStore = p.layout == Layout::kNCHW && p.stride == 1 && p.width % 4 == 0
+            && reinterpret_cast<uintptr_t>(p.output) % (4 * sizeof(T)) == 0;
         int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
         sa.clusterOk = p.layout == Layout::kNHWC && p.channels % kCluster == 0 && pitch % kCluster == 0
             && reinterpret_cast<uintptr_t>(p.input) % 16 == 0 && reinterpret_cast<uintptr_t>(p.output) % 16 == 0;
         return launchSmall<T>(sa, stream);
     }
-    float* ll[kMaxLevels + 1] = {};
-    float* d[kMaxLevels + 1] = {};
-    workspaceLayout(p, ll, d);
+    TiledBuffers buf{};
+    workspaceLayout(p, &buf);
+    return p.layout == Layout::kNHWC ? tiledChannelsLast<T>(p, buf, stream) : tiledPipeline<T>(p, buf, stream);
+}
+
+// Steps 1-3 of the tiled path on p's planar tensors (x and y themselves for NCHW I/O; the workspace copies of one
+// chunk for channels-last) for p.batch items, with the LL / D planes of `buf`.
+template <typename T>
+cudaError_t tiledPipeline(WTConvParams const& p, TiledBuffers const& buf, cudaStream_t stream)
+{
+    Grids const g = levelGrids(p);
+    int64_t const planes = p.batch * p.channels;
+    int const channels = static_cast<int>(p.channels);
+    int const L = p.levels;
+    float* const* ll = buf.ll;
+    float* const* d = buf.d;
 
     // 1. pooling chain LL_1 .. LL_{L-1}
     for (int s = 0; s < L - 1;)
@@ -407,6 +590,50 @@ cudaError_t forwardImpl(WTConvParams const& p, cudaStream_t stream)
     a.vecStore = p.layout == Layout::kNCHW && p.stride == 1 && a.wo % 4 == 0
         && reinterpret_cast<uintptr_t>(p.output) % (4 * sizeof(T)) == 0;
     return launchLevel<T, T, true>(a, stream);
+}
+
+// Channels-last I/O on the tiled path, chunk by chunk (buf.chunkItems batch items at a time): x -> planar copy
+// (transpose), the planar pipeline from that copy into a planar y, planar y -> channels-last y (transpose).
+// The copies are coalesced in both layouts; reading and writing channels-last directly, a block that owns one
+// channel would use 2 or 4 bytes of each 32-byte sector it touches.
+template <typename T>
+cudaError_t tiledChannelsLast(WTConvParams const& p, TiledBuffers const& buf, cudaStream_t stream)
+{
+    int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+    int64_t const inPixels = p.height * p.width;
+    int64_t const outPixels = outputSize(p.height, p.stride) * outputSize(p.width, p.stride);
+    for (int64_t b0 = 0; b0 < p.batch; b0 += buf.chunkItems)
+    {
+        int64_t const items = std::min(buf.chunkItems, p.batch - b0);
+        TransposeArgs in = transposeGeometry(items, p.channels, inPixels, pitch);
+        in.src = static_cast<T const*>(p.input) + b0 * inPixels * pitch;
+        in.dst = buf.xPlanar;
+        cudaError_t e = launchTranspose<T>(in, TransposeDirection::kToPlanar, stream);
+        if (e != cudaSuccess)
+        {
+            return e;
+        }
+        WTConvParams q = p;
+        q.batch = items;
+        q.layout = Layout::kNCHW;
+        q.channelPitch = 0;
+        q.input = buf.xPlanar;
+        q.output = buf.yPlanar;
+        e = tiledPipeline<T>(q, buf, stream);
+        if (e != cudaSuccess)
+        {
+            return e;
+        }
+        TransposeArgs out = transposeGeometry(items, p.channels, outPixels, pitch);
+        out.src = buf.yPlanar;
+        out.dst = static_cast<T*>(p.output) + b0 * outPixels * pitch;
+        e = launchTranspose<T>(out, TransposeDirection::kToChannelsLast, stream);
+        if (e != cudaSuccess)
+        {
+            return e;
+        }
+    }
+    return cudaSuccess;
 }
 
 } // namespace
@@ -490,7 +717,7 @@ size_t wtconvWorkspaceBytes(WTConvParams const& params)
     }
     WTConvParams p = params;
     p.workspace = nullptr;
-    return detail::workspaceLayout(p, nullptr, nullptr);
+    return detail::workspaceLayout(p, nullptr);
 }
 
 cudaError_t wtconvForward(WTConvParams const& p, cudaStream_t stream, char* message, size_t messageBytes)

@@ -16,9 +16,42 @@ namespace detail
 // the deep levels cost no launches. Shared memory per plane: X with an r-pixel zero halo, every level's 4
 // bands with an r-cell zero halo, LL_1..LL_{L-1} (compact), two D buffers (ping-pong); the channel's weights.
 // Blocks take P planes of one channel (batch items), so weights are read once per block.
-// Each thread handles 2 horizontally adjacent cells of a level (register window of k x (k+1) band values,
-// and for level 1 the 2 x 4 output pixels above them with a (k+1) x (k+3) window of X).
+//
+// Work per thread: a strip of cells, 2 wide and M tall (M = kStripRowsLevel1 at level 1, kStripRowsDeep
+// below). The band convolutions slide a register window down the strip (one row of k + 1 band values,
+// loaded as float2, feeds up to k cell rows), with the band's k^2 weights in registers; at level 1 the strip's
+// 2M x 4 output pixels then take the base convolution the same way (rows of k + 3 values of X as float4).
+// Shared-memory loads per FMA: ~(M + k - 1)(k + 1) / (2 M k^2) + 1/(2M) for the bands (0.24 at k = 5,
+// M = 4), ~0.12 for the base convolution. Shared memory, not DRAM or the FMA units, is what this kernel is
+// limited by (docs/bench/README.md), so every window load is a vector load and consecutive threads take
+// consecutive strips of a row (conflict-free banks).
 constexpr int kSmallPlaneMax = 64 * 64;
+
+#ifndef WTCONV_STRIP_ROWS
+#define WTCONV_STRIP_ROWS 2
+#endif
+#ifndef WTCONV_PLANE_MIN_BLOCKS
+#define WTCONV_PLANE_MIN_BLOCKS 3 // <= 85 registers per thread: 3 blocks of 256 threads (more of fewer) per SM
+#endif
+// Threads per block of smallPlaneKernel: one per level-1 strip of the block's planes (rounded up to whole
+// warps, within [kPlaneMinThreads, kPlaneMaxThreads]), so the output phase takes one round; the host sets
+// SmallArgs::threads.
+constexpr int kPlaneMaxThreads = 256;
+constexpr int kPlaneMinThreads = 64;
+constexpr int kStripRowsLevel1 = WTCONV_STRIP_ROWS; // cell rows per thread strip at level 1
+constexpr int kStripRowsDeep = 2;                   // ... at levels >= 2 (fewer cells: keep threads busy)
+
+// Cell rows per strip at level l (host and device agree on the strip geometry through this).
+__host__ __device__ constexpr int stripRows(int level)
+{
+    return level == 1 ? kStripRowsLevel1 : kStripRowsDeep;
+}
+
+// Floats per weight set in shared memory (k^2 rounded up to a float4 boundary, so sets load as float4).
+__host__ __device__ constexpr int paddedTaps(int k)
+{
+    return (k * k + 3) / 4 * 4;
+}
 
 struct SmallArgs
 {
@@ -37,14 +70,20 @@ struct SmallArgs
     IoStrides inStrides, outStrides; // x and y element offsets (their layout)
     bool channelFastest;             // neighbouring blocks take neighbouring channels (channels-last: they share
                                      // the DRAM sectors of their pixels in L2); else neighbouring batch groups
-    // shared-memory regions (floats from the start), each sized for P planes
-    int32_t xOff, xPitch, xPlane;      // X padded: (H + 2r) x xPitch
+    int32_t threads;                 // block size (see kPlaneMaxThreads)
+    bool vecStore;                   // y rows are stored 4 pixels at a time (NCHW, stride 1, W % 4 == 0, aligned)
+    // shared-memory regions (floats from the start), each sized for P planes. Strips may run past the grid
+    // (the last strip of a column, the second cell of an odd width): every region is padded so their reads
+    // stay inside it; what they compute there is never stored.
+    int32_t xOff, xPitch, xPlane;      // X: x with an r-pixel zero halo, xRows x xPitch (xPitch % 4 == 0)
     int32_t llOff[kMaxLevels + 1];     // LL_l, l = 1..L-1, compact h_l x w_l
-    int32_t bandOff[kMaxLevels + 1];   // level l: 4 bands x P planes of (h_l + 2r) x (w_l + 2r) (zero halo)
-    int32_t bandPlane[kMaxLevels + 1]; // (h_l + 2r) * (w_l + 2r)
+    int32_t bandOff[kMaxLevels + 1];   // level l: 4 bands x P planes, each bandRows x bandPitch, zero halo
+    int32_t bandPitch[kMaxLevels + 1]; // 2 * ceil(w_l / 2) + 2r (even: float2 windows)
+    int32_t bandPlane[kMaxLevels + 1]; // bandPitch * (stripRows(l) * ceil(h_l / stripRows(l)) + 2r)
     int32_t zeroFloats;                // X and all band regions: [0, zeroFloats), a multiple of 4
-    int32_t dOff[2], dPlane;           // D ping-pong, compact h_l x w_l (<= h_1 x w_1 = dPlane)
-    int32_t wOff, wPer;                // weights of the block's channel: k^2 base then L x 4 x k^2
+    int32_t dOff[2], dPlane;           // D ping-pong; D_l (l = 1..L-1) is dPitch[l] wide, dPlane per plane
+    int32_t dPitch[kMaxLevels + 1];    // 4 * ceil(w_{l+1} / 2): level l+1's strips store 4 pixels at once
+    int32_t wOff, wPer;                // weights of the block's channel: 1 + 4L sets of paddedTaps(k) floats
     int32_t stageOff;                  // channels-last cluster mode: the output staged as fp32, P x ho x wo,
                                        // in a region dead during the output phase (deep bands, LL)
     int32_t totalFloats;
@@ -58,6 +97,211 @@ struct SmallArgs
 // 32-byte load and scatters them into the blocks' X planes through distributed shared memory, and writes the
 // output the same way from the blocks' staging regions.
 constexpr int kCluster = 8;
+
+// wr[0..N) = w[0..N) from shared memory, w 16-byte aligned and readable up to a multiple of 4.
+template <int N>
+__device__ __forceinline__ void loadTaps(float const* w, float (&wr)[N])
+{
+#pragma unroll
+    for (int v = 0; v < (N + 3) / 4; ++v)
+    {
+        float4 const t = reinterpret_cast<float4 const*>(w)[v];
+        float const q[4] = {t.x, t.y, t.z, t.w};
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+        {
+            if (4 * v + u < N)
+            {
+                wr[4 * v + u] = q[u];
+            }
+        }
+    }
+}
+
+// g[m][e] += sum_{dy, dx < k} w[dy*k + dx] * band[(m + dy) * pitch + e + dx], m < M, e < 2: one band's
+// k x k convolution (W~l of Eq. 2) at 2 horizontally adjacent cells and M rows; band points at the strip's
+// top-left window corner (8-byte aligned, pitch even). K > 0: compile-time k, weights in registers, a window
+// row of k + 1 values loaded as float2 serves every cell row it touches. K == 0: runtime k, plain loops.
+template <int K, int M>
+__device__ __forceinline__ void bandStrip(
+    float const* __restrict__ band, int pitch, float const* __restrict__ w, int k, float (&g)[M][2])
+{
+    if constexpr (K > 0)
+    {
+        float wr[K * K];
+        loadTaps(w, wr);
+#pragma unroll
+        for (int iy = 0; iy < M + K - 1; ++iy)
+        {
+            float win[K + 1];
+            float2 const* row = reinterpret_cast<float2 const*>(band + iy * pitch);
+#pragma unroll
+            for (int v = 0; v < (K + 1) / 2; ++v)
+            {
+                float2 const t = row[v];
+                win[2 * v] = t.x;
+                win[2 * v + 1] = t.y;
+            }
+#pragma unroll
+            for (int m = 0; m < M; ++m)
+            {
+                int const dy = iy - m;
+                if (dy >= 0 && dy < K)
+                {
+#pragma unroll
+                    for (int dx = 0; dx < K; ++dx)
+                    {
+                        g[m][0] = fmaf(wr[dy * K + dx], win[dx], g[m][0]);
+                        g[m][1] = fmaf(wr[dy * K + dx], win[dx + 1], g[m][1]);
+                    }
+                }
+            }
+        }
+    }
+    else
+    {
+        for (int dy = 0; dy < k; ++dy)
+        {
+            for (int dx = 0; dx < k; ++dx)
+            {
+                float const wv = w[dy * k + dx];
+#pragma unroll
+                for (int m = 0; m < M; ++m)
+                {
+                    g[m][0] = fmaf(wv, band[(m + dy) * pitch + dx], g[m][0]);
+                    g[m][1] = fmaf(wv, band[(m + dy) * pitch + dx + 1], g[m][1]);
+                }
+            }
+        }
+    }
+}
+
+// acc[oy][ox] += sum_{dy, dx < k} w[dy*k + dx] * X[(oy + dy) * pitch + ox + dx], oy < R, ox < 4: the base
+// convolution of an R x 4 pixel block; X points at the block's top-left window corner in the padded plane
+// (16-byte aligned, pitch % 4 == 0, readable for 4 * ceil((k + 3) / 4) columns).
+template <int K, int R>
+__device__ __forceinline__ void baseStrip(
+    float const* __restrict__ x, int pitch, float const* __restrict__ w, int k, float (&acc)[R][4])
+{
+    if constexpr (K > 0)
+    {
+        constexpr int kVec = (K + 3 + 3) / 4;
+        float wr[K * K];
+        loadTaps(w, wr);
+#pragma unroll
+        for (int iy = 0; iy < R + K - 1; ++iy)
+        {
+            float win[4 * kVec];
+            float4 const* row = reinterpret_cast<float4 const*>(x + iy * pitch);
+#pragma unroll
+            for (int v = 0; v < kVec; ++v)
+            {
+                float4 const t = row[v];
+                win[4 * v] = t.x;
+                win[4 * v + 1] = t.y;
+                win[4 * v + 2] = t.z;
+                win[4 * v + 3] = t.w;
+            }
+#pragma unroll
+            for (int oy = 0; oy < R; ++oy)
+            {
+                int const dy = iy - oy;
+                if (dy >= 0 && dy < K)
+                {
+#pragma unroll
+                    for (int dx = 0; dx < K; ++dx)
+                    {
+#pragma unroll
+                        for (int ox = 0; ox < 4; ++ox)
+                        {
+                            acc[oy][ox] = fmaf(wr[dy * K + dx], win[ox + dx], acc[oy][ox]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    else
+    {
+        for (int dy = 0; dy < k; ++dy)
+        {
+            for (int dx = 0; dx < k; ++dx)
+            {
+                float const wv = w[dy * k + dx];
+#pragma unroll
+                for (int oy = 0; oy < R; ++oy)
+                {
+#pragma unroll
+                    for (int ox = 0; ox < 4; ++ox)
+                    {
+                        acc[oy][ox] = fmaf(wv, x[(oy + dy) * pitch + ox + dx], acc[oy][ox]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Closed-form synthesis (docs/design.md Eq. 3, one level), one band at a time: pixel (dy, dx) of the 2 x 2
+// block above a cell receives 1/2 [LL + s_y LH + s_x HL + s_y s_x HH], s = +1 for offset 0 and -1 for offset 1.
+// Band S's filtered values g (M rows x 2 cells) are added into the 2M x 4 pixels above them, so only one
+// band's values are live at a time.
+template <int S, int M>
+__device__ __forceinline__ void synthesizeBand(float const (&g)[M][2], float (&px)[2 * M][4])
+{
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+    {
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+        {
+#pragma unroll
+            for (int dy = 0; dy < 2; ++dy)
+            {
+#pragma unroll
+                for (int dx = 0; dx < 2; ++dx)
+                {
+                    bool const negative = ((S & 1) && dy) != ((S & 2) && dx);
+                    px[2 * m + dy][2 * e + dx] = fmaf(negative ? -0.5f : 0.5f, g[m][e], px[2 * m + dy][2 * e + dx]);
+                }
+            }
+        }
+    }
+}
+
+// The 4 bands of a strip of M x 2 cells at one level, filtered and synthesised into px (which holds what the
+// caller started it with: the bias, or nothing); D, if not null, is D_l at the strip (dPitch wide), which the
+// recursion adds to the LL band (wtconvKernel.cu's banner), i.e. 1/2 D to each of a cell's 4 pixels.
+template <int K, int M>
+__device__ __forceinline__ void levelStrip(float const* band, int bandStride, int pitch, float const* w, int taps,
+    int k, float const* d, int dPitch, float (&px)[2 * M][4])
+{
+    if (d != nullptr)
+    {
+        float dv[M][2];
+#pragma unroll
+        for (int m = 0; m < M; ++m)
+        {
+            float2 const t = *reinterpret_cast<float2 const*>(d + m * dPitch);
+            dv[m][0] = t.x;
+            dv[m][1] = t.y;
+        }
+        synthesizeBand<0, M>(dv, px);
+    }
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+    {
+        float g[M][2] = {};
+        bandStrip<K, M>(band + s * bandStride, pitch, w + s * taps, k, g);
+        switch (s)
+        {
+        case 0: synthesizeBand<0, M>(g, px); break;
+        case 1: synthesizeBand<1, M>(g, px); break;
+        case 2: synthesizeBand<2, M>(g, px); break;
+        default: synthesizeBand<3, M>(g, px); break;
+        }
+    }
+}
 
 // v[0..7] = 8 consecutive elements at p (16-byte aligned).
 __device__ __forceinline__ void load8(float const* p, float (&v)[8])
@@ -119,7 +363,7 @@ __device__ __forceinline__ void store8(__nv_bfloat16* p, float const (&v)[8])
 }
 
 template <typename TIn, int K, bool CLUSTER>
-__global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
+__global__ void __launch_bounds__(kPlaneMaxThreads, WTCONV_PLANE_MIN_BLOCKS) smallPlaneKernel(SmallArgs const a)
 {
     extern __shared__ __align__(16) float smem[];
     TIn const* __restrict__ src = static_cast<TIn const*>(a.src);
@@ -127,9 +371,11 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
     int const k = K > 0 ? K : a.k;
     int const r = K > 0 ? K / 2 : a.r;
     int const kk = k * k;
+    int const taps = paddedTaps(k);
     int const P = a.planesPerBlock;
     int const H = a.h[0], W = a.w[0];
     int const L = a.levels;
+    int const nt = static_cast<int>(blockDim.x); // a.threads: sized to the block's level-1 strips
 
     for (int64_t blk = blockIdx.x; blk < a.blocks; blk += gridDim.x)
     {
@@ -153,41 +399,42 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
         __syncthreads();
 
         // ---- 0. zero X and every level's band planes (their halos stay zero), load the weights --------
+        //         (1 + 4L sets of `taps` floats: base, then level-major bands; the padding taps are zero)
         {
             float4* z = reinterpret_cast<float4*>(smem);
             float4 const zero = make_float4(0.f, 0.f, 0.f, 0.f);
-            for (int i = threadIdx.x; i < a.zeroFloats / 4; i += kThreads)
+            for (int i = threadIdx.x; i < a.zeroFloats / 4; i += nt)
             {
                 z[i] = zero;
             }
             int const nw = a.wPer;
-            for (int i0 = threadIdx.x; i0 < nw; i0 += 8 * kThreads)
+            for (int i0 = threadIdx.x; i0 < nw; i0 += 8 * nt)
             {
                 float v[8];
 #pragma unroll
                 for (int u = 0; u < 8; ++u)
                 {
-                    int const j = i0 + u * kThreads;
+                    int const j = i0 + u * nt;
                     v[u] = 0.f;
-                    if (j < nw)
+                    int const set = j / taps, t = j - (j / taps) * taps;
+                    if (j < nw && t < kk)
                     {
-                        if (j < kk)
+                        if (set == 0)
                         {
-                            v[u] = __ldg(a.baseWeight + static_cast<int64_t>(c) * kk + j);
+                            v[u] = __ldg(a.baseWeight + static_cast<int64_t>(c) * kk + t);
                         }
                         else
                         {
-                            int const lj = j - kk;
-                            int const l = lj / (4 * kk);
-                            v[u] = __ldg(a.waveletWeight + (static_cast<int64_t>(l) * a.channels + c) * 4 * kk
-                                + (lj - l * 4 * kk));
+                            int const l = (set - 1) / 4, s = (set - 1) - 4 * ((set - 1) / 4);
+                            v[u] = __ldg(
+                                a.waveletWeight + ((static_cast<int64_t>(l) * a.channels + c) * 4 + s) * kk + t);
                         }
                     }
                 }
 #pragma unroll
                 for (int u = 0; u < 8; ++u)
                 {
-                    int const j = i0 + u * kThreads;
+                    int const j = i0 + u * nt;
                     if (j < nw)
                     {
                         smem[a.wOff + j] = v[u];
@@ -197,7 +444,7 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
         }
         __syncthreads();
 
-        // ---- 1. level-1 cells: each thread loads 2x2 source patches (2 cells in flight) straight from
+        // ---- 1. level-1 cells: each thread loads 2x2 source patches (4 cells in flight) straight from
         //         DRAM into X (for the base convolution), the level-1 bands and LL_1 -------------------
         //         (cluster mode: the cluster fills every block's X, then each block builds its bands from X)
         if constexpr (CLUSTER)
@@ -210,7 +457,7 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
             int const hw = H * W;
             int const n = np * hw;
             TIn const* s0 = src + b0 * a.inStrides.batch + (c - rank); // channel stride 1 (channels-last)
-            for (int i = rank * kThreads + threadIdx.x; i < n; i += kCluster * kThreads)
+            for (int i = rank * nt + threadIdx.x; i < n; i += kCluster * nt)
             {
                 int const p = i / hw;
                 int const j = i - p * hw;
@@ -226,9 +473,9 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
             }
             cluster.sync(); // X complete in every block
             int const h1 = a.h[1], w1 = a.w[1], hw1 = h1 * w1;
-            int const bp = w1 + 2 * r;
+            int const bp = a.bandPitch[1];
             int const bs = P * a.bandPlane[1];
-            for (int i = threadIdx.x; i < np * hw1; i += kThreads)
+            for (int i = threadIdx.x; i < np * hw1; i += nt)
             {
                 int const p = i / hw1;
                 int const j = i - p * hw1;
@@ -253,18 +500,19 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
         }
         else
         {
+            constexpr int kInFlight = 4;
             int const h1 = a.h[1], w1 = a.w[1], hw1 = h1 * w1;
             int const n = np * hw1;
-            int const bp = w1 + 2 * r;
+            int const bp = a.bandPitch[1];
             int const bs = P * a.bandPlane[1];
             TIn const* s0 = src + b0 * a.inStrides.batch + c * a.inStrides.channel;
-            for (int i0 = threadIdx.x; i0 < n; i0 += 2 * kThreads)
+            for (int i0 = threadIdx.x; i0 < n; i0 += kInFlight * nt)
             {
-                float v[2][4];
+                float v[kInFlight][4];
 #pragma unroll
-                for (int u = 0; u < 2; ++u)
+                for (int u = 0; u < kInFlight; ++u)
                 {
-                    int const i = i0 + u * kThreads;
+                    int const i = i0 + u * nt;
                     v[u][0] = v[u][1] = v[u][2] = v[u][3] = 0.f;
                     if (i < n)
                     {
@@ -281,9 +529,9 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
                     }
                 }
 #pragma unroll
-                for (int u = 0; u < 2; ++u)
+                for (int u = 0; u < kInFlight; ++u)
                 {
-                    int const i = i0 + u * kThreads;
+                    int const i = i0 + u * nt;
                     if (i < n)
                     {
                         int const p = i / hw1;
@@ -317,9 +565,9 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
         {
             int const hs = a.h[l - 1], ws = a.w[l - 1], hl = a.h[l], wl = a.w[l], hwl = hl * wl;
             int const n = np * hwl;
-            int const bp = wl + 2 * r;
+            int const bp = a.bandPitch[l];
             int const bs = P * a.bandPlane[l];
-            for (int i = threadIdx.x; i < n; i += kThreads)
+            for (int i = threadIdx.x; i < n; i += nt)
             {
                 int const p = i / hwl;
                 int const j = i - p * hwl;
@@ -344,203 +592,135 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
             __syncthreads();
         }
 
-        // ---- 3. levels, deepest first: 4 band convolutions, synthesis into D_{l-1} or the output -------
+        // ---- 3. levels L..2, deepest first: per strip of cells, the 4 band convolutions (+ D_l into LL),
+        //         synthesised into D_{l-1}, 4 pixels per float4 store -----------------------------------
         int cur = 0; // D_l lives in dOff[cur] (absent at l = L)
-        for (int l = L; l >= 1; --l)
+        for (int l = L; l >= 2; --l)
         {
-            int const hs = a.h[l - 1], ws = a.w[l - 1], hl = a.h[l], wl = a.w[l];
-            int const bp = wl + 2 * r;
-            // b. 4 band convolutions per cell (2 cells per thread), + D_l, then D_{l-1} or the output
+            constexpr int M = kStripRowsDeep;
+            int const hl = a.h[l], wl = a.w[l];
+            int const pairs = (wl + 1) / 2, strips = (hl + M - 1) / M;
+            int const perPlane = pairs * strips;
+            int const n = np * perPlane;
+            int const bp = a.bandPitch[l];
+            int const bs = P * a.bandPlane[l];
+            float const* wl4 = smem + a.wOff + (1 + 4 * (l - 1)) * taps;
+            for (int i = threadIdx.x; i < n; i += nt)
             {
-                int const wpairs = (wl + 1) / 2;
-                int const n = np * hl * wpairs;
-                int const bs = P * a.bandPlane[l];
-                for (int i = threadIdx.x; i < n; i += kThreads)
+                int const p = i / perPlane;
+                int const j = i - p * perPlane;
+                int const sr = j / pairs;
+                int const cy0 = sr * M, cx = (j - sr * pairs) * 2;
+                float q[2 * M][4] = {};
+                levelStrip<K, M>(smem + a.bandOff[l] + p * a.bandPlane[l] + cy0 * bp + cx, bs, bp, wl4, taps, k,
+                    l < L ? smem + a.dOff[cur] + p * a.dPlane + cy0 * a.dPitch[l] + cx : nullptr, a.dPitch[l], q);
+                float* dn = smem + a.dOff[cur ^ 1] + p * a.dPlane + (2 * cy0) * a.dPitch[l - 1] + 2 * cx;
+#pragma unroll
+                for (int row = 0; row < 2 * M; ++row)
                 {
-                    int const p = i / (hl * wpairs);
-                    int const j = i - p * hl * wpairs;
-                    int const cy = j / wpairs, cx = (j - (j / wpairs) * wpairs) * 2;
-                    float const* wl4 = smem + a.wOff + kk + (l - 1) * 4 * kk;
-                    float g[4][2];
-#pragma unroll
-                    for (int s = 0; s < 4; ++s)
-                    {
-                        float const* bsrc = smem + a.bandOff[l] + s * bs + p * a.bandPlane[l] + cy * bp + cx;
-                        float const* wsrc = wl4 + s * kk;
-                        float a0 = 0.f, a1 = 0.f;
-                        if constexpr (K > 0)
-                        {
-#pragma unroll
-                            for (int dy = 0; dy < K; ++dy)
-                            {
-                                float win[K + 1];
-#pragma unroll
-                                for (int t = 0; t < K + 1; ++t)
-                                {
-                                    win[t] = bsrc[dy * bp
-                                        + t]; // t = K reads the halo or the next row: finite, used only by the 2nd cell
-                                }
-#pragma unroll
-                                for (int dx = 0; dx < K; ++dx)
-                                {
-                                    float const wv = wsrc[dy * K + dx];
-                                    a0 = fmaf(wv, win[dx], a0);
-                                    a1 = fmaf(wv, win[dx + 1], a1);
-                                }
-                            }
-                        }
-                        else
-                        {
-                            for (int dy = 0; dy < k; ++dy)
-                            {
-                                for (int dx = 0; dx < k; ++dx)
-                                {
-                                    float const wv = wsrc[dy * k + dx];
-                                    a0 = fmaf(wv, bsrc[dy * bp + dx], a0);
-                                    a1 = fmaf(wv, bsrc[dy * bp + dx + 1], a1);
-                                }
-                            }
-                        }
-                        g[s][0] = a0;
-                        g[s][1] = a1;
-                    }
-                    if (l < L)
-                    {
-                        float const* d = smem + a.dOff[cur] + p * hl * wl + cy * wl + cx;
-                        g[0][0] += d[0];
-                        if (cx + 1 < wl)
-                        {
-                            g[0][1] += d[1];
-                        }
-                    }
-                    if (l >= 2)
-                    {
-                        float* dn = smem + a.dOff[cur ^ 1] + p * hs * ws;
-#pragma unroll
-                        for (int e = 0; e < 2; ++e)
-                        {
-                            if (cx + e >= wl)
-                            {
-                                continue;
-                            }
-#pragma unroll
-                            for (int dy = 0; dy < 2; ++dy)
-                            {
-#pragma unroll
-                                for (int dx = 0; dx < 2; ++dx)
-                                {
-                                    int const y = 2 * cy + dy, x = 2 * (cx + e) + dx;
-                                    if (y < hs && x < ws)
-                                    {
-                                        float const sy = dy ? -1.f : 1.f, sx = dx ? -1.f : 1.f;
-                                        dn[y * ws + x] = 0.5f
-                                            * (g[0][e] + sy * g[1][e] + sx * (g[2][e] + sy * g[3][e]));
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    else
-                    {
-                        // level 1: the 2 x 4 output pixels of these 2 cells, base conv from X (padded)
-                        float const* wb = smem + a.wOff;
-                        float const bias = __ldg(a.baseBias + c);
-                        float acc[2][4] = {};
-                        float const* xs = smem + a.xOff + p * a.xPlane + (2 * cy) * a.xPitch + 2 * cx;
-                        if constexpr (K > 0)
-                        {
-#pragma unroll
-                            for (int iy = 0; iy < K + 1; ++iy)
-                            {
-                                float win[K + 3];
-#pragma unroll
-                                for (int t = 0; t < K + 3; ++t)
-                                {
-                                    // columns beyond the padded row are read only for x >= W (never stored)
-                                    win[t] = (2 * cx + t < a.xPitch) ? xs[iy * a.xPitch + t] : 0.f;
-                                }
-#pragma unroll
-                                for (int oy = 0; oy < 2; ++oy)
-                                {
-                                    int const dy = iy - oy;
-                                    if (dy >= 0 && dy < K)
-                                    {
-#pragma unroll
-                                        for (int dx = 0; dx < K; ++dx)
-                                        {
-                                            float const wv = wb[dy * K + dx];
-#pragma unroll
-                                            for (int ox = 0; ox < 4; ++ox)
-                                            {
-                                                acc[oy][ox] = fmaf(wv, win[ox + dx], acc[oy][ox]);
-                                            }
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                        else
-                        {
-                            for (int dy = 0; dy < k; ++dy)
-                            {
-                                for (int dx = 0; dx < k; ++dx)
-                                {
-                                    float const wv = wb[dy * k + dx];
-#pragma unroll
-                                    for (int oy = 0; oy < 2; ++oy)
-                                    {
-#pragma unroll
-                                        for (int ox = 0; ox < 4; ++ox)
-                                        {
-                                            int const col = 2 * cx + ox + dx;
-                                            acc[oy][ox] = fmaf(wv,
-                                                col < a.xPitch ? xs[(oy + dy) * a.xPitch + ox + dx] : 0.f, acc[oy][ox]);
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                        TIn* o = out + (b0 + p) * a.outStrides.batch + c * a.outStrides.channel;
-#pragma unroll
-                        for (int oy = 0; oy < 2; ++oy)
-                        {
-                            int const y = 2 * cy + oy;
-                            if (y >= H || y % a.stride != 0)
-                            {
-                                continue;
-                            }
-                            float const sy = oy ? -1.f : 1.f;
-#pragma unroll
-                            for (int ox = 0; ox < 4; ++ox)
-                            {
-                                int const x = 2 * cx + ox;
-                                if (x >= W || x % a.stride != 0)
-                                {
-                                    continue;
-                                }
-                                int const e = ox >> 1;
-                                float const sx = (ox & 1) ? -1.f : 1.f;
-                                float const t = g[0][e] + sy * g[1][e] + sx * (g[2][e] + sy * g[3][e]);
-                                float const value = acc[oy][ox] + bias + 0.5f * t;
-                                int const oj = (y / a.stride) * a.wo + x / a.stride;
-                                if constexpr (CLUSTER)
-                                {
-                                    smem[a.stageOff + p * a.ho * a.wo + oj] = value;
-                                }
-                                else
-                                {
-                                    o[static_cast<int64_t>(oj) * a.outStrides.pixel] = fromFloat<TIn>(value);
-                                }
-                            }
-                        }
-                    }
+                    *reinterpret_cast<float4*>(dn + row * a.dPitch[l - 1]) = make_float4(
+                        q[row][0], q[row][1], q[row][2], q[row][3]);
                 }
             }
             __syncthreads();
             cur ^= 1;
         }
 
-        // ---- 4. cluster mode: each pixel's kCluster channels from the blocks' staging, one vector store ---
+        // ---- 4. level 1 and the output: per strip of M x 2 cells, the 4 band convolutions (+ D_1), their
+        //         synthesis into the 2M x 4 pixels above, + bias + base convolution (Eq. 4); y written once --
+        {
+            constexpr int M = kStripRowsLevel1;
+            int const h1 = a.h[1], w1 = a.w[1];
+            int const pairs = (w1 + 1) / 2, strips = (h1 + M - 1) / M;
+            int const perPlane = pairs * strips;
+            int const n = np * perPlane;
+            int const bp = a.bandPitch[1];
+            int const bs = P * a.bandPlane[1];
+            float const* w14 = smem + a.wOff + taps;
+            float const bias = __ldg(a.baseBias + c);
+            for (int i = threadIdx.x; i < n; i += nt)
+            {
+                int const p = i / perPlane;
+                int const j = i - p * perPlane;
+                int const sr = j / pairs;
+                int const cy0 = sr * M, cx = (j - sr * pairs) * 2;
+                float acc[2 * M][4];
+#pragma unroll
+                for (int row = 0; row < 2 * M; ++row)
+                {
+                    acc[row][0] = acc[row][1] = acc[row][2] = acc[row][3] = bias;
+                }
+                levelStrip<K, M>(smem + a.bandOff[1] + p * a.bandPlane[1] + cy0 * bp + cx, bs, bp, w14, taps, k,
+                    L > 1 ? smem + a.dOff[cur] + p * a.dPlane + cy0 * a.dPitch[1] + cx : nullptr, a.dPitch[1], acc);
+                int const y0 = 2 * cy0, x0 = 2 * cx;
+                float const* xs = smem + a.xOff + p * a.xPlane + y0 * a.xPitch + x0; // window corner (padded X)
+                if (a.stride == 1)
+                {
+                    baseStrip<K, 2 * M>(xs, a.xPitch, smem + a.wOff, k, acc);
+                }
+                else
+                {
+                    // a strided layer: the base convolution at the kept pixels only
+                    float const* wb = smem + a.wOff;
+#pragma unroll
+                    for (int oy = 0; oy < 2 * M; ++oy)
+                    {
+#pragma unroll
+                        for (int ox = 0; ox < 4; ++ox)
+                        {
+                            if ((y0 + oy) % a.stride == 0 && (x0 + ox) % a.stride == 0)
+                            {
+                                float t = 0.f;
+                                for (int dy = 0; dy < k; ++dy)
+                                {
+                                    for (int dx = 0; dx < k; ++dx)
+                                    {
+                                        t = fmaf(wb[dy * k + dx], xs[(oy + dy) * a.xPitch + ox + dx], t);
+                                    }
+                                }
+                                acc[oy][ox] += t;
+                            }
+                        }
+                    }
+                }
+                TIn* o = out + (b0 + p) * a.outStrides.batch + c * a.outStrides.channel;
+#pragma unroll
+                for (int oy = 0; oy < 2 * M; ++oy)
+                {
+                    int const y = y0 + oy;
+                    if (y >= H || y % a.stride != 0)
+                    {
+                        continue;
+                    }
+                    if (!CLUSTER && a.vecStore && x0 + 3 < W)
+                    {
+                        store4(o + static_cast<int64_t>(y) * a.wo + x0, acc[oy]);
+                        continue;
+                    }
+#pragma unroll
+                    for (int ox = 0; ox < 4; ++ox)
+                    {
+                        int const x = x0 + ox;
+                        if (x >= W || x % a.stride != 0)
+                        {
+                            continue;
+                        }
+                        int const oj = (y / a.stride) * a.wo + x / a.stride;
+                        if constexpr (CLUSTER)
+                        {
+                            smem[a.stageOff + p * a.ho * a.wo + oj] = acc[oy][ox];
+                        }
+                        else
+                        {
+                            o[static_cast<int64_t>(oj) * a.outStrides.pixel] = fromFloat<TIn>(acc[oy][ox]);
+                        }
+                    }
+                }
+            }
+            __syncthreads();
+        }
+
+        // ---- 5. cluster mode: each pixel's kCluster channels from the blocks' staging, one vector store ---
         if constexpr (CLUSTER)
         {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -550,7 +730,7 @@ __global__ void __launch_bounds__(kThreads) smallPlaneKernel(SmallArgs const a)
             int const rank = static_cast<int>(cluster.block_rank());
             int const hwo = a.ho * a.wo;
             TIn* o0 = out + b0 * a.outStrides.batch + (c - rank);
-            for (int i = rank * kThreads + threadIdx.x; i < np * hwo; i += kCluster * kThreads)
+            for (int i = rank * nt + threadIdx.x; i < np * hwo; i += kCluster * nt)
             {
                 int const p = i / hwo;
                 int const j = i - p * hwo;
@@ -637,7 +817,7 @@ cudaError_t launchSmallKernel(SmallArgs const& a, cudaStream_t stream)
         }
         cudaLaunchConfig_t config{};
         config.gridDim = dim3(static_cast<unsigned>(a.blocks));
-        config.blockDim = dim3(kThreads);
+        config.blockDim = dim3(a.threads);
         config.dynamicSmemBytes = smemBytes;
         config.stream = stream;
         cudaLaunchAttribute attribute{};
@@ -655,7 +835,7 @@ cudaError_t launchSmallKernel(SmallArgs const& a, cudaStream_t stream)
     {
         return e;
     }
-    smallPlaneKernel<TIn, K, false><<<static_cast<unsigned>(gridFor(a.blocks)), kThreads, smemBytes, stream>>>(a);
+    smallPlaneKernel<TIn, K, false><<<static_cast<unsigned>(gridFor(a.blocks)), a.threads, smemBytes, stream>>>(a);
     return cudaGetLastError();
 }
 
@@ -672,7 +852,6 @@ cudaError_t launchSmallKernel(SmallArgs const& a, cudaStream_t stream)
         default: return launchSmallKernel<TIN, 0>(a, stream);                                                          \
         }                                                                                                              \
     }
-
 
 } // namespace detail
 } // namespace wtconv
