@@ -17,6 +17,8 @@
 //    the level-1 pass loads each 2x2 patch of x once (into X for the base conv, the level-1 bands and
 //    LL_1), then LL_2.., every level's bands (zero halos), the band convolutions from the deepest level up
 //    (D ping-pong), and finally the base conv + level-1 synthesis, writing y once. Workspace: none.
+//    Each thread takes a strip of 2 x M cells (wtconvWholePlane.cuh); the block has one thread per level-1
+//    strip of its planes (64..256 threads).
 //    Channels-last with C a multiple of 8 (sm_90+): clusters of 8 blocks = 8 consecutive channels load
 //    and store each pixel's 8 channels with one vector access, through distributed shared memory.
 //
@@ -56,9 +58,10 @@
 //   Compute: ~k^2 (base) + k^2 (level 1) + k^2/4*(4/3) (deeper) ~ 2.33 k^2 FMA per pixel (58 at k = 5).
 //
 // Where the time goes (docs/design.md, "Where the time goes"; measured figures: docs/bench/README.md): the
-// kernels are not memory-bound. The whole-plane kernel issues ~0.8 shared-memory loads per FMA (band
-// windows and weights for 2 cells per thread); its L1/shared-memory pipe, not DRAM, is the busy unit. The
-// tiled kernels are limited by instruction issue at ~35% occupancy (registers and shared memory per block).
+// kernels are not memory-bound. The whole-plane kernel keeps the weights of the band it convolves in registers
+// and slides vector windows down its strip (~0.3 shared loads per FMA); it is limited by instruction issue and
+// latency at 20-40% occupancy (barriers between its phases, shared memory per block), not by DRAM or the FMA
+// units. The tiled kernels are limited by instruction issue at ~35% occupancy (registers and shared memory).
 // =====================================================================================================
 
 #include "wtconvKernel.h"
