@@ -184,11 +184,11 @@ int ceilDiv(int v, int m)
 // Bank conflicts of one strip-window load (docs/bench/README.md): consecutive threads take consecutive strips
 // of a row of `pairs` strips, and strip (row sr, column j) loads vector unit sr * rowStep + j. A wavefront
 // serves `lanes` threads over `units` vector units of the 32 banks (LDS.64: 16 and 16; LDS.128: 8 and 8);
-// the cost is the number of wavefronts the first 256 strips need.
+// the cost is the number of wavefronts the first 64 strips (two warps) need.
 int stripLoadWavefronts(int rowStep, int pairs, int strips, int lanes, int units)
 {
     int wavefronts = 0;
-    int const n = std::min(strips, 256);
+    int const n = std::min(strips, 64);
     for (int t0 = 0; t0 < n; t0 += lanes)
     {
         int count[16] = {};
@@ -223,7 +223,7 @@ int conflictFreePitch(int base, int step, RowFloats rowFloats, int vecFloats, in
     return best;
 }
 
-SmallArgs smallGeometry(WTConvParams const& p)
+SmallArgs computeSmallGeometry(WTConvParams const& p)
 {
     Grids const g = levelGrids(p);
     SmallArgs a{};
@@ -325,6 +325,35 @@ SmallArgs smallGeometry(WTConvParams const& p)
     }
     a.totalFloats = off;
     return a;
+}
+
+// The geometry of the last shape this thread launched (a forward call asks for it more than once, and a
+// TensorRT engine or a module replays the same shape): the pitch search is not free on the host.
+SmallArgs smallGeometry(WTConvParams const& p)
+{
+    struct Key
+    {
+        int64_t batch, channels, height, width, channelPitch;
+        int32_t kernelSize, levels, stride;
+        Layout layout;
+        bool operator==(Key const& o) const
+        {
+            return batch == o.batch && channels == o.channels && height == o.height && width == o.width
+                && channelPitch == o.channelPitch && kernelSize == o.kernelSize && levels == o.levels
+                && stride == o.stride && layout == o.layout;
+        }
+    };
+    thread_local bool cached = false;
+    thread_local Key lastKey{};
+    thread_local SmallArgs last{};
+    Key const key{p.batch, p.channels, p.height, p.width, p.channelPitch, p.kernelSize, p.levels, p.stride, p.layout};
+    if (!cached || !(key == lastKey))
+    {
+        last = computeSmallGeometry(p);
+        lastKey = key;
+        cached = true;
+    }
+    return last;
 }
 
 bool useSmallPath(WTConvParams const& p)
