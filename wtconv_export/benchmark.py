@@ -82,14 +82,18 @@ def fma_count(shape: dict) -> int:
     return total
 
 
-def modelled_traffic_bytes(shape: dict, elem: int, workspace: int) -> float:
+def modelled_traffic_bytes(shape: dict, elem: int, workspace: int, channels_last: bool = False) -> float:
     """Our design's DRAM traffic (plugin/kernels/wtconvKernel.cu, banner): read x and write y once when no
-    workspace is used (whole-plane path, or one level); else ~3N*e + 5.33N bytes."""
+    workspace is used (whole-plane path); else ~3N*e + 5.33N bytes for the tiled path, where channels-last adds
+    two transposes (x into a planar copy and the planar y back: another read and write of each)."""
     n = shape["b"] * shape["c"] * shape["h"] * shape["w"]
     n_out = shape["b"] * shape["c"] * (-(-shape["h"] // shape["stride"])) * (-(-shape["w"] // shape["stride"]))
     if workspace == 0:
         return (n + n_out) * elem
-    return 2 * n * elem + n_out * elem + 5.33 * n
+    transposes = 2 * (n + n_out) * elem if channels_last else 0
+    if shape["levels"] == 1:
+        return (n + n_out) * elem + transposes
+    return 2 * n * elem + n_out * elem + 5.33 * n + transposes
 
 
 def gpu_info(torch) -> dict:
@@ -264,7 +268,8 @@ def bench_layers(torch, opts: Options, info: dict, official_cls, on_row=None) ->
             outs = [torch.empty(oshape, device=dev, dtype=dtype) for _ in xs]
             outs_cl = [torch.empty(oshape, device=dev, dtype=dtype, memory_format=torch.channels_last) for _ in xs]
             ws_bytes = cuda_kernels.workspace_bytes(xs[0], k, lv, s)
-            ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device=dev)
+            ws_bytes_cl = cuda_kernels.workspace_bytes(xs_cl[0], k, lv, s)  # channels-last may need more
+            ws = torch.empty(max(ws_bytes, ws_bytes_cl, 1), dtype=torch.uint8, device=dev)
             ref = layer.to(dev, dtype).eval()
             convs = {}
             for kk in (7, 5):
@@ -295,7 +300,7 @@ def bench_layers(torch, opts: Options, info: dict, official_cls, on_row=None) ->
             if opts.reference:
                 methods["reference"] = [partial(ref, x) for x in xs]
             methods["clone"] = [x.clone for x in xs]
-            row = dict(shape, dtype=dtype_name, buffers=nbuf, workspace_bytes=ws_bytes)
+            row = dict(shape, dtype=dtype_name, buffers=nbuf, workspace_bytes=ws_bytes, workspace_bytes_cl=ws_bytes_cl)
             with torch.no_grad():
                 for name, calls in methods.items():
                     try:
@@ -311,7 +316,9 @@ def bench_layers(torch, opts: Options, info: dict, official_cls, on_row=None) ->
                 for other in ("clone", "dw7_nchw", "dw7_cl", "dw5_nchw", "dw5_cl", "official", "reference"):
                     if f"{other}_ms" in row:
                         row[f"{ours}_over_{other}"] = t / row[f"{other}_ms"]
-                row[f"{ours}_gbps_modelled"] = modelled_traffic_bytes(shape, elem, ws_bytes) / (t * 1e-3) / 1e9
+                cl = ours == "ours_cl"
+                traffic = modelled_traffic_bytes(shape, elem, ws_bytes_cl if cl else ws_bytes, channels_last=cl)
+                row[f"{ours}_gbps_modelled"] = traffic / (t * 1e-3) / 1e9
                 row[f"{ours}_fma_peak_pct"] = 100 * fmas / (t * 1e-3) / info["fp32_fma_per_s"]
             row["clone_gbps"] = 2 * nbytes / (row["clone_ms"] * 1e-3) / 1e9
             rows.append(row)
