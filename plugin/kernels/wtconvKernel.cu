@@ -59,7 +59,7 @@
 //
 // Where the time goes (docs/design.md, "Where the time goes"; measured figures: docs/bench/README.md): the
 // kernels are not memory-bound. The whole-plane kernel keeps the weights of the band it convolves in registers
-// and slides vector windows down its strip (~0.3 shared loads per FMA); it is limited by instruction issue and
+// and slides vector windows down its strip (~0.15 shared-memory load instructions per FMA); it is limited by instruction issue and
 // latency at 20-40% occupancy (barriers between its phases, shared memory per block), not by DRAM or the FMA
 // units. The tiled kernels are limited by instruction issue at ~35% occupancy (registers and shared memory).
 // =====================================================================================================

@@ -21,10 +21,11 @@ namespace detail
 // below). The band convolutions slide a register window down the strip (one row of k + 1 band values,
 // loaded as float2, feeds up to k cell rows), with the band's k^2 weights in registers; at level 1 the strip's
 // 2M x 4 output pixels then take the base convolution the same way (rows of k + 3 values of X as float4).
-// Shared-memory loads per FMA: ~(M + k - 1)(k + 1) / (2 M k^2) + 1/(2M) for the bands (0.24 at k = 5,
-// M = 4), ~0.12 for the base convolution. Shared memory, not DRAM or the FMA units, is what this kernel is
-// limited by (docs/bench/README.md), so every window load is a vector load and consecutive threads take
-// consecutive strips of a row (conflict-free banks).
+// Shared-memory traffic at k = 5, M = 2, per level-1 strip (800 FMA): 4 bands x (6 window rows x 3 float2 +
+// 7 float4 of weights) + the base convolution's 8 rows x 2 float4 + 7 float4 = 123 load instructions, ~0.15 per
+// FMA (a kernel with 2 cells per thread and scalar loads issued ~0.8). Every window load is a vector load and
+// consecutive threads take consecutive strips of a row, on row pitches the host picks to spread the banks
+// (docs/bench/README.md has the profile: the kernel now waits on its barriers and on latency).
 constexpr int kSmallPlaneMax = 64 * 64;
 
 #ifndef WTCONV_STRIP_ROWS
