@@ -509,3 +509,21 @@ def test_static_export_then_validate_passes_quietly(tmp_path, capsys):
     assert cli.main(["validate", str(model)]) == 0
     out = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert len(out) == 1 and out[0].startswith("PASSED: ") and "(1, 1, 32, 32)" in out[0], out
+
+
+# doctor: our handler (exit 1); --help: argparse itself ignores a failed write and exits 0.
+@pytest.mark.parametrize("argv,status", [(["doctor"], 1), (["--help"], 0)], ids=["doctor", "help"])
+def test_closed_output_pipe_is_quiet(argv, status):
+    """The reader of our standard output is gone before we write (`wtconv-trt doctor | head -0`): nothing on
+    stderr (no BrokenPipeError traceback, neither from the command nor at interpreter exit)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "wtconv_trt", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    process.stdout.close()  # no reader left: the first write that reaches the pipe fails with EPIPE
+    err = process.stderr.read()
+    process.wait(timeout=120)
+    assert process.returncode == status, (process.returncode, err[-2000:])
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err[-2000:]

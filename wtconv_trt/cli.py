@@ -10,6 +10,7 @@ exit status 130 (128 + SIGINT, as shells report it). Any other exception is a bu
 
 import argparse
 import importlib
+import os
 import sys
 
 from wtconv_export.errors import WtconvTrtError
@@ -68,7 +69,16 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
         show_progress()  # the libraries' INFO records (progress of long jobs) on stderr
         command = f"wtconv-trt {args.command}"
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        sys.stdout.flush()  # a reader that went away (`... | head -1`) surfaces here, inside the handlers
+        return code
+    except BrokenPipeError:
+        # Whoever read our standard output closed it: not a mistake to report, and no traceback. Point stdout at
+        # the null device so that the interpreter's own final flush stays quiet too (the Python documentation's
+        # advice for SIGPIPE, which Python ignores, turning it into this exception).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except UsageError as error:
         print(f"{error.prog}: error: {' '.join(error.message.split())}", file=sys.stderr)
         return 2
