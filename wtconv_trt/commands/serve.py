@@ -183,11 +183,11 @@ def run(args) -> int:
 
 
 def _load_test(args, server, name, description) -> int:
-    import json
     import platform
 
     import numpy as np
 
+    from trt_engine.manifest import atomic_write_json
     from trt_engine.serving.load import direct_throughput, expected_outputs, input_pool, run_load
     from trt_engine.serving.repository import plan_from_onnx
     from trt_engine.serving.runtimes import make_runner
@@ -254,8 +254,6 @@ def _load_test(args, server, name, description) -> int:
             f"{r['latency_ms']['p50']:>8.3f} {r['latency_ms']['p99']:>8.3f}"
         )
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
-            f.write("\n")
+        atomic_write_json(args.json, results)  # an interrupted run leaves no half-written file
     print("OK: every request answered and matched" if ok else "FAILED: see the counts above")
     return 0 if ok else 1
