@@ -64,9 +64,9 @@ def wtconv_model(
     return path
 
 
-def run_build(onnx_path, plugin, tmp_path):
-    engine = tmp_path / "out.engine"
-    done = subprocess.run(
+def build(onnx_path, plugin, engine):
+    """`wtconv-trt build` of onnx_path with the TensorRT-RTX backend, in a subprocess (a crash stays visible)."""
+    return subprocess.run(
         [
             sys.executable,
             "-m",
@@ -90,6 +90,12 @@ def run_build(onnx_path, plugin, tmp_path):
         timeout=300,
         env=dict(os.environ),
     )
+
+
+def run_build(onnx_path, plugin, tmp_path):
+    """A build expected to fail: it must leave neither an engine nor its manifest behind."""
+    engine = tmp_path / "out.engine"
+    done = build(onnx_path, plugin, engine)
     assert not engine.exists() and not (tmp_path / "out.engine.json").exists()
     return done
 
@@ -155,27 +161,7 @@ def test_unknown_plugin_version(rtx_plugin, tmp_path):
 def test_a_good_node_builds(rtx_plugin, tmp_path):
     """The same hand-written node with nothing spoiled builds: the failures above come from what was spoiled."""
     engine = tmp_path / "good.engine"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "wtconv_trt",
-            "build",
-            str(wtconv_model(tmp_path / "ok.onnx")),
-            "--plugin",
-            str(rtx_plugin["plugin"]),
-            "--shapes",
-            PROFILE,
-            "-o",
-            str(engine),
-            "--precision",
-            "fp32",
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = build(wtconv_model(tmp_path / "ok.onnx"), rtx_plugin["plugin"], engine)
     assert done.returncode == 0, done.stderr[-3000:]
     assert engine.is_file() and "error" not in done.stderr.lower()
 
