@@ -47,11 +47,14 @@ class FusedWTConv2d(nn.Module):
             raise ValueError(f"FusedWTConv2d: input must be (B, {self.in_channels}, H, W), got {tuple(x.shape)}")
         # Eager CUDA calls launch the kernels directly (cuda_kernels.module_call: same kernels, without the
         # custom op's dispatch cost); tracing, export, compile and CPU go through the custom operator.
+        # The buffers straight from _buffers: nn.Module's attribute lookup of a buffer costs about as much as a
+        # quarter of the kernel's launch, three times per call (docs/bench/README.md, "Per-call overhead").
+        buffers = self._buffers
         y = cuda_kernels.module_call(
             x,
-            self.base_weight,
-            self.base_bias,
-            self.wavelet_weight,
+            buffers["base_weight"],
+            buffers["base_bias"],
+            buffers["wavelet_weight"],
             self.kernel_size,
             self.wt_levels,
             self.stride,

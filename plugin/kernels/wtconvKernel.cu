@@ -181,49 +181,11 @@ int ceilDiv(int v, int m)
     return (v + m - 1) / m;
 }
 
-// Bank conflicts of one strip-window load (docs/bench/README.md): consecutive threads take consecutive strips
-// of a row of `pairs` strips, and strip (row sr, column j) loads vector unit sr * rowStep + j. A wavefront
-// serves `lanes` threads over `units` vector units of the 32 banks (LDS.64: 16 and 16; LDS.128: 8 and 8);
-// the cost is the number of wavefronts the first 64 strips (two warps) need.
-int stripLoadWavefronts(int rowStep, int pairs, int strips, int lanes, int units)
-{
-    int wavefronts = 0;
-    int const n = std::min(strips, 64);
-    for (int t0 = 0; t0 < n; t0 += lanes)
-    {
-        int count[16] = {};
-        int worst = 0;
-        for (int t = t0; t < std::min(t0 + lanes, n); ++t)
-        {
-            int const sr = t / pairs, j = t - sr * pairs;
-            worst = std::max(worst, ++count[(sr * rowStep + j) % units]);
-        }
-        wavefronts += worst;
-    }
-    return wavefronts;
-}
-
-// The smallest pitch >= base (in steps of `step` floats, up to units more steps) whose strip-window loads need
-// the fewest wavefronts; rowFloats(pitch) = floats between consecutive strip rows, vecFloats = floats per load.
-template <typename RowFloats>
-int conflictFreePitch(int base, int step, RowFloats rowFloats, int vecFloats, int pairs, int strips)
-{
-    int const lanes = vecFloats == 2 ? 16 : 8, units = lanes;
-    int best = base, bestCost = INT32_MAX;
-    for (int i = 0; i < units; ++i)
-    {
-        int const pitch = base + i * step;
-        int const cost = stripLoadWavefronts(rowFloats(pitch) / vecFloats, pairs, strips, lanes, units);
-        if (cost < bestCost)
-        {
-            best = pitch;
-            bestCost = cost;
-        }
-    }
-    return best;
-}
-
-SmallArgs computeSmallGeometry(WTConvParams const& p)
+// The whole-plane geometry of p's shape (cheap: a few integer operations per level, so it is simply recomputed
+// where needed). Row pitches are the smallest the strips' vector loads allow: padding them further to spread the
+// banks (a searched pitch) cost shared memory, and at 56 x 56 a block per SM, which measured slower than the
+// bank conflicts it removed (docs/bench/README.md).
+SmallArgs smallGeometry(WTConvParams const& p)
 {
     Grids const g = levelGrids(p);
     SmallArgs a{};
@@ -246,9 +208,7 @@ SmallArgs computeSmallGeometry(WTConvParams const& p)
     int const pairs1 = ceilDiv(a.w[1], 2);
     int const rows1 = stripRows(1) * ceilDiv(a.h[1], stripRows(1));
     int const m1 = stripRows(1);
-    a.xPitch = conflictFreePitch(
-        roundUp(std::max(a.w[0] + 2 * r + 1, 4 * (pairs1 - 1) + 4 * ceilDiv(k + 3, 4)), 4), 4,
-        [m1](int pitch) { return 2 * m1 * pitch; }, 4, pairs1, pairs1 * ceilDiv(a.h[1], m1));
+    a.xPitch = roundUp(std::max(a.w[0] + 2 * r + 1, 4 * (pairs1 - 1) + 4 * ceilDiv(k + 3, 4)), 4);
     a.xPlane = std::max(a.h[0] + 2 * r + 1, 2 * rows1 + 2 * r) * a.xPitch;
     int llPer = 0, bandPer = 0;
     for (int l = 1; l <= L; ++l)
@@ -256,8 +216,7 @@ SmallArgs computeSmallGeometry(WTConvParams const& p)
         // a band strip's window: columns [2 * pair, 2 * pair + k], rows [first row, first row + M + k - 1)
         int const m = stripRows(l);
         int const pairs = ceilDiv(a.w[l], 2);
-        a.bandPitch[l] = conflictFreePitch(
-            2 * pairs + 2 * r, 2, [m](int pitch) { return m * pitch; }, 2, pairs, pairs * ceilDiv(a.h[l], m));
+        a.bandPitch[l] = 2 * pairs + 2 * r;
         a.bandPlane[l] = a.bandPitch[l] * (m * ceilDiv(a.h[l], m) + 2 * r);
         bandPer += 4 * a.bandPlane[l];
         if (l < L)
@@ -327,42 +286,23 @@ SmallArgs computeSmallGeometry(WTConvParams const& p)
     return a;
 }
 
-// The geometry of the last shape this thread launched (a forward call asks for it more than once, and a
-// TensorRT engine or a module replays the same shape): the pitch search is not free on the host.
-SmallArgs smallGeometry(WTConvParams const& p)
-{
-    struct Key
-    {
-        int64_t batch, channels, height, width, channelPitch;
-        int32_t kernelSize, levels, stride;
-        Layout layout;
-        bool operator==(Key const& o) const
-        {
-            return batch == o.batch && channels == o.channels && height == o.height && width == o.width
-                && channelPitch == o.channelPitch && kernelSize == o.kernelSize && levels == o.levels
-                && stride == o.stride && layout == o.layout;
-        }
-    };
-    thread_local bool cached = false;
-    thread_local Key lastKey{};
-    thread_local SmallArgs last{};
-    Key const key{p.batch, p.channels, p.height, p.width, p.channelPitch, p.kernelSize, p.levels, p.stride, p.layout};
-    if (!cached || !(key == lastKey))
-    {
-        last = computeSmallGeometry(p);
-        lastKey = key;
-        cached = true;
-    }
-    return last;
-}
-
-bool useSmallPath(WTConvParams const& p)
+// Whether p runs on the whole-plane path; if so and `geometry` is not null, its geometry goes there.
+bool useSmallPath(WTConvParams const& p, SmallArgs* geometry = nullptr)
 {
     if (p.height * p.width > kSmallPlaneMax)
     {
         return false;
     }
-    return static_cast<size_t>(smallGeometry(p).totalFloats) * sizeof(float) <= kSmallMaxSharedBytes;
+    SmallArgs const a = smallGeometry(p);
+    if (static_cast<size_t>(a.totalFloats) * sizeof(float) > kSmallMaxSharedBytes)
+    {
+        return false;
+    }
+    if (geometry != nullptr)
+    {
+        *geometry = a;
+    }
+    return true;
 }
 
 // Channels-last on the tiled path runs the planar pipeline on chunks of the batch: each chunk's planar copies
@@ -526,9 +466,9 @@ cudaError_t tiledChannelsLast(WTConvParams const& p, TiledBuffers const& buf, cu
 template <typename T>
 cudaError_t forwardImpl(WTConvParams const& p, cudaStream_t stream)
 {
-    if (useSmallPath(p))
+    SmallArgs sa;
+    if (useSmallPath(p, &sa))
     {
-        SmallArgs sa = smallGeometry(p);
         sa.src = p.input;
         sa.out = p.output;
         sa.baseWeight = p.baseWeight;

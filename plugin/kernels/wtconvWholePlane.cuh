@@ -24,23 +24,32 @@ namespace detail
 // Shared-memory traffic at k = 5, M = 2, per level-1 strip (800 FMA): 4 bands x (6 window rows x 3 float2 +
 // 7 float4 of weights) + the base convolution's 8 rows x 2 float4 + 7 float4 = 123 load instructions, ~0.15 per
 // FMA (a kernel with 2 cells per thread and scalar loads issued ~0.8). Every window load is a vector load and
-// consecutive threads take consecutive strips of a row, on row pitches the host picks to spread the banks
-// (docs/bench/README.md has the profile: the kernel now waits on its barriers and on latency).
+// consecutive threads take consecutive strips of a row. What bounds the kernel is how many warps an SM holds
+// (shared memory per block, registers per thread): rows are not padded against bank conflicts, and registers
+// are capped at 64 so that 4 blocks fit (docs/bench/README.md has the measurements).
 constexpr int kSmallPlaneMax = 64 * 64;
 
 #ifndef WTCONV_STRIP_ROWS
 #define WTCONV_STRIP_ROWS 2
 #endif
+// Blocks per SM the kernel is compiled for: 4 caps registers at 64 per thread, so 4 blocks of 256 threads (more
+// of fewer) fit; 56 x 56 planes (~52 KiB of shared memory each) then reach 4 blocks, where 80 registers allowed 3.
 #ifndef WTCONV_PLANE_MIN_BLOCKS
-#define WTCONV_PLANE_MIN_BLOCKS 3 // <= 85 registers per thread: 3 blocks of 256 threads (more of fewer) per SM
+#define WTCONV_PLANE_MIN_BLOCKS 4
 #endif
 // Threads per block of smallPlaneKernel: one per level-1 strip of the block's planes (rounded up to whole
 // warps, within [kPlaneMinThreads, kPlaneMaxThreads]), so the output phase takes one round; the host sets
 // SmallArgs::threads.
 constexpr int kPlaneMaxThreads = 256;
 constexpr int kPlaneMinThreads = 64;
-constexpr int kStripRowsLevel1 = WTCONV_STRIP_ROWS; // cell rows per thread strip at level 1
-constexpr int kStripRowsDeep = 2;                   // ... at levels >= 2 (fewer cells: keep threads busy)
+#ifndef WTCONV_DEEP_STRIP_ROWS
+#define WTCONV_DEEP_STRIP_ROWS 1
+#endif
+// Cell rows per thread strip at level 1, and at levels >= 2. The deep levels run one after another with few
+// strips per plane, so their phases are as long as one strip's work: strips of one row halve that (measured
+// 3-9% faster than two rows at the WTConvNeXt-T stage shapes, docs/bench/README.md).
+constexpr int kStripRowsLevel1 = WTCONV_STRIP_ROWS;
+constexpr int kStripRowsDeep = WTCONV_DEEP_STRIP_ROWS;
 
 // Cell rows per strip at level l (host and device agree on the strip geometry through this).
 __host__ __device__ constexpr int stripRows(int level)
