@@ -105,7 +105,8 @@ __device__ __forceinline__ void store4(__nv_bfloat16* dst, float const (&v)[4])
 // acc[oy][ox] += sum_{dy,dx < k} w[dy*k+dx] * src[(oy+dy)*pitch + ox+dx]: a 4 x 4 micro-tile of a k x k
 // correlation over a zero-padded shared-memory plane. K > 0: compile-time k, a register window along each
 // input row (K+3 values loaded once as float4, reused by up to 4 output rows and K taps: ~0.1 loads per FMA);
-// src must be 16-byte aligned and pitch a multiple of 4. K == 0: runtime k (9..15), plain loops.
+// src must be 16-byte aligned and pitch a multiple of 4. K == 0: runtime k (9..15), plain loops, a partial
+// sum per kernel row.
 template <int K>
 __device__ __forceinline__ void convMicro(
     float const* __restrict__ src, int pitch, float const* __restrict__ w, int k, float (&acc)[kMicro][kMicro])
@@ -155,8 +156,11 @@ __device__ __forceinline__ void convMicro(
     }
     else
     {
+        // k >= 9: one partial sum per kernel row (docs/design.md §2.5: k^2 taps in a single fp32 accumulator
+        // can exceed the fp32 accuracy contract at k = 15)
         for (int dy = 0; dy < k; ++dy)
         {
+            float row[kMicro][kMicro] = {};
             for (int dx = 0; dx < k; ++dx)
             {
                 float const wv = w[dy * k + dx];
@@ -166,8 +170,17 @@ __device__ __forceinline__ void convMicro(
 #pragma unroll
                     for (int ox = 0; ox < kMicro; ++ox)
                     {
-                        acc[oy][ox] = fmaf(wv, src[(oy + dy) * pitch + ox + dx], acc[oy][ox]);
+                        row[oy][ox] = fmaf(wv, src[(oy + dy) * pitch + ox + dx], row[oy][ox]);
                     }
+                }
+            }
+#pragma unroll
+            for (int oy = 0; oy < kMicro; ++oy)
+            {
+#pragma unroll
+                for (int ox = 0; ox < kMicro; ++ox)
+                {
+                    acc[oy][ox] += row[oy][ox];
                 }
             }
         }
@@ -494,9 +507,15 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
                     float const* sv = base + (ly + r) * a.sp + lx + r + a.sOff;
                     for (int dy = 0; dy < k; ++dy)
                     {
+                        float row = 0.f;                 // k >= 9 (K == 0): a partial sum per kernel row
+                        float& sum = K == 0 ? row : acc; // (docs/design.md §2.5)
                         for (int dx = 0; dx < k; ++dx)
                         {
-                            acc = fmaf(wsm[dy * k + dx], sv[dy * a.sp + dx], acc);
+                            sum = fmaf(wsm[dy * k + dx], sv[dy * a.sp + dx], sum);
+                        }
+                        if constexpr (K == 0)
+                        {
+                            acc += row;
                         }
                     }
                     float const* g = base + sPlane + 4 * bPlane;

@@ -170,17 +170,25 @@ __device__ __forceinline__ void bandStrip(
     }
     else
     {
+        // k >= 9: one partial sum per kernel row (docs/design.md §2.5)
         for (int dy = 0; dy < k; ++dy)
         {
+            float row[M][2] = {};
             for (int dx = 0; dx < k; ++dx)
             {
                 float const wv = w[dy * k + dx];
 #pragma unroll
                 for (int m = 0; m < M; ++m)
                 {
-                    g[m][0] = fmaf(wv, band[(m + dy) * pitch + dx], g[m][0]);
-                    g[m][1] = fmaf(wv, band[(m + dy) * pitch + dx + 1], g[m][1]);
+                    row[m][0] = fmaf(wv, band[(m + dy) * pitch + dx], row[m][0]);
+                    row[m][1] = fmaf(wv, band[(m + dy) * pitch + dx + 1], row[m][1]);
                 }
+            }
+#pragma unroll
+            for (int m = 0; m < M; ++m)
+            {
+                g[m][0] += row[m][0];
+                g[m][1] += row[m][1];
             }
         }
     }
@@ -233,8 +241,10 @@ __device__ __forceinline__ void baseStrip(
     }
     else
     {
+        // k >= 9: one partial sum per kernel row (docs/design.md §2.5)
         for (int dy = 0; dy < k; ++dy)
         {
+            float row[R][4] = {};
             for (int dx = 0; dx < k; ++dx)
             {
                 float const wv = w[dy * k + dx];
@@ -244,8 +254,17 @@ __device__ __forceinline__ void baseStrip(
 #pragma unroll
                     for (int ox = 0; ox < 4; ++ox)
                     {
-                        acc[oy][ox] = fmaf(wv, x[(oy + dy) * pitch + ox + dx], acc[oy][ox]);
+                        row[oy][ox] = fmaf(wv, x[(oy + dy) * pitch + ox + dx], row[oy][ox]);
                     }
+                }
+            }
+#pragma unroll
+            for (int oy = 0; oy < R; ++oy)
+            {
+#pragma unroll
+                for (int ox = 0; ox < 4; ++ox)
+                {
+                    acc[oy][ox] += row[oy][ox];
                 }
             }
         }
@@ -683,9 +702,15 @@ __global__ void __launch_bounds__(kPlaneMaxThreads, WTCONV_PLANE_MIN_BLOCKS) sma
                                 float t = 0.f;
                                 for (int dy = 0; dy < k; ++dy)
                                 {
+                                    float row = 0.f;               // k >= 9 (K == 0): a partial sum per kernel row
+                                    float& sum = K == 0 ? row : t; // (docs/design.md §2.5)
                                     for (int dx = 0; dx < k; ++dx)
                                     {
-                                        t = fmaf(wb[dy * k + dx], xs[(oy + dy) * a.xPitch + ox + dx], t);
+                                        sum = fmaf(wb[dy * k + dx], xs[(oy + dy) * a.xPitch + ox + dx], sum);
+                                    }
+                                    if constexpr (K == 0)
+                                    {
+                                        t += row;
                                     }
                                 }
                                 acc[oy][ox] += t;
