@@ -19,6 +19,7 @@ import torch
 
 from wtconv_export.folding import FoldedWTConv, fold_wtconv
 from wtconv_export.fused_spec import fused_wtconv2d_spec
+from wtconv_export.wtconv2d import random_wtconv2d
 
 _PATH = Path(__file__).resolve().parents[1] / "tools" / "half_arithmetic_study.py"
 _SPEC = importlib.util.spec_from_file_location("half_arithmetic_study", _PATH)
@@ -124,7 +125,7 @@ def test_half_fma_accumulator_matches_explicit_loop(dtype, row_split):
 
 @pytest.mark.parametrize("stride", [1, 2])
 def test_fp32_scheme_is_the_spec_in_float32(stride):
-    layer = study.make_layer(c=3, k=3, levels=3, stride=stride, seed=11)
+    layer = random_wtconv2d(3, 3, 3, stride, seed=11)
     x = torch.randn(2, 3, 13, 10, generator=torch.Generator().manual_seed(12))
     folded = fold_wtconv(layer)
     got = study.emulate(x, folded, "fp32", torch.float16)
@@ -143,7 +144,7 @@ def test_case_errors_match_an_independent_evaluation(dtype):
         pytest.skip(reason)
     case = study.Case("test", b=1, c=4, h=12, w=9, k=3, levels=2, stride=2, seed=5)
     row = study.run_case(case, dtype, torch.device("cpu"))
-    layer = study.make_layer(case.c, case.k, case.levels, case.stride, case.seed)
+    layer = random_wtconv2d(case.c, case.k, case.levels, case.stride, case.seed)
     x = torch.randn((1, 4, 12, 9), generator=torch.Generator().manual_seed(case.seed + 1)).to(dtype)
     expected = fused_wtconv2d_spec(x.double(), *fold_wtconv(layer, dtype=torch.float64).tensors(), 3, 2, 2)
     ours = fused_wtconv2d_spec(x.float(), *fold_wtconv(layer).tensors(), 3, 2, 2).to(dtype)
@@ -197,7 +198,7 @@ def test_each_scheme_rounds_the_parts_it_names(dtype):
     a scheme must match fp32 exactly where it leaves that part in fp32 and differ where it rounds it."""
     half_base = {"base-half", "all-half", "row-split"}
     half_bands = {"bands-half", "all-half", "row-split", "bands-row-split"}
-    layer = study.make_layer(c=4, k=5, levels=2, stride=1, seed=21)
+    layer = random_wtconv2d(4, 5, 2, 1, seed=21)
     x = torch.randn(2, 4, 16, 16, generator=torch.Generator().manual_seed(22)).to(dtype)
     full = fold_wtconv(layer)
     for kept, rounded in (("base", half_base), ("bands", half_bands)):

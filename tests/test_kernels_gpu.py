@@ -18,7 +18,7 @@ import torch
 from wtconv_export import cuda_kernels
 from wtconv_export.folding import fold_wtconv
 from wtconv_export.fused_spec import fused_wtconv2d_spec
-from wtconv_export.wtconv2d import WTConv2d
+from wtconv_export.wtconv2d import random_wtconv2d
 
 INVALID_VALUE = 1  # cudaErrorInvalidValue
 DTYPE_NAMES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -30,21 +30,6 @@ UNIT_ROUNDOFF = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
 def kernels(require_cuda):
     """The C API library on a CUDA GPU (tests/conftest.py's require_cuda decides the skip)."""
     return cuda_kernels.load_library()
-
-
-def make_layer(c, k, levels, stride, seed):
-    gen = torch.Generator().manual_seed(seed)
-    layer = WTConv2d(c, c, kernel_size=k, stride=stride, bias=True, wt_levels=levels)
-    with torch.no_grad():
-        for name, param in layer.named_parameters():
-            if name in ("wt_filter", "iwt_filter"):
-                continue
-            param.copy_(
-                torch.randn(param.shape, generator=gen)
-                * (0.5 if "scale" in name else 1.0)
-                / (k if "conv" in name else 1)
-            )
-    return layer
 
 
 def run_kernels(x, folded, poison=True):
@@ -71,7 +56,7 @@ def rel_error(value, expected):
 
 def check_case(b, c, h, w, k, levels, stride, dtype, seed, report=None, layouts=("nchw", "nhwc")):
     dev = torch.device("cuda")
-    layer = make_layer(c, k, levels, stride, seed)
+    layer = random_wtconv2d(c, k, levels, stride, seed)
     gen = torch.Generator().manual_seed(seed + 1)
     x = torch.randn((b, c, h, w), generator=gen).to(dev)
     f64 = fold_wtconv(layer, dtype=torch.float64)
@@ -187,7 +172,7 @@ def test_custom_op_and_cuda_graph(kernels):
 
     cuda_kernels.register()
     dev = torch.device("cuda")
-    layer = make_layer(16, 5, 3, 1, 7)
+    layer = random_wtconv2d(16, 5, 3, 1, 7)
     folded = fold_wtconv(layer)
     w = folded.tensors(device=dev)
     static_x = torch.randn(2, 16, 67, 45, device=dev)
@@ -220,7 +205,7 @@ def test_large_tensor_64bit_indexing(kernels):
         pytest.skip(f"needs ~60 GiB of free GPU memory, {free / 2**30:.0f} GiB free")
     dev = torch.device("cuda")
     k, levels, hw = 3, 2, 32768
-    layer = make_layer(3, k, levels, 1, 11)
+    layer = random_wtconv2d(3, k, levels, 1, 11)
     folded = fold_wtconv(layer)
     x = torch.empty((1, 3, hw, hw), dtype=torch.float16, device=dev)
     x.normal_()
@@ -348,52 +333,10 @@ def test_workspace_bytes(kernels):
 )
 def test_padded_channel_pitch(kernels, dtype_name, b, c, pitch, h, w, k, levels, stride):
     """NHWC with channelPitch > C (TensorRT's padded channels-last formats): padding channels of the input
-    hold NaN (never read: the result would be NaN) and those of the output a sentinel (never written)."""
+    hold NaN (never read: the result would be NaN) and those of the output a sentinel (never written); nothing
+    is written past the workspace asked for (_run_channels_last_padded checks all three)."""
     dtype = DTYPE_NAMES[dtype_name]
-    dev = torch.device("cuda")
-    layer = make_layer(c, k, levels, stride, 31 + c)
-    folded = fold_wtconv(layer)
-    bw, bb, ww = folded.tensors(device=dev, dtype=torch.float32)
-    ho, wo = (h + stride - 1) // stride, (w + stride - 1) // stride
-    xp = torch.full((b, h, w, pitch), float("nan"), dtype=dtype, device=dev)
-    xp[..., :c] = torch.randn(b, h, w, c, device=dev).to(dtype)
-    yp = torch.full((b, ho, wo, pitch), 7.0, dtype=dtype, device=dev)
-    yp[..., :c] = float("nan")
-    ws = torch.empty(
-        max(1, kernels.wtconv_workspace_bytes(cuda_kernels.DTYPES[dtype], b, c, h, w, k, levels, stride, 1, pitch)),
-        dtype=torch.uint8,
-        device=dev,
-    )
-    message = ctypes.create_string_buffer(256)
-    code = kernels.wtconv_forward(
-        cuda_kernels.DTYPES[dtype],
-        b,
-        c,
-        h,
-        w,
-        k,
-        levels,
-        stride,
-        1,
-        pitch,
-        xp.data_ptr(),
-        yp.data_ptr(),
-        bw.data_ptr(),
-        bb.data_ptr(),
-        ww.data_ptr(),
-        ws.data_ptr(),
-        ws.numel(),
-        torch.cuda.current_stream().cuda_stream,
-        message,
-        len(message),
-    )
-    torch.cuda.synchronize()
-    assert code == 0, message.value.decode()
-    assert (yp[..., c:] == 7.0).all(), "a padding channel of the output was written"
-    out = yp[..., :c].permute(0, 3, 1, 2)
-    assert not torch.isnan(out).any(), "NaN in the output: unwritten, or a padding channel of the input was read"
-    x = xp[..., :c].permute(0, 3, 1, 2).double()
-    expected = fused_wtconv2d_spec(x, *fold_wtconv(layer, torch.float64).tensors(device=dev), k, levels, stride)
+    out, expected, _ = _run_channels_last_padded(kernels, dtype, b, c, pitch, h, w, k, levels, stride, 31 + c)
     err = rel_error(out, expected)
     bound = 1e-6 if dtype == torch.float32 else 8 * UNIT_ROUNDOFF[dtype]
     assert err <= bound, f"{dtype_name} pitch {pitch}: relative error {err:.3e} > {bound:.1e}"
@@ -410,7 +353,7 @@ def test_channels_last_custom_op_and_module(kernels, shape, k, levels, stride):
 
     cuda_kernels.register()
     dev = torch.device("cuda")
-    layer = make_layer(shape[1], k, levels, stride, 5)
+    layer = random_wtconv2d(shape[1], k, levels, stride, 5)
     module = FusedWTConv2d.from_wtconv(layer).to(dev)
     w = module.base_weight, module.base_bias, module.wavelet_weight
     x = torch.randn(shape, device=dev).contiguous(memory_format=torch.channels_last)
@@ -441,7 +384,7 @@ def test_module_fast_path_and_cuda_graph(kernels):
 
     cuda_kernels.register()
     dev = torch.device("cuda")
-    layer = make_layer(96, 5, 5, 1, 9)
+    layer = random_wtconv2d(96, 5, 5, 1, 9)
     module = FusedWTConv2d.from_wtconv(layer).to(dev)
     static_x = torch.randn(1, 96, 56, 56, device=dev).contiguous(memory_format=torch.channels_last)
     stream = torch.cuda.Stream()
@@ -537,7 +480,7 @@ def _run_channels_last_padded(kernels, dtype, b, c, pitch, h, w, k, levels, stri
     padding channels a sentinel (never written), the workspace exactly the size the library asks for with a
     guard band after it (never written). Returns (output as NCHW view, float64 spec, workspace bytes)."""
     dev = torch.device("cuda")
-    layer = make_layer(c, k, levels, stride, seed)
+    layer = random_wtconv2d(c, k, levels, stride, seed)
     folded = fold_wtconv(layer)
     bw, bb, ww = folded.tensors(device=dev, dtype=torch.float32)
     ho, wo = (h + stride - 1) // stride, (w + stride - 1) // stride

@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from wtconv_export.benchmark import STAGES_T
 from wtconv_export.folding import FoldedWTConv, fold_wtconv
 from wtconv_export.fused_spec import fused_wtconv2d_spec, haar_analysis
-from wtconv_export.wtconv2d import WTConv2d
+from wtconv_export.wtconv2d import WTConv2d, random_wtconv2d
 
 # scheme -> arithmetic of (the base convolution, the band convolutions): fp32, half (one accumulator of k*k FMAs),
 # row-split (one half accumulator per row of k FMAs, rows added in fp32)
@@ -155,22 +155,6 @@ def emulate(
     return out
 
 
-def make_layer(c: int, k: int, levels: int, stride: int, seed: int) -> WTConv2d:
-    """Random weights scaled exactly as the GPU tests draw them (tests/test_kernels_gpu.py, make_layer)."""
-    gen = torch.Generator().manual_seed(seed)
-    layer = WTConv2d(c, c, kernel_size=k, stride=stride, bias=True, wt_levels=levels)
-    with torch.no_grad():
-        for name, param in layer.named_parameters():
-            if name in ("wt_filter", "iwt_filter"):
-                continue
-            param.copy_(
-                torch.randn(param.shape, generator=gen)
-                * (0.5 if "scale" in name else 1.0)
-                / (k if "conv" in name else 1)
-            )
-    return layer
-
-
 def rel_error(value: torch.Tensor, expected: torch.Tensor) -> float:
     scale = expected.abs().max().item() or 1.0
     return (value.double() - expected).abs().max().item() / scale
@@ -217,7 +201,7 @@ def cases(group: str, seeds: int, batch: int) -> list[Case]:
 @torch.no_grad()
 def run_case(case: Case, dtype: torch.dtype, device: torch.device) -> dict:
     """Errors of the reference and of every scheme against the float64 spec (as check_case measures them)."""
-    layer = make_layer(case.c, case.k, case.levels, case.stride, case.seed)
+    layer = random_wtconv2d(case.c, case.k, case.levels, case.stride, case.seed)
     gen = torch.Generator().manual_seed(case.seed + 1)
     xd = torch.randn((case.b, case.c, case.h, case.w), generator=gen).to(device).to(dtype)
     f64 = fold_wtconv(layer, dtype=torch.float64)

@@ -169,3 +169,21 @@ class WTConv2d(nn.Module):
         super()._load_from_state_dict(
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )
+
+
+def random_wtconv2d(channels: int, kernel_size: int, wt_levels: int, stride: int, seed: int) -> WTConv2d:
+    """A WTConv2d whose learnable parameters are drawn from N(0, 1) (seeded), the convolution weights divided by
+    k and the scales halved, so that every level contributes to the output at a similar magnitude. The kernels'
+    accuracy tests and the half-arithmetic study draw their layers with it (one distribution for both)."""
+    generator = torch.Generator().manual_seed(seed)
+    layer = WTConv2d(channels, channels, kernel_size=kernel_size, stride=stride, bias=True, wt_levels=wt_levels)
+    with torch.no_grad():
+        for name, param in layer.named_parameters():
+            if name in ("wt_filter", "iwt_filter"):
+                continue  # the fixed Haar filters
+            param.copy_(
+                torch.randn(param.shape, generator=generator)
+                * (0.5 if "scale" in name else 1.0)
+                / (kernel_size if "conv" in name else 1)
+            )
+    return layer
