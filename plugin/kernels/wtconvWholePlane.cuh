@@ -46,8 +46,8 @@ constexpr int kPlaneMinThreads = 64;
 #define WTCONV_DEEP_STRIP_ROWS 1
 #endif
 // Cell rows per thread strip at level 1, and at levels >= 2. The deep levels run one after another with few
-// strips per plane, so their phases are as long as one strip's work: strips of one row halve that (measured
-// 3-9% faster than two rows at the WTConvNeXt-T stage shapes, docs/bench/README.md).
+// strips per plane, so their phases are as long as one strip's work: strips of one row halve that (measured up
+// to 11% faster than two rows at the WTConvNeXt-T stage shapes, within 2% at 28 x 28; docs/bench/README.md).
 constexpr int kStripRowsLevel1 = WTCONV_STRIP_ROWS;
 constexpr int kStripRowsDeep = WTCONV_DEEP_STRIP_ROWS;
 
