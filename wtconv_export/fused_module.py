@@ -47,8 +47,8 @@ class FusedWTConv2d(nn.Module):
             raise ValueError(f"FusedWTConv2d: input must be (B, {self.in_channels}, H, W), got {tuple(x.shape)}")
         # Eager CUDA calls launch the kernels directly (cuda_kernels.module_call: same kernels, without the
         # custom op's dispatch cost); tracing, export, compile and CPU go through the custom operator.
-        # The buffers straight from _buffers: nn.Module's attribute lookup of a buffer costs about as much as a
-        # quarter of the kernel's launch, three times per call (docs/bench/README.md, "Per-call overhead").
+        # The buffers straight from _buffers: nn.Module's attribute lookup of a buffer costs 0.25-0.6 us, three
+        # times per call, beside a ~4 us kernel launch (docs/bench/README.md, "Per-call overhead").
         buffers = self._buffers
         y = cuda_kernels.module_call(
             x,
