@@ -41,8 +41,8 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from trt_engine.bench import dumps, run_benchmark, write_json
+    from wtconv_export.paths import check_output_file
 
-    from ..paths import check_output_file
     from .validate import check_engine_exists
 
     check_engine_exists(args.engine)

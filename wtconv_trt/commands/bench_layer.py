@@ -53,8 +53,7 @@ def run(args) -> int:
     import logging
 
     from wtconv_export.benchmark import Options, run_benchmark
-
-    from ..paths import check_output_dir
+    from wtconv_export.paths import check_output_dir
 
     check_output_dir(args.out, option="--out", force=args.force, will_write=OUTPUT_FILES)
     logging.basicConfig(level=logging.INFO, format="%(message)s")

@@ -141,8 +141,7 @@ def _check_before_tensorrt(args, info, precision: str, shapes: list) -> None:
     library, where the engine, its manifest and the timing cache go."""
     from trt_engine.build import default_engine_path, plan_profiles
     from wtconv_export.errors import InputError, PluginError
-
-    from ..paths import check_output_file
+    from wtconv_export.paths import check_output_file
 
     profiles = plan_profiles(shapes, info.inputs)
     for profile in profiles:
@@ -178,8 +177,7 @@ def run(args) -> int:
     import warnings
 
     from trt_engine.build import BuildOptions, NoPluginNodesWarning, build_engine, inspect_onnx
-
-    from ..paths import check_input_file
+    from wtconv_export.paths import check_input_file
 
     check_input_file(args.onnx, what="ONNX model", made_by="export one with 'wtconv-trt export -o MODEL.onnx'")
     info = inspect_onnx(args.onnx)

@@ -38,8 +38,7 @@ def run(args) -> int:
 
     from wtconv_export import libraries
     from wtconv_export.library_build import build_libraries, headers_abi, tensorrt_root
-
-    from ..paths import check_output_dir
+    from wtconv_export.paths import check_output_dir
 
     # What the user gave, checked before the (long) build starts and before anything is printed.
     if args.tensorrt_headers:

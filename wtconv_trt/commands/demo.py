@@ -81,9 +81,8 @@ def run(args) -> int:
     from wtconv_export.fused_module import FusedWTConv2d, fuse_wtconv_layers
     from wtconv_export.models import accuracy, load_default_model, load_heldout_digits
     from wtconv_export.ops import fused_wtconv2d
+    from wtconv_export.paths import check_output_dir
     from wtconv_export.wtconv2d import WTConv2d
-
-    from ..paths import check_output_dir
 
     if not args.skip_onnx:  # before the PyTorch part, so a bad --onnx-dir costs nothing
         check_output_dir(args.onnx_dir, option="--onnx-dir", force=args.force, will_write=ONNX_FILES)

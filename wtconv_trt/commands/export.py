@@ -85,8 +85,7 @@ def run(args) -> int:
     from wtconv_export.inputs import parse_shape
     from wtconv_export.model_checks import check_input_shape
     from wtconv_export.onnx_export import DEFAULT_OPSET, NoWTConvWarning, export_onnx
-
-    from ..paths import check_output_file
+    from wtconv_export.paths import check_output_file
 
     # Everything the user gave is checked before the model is loaded or traced.
     output = check_output_file(args.output, option="-o", force=args.force)

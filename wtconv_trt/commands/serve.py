@@ -109,8 +109,7 @@ def run(args) -> int:
     from trt_engine.serving.repository import describe_onnx, write_python_repository
     from trt_engine.serving.server import TritonServer, is_loopback
     from wtconv_export.errors import InputError
-
-    from ..paths import check_output_dir
+    from wtconv_export.paths import check_output_dir
 
     check_output_dir(args.repo, option="--repo", force=True)  # an existing model folder: --force, below
     logging.basicConfig(level=logging.INFO, format="%(message)s")

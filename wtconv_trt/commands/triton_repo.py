@@ -55,8 +55,8 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from trt_engine.triton import write_repository
+    from wtconv_export.paths import check_output_dir
 
-    from ..paths import check_output_dir
     from .validate import check_engine_exists
 
     check_engine_exists(args.engine)

@@ -65,8 +65,8 @@ def run(args) -> int:
     from wtconv_export.onnx_export import read_metadata
     from wtconv_export.onnx_models import build_model_from_metadata
     from wtconv_export.onnx_validate import validate_onnx
+    from wtconv_export.paths import check_input_file
 
-    from ..paths import check_input_file
     from .export import model_from_args
 
     given = [name for name in ENGINE_ONLY if getattr(args, name) is not None]
@@ -168,7 +168,7 @@ def add_engine_arguments(parser) -> None:
 
 def check_engine_exists(engine: str) -> None:
     """The engine file itself must exist before its manifest is looked for (bench, validate, triton-repo)."""
-    from ..paths import check_input_file
+    from wtconv_export.paths import check_input_file
 
     check_input_file(engine, what="engine", made_by="build one with 'wtconv-trt build MODEL.onnx'")
 
@@ -181,8 +181,8 @@ def run_engine_validation(args) -> int:
     from wtconv_export.errors import ModelError
     from wtconv_export.inputs import load_inputs
     from wtconv_export.model_checks import check_arrays_fit_onnx, check_input_arrays, check_input_shape, input_channels
+    from wtconv_export.paths import check_output_file
 
-    from ..paths import check_output_file
     from .export import model_from_args
 
     check_engine_exists(args.engine)

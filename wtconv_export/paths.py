@@ -1,4 +1,4 @@
-"""Where commands read and write: one rule for every command.
+"""Where the jobs read and write: one rule for every job, from Python and from the command line alike.
 
 Inputs (an ONNX model, an engine): the file must exist, be a regular file and not be empty, or the message says
 which of these it is not and which command makes the file.
@@ -6,8 +6,12 @@ which of these it is not and which command makes the file.
 Outputs:
 checked before any work starts, so a long export or build never ends in "cannot write": the directory must exist
 and accept a new file (tried for real: permission bits say nothing for root or read-only mounts), a path that
-should be a file must not be a directory, and an existing output is never replaced unless the user passed
-``--force``. Writers themselves write atomically (temporary file, then rename), so nothing half-written is left.
+should be a file must not be a directory, and an existing output is never replaced unless the caller passed
+``force=True`` (``--force``). Writers themselves write atomically (temporary file, then rename), so nothing
+half-written is left.
+
+The messages name the command-line option (``option``), so a job called from Python and the same job run from
+``wtconv-trt`` fail with the same line.
 """
 
 from __future__ import annotations
