@@ -109,7 +109,7 @@ def test_checkpoint_that_does_not_fit_names_keys(tmp_path, capsys):
     message = str(error.value)
     assert "missing key" in message and "stages.0.blocks.1." in message
     assert "unexpected key" in message and "extra.weight" in message
-    assert "head.fc.weight: expected (1000, 768), got (10, 768)" in message
+    assert "head.fc" not in message  # num_classes (10) is read from the checkpoint's head, not assumed 1000
     assert (
         cli_main(["export", "-o", str(tmp_path / "m.onnx"), "--arch", "wtconvnext_tiny", "--checkpoint", str(bad)]) == 2
     )

@@ -1,8 +1,8 @@
 """wtconv_export: the PyTorch side of wtconv-trt (docs/design.md §1).
 
 Reference ``WTConv2d`` (published numerics and names), ``WTConvNeXt``, weight folding, the fused operator's
-executable spec and custom op, the shipped default model. Names are imported lazily (PEP 562), so
-``import wtconv_export`` and ``wtconv-trt --help`` do not import torch.
+executable spec and custom op, the shipped default model, the published WTConv2d found in any model. Names are
+imported lazily (PEP 562), so ``import wtconv_export`` and ``wtconv-trt --help`` do not import torch.
 """
 
 import importlib
@@ -20,6 +20,9 @@ _EXPORTS = {
     "fuse_wtconv_layers": ".fused_module",
     "load_checkpoint": ".models",
     "load_default_model": ".models",
+    "convert_published_wtconv": ".published",
+    "find_wtconv_layers": ".published",
+    "is_published_wtconv": ".published",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -99,6 +99,23 @@ def convert_fast_wtconv_state_dict(state: dict, model: nn.Module) -> dict:
     return out
 
 
+def wtconvnext_options_from_state_dict(state: dict) -> dict:
+    """The WTConvNeXt constructor options a checkpoint fixes beyond its architecture: ``num_classes`` (rows of the
+    classifier ``head.fc.weight``; 0 when the checkpoint has a head norm but no classifier, a model built with
+    num_classes=0) and ``in_chans`` (input channels of the stem convolution ``stem.0.weight``). An option the
+    checkpoint does not show is left out, so the architecture's default applies and loading names the keys."""
+    options = {}
+    fc = state.get("head.fc.weight")
+    if isinstance(fc, torch.Tensor) and fc.dim() == 2:
+        options["num_classes"] = int(fc.shape[0])
+    elif "head.norm.weight" in state and not any(k.startswith("head.fc.") for k in state):
+        options["num_classes"] = 0
+    stem = state.get("stem.0.weight")
+    if isinstance(stem, torch.Tensor) and stem.dim() == 4:
+        options["in_chans"] = int(stem.shape[1])
+    return options
+
+
 def _short_list(keys, limit: int = 8) -> str:
     keys = sorted(keys)
     more = f", ... ({len(keys) - limit} more)" if len(keys) > limit else ""

@@ -45,9 +45,16 @@ from .contract import METADATA_PREFIX
 from .errors import InputError, ModelError
 from .folding import FoldedWTConv, fold_wtconv
 from .fused_module import FusedWTConv2d
+from .onnx_models import module_description
 from .ops import plugin_can_run
 from .progress import Progress
-from .wtconv2d import WTConv2d
+from .published import (
+    find_wtconv_layers,
+    is_published_wtconv,
+    published_to_wtconv2d,
+    replace_submodule,
+    wtconv_layer_config,
+)
 
 OPS_CHOICES = ("plugin", "standard")
 PRECISION_CHOICES = ("fp32", "fp16")
@@ -319,35 +326,22 @@ class LayerInfo:
     stride: int
 
 
-def _folded_of(module: nn.Module) -> FoldedWTConv | None:
-    if isinstance(module, WTConv2d):
-        return fold_wtconv(module)
+def _folded_of(module: nn.Module, path: str) -> FoldedWTConv:
+    """The folded weights of a layer find_wtconv_layers returned (a published layer through its conversion,
+    published.py, which checks it computes the published output)."""
     if isinstance(module, FusedWTConv2d):
         return module.folded()
-    return None
-
-
-def find_wtconv_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """(module path, module) of every WTConv2d or FusedWTConv2d, outermost first, in module order."""
-    found = []
-
-    def visit(prefix: str, module: nn.Module):
-        for name, child in module.named_children():
-            path = f"{prefix}.{name}" if prefix else name
-            if isinstance(child, (WTConv2d, FusedWTConv2d)):
-                found.append((path, child))
-            else:
-                visit(path, child)
-
-    visit("", model)
-    return found
+    if is_published_wtconv(module):
+        module = published_to_wtconv2d(module, path)
+    return fold_wtconv(module)
 
 
 def check_plugin_limits(model: nn.Module) -> None:
-    """ValueError naming the first layers the TensorRT plugin cannot run, and the limit."""
+    """ModelError naming the layers the TensorRT plugin cannot run, and the limit."""
     problems = []
     for path, module in find_wtconv_layers(model):
-        reason = plugin_can_run(module.kernel_size, module.wt_levels, module.stride)
+        config = wtconv_layer_config(module, path)
+        reason = plugin_can_run(config.kernel_size, config.wt_levels, config.stride)
         if reason is not None:
             problems.append(f"layer '{path}': {reason}")
     if problems:
@@ -359,20 +353,15 @@ def check_plugin_limits(model: nn.Module) -> None:
         )
 
 
-def _replace(model: nn.Module, path: str, new: nn.Module) -> None:
-    parent_path, _, name = path.rpartition(".")
-    parent = model.get_submodule(parent_path) if parent_path else model
-    setattr(parent, name, new)
-
-
 def prepare_for_export(
     model: nn.Module, ops: str = "plugin", precision: str = "fp32"
 ) -> tuple[nn.Module, list[LayerInfo]]:
     """A copy of ``model`` ready for torch.onnx.export, and the WTConv2d layers it holds.
 
-    WTConv2d / FusedWTConv2d layers become WTConv2dPluginNode (ops="plugin") or StandardWTConv2d
-    (ops="standard"); for fp16 the copy is cast to half except normalisations (Fp32Norm) and the folded
-    plugin weights. Raises ValueError for a layer the plugin cannot run (ops="plugin").
+    WTConv2d layers (ours, FusedWTConv2d, the published class: find_wtconv_layers) become WTConv2dPluginNode
+    (ops="plugin") or StandardWTConv2d (ops="standard"); for fp16 the copy is cast to half except normalisations
+    (Fp32Norm) and the folded plugin weights. ModelError for a layer the plugin cannot run (ops="plugin") or a
+    published layer the WTConv2d operator cannot compute.
     """
     if ops not in OPS_CHOICES:
         raise InputError(f"ops must be one of {OPS_CHOICES}, got {ops!r}")
@@ -383,13 +372,14 @@ def prepare_for_export(
     model = copy.deepcopy(model).cpu().float().eval()
     layers = []
     for index, (path, module) in enumerate(find_wtconv_layers(model)):
-        folded = _folded_of(module)
+        folded = _folded_of(module, path)
         layers.append(LayerInfo(path, folded.channels, folded.kernel_size, folded.wt_levels, folded.stride))
-        _replace(model, path, WTConv2dPluginNode(folded, index) if ops == "plugin" else StandardWTConv2d(folded, index))
+        node = WTConv2dPluginNode(folded, index) if ops == "plugin" else StandardWTConv2d(folded, index)
+        model = replace_submodule(model, path, node)
     if precision == "fp16":
         norms = [(path, m) for path, m in model.named_modules() if isinstance(m, (nn.LayerNorm, nn.GroupNorm)) and path]
         for path, norm in norms:
-            _replace(model, path, Fp32Norm(norm))
+            replace_submodule(model, path, Fp32Norm(norm))
         model = model.half()
     return model, layers
 
@@ -503,7 +493,9 @@ def export_onnx(
         input_shape: (B, C, H, W) of the example input used for tracing (and the shape when not dynamic).
         dynamic: batch, height and width dynamic (named batch / height / width in the graph).
         opset: the default-domain opset.
-        metadata: extra metadata_props (keys are prefixed with "wtconv_trt."), e.g. the model's source.
+        metadata: extra metadata_props (keys are prefixed with "wtconv_trt."), e.g. the model's source
+            (onnx_models.build_model's description). Without a "source", the file records source "module" and the
+            model's class (onnx_models.module_description): validate it from Python with the module in hand.
 
     The file is written atomically (a temporary file in the same directory, renamed when complete).
     Warns (NoWTConvWarning) if the model has no WTConv2d; ModelError for a layer the plugin cannot run,
@@ -569,7 +561,10 @@ def export_onnx(
     expected = len(layers) if ops == "plugin" else 0
     if num_nodes != expected:
         raise RuntimeError(f"expected {expected} {contract.OP_TYPE} nodes in the exported graph, found {num_nodes}")
-    meta = {"ops": ops, "precision": precision, **{k: str(v) for k, v in (metadata or {}).items()}}
+    meta = {"ops": ops, "precision": precision, "input_shape": ",".join(map(str, input_shape))}
+    if "source" not in (metadata or {}):
+        meta.update(module_description(model))
+    meta.update({k: str(v) for k, v in (metadata or {}).items()})
     for key, value in meta.items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = METADATA_PREFIX + key, value

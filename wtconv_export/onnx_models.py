@@ -1,8 +1,11 @@
 """Which PyTorch model to export or validate against: the shipped default model, or a WTConvNeXt with a
 published-format checkpoint (.pth state_dict or .safetensors) or random weights.
 
-The source is recorded in the exported ONNX model's metadata (``wtconv_trt.source``), so ``validate``
-can rebuild the same PyTorch reference without being told again.
+The source is recorded in the exported ONNX model's metadata (``wtconv_trt.source``, ``.weights``, and for a
+WTConvNeXt ``.num_classes`` and ``.in_chans``), so ``validate`` can rebuild the same PyTorch reference without
+being told again. A model exported from Python (``export_onnx(module, ...)`` without a source) is recorded as
+source ``module`` with its class (``wtconv_trt.module_class``): its weights live only in the user's module, so it is
+validated from Python with the module in hand (docs/onnx_export.md, "Your own model").
 """
 
 from __future__ import annotations
@@ -16,21 +19,59 @@ from .errors import ConfigurationError, InputError, ModelError
 
 ARCHS = ("wtconvnext_tiny", "wtconvnext_small", "wtconvnext_base")
 DEFAULT_SOURCE = "default"
+MODULE_SOURCE = "module"  # exported from a Python module: not rebuilt here, validated with the module in hand
+# Metadata keys that rebuild a WTConvNeXt beyond its architecture and weights (WTConvNeXt constructor options).
+WTCONVNEXT_OPTIONS = ("num_classes", "in_chans")
+# Every key build_model's description may hold (what an engine's manifest should carry to rebuild the model).
+SOURCE_KEYS = ("source", "weights", "input_shape") + WTCONVNEXT_OPTIONS + ("module_class",)
 
 
-def load_checkpoint_strict(model: nn.Module, path: str) -> nn.Module:
-    """Load a published-format checkpoint (.pth/.pt state_dict, possibly nested, or .safetensors) with
-    strict=True: models.load_checkpoint, whose ValueError names the missing, unexpected and mis-shaped keys."""
-    from .models import load_checkpoint
+def read_checkpoint(path: str) -> dict:
+    """The state_dict of a published-format checkpoint (.pth/.pt state_dict, possibly nested, or .safetensors):
+    models.read_state_dict, with an unreadable file reported as a ModelError naming it."""
+    from .models import read_state_dict
 
     if not os.path.isfile(path):
         raise InputError(f"checkpoint {path} does not exist (or is not a file)")
     try:
-        return load_checkpoint(model, path, strict=True)
-    except (ValueError, FileNotFoundError):
+        return read_state_dict(path)
+    except ValueError:
         raise
     except Exception as error:  # unpicklable or truncated files, safetensors header errors
         raise ModelError(f"cannot read checkpoint {path}: {error}") from error
+
+
+def module_description(model: nn.Module) -> dict:
+    """The metadata of a model exported from Python without a source: source 'module' and the module's class."""
+    cls = type(model)
+    return {"source": MODULE_SOURCE, "module_class": f"{cls.__module__}.{cls.__qualname__}"}
+
+
+def _check_options(num_classes, in_chans) -> dict:
+    """The WTConvNeXt options given (None: not given), checked."""
+    options = {}
+    for name, value, minimum in (("num_classes", num_classes, 0), ("in_chans", in_chans, 1)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        options[name] = value
+    return options
+
+
+def _options_from_checkpoint(state: dict, given: dict, path: str) -> dict:
+    """num_classes and in_chans read from the checkpoint's head and stem; InputError when a given value differs."""
+    from .models import wtconvnext_options_from_state_dict
+
+    found = wtconvnext_options_from_state_dict(state)
+    where = {"num_classes": "classifier head.fc.weight has {} rows", "in_chans": "stem.0.weight takes {} channels"}
+    for name, value in given.items():
+        if name in found and found[name] != value:
+            raise InputError(
+                f"{name}={value} was asked for, but checkpoint {path}'s {where[name].format(found[name])}: leave "
+                f"{name} out to take the checkpoint's, or give the checkpoint of the {name}={value} model"
+            )
+    return {**found, **given}
 
 
 @torch.no_grad()
@@ -64,15 +105,30 @@ def randomize_weights(model: nn.Module, seed: int = 0) -> nn.Module:
 
 
 def build_model(
-    source: str = DEFAULT_SOURCE, *, checkpoint: str | None = None, random_weights: bool = False, seed: int = 0
+    source: str = DEFAULT_SOURCE,
+    *,
+    checkpoint: str | None = None,
+    random_weights: bool = False,
+    seed: int = 0,
+    num_classes: int | None = None,
+    in_chans: int | None = None,
 ) -> tuple[nn.Module, dict]:
     """(model in eval mode, description) for a source: "default" or an architecture name.
 
-    The description dict is what export_onnx records in the model's metadata: source, weights.
+    num_classes, in_chans: a WTConvNeXt's classifier outputs and input channels. Left out (None) they are read
+    from the checkpoint (the rows of head.fc.weight, the input channels of stem.0.weight), else the published
+    1000 and 3; given, they must agree with the checkpoint. Stochastic depth (drop_path) and dropout are training
+    settings that leave the checkpoint's keys unchanged: the model is returned in eval mode, where both are the
+    identity, so they need no option here.
+
+    The description dict is what export_onnx records in the model's metadata: source, weights, input_shape, and
+    for a WTConvNeXt num_classes and in_chans.
     """
     if source == DEFAULT_SOURCE:
         if checkpoint or random_weights:
             raise InputError("--checkpoint / --random-weights need --arch (the default model ships its own weights)")
+        if num_classes is not None or in_chans is not None:
+            raise InputError("num_classes / in_chans need --arch (the default model is built as it was trained)")
         try:
             from . import models
         except ImportError as error:
@@ -86,27 +142,47 @@ def build_model(
         raise InputError(f"unknown architecture {source!r}; expected one of {', '.join(ARCHS)}")
     if bool(checkpoint) == bool(random_weights):
         raise InputError(f"--arch {source} needs exactly one of --checkpoint FILE or --random-weights")
+    from .models import load_checkpoint
     from .wtconvnext import create_wtconvnext
 
-    torch.manual_seed(seed)
-    model = create_wtconvnext(source)
+    options = _check_options(num_classes, in_chans)
+    state = None
     if checkpoint:
-        load_checkpoint_strict(model, checkpoint)
+        state = read_checkpoint(checkpoint)
+        options = _options_from_checkpoint(state, options, checkpoint)
+    torch.manual_seed(seed)
+    model = create_wtconvnext(source, **options)
+    if state is not None:
+        load_checkpoint(model, state, strict=True)
         weights = f"checkpoint:{os.path.abspath(checkpoint)}"
     else:
         randomize_weights(model, seed)
         weights = f"random:{seed}"
-    return model.eval(), {"source": source, "weights": weights, "input_shape": "1,3,224,224"}
+    return model.eval(), {
+        "source": source,
+        "weights": weights,
+        "input_shape": f"1,{model.in_chans},224,224",
+        "num_classes": str(model.num_classes),
+        "in_chans": str(model.in_chans),
+    }
 
 
 def model_from_source(
-    arch: str | None, *, checkpoint: str | None = None, random_weights: bool = False, seed: int = 0
+    arch: str | None,
+    *,
+    checkpoint: str | None = None,
+    random_weights: bool = False,
+    seed: int = 0,
+    num_classes: int | None = None,
+    in_chans: int | None = None,
 ) -> tuple[nn.Module, dict]:
     """(model, description) for the model-source options of export and validate: the shipped default model when
-    ``arch`` is None, else that WTConvNeXt with ``checkpoint`` or random weights."""
+    ``arch`` is None, else that WTConvNeXt with ``checkpoint`` or random weights (num_classes and in_chans: see
+    build_model)."""
+    options = dict(random_weights=random_weights, num_classes=num_classes, in_chans=in_chans)
     if arch is None:
-        return build_model(DEFAULT_SOURCE, checkpoint=checkpoint, random_weights=random_weights)
-    return build_model(arch, checkpoint=checkpoint, random_weights=random_weights, seed=seed)
+        return build_model(DEFAULT_SOURCE, checkpoint=checkpoint, **options)
+    return build_model(arch, checkpoint=checkpoint, seed=seed, **options)
 
 
 def _default_shape(config) -> dict:
@@ -127,8 +203,24 @@ def _default_shape(config) -> dict:
     return {"input_shape": ",".join(map(str, shape))} if shape and len(shape) == 4 else {}
 
 
+def _recorded_options(metadata: dict) -> dict:
+    """num_classes / in_chans as recorded in the metadata (absent in exports older than these keys)."""
+    options = {}
+    for key in WTCONVNEXT_OPTIONS:
+        if key in metadata:
+            try:
+                options[key] = int(metadata[key])
+            except ValueError:
+                raise ModelError(
+                    f"the ONNX model's wtconv_trt.{key} metadata {metadata[key]!r} is not an integer: give --arch with "
+                    f"--checkpoint or --random-weights"
+                ) from None
+    return options
+
+
 def build_model_from_metadata(metadata: dict) -> tuple[nn.Module, dict]:
-    """Rebuild the PyTorch model an ONNX file was exported from (its wtconv_trt.* metadata)."""
+    """Rebuild the PyTorch model an ONNX file was exported from (its wtconv_trt.* metadata). ModelError saying how
+    to validate instead when the metadata names no model that can be rebuilt (a module exported from Python)."""
     source = metadata.get("source")
     weights = metadata.get("weights", "")
     if not source:
@@ -136,10 +228,21 @@ def build_model_from_metadata(metadata: dict) -> tuple[nn.Module, dict]:
             "the ONNX model does not say which PyTorch model it was exported from "
             "(no wtconv_trt.source metadata): give --arch with --checkpoint or --random-weights"
         )
+    if source == MODULE_SOURCE:
+        raise ModelError(
+            f"the ONNX model was exported from Python, from a module of class "
+            f"{metadata.get('module_class', '(not recorded)')}, whose weights only that module holds: validate it "
+            f"from Python with the module in hand, wtconv_export.onnx_validate.validate_onnx(ONNX_FILE, module, "
+            f"inputs) (an engine: trt_engine.validate.validate_engine(ENGINE, model=module)); a WTConvNeXt can also "
+            f"be given with --arch and --checkpoint"
+        )
     if source == DEFAULT_SOURCE:
         return build_model(DEFAULT_SOURCE)
     if weights.startswith("random:"):
-        return build_model(source, random_weights=True, seed=int(weights.split(":", 1)[1]))
+        return build_model(
+            source, random_weights=True, seed=int(weights.split(":", 1)[1]), **_recorded_options(metadata)
+        )
     if weights.startswith("checkpoint:"):
+        # The checkpoint itself says its num_classes and in_chans (validate then checks the ONNX output against it).
         return build_model(source, checkpoint=weights.split(":", 1)[1])
     raise ModelError(f"unrecognised wtconv_trt.weights metadata {weights!r}: give --checkpoint or --random-weights")

@@ -200,7 +200,9 @@ class WTConvNeXt(nn.Module):
         patch_size: stem patch size (the stem is a patch_size x patch_size, stride patch_size conv).
         ls_init_value: layer-scale init (gamma); None disables layer scale (and the ``gamma`` keys).
         conv_bias: biases in stem, downsampling and WTConv2d base convolutions.
-        drop_rate: dropout before the classifier; drop_path_rate: stochastic depth, linear over blocks.
+        drop_rate: dropout before the classifier; drop_path_rate: stochastic depth, linear over blocks. Both are
+            training settings: they add no parameters (a checkpoint loads whatever rates it was trained with) and
+            are the identity in eval mode, which export and validation always use.
     """
 
     def __init__(
@@ -235,7 +237,7 @@ class WTConvNeXt(nn.Module):
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ModelError(f"WTConvNeXt: {name} must be an integer >= {minimum}, got {value!r}")
 
-        self.num_classes = num_classes
+        self.num_classes, self.in_chans = num_classes, in_chans
         self.depths, self.dims, self.kernel_sizes, self.wt_levels = depths, dims, kernel_sizes, wt_levels
         self.num_features = dims[-1]
         self.stem = nn.Sequential(
