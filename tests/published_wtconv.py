@@ -8,14 +8,13 @@ without PyWavelets, and other wavelets import it when asked for. tests/test_own_
 the published code when a checkout is in third_party/WTConv.
 """
 
-import math
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# pywt.Wavelet("db1") (= "haar"): dec_lo, dec_hi, rec_lo, rec_hi.
-_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+# pywt.Wavelet("db1") (= "haar"): dec_lo, dec_hi, rec_lo, rec_hi, PyWavelets' literal (1 / math.sqrt(2) is one ulp
+# lower in float64; both round to the same float32).
+_INV_SQRT2 = 0.7071067811865476
 _DB1 = ((_INV_SQRT2, _INV_SQRT2), (-_INV_SQRT2, _INV_SQRT2), (_INV_SQRT2, _INV_SQRT2), (_INV_SQRT2, -_INV_SQRT2))
 
 

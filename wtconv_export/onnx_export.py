@@ -381,7 +381,7 @@ def prepare_for_export(
         for path, norm in norms:
             replace_submodule(model, path, Fp32Norm(norm))
         model = model.half()
-    return model, layers
+    return model.eval(), layers  # eval again: the nodes put in are new modules (in training mode)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -137,7 +137,7 @@ def _wavelet_problem(module: nn.Module, channels: int) -> str | None:
             return f"its {name} is a {type(got).__name__}, not a tensor"
         if got.dim() == 4 and tuple(got.shape[1:]) != (1, 2, 2):
             taps = "x".join(map(str, got.shape[2:]))
-            return f"its {name} has {taps} taps where the Haar wavelet (db1) has 2x2, as e.g. db2's 4x4"
+            return f"its {name} has {taps} taps (Haar, db1, has 2x2)"
         if tuple(got.shape) != tuple(want.shape):
             return f"its {name} has shape {tuple(got.shape)}, not ({4 * channels}, 1, 2, 2) ({channels} channels)"
         if not torch.allclose(got.detach().float().cpu(), want, rtol=0, atol=1e-6):
