@@ -81,7 +81,8 @@ class TorchCudaRunner:
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         torch = self.torch
-        with torch.inference_mode():
+        # Our kernels launch on the current device (the fused layers call them directly): make it the model's.
+        with torch.inference_mode(), torch.cuda.device(self.device):
             y = self.model(torch.from_numpy(np.ascontiguousarray(x)).to(self.device, non_blocking=False))
         return y.to(self.torch_dtype).cpu().numpy()
 
@@ -99,20 +100,28 @@ class TensorRTRunner:
 
         check = check_engine_request(engine_path)
         self.manifest, self.profiles = check.manifest, check.profiles
-        self.loaded = load_engine_for_run(engine_path, self.manifest, plugin)
-        self.context = self.loaded.engine.create_execution_context()
+        self.device = torch.device("cuda", int(device))
+        # Everything on the instance's GPU: TensorRT deserializes the engine and creates the context (and our plugin
+        # uploads its weights) on the current device, which is 0 in a fresh backend process whatever
+        # model_instance_device_id says; the stream and tensors below live on self.device.
+        with torch.cuda.device(self.device):
+            self.loaded = load_engine_for_run(engine_path, self.manifest, plugin)
+            self.context = self.loaded.engine.create_execution_context()
+            self.stream = torch.cuda.Stream(self.device)
         io = self.loaded.io()
         self.input_name = next(t["name"] for t in io if t["mode"] == "input")
         self.output_name = next(t["name"] for t in io if t["mode"] == "output")
         self.input_dtype = np.dtype(next(t["dtype"] for t in io if t["mode"] == "input"))
         self.output_dtype = np.dtype(next(t["dtype"] for t in io if t["mode"] == "output"))
-        self.device = torch.device("cuda", int(device))
-        self.stream = torch.cuda.Stream(self.device)
         self.profile = 0
         self.find_profile = find_profile
         self.torch = torch
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
+        with self.torch.cuda.device(self.device):
+            return self._run(x)
+
+    def _run(self, x: np.ndarray) -> np.ndarray:
         torch = self.torch
         profile = self.find_profile(self.profiles, {self.input_name: tuple(x.shape)})
         if profile != self.profile:
