@@ -110,6 +110,15 @@ def test_options_do_not_apply_to_the_default_model_and_bad_metadata_is_named():
         build_model_from_metadata({"source": "wtconvnext_tiny", "weights": "random:0", "num_classes": "ten"})
 
 
+def test_a_moved_checkpoint_is_named_as_the_metadata_s(tmp_path):
+    moved = tmp_path / "gone" / "ckpt10.pth"
+    with pytest.raises(InputError) as error:
+        build_model_from_metadata({"source": "wtconvnext_tiny", "weights": f"checkpoint:{moved}"})
+    message = str(error.value)
+    assert f"{moved} (recorded in its metadata" in message
+    assert message.endswith("give it with --arch wtconvnext_tiny --checkpoint NEWPATH")
+
+
 # --------------------------------------------------------------------------------------------------------------
 # A 10-class WTConvNeXt-T: export, validate and engine build, as a user runs them
 # --------------------------------------------------------------------------------------------------------------

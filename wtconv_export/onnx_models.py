@@ -203,8 +203,9 @@ def _default_shape(config) -> dict:
     return {"input_shape": ",".join(map(str, shape))} if shape and len(shape) == 4 else {}
 
 
-def _recorded_options(metadata: dict) -> dict:
-    """num_classes / in_chans as recorded in the metadata (absent in exports older than these keys)."""
+def wtconvnext_options_from_metadata(metadata: dict) -> dict:
+    """The WTConvNeXt options (num_classes, in_chans) recorded in an export's metadata, as ints; those not recorded
+    (exports older than these keys) are left out, so create_wtconvnext's defaults apply."""
     options = {}
     for key in WTCONVNEXT_OPTIONS:
         if key in metadata:
@@ -239,10 +240,15 @@ def build_model_from_metadata(metadata: dict) -> tuple[nn.Module, dict]:
     if source == DEFAULT_SOURCE:
         return build_model(DEFAULT_SOURCE)
     if weights.startswith("random:"):
-        return build_model(
-            source, random_weights=True, seed=int(weights.split(":", 1)[1]), **_recorded_options(metadata)
-        )
+        seed = int(weights.split(":", 1)[1])
+        return build_model(source, random_weights=True, seed=seed, **wtconvnext_options_from_metadata(metadata))
     if weights.startswith("checkpoint:"):
+        checkpoint = weights.split(":", 1)[1]
+        if not os.path.isfile(checkpoint):
+            raise InputError(
+                f"the checkpoint the model was exported from, {checkpoint} (recorded in its metadata, "
+                f"wtconv_trt.weights), does not exist (moved?): give it with --arch {source} --checkpoint NEWPATH"
+            )
         # The checkpoint itself says its num_classes and in_chans (validate then checks the ONNX output against it).
-        return build_model(source, checkpoint=weights.split(":", 1)[1])
+        return build_model(source, checkpoint=checkpoint)
     raise ModelError(f"unrecognised wtconv_trt.weights metadata {weights!r}: give --checkpoint or --random-weights")
