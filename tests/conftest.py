@@ -18,6 +18,12 @@ Fixtures for hardware- and library-dependent tests (each calls pytest.skip with 
                          Skips with the reason when the headers, CMake or nvcc are absent.
     no_tensorrt          simulates a machine with neither TensorRT nor TensorRT-RTX (monkeypatch), so the "not
                          installed" paths run on every machine.
+    ort_library          libwtconv_ort.so (the ONNX Runtime custom-op library): $WTCONV_ORT_LIB as given, else built
+                         with CMake from plugin/ once per source hash into the per-user cache, with its CUDA op where
+                         nvcc is found (one architecture); returns its path. Skips with the reason when the ONNX
+                         Runtime C API headers, CMake or a C++ compiler are absent.
+    ort_cuda             ONNX Runtime's CUDA execution provider with that library's CUDA op: onnxruntime-gpu
+                         offering CUDAExecutionProvider, a GPU, and a library built with CUDA; returns the library.
 
 Markers do the same for a whole test: ``@pytest.mark.gpu`` behaves like require_cuda and
 ``@pytest.mark.tensorrt`` like require_tensorrt (markers are declared in pyproject.toml).
@@ -45,8 +51,10 @@ REPO = Path(__file__).resolve().parent.parent
 TENSORRT_HEADERS = REPO.parent / "shared" / "tensorrt-headers"
 # TensorRT-RTX 1.7 carries TensorRT 11's ABI (plugin/README.md): its plugins are built against the 11.x headers.
 RTX_HEADER_SET = "11.1"
-# One architecture keeps the test build short (about 20 s on two cores); the build phase runs no kernel.
-TEST_CUDA_ARCHITECTURES = "90"
+# One architecture keeps the test build short (about 20 s on two cores); the build phase runs no kernel. 8.0: its
+# machine code runs on 8.x and its PTX on newer GPUs, so every default TensorRT-RTX target can run the plugin
+# (trt_engine.plugin_library.runnable_targets refuses targets a plugin library has no code for).
+TEST_CUDA_ARCHITECTURES = "80"
 
 
 def pytest_configure(config):
@@ -175,6 +183,91 @@ def rtx_plugin(tensorrt_rtx):
                 kinds=["plugin", "plugin-static"],
             )
     return names
+
+
+ORT_LIB_ENV = "WTCONV_ORT_LIB"
+
+
+def ort_library_skip_reason():
+    from wtconv_export.library_build import onnxruntime_headers
+
+    if os.environ.get(ORT_LIB_ENV):
+        return None if Path(os.environ[ORT_LIB_ENV]).is_file() else f"{ORT_LIB_ENV}={os.environ[ORT_LIB_ENV]} does not exist"
+    if onnxruntime_headers(source=REPO / "plugin") is None:
+        return (
+            "ONNX Runtime C API headers not found (../shared/onnxruntime-headers/<version>/include beside the checkout, "
+            "third_party/onnxruntime-headers/<version>/include, or ONNXRUNTIME_INCLUDE_DIR): libwtconv_ort.so cannot "
+            "be built"
+        )
+    if shutil.which("cmake") is None:
+        return "cmake is not on PATH: libwtconv_ort.so cannot be built"
+    if not any(shutil.which(c) for c in ("c++", "g++", "clang++")):
+        return "no C++ compiler (c++, g++ or clang++) on PATH: libwtconv_ort.so cannot be built"
+    return None
+
+
+@pytest.fixture(scope="session")
+def ort_library():
+    """libwtconv_ort.so, built once per source hash into the per-user cache (a lock keeps concurrent test runs from
+    building the same folder twice)."""
+    import fcntl
+
+    from wtconv_export import libraries
+    from wtconv_export.library_build import build_libraries, nvcc_path, onnxruntime_headers, sources_digest
+
+    reason = ort_library_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    if os.environ.get(ORT_LIB_ENV):
+        return Path(os.environ[ORT_LIB_ENV])
+    headers = onnxruntime_headers(source=REPO / "plugin")
+    cuda = nvcc_path() is not None
+    digest = sources_digest(
+        REPO / "plugin",
+        "ort",
+        (headers / "onnxruntime_c_api.h").read_text(errors="replace"),
+        TEST_CUDA_ARCHITECTURES if cuda else "no-cuda",
+    )[:16]
+    folder = libraries.user_cache_dir() / "test-builds" / f"ort-{digest}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "lib" / libraries.FILE_NAMES["ort"]
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.is_file():
+            build_libraries(
+                source=REPO / "plugin",
+                build_dir=folder / "build",
+                install_root=folder / "lib",
+                cuda_architectures=TEST_CUDA_ARCHITECTURES,
+                kinds=["ort"],
+                onnxruntime_include=headers,
+            )
+    return path
+
+
+def ort_cuda_skip_reason(library):
+    from wtconv_export import libraries
+
+    try:
+        import onnxruntime
+    except ImportError:
+        return "onnxruntime is not installed"
+    if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+        return (
+            f"onnxruntime {onnxruntime.__version__} offers no CUDAExecutionProvider "
+            f"({', '.join(onnxruntime.get_available_providers())}): install onnxruntime-gpu"
+        )
+    if libraries.ort_library_info(library).get("cuda") != "yes":
+        return f"{library} was built without its CUDA op (no nvcc where it was built)"
+    return cuda_device_skip_reason()
+
+
+@pytest.fixture(scope="session")
+def ort_cuda(ort_library):
+    reason = ort_cuda_skip_reason(ort_library)
+    if reason:
+        pytest.skip(reason)
+    return ort_library
 
 
 @pytest.fixture

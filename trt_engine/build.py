@@ -333,7 +333,7 @@ def check_plugin_need(info: OnnxInfo, plugin) -> None:
 def build_engine(opts: BuildOptions) -> BuildResult:
     """Check the inputs (CPU), then build with TensorRT or TensorRT-RTX, write engine + manifest atomically."""
     from trt_engine import backends, tensorrt_api
-    from trt_engine.plugin_library import default_plugin, expected_abi, inspect_library, runtime_name
+    from trt_engine.plugin_library import default_plugin, expected_abi, inspect_library, runnable_targets, runtime_name
 
     start = time.monotonic()
     info = inspect_onnx(opts.onnx)
@@ -383,6 +383,7 @@ def build_engine(opts: BuildOptions) -> BuildResult:
                 f"--compute-capability {', '.join(unknown)}: {runtime} compiles for "
                 f"{', '.join(known)} (or 'current', the GPU of this machine)"
             )
+        compute_capabilities = runnable_targets(opts.plugin, compute_capabilities, bool(opts.compute_capabilities))
 
     plugin_record = None
     if opts.plugin:

@@ -17,12 +17,17 @@ versioned interface), so it is refused here, by name, before anything loads it.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import re
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from wtconv_export import libraries
 from wtconv_export.errors import PluginError
+
+log = logging.getLogger(__name__)
 
 ABI_SECTION = ".wtconv_trt_abi"
 ABI_RECORD_TAG = "wtconv_trt_plugin"
@@ -31,12 +36,70 @@ ABI_RECORD_TAG = "wtconv_trt_plugin"
 _RECORD_KINDS = {"dynamic": "dynamic", "static": "static-registration"}
 
 
+@dataclass(frozen=True)
+class CudaCode:
+    """The GPU code a library carries (its ``.nv_fatbin`` section, written by nvcc): machine code (cubin) for these
+    SM architectures, and PTX for these virtual ones (e.g. cubins {80, 86, 89, 90}, PTX {90} for
+    ``-DCMAKE_CUDA_ARCHITECTURES=80;86;89;90``). Architectures are major * 10 + minor (120 for 12.0)."""
+
+    cubins: frozenset
+    ptx: frozenset
+
+    def runs_on(self, capability: int) -> bool:
+        """Whether a GPU of compute capability ``capability`` (major * 10 + minor) can run this code: a cubin of the
+        same major and a minor not above its own, or PTX of a virtual architecture not above it, which the driver
+        compiles when the library is loaded (CUDA C++ Programming Guide, "Binary Compatibility" and "PTX
+        Compatibility")."""
+        major, minor = divmod(capability, 10)
+        return any(a // 10 == major and a % 10 <= minor for a in self.cubins) or any(a <= capability for a in self.ptx)
+
+    def describe(self) -> str:
+        cubins = ", ".join(f"sm_{a}" for a in sorted(self.cubins)) or "no machine code"
+        ptx = ", ".join(f"compute_{a}" for a in sorted(self.ptx))
+        return cubins + (f" (+ PTX {ptx})" if ptx else "")
+
+
+# nvcc's fat binary container (not documented by NVIDIA; the layout cuobjdump reads): a 16-byte header (magic
+# 0xBA55ED50, u16 version, u16 header size, u64 size of the entries that follow), then entries, each an entry
+# header (u16 kind: 1 PTX, 2 cubin; u16; u32 entry header size; u32 payload size padded to 8 bytes; ...; u32 SM
+# architecture at byte 28) followed by its payload. A section holds one container per translation unit.
+_FATBIN_MAGIC = 0xBA55ED50
+_FATBIN_PTX, _FATBIN_CUBIN = 1, 2
+
+
+def parse_fatbin(data: bytes) -> CudaCode:
+    """The architectures of every container in a ``.nv_fatbin`` section's bytes (padding may separate the
+    containers). Raises ValueError on a container whose entries do not fit it."""
+    cubins, ptx = set(), set()
+    magic_bytes = struct.pack("<I", _FATBIN_MAGIC)
+    offset = data.find(magic_bytes)
+    while 0 <= offset and offset + 16 <= len(data):
+        _magic, _version, header_size, entries_size = struct.unpack_from("<IHHQ", data, offset)
+        end = offset + header_size + entries_size
+        if header_size < 16 or end > len(data):
+            raise ValueError(f"fat binary container at {offset} overruns the section")
+        entry = offset + header_size
+        while entry + 32 <= end:
+            kind, _, entry_size, payload_size = struct.unpack_from("<HHII", data, entry)
+            (arch,) = struct.unpack_from("<I", data, entry + 28)
+            if entry_size < 32:
+                raise ValueError(f"fat binary entry at {entry} has a header of {entry_size} bytes")
+            if kind == _FATBIN_CUBIN:
+                cubins.add(arch)
+            elif kind == _FATBIN_PTX:
+                ptx.add(arch)
+            entry += entry_size + payload_size
+        offset = data.find(magic_bytes, end)
+    return CudaCode(frozenset(cubins), frozenset(ptx))
+
+
 @dataclass
 class LibraryInfo:
     path: str
     needed: list = field(default_factory=list)  # DT_NEEDED entries, e.g. ["libnvinfer.so.10", "libcudart.so.13"]
     defined_symbols: set = field(default_factory=set)  # dynamic symbols the library defines (exports)
     abi_record: dict | None = None  # the .wtconv_trt_abi record's key=value words, if present
+    cuda_code: CudaCode | None = None  # the GPU code in its .nv_fatbin section; None when it has none
 
     @property
     def exports_get_creators(self) -> bool:
@@ -129,6 +192,9 @@ def inspect_library(path) -> LibraryInfo:
             section = elf.get_section_by_name(ABI_SECTION)
             if section is not None:
                 info.abi_record = parse_abi_record(section.data().decode("ascii", "replace"))
+            fatbin = elf.get_section_by_name(".nv_fatbin")
+            if fatbin is not None:
+                info.cuda_code = parse_fatbin(fatbin.data())
         except (ELFError, ValueError, OSError, EOFError) as error:  # pyelftools on cut or damaged files
             raise PluginError(
                 f"plugin library {path} is a truncated or damaged ELF file ({error}); rebuild it"
@@ -202,3 +268,131 @@ def default_plugin(static: bool = False, abi: str | None = None) -> Path | None:
     build tree; wtconv_export.libraries), for ABI ``abi`` when given; None when none is found."""
     kind = "plugin-static" if static else "plugin"
     return libraries.find(kind, abi, accept=_record_matches(abi))
+
+
+# -------------------------------------------------------------------------------------------------------------
+# GPU targets: the code a plugin library carries vs the compute capabilities a TensorRT-RTX engine is built for
+# -------------------------------------------------------------------------------------------------------------
+
+
+def _capability_number(text: str) -> int:
+    major, _, minor = text.partition(".")
+    return int(major) * 10 + int(minor or 0)
+
+
+def runnable_targets(plugin, targets: list | None, requested: bool) -> list | None:
+    """The TensorRT-RTX targets (``"8.9"``, ``"12.0"``, ``"current"``) an engine using ``plugin`` can be built for.
+
+    TensorRT-RTX builds for GPUs the building machine need not have, so nothing at build time runs the plugin's
+    kernels: a target the library has no code for would build and then fail at the first enqueue ("no kernel
+    image"). Targets ``requested`` by the user (--compute-capability) that the library cannot run on are refused
+    (PluginError naming them, the library's code and the fix); from the default targets they are left out, with a
+    warning (PluginError when none is left). ``current`` (this machine's GPU, known only to TensorRT) and a library
+    without GPU code (not built by nvcc) pass unchecked."""
+    if not plugin or not targets:
+        return targets
+    code = inspect_library(plugin).cuda_code
+    if code is None:
+        return targets
+    unable = [t for t in targets if t != "current" and not code.runs_on(_capability_number(t))]
+    if not unable:
+        return targets
+    fix = (
+        "rebuild the plugin library with code for them (wtconv-trt build-libs, whose default is "
+        "CMAKE_CUDA_ARCHITECTURES=80;86;89;90: machine code for 8.x and 9.0, PTX for newer GPUs; the kernels need "
+        "compute capability 8.0 or newer)"
+    )
+    if requested:
+        raise PluginError(
+            f"--compute-capability {', '.join(unable)}: plugin library {plugin} has code for {code.describe()}, "
+            f"which GPUs of compute capability {', '.join(unable)} cannot run (the engine would fail at its first "
+            f"inference there): drop {'it' if len(unable) == 1 else 'them'} from --compute-capability, or {fix}"
+        )
+    kept = [t for t in targets if t not in unable]
+    if not kept:
+        raise PluginError(
+            f"plugin library {plugin} has code for {code.describe()}, which none of the default TensorRT-RTX "
+            f"targets ({', '.join(targets)}) can run: {fix}"
+        )
+    log.warning(
+        "plugin library %s has code for %s: the engine is built for %s only, not for %s (%s)",
+        plugin,
+        code.describe(),
+        ", ".join(kept),
+        ", ".join(unable),
+        fix,
+    )
+    return kept
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Which library registered the WTConv2d creator this process already has
+# -------------------------------------------------------------------------------------------------------------
+
+
+def mapped_libraries(maps_text: str | None = None) -> list[Path]:
+    """The shared libraries mapped into this process (``/proc/self/maps``; ``maps_text`` for tests), in order."""
+    if maps_text is None:
+        try:
+            maps_text = Path("/proc/self/maps").read_text()
+        except OSError:
+            return []
+    paths = []
+    for line in maps_text.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5].startswith("/") and ".so" in Path(fields[5]).name:
+            path = Path(fields[5])
+            if path not in paths:
+                paths.append(path)
+    return paths
+
+
+def read_abi_record(path) -> dict | None:
+    """The ``.wtconv_trt_abi`` record of an ELF file, or None (no record, not ELF, unreadable)."""
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                return None
+            f.seek(0)
+            section = ELFFile(f).get_section_by_name(ABI_SECTION)
+            return parse_abi_record(section.data().decode("ascii", "replace")) if section is not None else None
+    except Exception:  # noqa: BLE001 -- any unreadable or damaged file simply has no record for us
+        return None
+
+
+def check_creator_source(requested, loaded_here=(), maps_text: str | None = None) -> None:
+    """PluginError unless the WTConv2d creator already registered in this process came from the file ``requested``.
+
+    A creator registers once per process, by whichever library was loaded first (an LD_PRELOADed static-registration
+    library, an earlier load_plugin of another build): loading ``requested`` then registers nothing, so an engine
+    built or run now would use the other library's code while its manifest records ``requested``. The libraries
+    that can have registered it are those this process loaded through load_plugin (``loaded_here``) and those
+    mapped into it carrying our ABI record; one of them identical to ``requested`` (same file or same bytes) is
+    fine."""
+    requested = Path(requested).resolve()
+    candidates = [Path(p) for p in loaded_here]
+    for path in mapped_libraries(maps_text):
+        if path not in candidates and read_abi_record(path) is not None:
+            candidates.append(path)
+    digest = None
+    for path in candidates:
+        try:
+            if path.resolve() == requested or path.samefile(requested):
+                return
+            digest = digest or hashlib.sha256(requested.read_bytes()).hexdigest()
+            if hashlib.sha256(path.read_bytes()).hexdigest() == digest:
+                log.info("the WTConv2d creator was registered by %s, identical to %s", path, requested)
+                return
+        except OSError:
+            continue
+    others = ", ".join(str(p) for p in candidates) or (
+        "a library not found among this process's mapped files (linked into the program?)"
+    )
+    raise PluginError(
+        f"a WTConv2d plugin creator is already registered in this process, by {others}; plugin library "
+        f"{requested} was not loaded (a creator registers once per process), so the engine would run the other "
+        f"library's code while its manifest names {requested}. Load one plugin library per process: remove the "
+        f"other from LD_PRELOAD or --plugins, or pass it as --plugin"
+    )

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from trt_engine import backends
 from trt_engine.manifest import parse_version
-from trt_engine.plugin_library import check_library_for_tensorrt, inspect_library, runtime_name
+from trt_engine.plugin_library import check_creator_source, check_library_for_tensorrt, inspect_library, runtime_name
 from wtconv_export import contract
 from wtconv_export.errors import ConfigurationError, EngineError, PluginError
 
@@ -225,8 +225,8 @@ def load_plugin(path) -> dict:
     The library's ABI record is read first, without loading it: a library built for another TensorRT ABI is
     refused by name (PluginError). A dynamic library (exports getCreators) goes through
     IPluginRegistry.load_library; a static-registration library registers itself when dlopen'ed (ctypes.CDLL, as
-    ``polygraphy --plugins`` does). If the creator is already registered (this process loaded it before) nothing
-    is loaded twice: load_library would fail."""
+    ``polygraphy --plugins`` does). If the creator is already registered nothing is loaded twice (load_library
+    would fail): fine when this same file registered it, else PluginError naming the library that did."""
     trt = import_tensorrt()
     backend = backend_of(trt)
     version = str(trt.__version__)
@@ -244,7 +244,10 @@ def load_plugin(path) -> dict:
         "tensorrt_major": trt_major,
         "abi": info.abi,
     }
-    if resolved in _LOADED_LIBRARIES or has_wtconv_creator():
+    if resolved in _LOADED_LIBRARIES:
+        return result
+    if has_wtconv_creator():  # registered before: by this very file, or refused naming the one that did
+        check_creator_source(resolved, _LOADED_LIBRARIES)
         return result
     logger = get_logger()
     try:
