@@ -19,9 +19,10 @@ Fixtures for hardware- and library-dependent tests (each calls pytest.skip with 
     no_tensorrt          simulates a machine with neither TensorRT nor TensorRT-RTX (monkeypatch), so the "not
                          installed" paths run on every machine.
     ort_library          libwtconv_ort.so (the ONNX Runtime custom-op library): $WTCONV_ORT_LIB as given, else built
-                         with CMake from plugin/ once per source hash into the per-user cache, with its CUDA op where
-                         nvcc is found (one architecture); returns its path. Skips with the reason when the ONNX
-                         Runtime C API headers, CMake or a C++ compiler are absent.
+                         with CMake from plugin/ once per source hash into the per-user cache; with its CUDA op (one
+                         architecture) where nvcc is found and a GPU can run it, else the CPU op alone (g++ only, as
+                         on a CI machine). Returns its path. Skips with the reason when the ONNX Runtime C API
+                         headers, CMake or a C++ compiler are absent.
     ort_cuda             ONNX Runtime's CUDA execution provider with that library's CUDA op: onnxruntime-gpu
                          offering CUDAExecutionProvider, a GPU, and a library built with CUDA; returns the library.
 
@@ -186,18 +187,24 @@ def rtx_plugin(tensorrt_rtx):
 
 
 ORT_LIB_ENV = "WTCONV_ORT_LIB"
+# The ONNX Runtime library's CUDA op is built only where a GPU is visible: for that GPU alone (CMake's "native").
+ORT_TEST_CUDA_ARCHITECTURES = "native"
 
 
 def ort_library_skip_reason():
     from wtconv_export.library_build import onnxruntime_headers
 
     if os.environ.get(ORT_LIB_ENV):
-        return None if Path(os.environ[ORT_LIB_ENV]).is_file() else f"{ORT_LIB_ENV}={os.environ[ORT_LIB_ENV]} does not exist"
+        return (
+            None
+            if Path(os.environ[ORT_LIB_ENV]).is_file()
+            else f"{ORT_LIB_ENV}={os.environ[ORT_LIB_ENV]} does not exist"
+        )
     if onnxruntime_headers(source=REPO / "plugin") is None:
         return (
-            "ONNX Runtime C API headers not found (../shared/onnxruntime-headers/<version>/include beside the checkout, "
-            "third_party/onnxruntime-headers/<version>/include, or ONNXRUNTIME_INCLUDE_DIR): libwtconv_ort.so cannot "
-            "be built"
+            "ONNX Runtime C API headers not found (../shared/onnxruntime-headers/<version>/include beside the "
+            "checkout, third_party/onnxruntime-headers/<version>/include, or ONNXRUNTIME_INCLUDE_DIR): "
+            "libwtconv_ort.so cannot be built"
         )
     if shutil.which("cmake") is None:
         return "cmake is not on PATH: libwtconv_ort.so cannot be built"
@@ -221,12 +228,14 @@ def ort_library():
     if os.environ.get(ORT_LIB_ENV):
         return Path(os.environ[ORT_LIB_ENV])
     headers = onnxruntime_headers(source=REPO / "plugin")
-    cuda = nvcc_path() is not None
+    # The CUDA op only where it can run: without a GPU, compiling the kernels would only cost minutes here
+    # (tests/test_ort_build.py compiles the CUDA op itself wherever nvcc is found).
+    cuda = nvcc_path() is not None and cuda_device_skip_reason() is None
     digest = sources_digest(
         REPO / "plugin",
         "ort",
         (headers / "onnxruntime_c_api.h").read_text(errors="replace"),
-        TEST_CUDA_ARCHITECTURES if cuda else "no-cuda",
+        ORT_TEST_CUDA_ARCHITECTURES if cuda else "no-cuda",
     )[:16]
     folder = libraries.user_cache_dir() / "test-builds" / f"ort-{digest}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -238,9 +247,10 @@ def ort_library():
                 source=REPO / "plugin",
                 build_dir=folder / "build",
                 install_root=folder / "lib",
-                cuda_architectures=TEST_CUDA_ARCHITECTURES,
+                cuda_architectures=ORT_TEST_CUDA_ARCHITECTURES,
                 kinds=["ort"],
                 onnxruntime_include=headers,
+                with_cuda=cuda,
             )
     return path
 

@@ -195,12 +195,12 @@ def test_fp16_within_twice_pytorch_fp16_error(ops, exports, references, error_re
 
 
 def test_node_attribute_names_are_the_plugin_field_names(exports):
-    """The exported attributes against the C++ plugin's field names (plugin/trt/wtconvPluginContract.h),
+    """The exported attributes against the C++ plugin's field names (plugin/common/wtconvPluginContract.h),
     directly; tests/test_plugin_contract.py checks that header against contract.py."""
     import re
     from pathlib import Path
 
-    header = Path(__file__).resolve().parent.parent / "plugin" / "trt" / "wtconvPluginContract.h"
+    header = Path(__file__).resolve().parent.parent / "plugin" / "common" / "wtconvPluginContract.h"
     if not header.is_file():
         pytest.skip(f"{header} not present")
     text = re.sub(r"//[^\n]*", "", re.sub(r"/\*.*?\*/", "", header.read_text(), flags=re.S))

@@ -1,6 +1,6 @@
 """The ONNX <-> TensorRT plugin contract is the same on both sides (docs/design.md §4).
 
-Python defines it in wtconv_export/contract.py, C++ in plugin/trt/wtconvPluginContract.h; this test parses the
+Python defines it in wtconv_export/contract.py, C++ in plugin/common/wtconvPluginContract.h; this test parses the
 header (no compiler needed) and checks names, version, namespace, field names and limits agree, and that the
 plugin sources spell no contract string literally (each side defines the names once).
 """
@@ -13,7 +13,7 @@ import pytest
 from wtconv_export import contract
 
 ROOT = Path(__file__).resolve().parent.parent
-HEADER = ROOT / "plugin" / "trt" / "wtconvPluginContract.h"
+HEADER = ROOT / "plugin" / "common" / "wtconvPluginContract.h"
 KERNEL_HEADER = ROOT / "plugin" / "kernels" / "wtconvKernel.h"
 PLUGIN_SOURCES = [
     ROOT / "plugin" / "trt" / name
@@ -22,10 +22,16 @@ PLUGIN_SOURCES = [
         "wtconvPlugin.h",
         "wtconvPluginEntry.cpp",
         "wtconvPluginRegistration.cpp",
+        "wtconvPluginAbi.h",
+    )
+] + [
+    ROOT / "plugin" / "common" / name
+    for name in (
         "wtconvPluginFields.cpp",
         "wtconvPluginFields.h",
         "wtconvPluginFieldsCapi.cpp",
-        "wtconvPluginAbi.h",
+        "wtconvLayerFields.cpp",
+        "wtconvLayerFields.h",
     )
 ]
 

@@ -1,6 +1,6 @@
 """The ONNX <-> TensorRT plugin contract, defined once on the Python side (docs/design.md §4).
 
-The C++ side defines the same names once in ``plugin/trt/wtconvPluginContract.h``; a test reads that
+The C++ side defines the same names once in ``plugin/common/wtconvPluginContract.h``; a test reads that
 header and checks the two agree, so a rename on one side cannot slip through.
 """
 

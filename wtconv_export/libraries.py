@@ -1,21 +1,27 @@
-"""Where the compiled libraries are found: one lookup order for the kernel library and the plugin libraries.
+"""Where the compiled libraries are found: one lookup order for the kernel library, the plugin libraries and the
+ONNX Runtime custom-op library.
 
-Three libraries are built from ``plugin/`` (docs/engines.md, "Compiled libraries"):
+Four libraries are built from ``plugin/`` (docs/engines.md, "Compiled libraries"; docs/onnx_runtime.md):
 
 - ``kernels``: ``libwtconv_kernels_capi.so``, the fused CUDA kernels behind an ``extern "C"`` API (ctypes);
 - ``plugin``: ``libwtconv_trt_plugin_dynamic.so``, the TensorRT plugin loaded with ``IPluginRegistry.loadLibrary``;
 - ``plugin-static``: ``libwtconv_trt_plugin.so``, the plugin that registers itself when dlopen'ed (Triton,
-  ``polygraphy --plugins``).
+  ``polygraphy --plugins``);
+- ``ort``: ``libwtconv_ort.so``, the ``wtconv::WTConv2d`` op for ONNX Runtime (CPU, and CUDA where built with nvcc),
+  for ``SessionOptions.register_custom_ops_library(path)``; :func:`ort_library` returns its path.
 
 A plugin library is built against one TensorRT ABI (``trt10`` or ``trt11``; TensorRT-RTX uses ``trt11``), so
 plugin lookups take the ABI wanted and look in a folder per ABI. The order, first match wins:
 
-1. the environment variable (``WTCONV_KERNELS_LIB``, ``WTCONV_TRT_PLUGIN``, ``WTCONV_TRT_PLUGIN_STATIC``), a file
-   path taken as given;
+1. the environment variable (``WTCONV_KERNELS_LIB``, ``WTCONV_TRT_PLUGIN``, ``WTCONV_TRT_PLUGIN_STATIC``,
+   ``WTCONV_ORT_LIB``), a file path taken as given;
 2. the package's own ``lib`` folder (``wtconv_export/lib/``, ``wtconv_export/lib/<abi>/``);
 3. the per-user cache (``$WTCONV_TRT_CACHE``, else ``$XDG_CACHE_HOME/wtconv-trt``, else ``~/.cache/wtconv-trt``),
    ``lib/`` and ``lib/<abi>/`` below it, where ``wtconv-trt build-libs`` installs;
-4. a CMake build tree beside the sources (``build/plugin``, ``build/plugin/trt``) for a checkout.
+4. a CMake build tree beside the sources (``build/plugin``, ``build/plugin/trt``, ``build/plugin/onnxruntime``) for
+   a checkout.
+
+The kernels and the ONNX Runtime library do not depend on a TensorRT ABI: one folder each, no ABI level.
 
 Only the standard library is used here, so both ``wtconv_export.cuda_kernels`` and ``trt_engine`` can call it.
 """
@@ -27,13 +33,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-KINDS = ("kernels", "plugin", "plugin-static")
+KINDS = ("kernels", "plugin", "plugin-static", "ort")
 FILE_NAMES = {
     "kernels": "libwtconv_kernels_capi.so",
     "plugin": "libwtconv_trt_plugin_dynamic.so",
     "plugin-static": "libwtconv_trt_plugin.so",
+    "ort": "libwtconv_ort.so",
 }
-ENV_VARS = {"kernels": "WTCONV_KERNELS_LIB", "plugin": "WTCONV_TRT_PLUGIN", "plugin-static": "WTCONV_TRT_PLUGIN_STATIC"}
+ENV_VARS = {
+    "kernels": "WTCONV_KERNELS_LIB",
+    "plugin": "WTCONV_TRT_PLUGIN",
+    "plugin-static": "WTCONV_TRT_PLUGIN_STATIC",
+    "ort": "WTCONV_ORT_LIB",
+}
+# Kinds built once whatever the TensorRT ABI (installed in lib/ itself), and where CMake puts each kind.
+ABI_FREE = ("kernels", "ort")
+_BUILD_SUBDIR = {"kernels": ".", "plugin": "trt", "plugin-static": "trt", "ort": "onnxruntime"}
 ENV_CACHE = "WTCONV_TRT_CACHE"
 ABIS = ("trt10", "trt11")
 
@@ -91,13 +106,12 @@ def candidates(kind: str, abi: str | None = None) -> list[Candidate]:
     if env:
         out.append(Candidate(f"environment {ENV_VARS[kind]}", Path(env).expanduser()))
     for where, base in (("package", package_lib_dir()), ("user cache", user_lib_dir())):
-        if kind == "kernels":
+        if kind in ABI_FREE:
             out.append(Candidate(where, base / name))
         else:
             for one in [abi] if abi else list(ABIS):
                 out.append(Candidate(f"{where} ({one})", base / one / name))
-    tree = build_tree_dir()
-    out.append(Candidate("build tree", tree / name if kind == "kernels" else tree / "trt" / name))
+    out.append(Candidate("build tree", build_tree_dir() / _BUILD_SUBDIR[kind] / name))
     return out
 
 
@@ -113,11 +127,44 @@ def find(kind: str, abi: str | None = None, accept: Callable[[Path], bool] | Non
     return None
 
 
+def ort_library() -> Path | None:
+    """The ONNX Runtime custom-op library (``libwtconv_ort.so``) in lookup order, or None when it is not built.
+
+    Any ONNX Runtime session can use it::
+
+        options = onnxruntime.SessionOptions()
+        options.register_custom_ops_library(str(wtconv_export.libraries.ort_library()))
+    """
+    return find("ort")
+
+
+_ORT_INFO_MARK = b"wtconv_ort_info: "
+
+
+def ort_library_info(path) -> dict[str, str]:
+    """The record a ``libwtconv_ort.so`` carries (plugin/onnxruntime/wtconvOrtEntry.cpp), read from the file without
+    loading it: {"package_version", "ort_api" (the C API version it asks for), "domain", "cuda" ("yes" when it has
+    the CUDA op)}; empty when the file has no record (not built from plugin/onnxruntime)."""
+    data = Path(path).read_bytes()
+    start = data.find(_ORT_INFO_MARK)
+    if start < 0:
+        return {}
+    end = data.find(b"\n", start)
+    words = data[start + len(_ORT_INFO_MARK) : end if end > 0 else None].decode("ascii", "replace").split()
+    return dict(word.split("=", 1) for word in words if "=" in word)
+
+
+def build_subdir(kind: str) -> str:
+    """Where CMake puts library ``kind`` below its build folder."""
+    _check_kind(kind, None)
+    return _BUILD_SUBDIR[kind]
+
+
 def install_dir(kind: str, abi: str | None = None, root: Path | None = None) -> Path:
     """Where ``wtconv-trt build-libs`` puts library ``kind`` under ``root`` (default: the per-user lib folder)."""
     _check_kind(kind, abi)
     root = user_lib_dir() if root is None else Path(root)
-    if kind == "kernels":
+    if kind in ABI_FREE:
         return root
     if abi is None:
         raise ValueError("a plugin library is installed per TensorRT ABI: give abi='trt10' or 'trt11'")
@@ -126,14 +173,18 @@ def install_dir(kind: str, abi: str | None = None, root: Path | None = None) -> 
 
 __all__ = [
     "ABIS",
+    "ABI_FREE",
     "Candidate",
     "ENV_VARS",
     "FILE_NAMES",
     "KINDS",
+    "build_subdir",
     "build_tree_dir",
     "candidates",
     "find",
     "install_dir",
+    "ort_library",
+    "ort_library_info",
     "package_lib_dir",
     "user_cache_dir",
     "user_lib_dir",

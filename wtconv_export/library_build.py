@@ -6,10 +6,12 @@ Used by ``wtconv-trt build-libs`` and by the test suite's plugin fixture::
     installed = build_libraries(tensorrt_headers="TensorRT-11/include")   # -> {"kernels": Path, "plugin": ...}
 
 CMake configures ``plugin/`` of the source checkout (the package's ``wtconv_export`` sits beside it in an
-editable install; pass ``source=`` otherwise), builds the kernel C API library and, when TensorRT headers are
-given, the two plugin libraries, then copies them into the per-user cache: ``lib/`` for the kernels,
-``lib/<abi>/`` for the plugins, the ABI (``trt10`` / ``trt11``) read from the headers' ``NvInferVersion.h``.
-TensorRT-RTX uses plugins built against TensorRT 11 headers (plugin/README.md).
+editable install; pass ``source=`` otherwise), builds the kernel C API library (where nvcc is found), the two
+plugin libraries (when TensorRT headers are given) and the ONNX Runtime custom-op library (when ONNX Runtime's C
+API headers are found: :func:`onnxruntime_headers`; its CPU op needs only a C++ compiler, its CUDA op is added
+where nvcc is found), then copies them into the per-user cache: ``lib/`` for the kernels and the ONNX Runtime
+library, ``lib/<abi>/`` for the plugins, the ABI (``trt10`` / ``trt11``) read from the headers'
+``NvInferVersion.h``. TensorRT-RTX uses plugins built against TensorRT 11 headers (plugin/README.md).
 """
 
 from __future__ import annotations
@@ -31,15 +33,55 @@ _TARGETS = {
     "kernels": "wtconv_kernels_capi",
     "plugin": "wtconv_trt_plugin_dynamic",
     "plugin-static": "wtconv_trt_plugin",
+    "ort": "wtconv_ort",
 }
-_BUILT_AT = {"kernels": ".", "plugin": "trt", "plugin-static": "trt"}  # below the build folder
-_SOURCE_SUFFIXES = {".cu", ".cuh", ".h", ".hpp", ".cpp", ".c", ".txt", ".cmake", ".in"}
+_NEEDS_CUDA = ("kernels", "plugin", "plugin-static")
+_SOURCE_SUFFIXES = {".cu", ".cuh", ".h", ".hpp", ".cpp", ".c", ".txt", ".cmake", ".in", ".map"}
+# Environment variable naming the folder with onnxruntime_c_api.h (the CMake cache variable of the same name).
+ENV_ORT_HEADERS = "ONNXRUNTIME_INCLUDE_DIR"
+_CUDA_DEFAULT = Path("/usr/local/cuda/bin/nvcc")
 
 
 def default_source_dir() -> Path | None:
     """``plugin/`` of the checkout this package runs from, or None (an installed wheel has no sources)."""
     folder = libraries.build_tree_dir().parent.parent / "plugin"
     return folder if (folder / "CMakeLists.txt").is_file() else None
+
+
+def nvcc_path() -> Path | None:
+    """nvcc on PATH, else the CUDA toolkit's default place, else None (then only the ONNX Runtime CPU op builds)."""
+    found = shutil.which("nvcc")
+    if found:
+        return Path(found)
+    return _CUDA_DEFAULT if _CUDA_DEFAULT.is_file() else None
+
+
+def onnxruntime_headers(given=None, source: Path | None = None) -> Path | None:
+    """The folder holding ONNX Runtime's ``onnxruntime_c_api.h``: ``given`` (InputError when it has none), else the
+    environment variable ``ONNXRUNTIME_INCLUDE_DIR``, else the newest header set beside a checkout
+    (``../shared/onnxruntime-headers/<version>/include``, ``third_party/onnxruntime-headers/<version>/include``),
+    else None."""
+    if given is not None:
+        path = Path(given).expanduser().resolve()
+        for folder in (path, path / "include"):
+            if (folder / "onnxruntime_c_api.h").is_file():
+                return folder
+        raise InputError(
+            f"--onnxruntime-headers {given}: no onnxruntime_c_api.h there; give the include/ folder of ONNX "
+            "Runtime's C API headers (1.17 or newer)"
+        )
+    env = os.environ.get(ENV_ORT_HEADERS)
+    if env and (Path(env) / "onnxruntime_c_api.h").is_file():
+        return Path(env).resolve()
+    source = Path(source) if source else default_source_dir()
+    if source is None:
+        return None
+    repo = source.resolve().parent
+    for base in (repo.parent / "shared" / "onnxruntime-headers", repo / "third_party" / "onnxruntime-headers"):
+        sets = [p for p in base.glob("*/include") if (p / "onnxruntime_c_api.h").is_file()]
+        if sets:
+            return max(sets, key=lambda p: [int(x) if x.isdigit() else 0 for x in p.parent.name.split(".")])
+    return None
 
 
 def tensorrt_root(headers) -> Path:
@@ -105,11 +147,16 @@ def build_libraries(
     cuda_architectures: str | None = None,
     jobs: int | None = None,
     kinds=None,
+    onnxruntime_include=None,
+    with_cuda: bool = True,
 ) -> dict:
     """Configure, build and install the libraries; returns {kind: installed path}.
 
-    ``kinds``: which of "kernels", "plugin", "plugin-static" (default: the kernels, and both plugins when
-    ``tensorrt_headers`` is given). ``install_root``: default the per-user lib folder. ``cuda_architectures``:
+    ``kinds``: which of "kernels", "plugin", "plugin-static", "ort" (default: every one this machine can build:
+    the kernels where nvcc is found, both plugins when ``tensorrt_headers`` is given, the ONNX Runtime library when
+    its headers are found). ``onnxruntime_include``: the folder with ``onnxruntime_c_api.h`` (default:
+    :func:`onnxruntime_headers`). ``with_cuda=False`` builds without nvcc even where it is found (the ONNX Runtime
+    library then has its CPU op only). ``install_root``: default the per-user lib folder. ``cuda_architectures``:
     CMake's list ("90", "80;86;89;90", "native"); default plugin/CMakeLists.txt's."""
     root = tensorrt_root(tensorrt_headers) if tensorrt_headers else None
     abi = headers_abi(root) if root else None
@@ -119,15 +166,33 @@ def build_libraries(
             "the CMake sources (plugin/) are not beside this package: run from a checkout of "
             "the repository, or pass --source PATH/TO/plugin"
         )
-    for tool in ("cmake", "nvcc"):
-        if shutil.which(tool) is None and not (tool == "nvcc" and Path("/usr/local/cuda/bin/nvcc").is_file()):
-            raise ConfigurationError(
-                f"{tool} is not on PATH: building the libraries needs CMake >= 3.24 and the CUDA toolkit (nvcc)"
-            )
+    if shutil.which("cmake") is None:
+        raise ConfigurationError("cmake is not on PATH: building the libraries needs CMake >= 3.24")
+    nvcc = nvcc_path() if with_cuda else None
+    ort_headers = onnxruntime_headers(onnxruntime_include, source)
     if kinds is None:
-        kinds = ["kernels"] + (["plugin", "plugin-static"] if root else [])
+        kinds = (["kernels"] if nvcc else []) + (["plugin", "plugin-static"] if root else [])
+        kinds += ["ort"] if ort_headers else []
+        if not kinds:
+            raise ConfigurationError(
+                "nothing to build here: no CUDA toolkit (nvcc) for the kernels and plugins, and no ONNX Runtime C API "
+                f"headers for libwtconv_ort.so (set {ENV_ORT_HEADERS} to the folder with onnxruntime_c_api.h)"
+            )
+    unknown = [k for k in kinds if k not in _TARGETS]
+    if unknown:
+        raise ValueError(f"library kinds {unknown}: expected some of {', '.join(_TARGETS)}")
     if any(k.startswith("plugin") for k in kinds) and root is None:
         raise InputError("the plugin libraries need TensorRT headers: pass --tensorrt-headers DIR")
+    if any(k in _NEEDS_CUDA for k in kinds) and nvcc is None:
+        raise ConfigurationError(
+            f"nvcc is not on PATH: the {', '.join(k for k in kinds if k in _NEEDS_CUDA)} libraries need the CUDA "
+            "toolkit (the ONNX Runtime library's CPU op builds without it)"
+        )
+    if "ort" in kinds and ort_headers is None:
+        raise ConfigurationError(
+            f"libwtconv_ort.so needs ONNX Runtime's C API headers (1.17 or newer): set {ENV_ORT_HEADERS} to the folder "
+            "with onnxruntime_c_api.h"
+        )
     build_dir = Path(build_dir) if build_dir else libraries.user_cache_dir() / "build" / (abi or "kernels")
     build_dir.mkdir(parents=True, exist_ok=True)
     log_file = build_dir / "build-libs.log"
@@ -144,8 +209,11 @@ def build_libraries(
         configure.append(f"-DCMAKE_CUDA_ARCHITECTURES={cuda_architectures}")
     if root:
         configure.append(f"-DTensorRT_ROOT={root}")
-    if shutil.which("nvcc") is None:
-        configure.append("-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc")
+    if ort_headers:
+        configure.append(f"-DONNXRUNTIME_INCLUDE_DIR={ort_headers}")
+    configure.append(f"-DWTCONV_WITH_CUDA={'ON' if nvcc else 'OFF'}")  # explicit: the option is cached
+    if nvcc is not None and shutil.which("nvcc") is None:
+        configure.append(f"-DCMAKE_CUDA_COMPILER={nvcc}")
     _run(configure, "CMake configure", log_file)
     jobs = jobs or max(os.cpu_count() or 1, 1)
     _run(
@@ -155,10 +223,10 @@ def build_libraries(
     )
     installed = {}
     for kind in kinds:
-        built = build_dir / _BUILT_AT[kind] / libraries.FILE_NAMES[kind]
+        built = build_dir / libraries.build_subdir(kind) / libraries.FILE_NAMES[kind]
         if not built.is_file():
             raise ConfigurationError(f"CMake did not produce {built}; see {log_file}")
-        target_dir = libraries.install_dir(kind, abi if kind != "kernels" else None, install_root)
+        target_dir = libraries.install_dir(kind, None if kind in libraries.ABI_FREE else abi, install_root)
         target_dir.mkdir(parents=True, exist_ok=True)
         target = target_dir / built.name
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -168,4 +236,13 @@ def build_libraries(
     return installed
 
 
-__all__ = ["build_libraries", "default_source_dir", "headers_abi", "sources_digest", "tensorrt_root"]
+__all__ = [
+    "ENV_ORT_HEADERS",
+    "build_libraries",
+    "default_source_dir",
+    "headers_abi",
+    "nvcc_path",
+    "onnxruntime_headers",
+    "sources_digest",
+    "tensorrt_root",
+]

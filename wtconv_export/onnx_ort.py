@@ -1,30 +1,43 @@
-"""Running exported models in ONNX Runtime on the CPU, WTConv2d nodes included (docs/design.md §5).
+"""Running exported models in ONNX Runtime, WTConv2d nodes included (docs/onnx_runtime.md; docs/design.md §5).
 
-ONNX Runtime does not know ``wtconv::WTConv2d``. onnxruntime-extensions can run a Python function as an
-operator, but its Python ops read only scalar int/float/string attributes, so the model is rewritten for
-that runtime (in memory; the exported file is never changed): each WTConv2d node becomes
+Two ways to run a ``wtconv::WTConv2d`` node:
+
+- **the native library** (preferred): ``libwtconv_ort.so`` (plugin/onnxruntime), registered with
+  ``SessionOptions.register_custom_ops_library``. The exported file runs as it is, on the CPU and, in a build with
+  CUDA, on onnxruntime-gpu's CUDA execution provider. ``wtconv_export.libraries.ort_library()`` finds it.
+- **the Python op** (the fallback when the library is not built): onnxruntime-extensions runs a Python function as
+  an operator, but its Python ops read only scalar int/float/string attributes, so the model is rewritten for that
+  runtime (in memory; the exported file is never changed): each WTConv2d node becomes
 
     [Cast to float]  ->  ai.onnx.contrib::WTConv2dSpec(x, base_weight, base_bias, wavelet_weight)  ->  [Cast back]
 
-with the node's FLOATS attributes turned into fp32 initializers of shapes (C,k,k), (C,), (L,4C,k,k) and
-kernel_size / wt_levels / stride kept as INT attributes. The Python op is the executable spec
-(fused_spec.py) evaluated in fp32; the Casts around it for fp16 models reproduce what the plugin does
-(fp16 in, fp32 arithmetic with fp32 weights, one rounding to fp16 on the way out).
+  with the node's FLOATS attributes turned into fp32 initializers of shapes (C,k,k), (C,), (L,4C,k,k) and
+  kernel_size / wt_levels / stride kept as INT attributes. The Python op is the executable spec (fused_spec.py)
+  evaluated in fp32; the Casts around it for fp16 models reproduce what the plugin does (fp16 in, fp32 arithmetic
+  with fp32 weights, one rounding to fp16 on the way out). It runs on the CPU only and is several times slower.
+
+:func:`make_ort_session` picks the native library when it is found and says so in the log when it falls back.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import contract
+from . import contract, libraries
 from .errors import ConfigurationError, ModelError
+
+log = logging.getLogger(__name__)
 
 ORT_DOMAIN = "ai.onnx.contrib"  # the domain onnxruntime-extensions' Python ops live in
 ORT_OP_TYPE = "WTConv2dSpec"
+OPS = ("auto", "native", "python")  # how make_ort_session runs WTConv2d nodes
 
 _registered = False
 
@@ -175,25 +188,106 @@ def rewrite_for_ort(model: str | os.PathLike | bytes | Any) -> tuple[Any, int]:
     return out, count
 
 
-def make_ort_session(
-    model: str | os.PathLike | bytes | Any,
-    providers: Sequence[str] = ("CPUExecutionProvider",),
-    session_options: Any = None,
-) -> Any:
-    """An onnxruntime.InferenceSession for an exported model (path, bytes or ModelProto), with or without
-    WTConv2d nodes; WTConv2d nodes run the executable spec through onnxruntime-extensions."""
+def native_library() -> Path | None:
+    """``libwtconv_ort.so`` in the lookup order of wtconv_export.libraries (``WTCONV_ORT_LIB``, the package, the
+    per-user cache where ``wtconv-trt build-libs`` installs, the build tree), or None."""
+    return libraries.ort_library()
+
+
+def resolve_wtconv_op(op: str = "auto", library: str | os.PathLike | None = None) -> tuple[str, Path | None]:
+    """("native", library path) or ("python", None): how :func:`make_ort_session` will run WTConv2d nodes.
+
+    ``op``: "auto" (the native library when found, else the Python op), "native" (the library or a
+    ConfigurationError saying how to build it), "python" (always the Python op). ``library``: a path to use instead
+    of the lookup."""
+    if op not in OPS:
+        raise ValueError(f"op {op!r}: expected one of {', '.join(OPS)}")
+    if op == "python":
+        return "python", None
+    path = Path(library).expanduser() if library is not None else native_library()
+    if path is not None and path.is_file():
+        return "native", path
+    if op == "native" or library is not None:
+        where = (
+            f"{path} does not exist"
+            if path is not None
+            else "not found (wtconv-trt doctor shows where it is looked for)"
+        )
+        raise ConfigurationError(
+            f"the ONNX Runtime op library libwtconv_ort.so: {where}; build it with 'wtconv-trt build-libs' or set "
+            f"{libraries.ENV_VARS['ort']} to its path"
+        )
+    return "python", None
+
+
+def cuda_provider(device_id: int = 0, tf32: bool = False, **options: Any) -> tuple[str, dict]:
+    """onnxruntime-gpu's CUDA execution provider with its options, TF32 off unless asked: the CUDA EP enables TF32
+    by default in recent releases, which changes fp32 convolutions and matrix products far beyond fp32 rounding."""
+    values = {"device_id": str(device_id), "use_tf32": "1" if tf32 else "0"}
+    values.update({k: str(v) for k, v in options.items()})
+    return "CUDAExecutionProvider", values
+
+
+_OUR_MESSAGE = re.compile(rf"{contract.OP_TYPE} node[^\n]*")
+
+
+def _session(model_bytes_or_path, options, providers):
     import onnxruntime as ort
 
-    rewritten, count = rewrite_for_ort(model)
+    try:
+        return ort.InferenceSession(model_bytes_or_path, sess_options=options, providers=list(providers))
+    except Exception as error:  # onnxruntime's own exception types are not importable by a stable name
+        match = _OUR_MESSAGE.search(str(error))
+        if match is None:
+            raise
+        raise ModelError(match.group(0).strip()) from error
+
+
+def make_ort_session(
+    model: str | os.PathLike | bytes | Any,
+    providers: Sequence[Any] = ("CPUExecutionProvider",),
+    session_options: Any = None,
+    *,
+    op: str = "auto",
+    library: str | os.PathLike | None = None,
+) -> Any:
+    """An onnxruntime.InferenceSession for an exported model (path, bytes or ModelProto), with or without WTConv2d
+    nodes. ``op`` / ``library``: how WTConv2d nodes run (:func:`resolve_wtconv_op`); with the native library the
+    model is used as it is, with the Python op it is rewritten in memory (CPU only). ``providers``: names or
+    (name, options) pairs, e.g. ``[cuda_provider(), "CPUExecutionProvider"]``. A node the library refuses raises
+    ModelError with its one-line message."""
+    import onnxruntime as ort
+
+    how, path = resolve_wtconv_op(op, library)
     options = session_options or ort.SessionOptions()
+    if how == "native":
+        try:
+            options.register_custom_ops_library(str(path))
+        except Exception as error:  # onnxruntime raises its own Fail type
+            raise ConfigurationError(
+                f"ONNX Runtime could not load {path}: {str(error).strip()}; rebuild it with 'wtconv-trt build-libs'"
+            ) from error
+        log.info("WTConv2d nodes run on the native ONNX Runtime op %s", path)
+        if isinstance(model, (str, os.PathLike)):
+            return _session(os.fspath(model), options, providers)
+        return _session(model if isinstance(model, bytes) else model.SerializeToString(), options, providers)
+
+    rewritten, count = rewrite_for_ort(model)
     if count:
         try:
             from onnxruntime_extensions import get_library_path
         except ImportError as error:
             raise ConfigurationError(
-                f"the model has {count} {contract.OP_TYPE} nodes; running them in ONNX Runtime needs "
-                "onnxruntime-extensions: pip install onnxruntime-extensions"
+                f"the model has {count} {contract.OP_TYPE} nodes; running them in ONNX Runtime needs libwtconv_ort.so "
+                "(wtconv-trt build-libs) or onnxruntime-extensions (pip install onnxruntime-extensions)"
             ) from error
+        if op == "auto":
+            log.warning(
+                "libwtconv_ort.so not found: the %d %s nodes run through the onnxruntime-extensions Python op (CPU "
+                "only, several times slower); build the native op with 'wtconv-trt build-libs'",
+                count,
+                contract.OP_TYPE,
+            )
         _register_python_op()
         options.register_custom_ops_library(get_library_path())
-    return ort.InferenceSession(rewritten.SerializeToString(), sess_options=options, providers=list(providers))
+    return _session(rewritten.SerializeToString(), options, providers)

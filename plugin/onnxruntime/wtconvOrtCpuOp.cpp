@@ -1,0 +1,201 @@
+// wtconvOrtCpuOp.cpp — wtconv::WTConv2d on ONNX Runtime's CPU execution provider, on the CPU kernel
+// (wtconvCpuKernel.h).
+//
+// Threads: the planes of one call are split into chunks that run on ONNX Runtime's intra-op thread pool through
+// KernelContext_ParallelFor: the pool the session already sized (SessionOptions.intra_op_num_threads, by default
+// one thread per physical core) and whose threads the other operators of the model use, so the op neither
+// oversubscribes the cores nor adds threads of its own; the calling thread takes part, and with a pool of one
+// thread everything runs on it. Several Run calls at once share that pool. A plane's result does not depend on the
+// thread or the chunking, so outputs are the same however the work is split (docs/onnx_runtime.md, "Threads").
+#include "wtconvCpuKernel.h"
+#include "wtconvOrtNode.h"
+#include "wtconvOrtOps.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace wtconv
+{
+namespace ort
+{
+
+namespace
+{
+
+// Environment variable that forces the instruction set (baseline, avx2, avx512) — for tests and benchmarks.
+constexpr char const* kISA_ENV = "WTCONV_ORT_CPU_ISA";
+
+// Work of one chunk of planes, in multiply-adds: enough to outweigh the cost of handing it to a thread (a few µs).
+constexpr double kCHUNK_WORK = 1.5e5;
+
+cpu::Isa chooseIsa(std::string const& who)
+{
+    char const* forced = std::getenv(kISA_ENV);
+    if (forced == nullptr || forced[0] == '\0')
+    {
+        return cpu::bestIsa();
+    }
+    for (cpu::Isa isa : {cpu::Isa::kBASELINE, cpu::Isa::kAVX2, cpu::Isa::kAVX512})
+    {
+        if (std::strcmp(forced, cpu::isaName(isa)) == 0)
+        {
+            if (!cpu::isaAvailable(isa))
+            {
+                throw OrtError(ORT_INVALID_ARGUMENT,
+                    who + ": " + kISA_ENV + "=" + forced
+                        + ": this library or this processor lacks that instruction set; "
+                        + "unset it to use the best available (" + cpu::isaName(cpu::bestIsa()) + ")");
+            }
+            return isa;
+        }
+    }
+    throw OrtError(ORT_INVALID_ARGUMENT,
+        who + ": " + kISA_ENV + "=" + forced + ": expected baseline, avx2 or avx512 (or unset: the best available)");
+}
+
+struct CpuKernel
+{
+    NodeConfig node;
+    cpu::Isa isa{cpu::Isa::kBASELINE};
+};
+
+// One call's planes, split into chunks for the thread pool.
+struct Job
+{
+    cpu::Isa isa;
+    cpu::Layer layer;
+    cpu::Tensors tensors;
+    int64_t planes{0};
+    int64_t planesPerChunk{1};
+    size_t scratchFloats{0};
+    std::mutex mutex;
+    std::string error; // the first failure of a chunk (allocation), reported after the pool returns
+
+    void runChunk(size_t chunk) noexcept
+    {
+        try
+        {
+            int64_t const begin = static_cast<int64_t>(chunk) * planesPerChunk;
+            int64_t const end = std::min(planes, begin + planesPerChunk);
+            std::unique_ptr<float[]> const scratch(new float[scratchFloats]); // zeroed by forwardPlanes
+            cpu::forwardPlanes(isa, layer, tensors, begin, end, scratch.get());
+        }
+        catch (std::exception const& e)
+        {
+            std::lock_guard<std::mutex> const lock(mutex);
+            if (error.empty())
+            {
+                error = e.what();
+            }
+        }
+    }
+};
+
+void runChunk(void* job, size_t chunk)
+{
+    static_cast<Job*>(job)->runChunk(chunk);
+}
+
+OrtStatus* compute(void* kernel, OrtKernelContext* context) noexcept
+{
+    try
+    {
+        CpuKernel const& k = *static_cast<CpuKernel const*>(kernel);
+        OrtApi const& a = api();
+        OrtValue const* input = nullptr;
+        check(a.KernelContext_GetInput(context, 0, &input), k.node.who + ": reading input 0");
+        RunShape const shape = checkInput(k.node, describe(input));
+        int64_t const channels = static_cast<int64_t>(k.node.fields.baseBias.size());
+        int64_t const dims[4] = {shape.batch, channels, shape.outHeight, shape.outWidth};
+        OrtValue* output = nullptr;
+        check(a.KernelContext_GetOutput(context, 0, dims, 4, &output), k.node.who + ": allocating the output");
+        if (shape.elements() == 0)
+        {
+            return nullptr; // an empty batch or plane: an empty output
+        }
+        void* in = nullptr;
+        void* out = nullptr;
+        check(a.GetTensorMutableData(const_cast<OrtValue*>(input), &in), k.node.who + ": reading input 0");
+        check(a.GetTensorMutableData(output, &out), k.node.who + ": reading the output");
+
+        Job job;
+        job.isa = k.isa;
+        LayerFields const& f = k.node.fields;
+        job.layer = cpu::Layer{
+            f.kernelSize, f.levels, f.stride, channels, f.baseWeight.data(), f.baseBias.data(), f.waveletWeight.data()};
+        job.tensors = cpu::Tensors{
+            shape.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16 ? cpu::IoType::kFLOAT16 : cpu::IoType::kFLOAT32,
+            shape.batch, shape.height, shape.width, in, out};
+        job.planes = shape.batch * channels;
+        job.scratchFloats = cpu::scratchFloats(job.layer, shape.height, shape.width);
+        // Multiply-adds of one plane: the base convolution plus the four subbands of every level (docs/design.md §3).
+        double const planeWork = static_cast<double>(shape.height) * static_cast<double>(shape.width) * f.kernelSize
+            * f.kernelSize * (1.0 + 4.0 / 3.0);
+        int64_t const chunks = std::max<int64_t>(
+            1, std::min<int64_t>(job.planes, static_cast<int64_t>(planeWork * job.planes / kCHUNK_WORK)));
+        job.planesPerChunk = (job.planes + chunks - 1) / chunks;
+        size_t const total = static_cast<size_t>((job.planes + job.planesPerChunk - 1) / job.planesPerChunk);
+        if (total == 1 || !succeeded(a.KernelContext_ParallelFor(context, runChunk, total, 0, &job)))
+        {
+            // One chunk, or no thread pool offered to this kernel: the calling thread does it all.
+            for (size_t chunk = 0; chunk < total; ++chunk)
+            {
+                job.runChunk(chunk);
+            }
+        }
+        if (!job.error.empty())
+        {
+            throw OrtError(ORT_RUNTIME_EXCEPTION, k.node.who + ": " + job.error);
+        }
+        return nullptr;
+    }
+    catch (...)
+    {
+        return statusFromCurrentException();
+    }
+}
+
+struct CpuOp : OrtCustomOp
+{
+    CpuOp()
+        : OrtCustomOp()
+    {
+        describeOp(*this);
+        GetExecutionProviderType = [](OrtCustomOp const*) -> char const* { return "CPUExecutionProvider"; };
+        CreateKernelV2 = [](OrtCustomOp const*, OrtApi const*, OrtKernelInfo const* info, void** kernel) -> OrtStatus*
+        {
+            try
+            {
+                auto k = std::make_unique<CpuKernel>();
+                k->node = readNode(info);
+                k->isa = chooseIsa(k->node.who);
+                *kernel = k.release();
+                return nullptr;
+            }
+            catch (...)
+            {
+                *kernel = nullptr;
+                return statusFromCurrentException();
+            }
+        };
+        KernelComputeV2 = compute;
+        KernelDestroy = [](void* kernel) { delete static_cast<CpuKernel*>(kernel); };
+    }
+};
+
+} // namespace
+
+OrtCustomOp const* cpuOp()
+{
+    static CpuOp const op;
+    return &op;
+}
+
+} // namespace ort
+} // namespace wtconv
