@@ -333,8 +333,9 @@ def test_workspace_bytes(kernels):
 )
 def test_padded_channel_pitch(kernels, dtype_name, b, c, pitch, h, w, k, levels, stride):
     """NHWC with channelPitch > C (TensorRT's padded channels-last formats): padding channels of the input
-    hold NaN (never read: the result would be NaN) and those of the output a sentinel (never written); nothing
-    is written past the workspace asked for (_run_channels_last_padded checks all three)."""
+    hold NaN (never read: the result would be NaN) and those of the output a sentinel that must come back as zeros
+    (a consumer reading whole 8- or 16-channel vectors must not meet stale values); nothing is written past the
+    workspace asked for (_run_channels_last_padded checks all three)."""
     dtype = DTYPE_NAMES[dtype_name]
     out, expected, _ = _run_channels_last_padded(kernels, dtype, b, c, pitch, h, w, k, levels, stride, 31 + c)
     err = rel_error(out, expected)
@@ -477,7 +478,7 @@ def test_channels_last_workspace_is_bounded_and_monotone(kernels_host):
 
 def _run_channels_last_padded(kernels, dtype, b, c, pitch, h, w, k, levels, stride, seed):
     """One launch on NHWC tensors with channel pitch `pitch`: input padding channels NaN (never read), output
-    padding channels a sentinel (never written), the workspace exactly the size the library asks for with a
+    padding channels a sentinel (written as zeros), the workspace exactly the size the library asks for with a
     guard band after it (never written). Returns (output as NCHW view, float64 spec, workspace bytes)."""
     dev = torch.device("cuda")
     layer = random_wtconv2d(c, k, levels, stride, seed)
@@ -519,7 +520,7 @@ def _run_channels_last_padded(kernels, dtype, b, c, pitch, h, w, k, levels, stri
     torch.cuda.synchronize()
     assert code == 0, message.value.decode()
     assert (ws[need:] == 0xA5).all(), f"seed {seed}: written past the {need} workspace bytes asked for"
-    assert (yp[..., c:] == 7.0).all(), f"seed {seed}: a padding channel of the output was written"
+    assert (yp[..., c:] == 0).all(), f"seed {seed}: the padding channels of the output are not zeros"
     out = yp[..., :c].permute(0, 3, 1, 2)
     assert not torch.isnan(out).any(), f"seed {seed}: NaN in the output: unwritten, or an input padding channel read"
     x = xp[..., :c].permute(0, 3, 1, 2).double()
@@ -571,8 +572,8 @@ CHANNELS_LAST_CHUNKED = [
 @pytest.mark.parametrize("b,c,pitch,h,w,k,levels,stride", CHANNELS_LAST_CHUNKED)
 def test_channels_last_tiled_path_in_chunks(kernels, dtype_name, b, c, pitch, h, w, k, levels, stride):
     """Channels-last batches whose planar copies do not fit the workspace run in several chunks (the last one
-    partial): every item matches the spec, padding channels are neither read nor written, and nothing is
-    written past the workspace size the library reports."""
+    partial): every item matches the spec, input padding channels are not read, output padding channels are zeros,
+    and nothing is written past the workspace size the library reports."""
     dtype = DTYPE_NAMES[dtype_name]
     seed = torch.randint(0, 2**31 - 1, ()).item()
     out, expected, need = _run_channels_last_padded(kernels, dtype, b, c, pitch, h, w, k, levels, stride, seed)
@@ -582,3 +583,83 @@ def test_channels_last_tiled_path_in_chunks(kernels, dtype_name, b, c, pitch, h,
         err = rel_error(out[item], expected[item])
         bound = 1e-6 if dtype == torch.float32 else 8 * UNIT_ROUNDOFF[dtype]
         assert err <= bound, f"seed {seed}, {dtype_name}, batch item {item}: relative error {err:.3e} > {bound:.1e}"
+
+
+# ---- shared memory: every launch plan fits the 99 KB per block of compute capability 8.6, 8.9 and 12.x ----
+
+RTX_SHARED_BYTES = 101_376  # opt-in shared memory per block of compute capability 8.6, 8.9, 12.x (99 KB)
+CONTRACT_K = (1, 3, 5, 7, 9, 11, 13, 15)
+CONTRACT_LEVELS = range(1, 9)
+
+
+def _launch_info(lib, dtype, b, c, h, w, k, levels, stride, layout, pitch=0):
+    """(whole-plane path?, most dynamic shared memory per block) of a launch, from the library's plan."""
+    fn = lib.wtconv_launch_info
+    i32, i64 = ctypes.c_int32, ctypes.c_int64
+    fn.argtypes = [
+        i32,
+        i64,
+        i64,
+        i64,
+        i64,
+        i32,
+        i32,
+        i32,
+        i32,
+        i64,
+        ctypes.POINTER(i32),
+        ctypes.POINTER(ctypes.c_size_t),
+    ]
+    fn.restype = ctypes.c_int
+    whole, shared = i32(), ctypes.c_size_t()
+    code = fn(dtype, b, c, h, w, k, levels, stride, layout, pitch, ctypes.byref(whole), ctypes.byref(shared))
+    assert code == 0, f"wtconv_launch_info returned {code}"
+    return bool(whole.value), shared.value
+
+
+def test_every_plan_fits_the_smallest_shared_memory_of_our_targets(kernels_host):
+    """The plan (whole-plane or tiled path) is chosen from the sizes alone, so an engine built on one GPU runs on
+    another: every plan over the contract's k and levels, at the plane sizes around the whole-plane limit (64 x 64)
+    and above it, in both layouts, must fit 99 KB per block. A plan above it builds and then fails at enqueue on
+    an RTX card."""
+    worst = (0, None)
+    for k, levels, (h, w), layout in itertools.product(
+        CONTRACT_K, CONTRACT_LEVELS, [(64, 64), (63, 64), (64, 57), (33, 64), (64, 1), (65, 64), (200, 300)], (0, 1)
+    ):
+        for dtype, batch in ((0, 1), (1, 7), (0, 64)):
+            _, shared = _launch_info(kernels_host, dtype, batch, 8, h, w, k, levels, 1, layout)
+            worst = max(worst, (shared, (dtype, batch, h, w, k, levels, layout)))
+    assert worst[0] <= RTX_SHARED_BYTES, f"{worst[0]} bytes of shared memory per block at {worst[1]}"
+
+
+@pytest.fixture
+def rtx_shared_memory(kernels):
+    """Launches behave as on an RTX card (99 KB of shared memory per block) for the test, then as before."""
+    setter = kernels.wtconv_set_shared_memory_limit_for_testing
+    setter.argtypes = [ctypes.c_size_t]
+    setter.restype = None
+    setter(RTX_SHARED_BYTES)
+    yield setter
+    setter(0)
+
+
+def test_the_shared_memory_hook_limits_launches(kernels, rtx_shared_memory):
+    """Not vacuous: with the limit set below a plan's shared memory, its launch fails as it would on such a GPU."""
+    whole, shared = _launch_info(kernels, 0, 1, 2, 64, 64, 5, 4, 1, NCHW)
+    assert whole and shared > 48 * 1024
+    rtx_shared_memory(shared - 1)
+    layer = random_wtconv2d(2, 5, 4, 1, 3)
+    x = torch.randn(1, 2, 64, 64, device="cuda")
+    with pytest.raises(RuntimeError, match="cudaErrorInvalidValue"):
+        run_kernels(x, fold_wtconv(layer))
+
+
+@pytest.mark.parametrize("k", CONTRACT_K)
+def test_kernels_run_with_the_shared_memory_of_an_rtx_card(kernels, rtx_shared_memory, error_report, k):
+    """With the launches limited to 99 KB per block, every level count at this k runs and matches the spec, at the
+    largest whole-plane planes (64 x 64; 8 channels, so channels-last runs the cluster kernels) and a plane just
+    above them (tiled path), NCHW and channels-last."""
+    for levels in CONTRACT_LEVELS:
+        for h, w in ((64, 64), (65, 64)):
+            seed = torch.randint(0, 2**31 - 1, ()).item()
+            check_case(1, 8, h, w, k, levels, 1, torch.float32, seed, error_report)

@@ -115,6 +115,29 @@ extern "C"
         delete static_cast<wtconv::WTConvParams*>(plan);
     }
 
+    // How a launch with these sizes runs: *wholePlane 1 (one workspace-free launch) or 0 (tiled path), and the
+    // most dynamic shared memory one of its blocks uses. Returns 0, or cudaErrorInvalidValue for invalid sizes.
+    int wtconv_launch_info(int32_t dtype, int64_t batch, int64_t channels, int64_t height, int64_t width,
+        int32_t kernelSize, int32_t levels, int32_t stride, int32_t layout, int64_t channelPitch, int32_t* wholePlane,
+        size_t* sharedBytesPerBlock)
+    {
+        wtconv::LaunchInfo info;
+        cudaError_t const e = wtconv::wtconvLaunchInfo(
+            makeParams(dtype, batch, channels, height, width, kernelSize, levels, stride, layout, channelPitch), &info);
+        if (e == cudaSuccess && wholePlane != nullptr && sharedBytesPerBlock != nullptr)
+        {
+            *wholePlane = info.wholePlane ? 1 : 0;
+            *sharedBytesPerBlock = info.sharedBytesPerBlock;
+        }
+        return static_cast<int>(e);
+    }
+
+    // Test hook (wtconvKernel.h): launches behave as on a GPU with this opt-in shared memory per block (0: off).
+    void wtconv_set_shared_memory_limit_for_testing(size_t bytes)
+    {
+        wtconv::setSharedMemoryLimitForTesting(bytes);
+    }
+
     char const* wtconv_error_name(int code)
     {
         return cudaGetErrorName(static_cast<cudaError_t>(code));

@@ -11,7 +11,8 @@
 //
 // Two paths, chosen from the sizes alone (so wtconvWorkspaceBytes and the launch always agree):
 //
-// A. Whole-plane path (H*W <= 64*64 and its shared memory fits: every WTConvNeXt stage, 7x7 .. 56x56):
+// A. Whole-plane path (H*W <= 64*64 and its block fits 99 KB of shared memory, the opt-in limit of every GPU we
+//    build for (wtconvSharedMemory.cuh): every WTConvNeXt stage, 7x7 .. 56x56):
 //    ONE launch, smallPlaneKernel. A block takes P planes of one channel (batch-major grouping, so the
 //    channel's k^2(1+4L) weights are read once per block); everything else lives in shared memory:
 //    the level-1 pass loads each 2x2 patch of x once (into X for the base conv, the level-1 bands and
@@ -22,8 +23,8 @@
 //    Channels-last with C a multiple of 8 (sm_90+): clusters of 8 blocks = 8 consecutive channels load
 //    and store each pixel's 8 channels with one vector access, through distributed shared memory.
 //
-// Layouts (WTConvParams::layout): x and y NCHW, or NHWC with a channel pitch >= C (padding channels are
-// neither read nor written). Path A reads and writes either layout in place (IoStrides; for channels-last,
+// Layouts (WTConvParams::layout): x and y NCHW, or NHWC with a channel pitch >= C (padding channels of x are
+// never read; those of y are written as zeros, by a strided memset after the path's launches). Path A reads and writes either layout in place (IoStrides; for channels-last,
 // neighbouring blocks take neighbouring channels of the same pixels, so the DRAM sectors they share are fetched
 // once into L2). Path B computes on planar planes only: for NHWC it converts (see "Channels-last on path B").
 //
@@ -40,7 +41,7 @@
 //   Channels-last on path B (wtconvTranspose.cuh): a block owns one channel plane, so reading or writing NHWC
 //   directly would use 2 (fp16) or 4 bytes of every 32-byte sector it touches. Instead, per chunk of the batch:
 //   0. transpose x (NHWC, pitch) -> planar copy in the workspace; steps 1-3 on the copy, y into a second planar
-//   buffer; 4. transpose it -> y (NHWC; padding channels untouched). Both transposes go through 64x64
+//   buffer; 4. transpose it -> y (NHWC; padding channels zeroed after). Both transposes go through 64x64
 //   shared-memory tiles, coalesced on both sides. A chunk is as many batch items as fit kChannelsLastChunkBytes
 //   (64 MiB) of workspace with their LL / D planes, at least one (workspaceLayout has the formula), so the
 //   workspace stays bounded as B grows.
@@ -166,7 +167,10 @@ Grids levelGrids(WTConvParams const& p)
 // together), LL_1..LL_{L-1}, D, D, weights. Thread strips may run past a level's grid (the last strip of a
 // column, the second cell of an odd width); X, the bands and D are padded so that their reads stay inside
 // the region they read (nothing computed there is stored).
-constexpr size_t kSmallMaxSharedBytes = 160 * 1024;
+// A plane runs on this path only when its block fits kPortableSharedBytes (99 KB, wtconvSharedMemory.cuh), the
+// shared memory every GPU we build for gives a block: the choice, and with it getWorkspaceSize (0 here), must not
+// depend on the GPU an engine was built on.
+constexpr size_t kSmallMaxSharedBytes = kPortableSharedBytes;
 #ifndef WTCONV_SMALL_TARGET_FLOATS
 #define WTCONV_SMALL_TARGET_FLOATS (12 * 1024)
 #endif
@@ -608,8 +612,79 @@ cudaError_t tiledChannelsLast(WTConvParams const& p, TiledBuffers const& buf, cu
     return cudaSuccess;
 }
 
+// Padded channels-last output (TensorRT's kHWC8 / kHWC16 with C not a multiple of 8 / 16): its padding channels
+// are written as zeros. TensorRT documents the layout but not the padding's value, and a consumer reading whole
+// 8- or 16-channel vectors would otherwise multiply whatever the buffer held (0 x a stale NaN is NaN). One
+// stream-ordered 2-D memset: rows are the output pixels, (pitch - C) elements wide, pitch elements apart.
+cudaError_t zeroOutputPadding(WTConvParams const& p, cudaStream_t stream)
+{
+    int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+    if (p.layout != Layout::kNHWC || pitch == p.channels)
+    {
+        return cudaSuccess;
+    }
+    size_t const e = dtypeBytes(p.dtype);
+    size_t const rowBytes = static_cast<size_t>(pitch) * e;
+    size_t const padBytes = static_cast<size_t>(pitch - p.channels) * e;
+    int64_t const pixels = p.batch * outputSize(p.height, p.stride) * outputSize(p.width, p.stride);
+    constexpr int64_t kRowsPerCall = int64_t{1} << 30;
+    char* const first = static_cast<char*>(p.output) + static_cast<size_t>(p.channels) * e;
+    for (int64_t row = 0; row < pixels; row += kRowsPerCall)
+    {
+        size_t const rows = static_cast<size_t>(std::min(kRowsPerCall, pixels - row));
+        cudaError_t const e2 = cudaMemset2DAsync(
+            first + static_cast<size_t>(row) * rowBytes, rowBytes, 0, padBytes, rows, stream);
+        if (e2 != cudaSuccess)
+        {
+            return e2;
+        }
+    }
+    return cudaSuccess;
+}
+
+// The largest dynamic shared memory one block of p's launches uses (the whole-plane launch, or the tiled path's
+// level and output passes; the transposes and the pooling use static shared memory).
+size_t sharedBytesPerBlock(WTConvParams const& p)
+{
+    SmallArgs sa;
+    if (useSmallPath(p, &sa))
+    {
+        return static_cast<size_t>(sa.totalFloats) * sizeof(float);
+    }
+    // Channels-last runs the planar passes on chunks of the batch; a smaller batch never needs more per block.
+    Grids const g = levelGrids(p);
+    int64_t const planes = p.batch * p.channels;
+    int const channels = static_cast<int>(p.channels);
+    LevelArgs const out = levelGeometry(planes, channels, p.height, p.width, p.kernelSize, p.stride);
+    size_t most = static_cast<size_t>(out.planesPerBlock) * out.perPlane * sizeof(float);
+    for (int l = p.levels; l >= 2; --l)
+    {
+        LevelArgs const a = levelGeometry(planes, channels, g.h[l - 1], g.w[l - 1], p.kernelSize, 1);
+        most = std::max(most, static_cast<size_t>(a.planesPerBlock) * a.perPlane * sizeof(float));
+    }
+    return most;
+}
+
 } // namespace
 } // namespace detail
+
+void setSharedMemoryLimitForTesting(size_t bytes)
+{
+    detail::sharedLimitForTesting().store(bytes, std::memory_order_relaxed);
+}
+
+cudaError_t wtconvLaunchInfo(WTConvParams const& params, LaunchInfo* info)
+{
+    cudaError_t const e = checkShape(params, nullptr, 0);
+    if (e != cudaSuccess || info == nullptr)
+    {
+        return e != cudaSuccess ? e : cudaErrorInvalidValue;
+    }
+    info->wholePlane = detail::useSmallPath(params);
+    info->sharedBytesPerBlock = detail::sharedBytesPerBlock(params);
+    info->workspaceBytes = wtconvWorkspaceBytes(params);
+    return cudaSuccess;
+}
 
 cudaError_t checkShape(WTConvParams const& p, char* message, size_t messageBytes)
 {
@@ -738,6 +813,10 @@ cudaError_t wtconvForward(WTConvParams const& p, cudaStream_t stream, char* mess
     case DataType::kFLOAT32: launch = detail::forwardImpl<float>(p, stream); break;
     case DataType::kFLOAT16: launch = detail::forwardImpl<__half>(p, stream); break;
     case DataType::kBFLOAT16: launch = detail::forwardImpl<__nv_bfloat16>(p, stream); break;
+    }
+    if (launch == cudaSuccess)
+    {
+        launch = detail::zeroOutputPadding(p, stream);
     }
     if (launch != cudaSuccess)
     {

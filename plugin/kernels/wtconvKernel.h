@@ -27,8 +27,8 @@ enum class DataType : int32_t
 
 // Memory layout of input and output (the same for both). kNHWC is channels-last: element (b, c, h, w) at
 // ((b * H + h) * W + w) * channelPitch + c, where channelPitch >= C lets padded channels-last formats
-// (TensorRT's kHWC8 / kHWC16 round C up to a multiple of 8 / 16) map directly; padding channels are neither
-// read nor written.
+// (TensorRT's kHWC8 / kHWC16 round C up to a multiple of 8 / 16) map directly; padding channels of the input are
+// never read, those of the output are written as zeros.
 enum class Layout : int32_t
 {
     kNCHW = 0,
@@ -78,5 +78,21 @@ cudaError_t checkShape(WTConvParams const& params, char* message, size_t message
 // `stream`. Returns cudaSuccess, the validation error (nothing launched) or the launch error.
 cudaError_t wtconvForward(
     WTConvParams const& params, cudaStream_t stream, char* message = nullptr, size_t messageBytes = 0);
+
+// How a launch with these sizes runs (only the size fields are read): for tests, benchmarks and reports.
+struct LaunchInfo
+{
+    bool wholePlane{false};        // one workspace-free launch (planes up to 64 x 64), else the tiled path
+    size_t sharedBytesPerBlock{0}; // the most dynamic shared memory one block uses (<= 99 KB for every shape)
+    size_t workspaceBytes{0};      // wtconvWorkspaceBytes
+};
+
+// Fills *info; cudaErrorInvalidValue (nothing filled) when the sizes are invalid or info is null.
+cudaError_t wtconvLaunchInfo(WTConvParams const& params, LaunchInfo* info);
+
+// Test hook: launches behave as on a GPU whose opt-in shared memory per block is min(bytes, the device's own)
+// (0: the device's own). With 101,376 an H200 fails every launch an RTX card (compute capability 8.6, 8.9,
+// 12.x) would fail. Process-wide; not for production use.
+void setSharedMemoryLimitForTesting(size_t bytes);
 
 } // namespace wtconv

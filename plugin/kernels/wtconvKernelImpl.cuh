@@ -5,6 +5,7 @@
 #pragma once
 
 #include "wtconvKernel.h"
+#include "wtconvSharedMemory.cuh"
 
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
@@ -12,6 +13,13 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+// Every launch plan uses up to 99 KB of shared memory per block (wtconvSharedMemory.cuh); GPUs before compute
+// capability 8.0 give at most 64 KB. Refuse to build code they would fail to run.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error                                                                                                                 \
+    "the wtconv kernels need compute capability 8.0 or newer (99 KB of shared memory per block): remove architectures below 80 from CMAKE_CUDA_ARCHITECTURES"
+#endif
 
 namespace wtconv
 {
@@ -647,14 +655,12 @@ cudaError_t launchLevel(LevelArgs const& a, cudaStream_t stream);
 template <typename TIn>
 cudaError_t launchPool(PoolArgs const& a, int levels, cudaStream_t stream);
 
-// Launches one level-pass instantiation. The dynamic shared-memory limit is raised once per device and
-// instantiation (a host-side attribute, not a stream operation: safe inside graph capture, and skipped
-// on later launches so TensorRT's enqueue stays cheap).
+// Launches one level-pass instantiation; its dynamic shared-memory limit is raised as wtconvSharedMemory.cuh
+// describes (once per device and size, safely from several threads).
 template <typename TIn, typename TOut, int K, bool BASE>
 cudaError_t launchLevelKernel(LevelArgs const& a, cudaStream_t stream)
 {
-    constexpr int kMaxDevices = 64;
-    static int raisedTo[kMaxDevices] = {};
+    static SharedMemoryLimit limit;
     size_t const smemBytes = static_cast<size_t>(a.planesPerBlock) * a.perPlane * sizeof(float);
     int device = 0;
     cudaError_t e = cudaGetDevice(&device);
@@ -662,18 +668,10 @@ cudaError_t launchLevelKernel(LevelArgs const& a, cudaStream_t stream)
     {
         return e;
     }
-    if (smemBytes > 48 * 1024 && (device >= kMaxDevices || raisedTo[device] < static_cast<int>(smemBytes)))
+    e = limit.allow(levelKernel<TIn, TOut, K, BASE>, device, smemBytes);
+    if (e != cudaSuccess)
     {
-        e = cudaFuncSetAttribute(
-            levelKernel<TIn, TOut, K, BASE>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smemBytes));
-        if (e != cudaSuccess)
-        {
-            return e;
-        }
-        if (device < kMaxDevices)
-        {
-            raisedTo[device] = static_cast<int>(smemBytes); // benign race: a repeat call is harmless
-        }
+        return e;
     }
     levelKernel<TIn, TOut, K, BASE><<<static_cast<unsigned>(gridFor(a.blocks)), kThreads, smemBytes, stream>>>(a);
     return cudaGetLastError();

@@ -786,40 +786,26 @@ __global__ void __launch_bounds__(kPlaneMaxThreads, WTCONV_PLANE_MIN_BLOCKS) sma
 template <typename TIn>
 cudaError_t launchSmall(SmallArgs const& a, cudaStream_t stream);
 
-// Raises the instantiation's dynamic shared-memory limit once per device (a host-side attribute, not a stream
-// operation: safe inside graph capture, and skipped on later launches so TensorRT's enqueue stays cheap).
+// Makes a launch of one instantiation with `smemBytes` of dynamic shared memory legal on `device`
+// (wtconvSharedMemory.cuh: raised once per device and size, safely from several threads).
 template <typename TIn, int K, bool CLUSTER>
 cudaError_t prepareSmallKernel(int device, size_t smemBytes)
 {
-    constexpr int kMaxDevices = 64;
-    static int raisedTo[kMaxDevices] = {};
-    if (smemBytes > 48 * 1024 && (device >= kMaxDevices || raisedTo[device] < static_cast<int>(smemBytes)))
-    {
-        cudaError_t const e = cudaFuncSetAttribute(smallPlaneKernel<TIn, K, CLUSTER>,
-            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smemBytes));
-        if (e != cudaSuccess)
-        {
-            return e;
-        }
-        if (device < kMaxDevices)
-        {
-            raisedTo[device] = static_cast<int>(smemBytes); // benign race: a repeat call is harmless
-        }
-    }
-    return cudaSuccess;
+    static SharedMemoryLimit limit;
+    return limit.allow(smallPlaneKernel<TIn, K, CLUSTER>, device, smemBytes);
 }
 
 // Whether the cluster instantiation can run on `device`: compute capability >= 9.0 and the kernel compiled
 // from sm_90+ code (a build for older architectures only, JIT-compiled from their PTX, has no cluster code).
-// Decided once per device.
+// Decided once per device (every thread computes the same answer).
 template <typename TIn, int K>
 bool clusterSupported(int device)
 {
     constexpr int kMaxDevices = 64;
-    static signed char known[kMaxDevices] = {}; // 0 unknown, 1 yes, -1 no
-    if (device < kMaxDevices && known[device] != 0)
+    static std::atomic<signed char> known[kMaxDevices]{}; // 0 unknown, 1 yes, -1 no
+    if (device < kMaxDevices && known[device].load(std::memory_order_relaxed) != 0)
     {
-        return known[device] > 0;
+        return known[device].load(std::memory_order_relaxed) > 0;
     }
     int major = 0;
     cudaFuncAttributes fa{};
@@ -828,7 +814,7 @@ bool clusterSupported(int device)
         && fa.ptxVersion >= 90;
     if (device < kMaxDevices)
     {
-        known[device] = ok ? 1 : -1;
+        known[device].store(ok ? 1 : -1, std::memory_order_relaxed);
     }
     return ok;
 }
