@@ -62,6 +62,15 @@ void logMessage(nvinfer1::ILogger::Severity severity, char const* message) noexc
     throw std::invalid_argument(std::string(kWHO) + ": " + message);
 }
 
+// A CUDA runtime failure the plugin has dealt with (reported, or to be retried): the error is taken off the
+// runtime's last-error record, or the kernels' launch check (cudaGetLastError after a launch) would report it
+// again after a later launch that succeeded, failing an enqueue that did nothing wrong. Returns "what: reason".
+std::string handledCudaFailure(char const* what, cudaError_t status)
+{
+    cudaGetLastError();
+    return std::string(what) + ": " + cudaGetErrorString(status);
+}
+
 char const* dataTypeName(DataType type) noexcept
 {
     switch (type)
@@ -244,7 +253,10 @@ struct DeviceWeights
     {
         if (memory != nullptr)
         {
-            static_cast<void>(cudaFree(memory)); // nothing useful to do with an error in a destructor
+            if (cudaFree(memory) != cudaSuccess)
+            {
+                cudaGetLastError(); // nothing useful to do with it here; keep it off later launch checks
+            }
         }
     }
 };
@@ -594,7 +606,7 @@ bool WTConvPlugin::ensureDeviceWeights(std::string& error, cudaStream_t const* c
         cudaError_t status = cudaGetDevice(&device);
         if (status != cudaSuccess)
         {
-            error = std::string("cudaGetDevice failed: ") + cudaGetErrorString(status);
+            error = handledCudaFailure("cudaGetDevice failed", status);
             return false;
         }
         if (mDevice != nullptr && mDevice->device == device)
@@ -611,7 +623,7 @@ bool WTConvPlugin::ensureDeviceWeights(std::string& error, cudaStream_t const* c
         if (status != cudaSuccess)
         {
             weights->memory = nullptr;
-            error = std::string("cudaMalloc of the weights failed: ") + cudaGetErrorString(status);
+            error = handledCudaFailure("cudaMalloc of the weights failed", status);
             return false;
         }
         weights->device = device;
@@ -619,12 +631,23 @@ bool WTConvPlugin::ensureDeviceWeights(std::string& error, cudaStream_t const* c
         weights->baseWeight = reinterpret_cast<float const*>(base);
         weights->baseBias = reinterpret_cast<float const*>(base + baseWeightBytes);
         weights->waveletWeight = reinterpret_cast<float const*>(base + baseWeightBytes + baseBiasBytes);
-        // From enqueue (not capturing) the copies go on the launch stream; elsewhere they are synchronous.
-        auto copy = [copyStream](void* dst, void const* src, size_t bytes)
+        // From enqueue (not capturing) the copies go on the launch stream. Elsewhere (configurePlugin,
+        // attachToContext) on a stream of our own that does not synchronise with other streams: a synchronous
+        // cudaMemcpy runs on the legacy default stream, which waits for every blocking stream and so breaks
+        // another thread's CUDA-graph capture of one (cudaErrorStreamCaptureImplicit).
+        cudaStream_t ownStream = nullptr;
+        if (copyStream == nullptr)
         {
-            return copyStream != nullptr ? cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, *copyStream)
-                                         : cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
-        };
+            status = cudaStreamCreateWithFlags(&ownStream, cudaStreamNonBlocking);
+            if (status != cudaSuccess)
+            {
+                error = handledCudaFailure("creating the stream for the weight upload failed", status);
+                return false;
+            }
+        }
+        cudaStream_t const stream = copyStream != nullptr ? *copyStream : ownStream;
+        auto copy = [stream](void* dst, void const* src, size_t bytes)
+        { return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream); };
         status = copy(base, mBaseWeight.data(), mBaseWeight.size() * sizeof(float));
         if (status == cudaSuccess)
         {
@@ -634,14 +657,18 @@ bool WTConvPlugin::ensureDeviceWeights(std::string& error, cudaStream_t const* c
         {
             status = copy(base + baseWeightBytes + baseBiasBytes, mWaveletWeight.data(), waveletBytes);
         }
-        if (status == cudaSuccess && copyStream != nullptr)
+        if (status == cudaSuccess)
         {
             // Complete before the weights are shared: a clone may launch on another stream.
-            status = cudaStreamSynchronize(*copyStream);
+            status = cudaStreamSynchronize(stream);
+        }
+        if (ownStream != nullptr)
+        {
+            cudaStreamDestroy(ownStream);
         }
         if (status != cudaSuccess)
         {
-            error = std::string("copying the weights to the device failed: ") + cudaGetErrorString(status);
+            error = handledCudaFailure("copying the weights to the device failed", status);
             return false;
         }
         mDevice = std::move(weights);
@@ -662,7 +689,7 @@ bool WTConvPlugin::weightsReadyForEnqueue(cudaStream_t stream, std::string& why)
         cudaError_t status = cudaGetDevice(&device);
         if (status != cudaSuccess)
         {
-            why = std::string("cudaGetDevice failed: ") + cudaGetErrorString(status);
+            why = handledCudaFailure("cudaGetDevice failed", status);
             return false;
         }
         if (mDevice != nullptr && mDevice->device == device)
@@ -675,7 +702,7 @@ bool WTConvPlugin::weightsReadyForEnqueue(cudaStream_t stream, std::string& why)
         status = cudaStreamIsCapturing(stream, &capture);
         if (status != cudaSuccess)
         {
-            why = std::string("cudaStreamIsCapturing failed: ") + cudaGetErrorString(status);
+            why = handledCudaFailure("cudaStreamIsCapturing failed", status);
             return false;
         }
         if (capture != cudaStreamCaptureStatusNone)
@@ -813,6 +840,7 @@ int32_t WTConvPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDes
         cudaError_t const status = wtconvForward(p, stream, message, sizeof(message));
         if (status != cudaSuccess)
         {
+            handledCudaFailure("", status);
             report(std::string(kWHO) + ": enqueue: " + cudaGetErrorName(status) + ": " + message);
             return -1;
         }

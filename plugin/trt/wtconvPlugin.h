@@ -95,7 +95,8 @@ private:
     void report(char const* message) const noexcept;
     void reportCaught(char const* where, char const* what) const noexcept;
     // Makes mDevice hold this plugin's weights on the current device (allocates and copies when needed; the
-    // copies go on *copyStream when given, which is then synchronised; else they are synchronous).
+    // copies go on *copyStream when given, else on a private non-blocking stream, which is then synchronised: never
+    // on the legacy default stream, which would break another thread's capture of a blocking stream).
     bool ensureDeviceWeights(std::string& error, cudaStream_t const* copyStream = nullptr) noexcept;
     // enqueue's check: true when the weights are on the current device, after uploading them on `stream` if
     // they were not and the stream is not being captured; otherwise false with the reason in `why`.

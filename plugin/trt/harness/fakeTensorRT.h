@@ -11,6 +11,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,8 @@ using namespace nvinfer1;
 // What TensorRT gives a plugin: a logger (through ILoggerFinder), an error recorder (through the
 // IPluginResourceContext of attachToContext).
 
+// Keeps warnings and errors. TensorRT's loggers may be called from several threads (execution contexts on
+// several threads), so the messages are guarded.
 class CaptureLogger : public ILogger
 {
 public:
@@ -31,23 +34,28 @@ public:
     {
         if (severity <= Severity::kWARNING)
         {
+            std::lock_guard<std::mutex> lock(mMutex);
             mMessages.emplace_back(msg != nullptr ? msg : "");
         }
     }
     std::string last() const
     {
+        std::lock_guard<std::mutex> lock(mMutex);
         return mMessages.empty() ? std::string() : mMessages.back();
     }
     size_t count() const
     {
+        std::lock_guard<std::mutex> lock(mMutex);
         return mMessages.size();
     }
     void clear()
     {
+        std::lock_guard<std::mutex> lock(mMutex);
         mMessages.clear();
     }
 
 private:
+    mutable std::mutex mMutex;
     std::vector<std::string> mMessages;
 };
 

@@ -390,5 +390,8 @@ inline void expectRejected(IPluginV3* plugin, std::string const& what, std::vect
 // The two modes (hostTests.cpp, gpuTests.cpp); each prints "<mode>: N passed, M failed" and returns the exit code.
 int runHost(std::string const& dynamicLib, std::string const& staticLib);
 int runGpu(std::string const& dynamicLib, std::string const& casesDir);
+// The GPU part's checks around enqueue in a serving process (gpuRuntimeTests.cpp): concurrent first launches, a
+// transient out-of-memory, the weight upload during another stream's capture. Run first by runGpu.
+void runRuntimeTests(IPluginCreatorV3One* creator);
 
 } // namespace wtconv_harness
