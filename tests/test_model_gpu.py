@@ -75,3 +75,87 @@ def test_wtconvnext_tiny_on_kernels(registered, dtype, bound, layout):
     assert len(seen) == 18  # WTConvNeXt-T: 3 + 3 + 9 + 3 blocks
     if layout == "channels_last":
         assert all(inp and out for inp, out in seen), seen
+
+
+# ---- memory: a forward call leaves only its output; the model holds no more activations than ConvNeXt's ----
+
+
+def _allocated():
+    torch.cuda.synchronize()
+    return torch.cuda.memory_allocated()
+
+
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("shape,levels", [((2, 96, 56, 56), 5), ((1, 8, 130, 67), 3)], ids=["whole-plane", "tiled"])
+def test_forward_allocates_its_output_and_workspace_only(registered, shape, levels, dtype, layout):
+    """FusedWTConv2d, cast and converted the way a user converts a model (``.to(dtype)``, channels-last): per call it
+    allocates its output and, on the tiled path, the workspace the kernels ask for (freed on return), nothing else
+    (no conversion or copy of the weights, no buffer kept); calls leave nothing behind; the module holds its three
+    folded fp32 weight tensors and nothing more. Oracle: PyTorch's allocator statistics, against the allocation of
+    an empty tensor like the output and the library's workspace size."""
+    from wtconv_export.folding import fold_wtconv
+    from wtconv_export.wtconv2d import random_wtconv2d
+
+    fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    layer = random_wtconv2d(shape[1], 5, levels, 1, 21)
+    module = FusedWTConv2d.from_wtconv(layer).cuda().to(dtype).to(memory_format=fmt)
+    folded = fold_wtconv(layer)
+    assert not list(module.parameters())
+    buffers = dict(module.named_buffers())
+    assert list(buffers) == ["base_weight", "base_bias", "wavelet_weight"]
+    for name, expected in zip(buffers, folded.tensors(), strict=True):
+        b = buffers[name]
+        assert b.dtype == torch.float32 and b.is_contiguous() and torch.equal(b.cpu(), expected), name
+    x = torch.randn(shape, device="cuda").to(dtype).contiguous(memory_format=fmt)
+    with torch.inference_mode():
+        module(x)  # first call: plan made
+        base = _allocated()
+        probe = torch.empty_like(x)
+        output_bytes = _allocated() - base
+        del probe
+        workspace = cuda_kernels.workspace_bytes(x, 5, levels, 1)
+        workspace_bytes = 0
+        if workspace:
+            scratch = torch.empty(workspace, dtype=torch.uint8, device="cuda")
+            workspace_bytes = _allocated() - base
+            del scratch
+        for call in range(4):
+            torch.cuda.reset_peak_memory_stats()
+            y = module(x)
+            peak = torch.cuda.max_memory_allocated() - base
+            assert _allocated() - base == output_bytes, f"call {call}: more than the output stays allocated"
+            assert output_bytes <= peak <= output_bytes + workspace_bytes, (
+                f"call {call}: peak {peak} bytes above the input, expected output {output_bytes} + workspace "
+                f"{workspace_bytes}"
+            )
+            del y
+            assert _allocated() == base, f"call {call}: {_allocated() - base} bytes left after the output is dropped"
+
+
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+def test_wtconvnext_peak_holds_no_more_activations_than_convnext(registered, layout):
+    """WTConvNeXt-T fp16 on our kernels, B = 32, 224 x 224: the peak of a forward call above what was allocated before
+    it. Oracle: ConvNeXt's structure, which WTConvNeXt shares. The peak is the GELU of a stage-1 block's MLP, where
+    11 stage-1 activations (A = B x 96 x 56 x 56 elements) are alive: the stem's output (its stage's input), the
+    block's input, the LayerNorm output and the MLP's fc1 and GELU outputs (4 A each). The block's convolution
+    output must not be among them (it is dead once normalised), nor anything of our layer."""
+    from wtconv_export.wtconvnext import wtconvnext_tiny
+
+    fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    torch.manual_seed(0)
+    model = fuse_wtconv_layers(wtconvnext_tiny().eval().cuda().half()).to(memory_format=fmt)
+    batch = 32
+    activation = batch * 96 * 56 * 56 * 2
+    x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(memory_format=fmt)
+    with torch.inference_mode():
+        model(x)  # first call: plans, cuBLAS and cuDNN workspaces
+        base = _allocated()
+        torch.cuda.reset_peak_memory_stats()
+        y = model(x)
+        peak = torch.cuda.max_memory_allocated() - base
+        del y
+    in_activations = peak / activation
+    assert in_activations <= 11.25, (
+        f"peak {peak / 2**20:.1f} MiB = {in_activations:.2f} stage-1 activations (11 expected)"
+    )

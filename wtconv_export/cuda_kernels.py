@@ -159,6 +159,9 @@ def _current_stream(device_index: int) -> int:
     return torch._C._cuda_getCurrentRawStream(device_index)
 
 
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+
+
 if not hasattr(torch._C, "_cuda_getCurrentRawStream"):  # pragma: no cover - older PyTorch
 
     def _current_stream(device_index: int) -> int:  # noqa: F811
@@ -342,14 +345,15 @@ def module_call(
     ):
         return None
     layout = layout_of(x)
-    if layout is None:
+    device = x.get_device()
+    if layout is None or device != _current_device():
+        # The kernels launch on the current device; the custom op's dispatcher switches to x's, this path does not.
         return None
     weights = (base_weight.data_ptr(), base_bias.data_ptr(), wavelet_weight.data_ptr())
-    key = (x.shape, x.dtype, layout, weights, x.get_device())
+    key = (x.shape, x.dtype, layout, weights, device)
     if cache is not None and cache.key == key:
         plan = cache.plan
     else:
-        device = x.get_device()
         if (
             x.dtype not in DTYPES
             or kernel_size > _MAX_KERNEL_SIZE
@@ -374,7 +378,7 @@ def module_call(
         out.data_ptr(),
         workspace.data_ptr() if plan.need else None,
         plan.need,
-        _current_stream(x.get_device()),
+        _current_stream(device),
         _message,
         _MESSAGE_BYTES,
     )

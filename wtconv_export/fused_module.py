@@ -7,12 +7,16 @@ from . import cuda_kernels
 from .folding import FoldedWTConv, fold_wtconv
 from .ops import fused_wtconv2d
 
+_FOLDED = ("base_weight", "base_bias", "wavelet_weight")
+
 
 class FusedWTConv2d(nn.Module):
     """Drop-in inference replacement of a WTConv2d: y = fused_wtconv2d(x, folded weights).
 
-    The folded weights are fp32 buffers (docs/design.md, "The operator"); the input may be fp32, fp16 or
-    bf16, NCHW or channels-last (the output keeps the input's layout on the CUDA kernels).
+    The folded weights are fp32 buffers (docs/design.md, "The operator"), kept fp32 and contiguous when the model is
+    cast or converted to channels-last (only device moves apply to them); the input may be fp32, fp16 or bf16, NCHW
+    or channels-last (the output keeps the input's layout on the CUDA kernels). A call allocates its output and, on
+    the tiled path (planes above 64 x 64), a workspace freed when it returns: nothing is kept per module.
     """
 
     def __init__(self, folded: FoldedWTConv):
@@ -24,6 +28,19 @@ class FusedWTConv2d(nn.Module):
         self.register_buffer("base_bias", bb)
         self.register_buffer("wavelet_weight", ww)
         self._launch_cache = cuda_kernels.CallCache()  # the eager CUDA path's last plan (not state: not saved)
+
+    def _apply(self, fn, recurse=True):
+        # The folded weights follow device moves only: they stay the contiguous fp32 tensors they were folded into
+        # through model.half(), .to(dtype) and .to(memory_format=torch.channels_last) (which would otherwise round
+        # them to fp16, or give the 4-D wavelet weights channels-last strides), so the eager CUDA path keeps
+        # launching on them directly: no conversion, copy or allocation per call (docs/design.md, "The operator").
+        folded = {name: self._buffers[name] for name in _FOLDED}
+        super()._apply(fn, recurse)
+        for name, tensor in folded.items():
+            moved = self._buffers[name]
+            if moved is not tensor:
+                self._buffers[name] = tensor.to(device=moved.device).contiguous()
+        return self
 
     @classmethod
     def from_wtconv(cls, module) -> "FusedWTConv2d":

@@ -114,7 +114,10 @@ class WTConvNeXtBlock(nn.Module):
         shortcut = x
         x = self.conv_dw(x)
         x = x.permute(0, 2, 3, 1)
-        x = self.mlp(self.norm(x))
+        # One statement per step, as timm's ConvNeXt block: rebinding x frees the convolution's output before the
+        # MLP, whose hidden layer (4x the channels, twice: fc1 and GELU outputs) is the model's memory peak.
+        x = self.norm(x)
+        x = self.mlp(x)
         x = x.permute(0, 3, 1, 2)
         if self.gamma is not None:
             x = x.mul(self.gamma.reshape(1, -1, 1, 1))

@@ -1,0 +1,28 @@
+"""Memory benchmark of the fused WTConv layer and the WTConvNeXt models on a CUDA GPU (wtconv_export/memory_benchmark.py
+says what is measured). Writes bench_memory.json and bench_memory.md into --out.
+
+    python tools/bench_memory.py --out docs/bench --official third_party/WTConv [--quick]
+"""
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from wtconv_export.memory_benchmark import run
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True, help="folder for bench_memory.json and .md")
+    parser.add_argument("--official", type=Path, help="a checkout of BGU-CS-VIL/WTConv (published code, fast_wtconv)")
+    parser.add_argument("--quick", action="store_true", help="WTConvNeXt-T only, fp16 layers, a smaller sweep")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    command = "python tools/bench_memory.py --out OUT" + (" --official OFFICIAL" if args.official else "")
+    run(args.out, args.official, quick=args.quick, command=command + (" --quick" if args.quick else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
