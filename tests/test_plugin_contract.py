@@ -33,7 +33,7 @@ PLUGIN_SOURCES = [
         "wtconvLayerFields.cpp",
         "wtconvLayerFields.h",
     )
-]
+] + sorted((ROOT / "plugin" / "onnxruntime").glob("wtconvOrt*"))
 
 _STRING = re.compile(r'constexpr\s+char\s+const\s*\*\s*(k[A-Z0-9_]+)\s*=\s*"([^"]*)"\s*;')
 _INT = re.compile(r"constexpr\s+int32_t\s+(k[A-Za-z0-9_]+)\s*=\s*(-?\d+)\s*;")
@@ -58,6 +58,7 @@ def test_identity_agrees(cpp):
     assert strings["kPLUGIN_NAME"] == contract.PLUGIN_NAME == contract.OP_TYPE
     assert strings["kPLUGIN_VERSION"] == contract.PLUGIN_VERSION
     assert strings["kPLUGIN_NAMESPACE"] == contract.PLUGIN_NAMESPACE
+    assert strings["kONNX_DOMAIN"] == contract.ONNX_DOMAIN
 
 
 def test_every_python_field_has_the_same_cpp_field(cpp):
@@ -96,7 +97,7 @@ def test_limits_agree(cpp):
 
 def test_plugin_sources_spell_no_contract_string(cpp):
     strings, _ = cpp
-    names = {v for k, v in strings.items() if (k.startswith("kFIELD_") or k == "kPLUGIN_NAME") and v}
+    names = {v for k, v in strings.items() if (k.startswith("kFIELD_") or k in ("kPLUGIN_NAME", "kONNX_DOMAIN")) and v}
     for source in PLUGIN_SOURCES:
         text = _strip_comments(source.read_text())
         literals = set(re.findall(r'"([^"\\]*)"', text))

@@ -143,8 +143,8 @@ _ORT_INFO_MARK = b"wtconv_ort_info: "
 
 def ort_library_info(path) -> dict[str, str]:
     """The record a ``libwtconv_ort.so`` carries (plugin/onnxruntime/wtconvOrtEntry.cpp), read from the file without
-    loading it: {"package_version", "ort_api" (the C API version it asks for), "domain", "cuda" ("yes" when it has
-    the CUDA op)}; empty when the file has no record (not built from plugin/onnxruntime)."""
+    loading it: {"package_version", "ort_api" (the C API version it asks for), "cuda" ("yes" when it has the CUDA
+    op)}; empty when the file has no record (not built from plugin/onnxruntime)."""
     data = Path(path).read_bytes()
     start = data.find(_ORT_INFO_MARK)
     if start < 0:

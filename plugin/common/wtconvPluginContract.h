@@ -14,6 +14,8 @@ namespace contract
 {
 
 constexpr char const* kPLUGIN_NAME = "WTConv2d";
+// The ONNX domain of the node (TensorRT ignores it; ONNX Runtime finds the custom op by domain and name).
+constexpr char const* kONNX_DOMAIN = "wtconv";
 constexpr char const* kPLUGIN_VERSION = "1";
 constexpr char const* kPLUGIN_NAMESPACE = "";
 

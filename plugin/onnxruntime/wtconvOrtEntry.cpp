@@ -1,9 +1,10 @@
 // wtconvOrtEntry.cpp — the library's one entry point: ONNX Runtime calls RegisterCustomOps when a session's options
 // load the library (SessionOptions.register_custom_ops_library / RegisterCustomOpsLibrary_V2; docs/onnx_runtime.md).
-// It adds the domain "wtconv" with the op WTConv2d for the CPU execution provider and, in a build with CUDA, for the
+// It adds the op WTConv2d in the domain wtconv (wtconvPluginContract.h) for the CPU execution provider and, in a build with CUDA, for the
 // CUDA execution provider.
 #include "wtconvOrtOps.h"
 #include "wtconvOrtSupport.h"
+#include "wtconvPluginContract.h"
 
 #include <string>
 
@@ -18,15 +19,11 @@
 #define WTCONV_STRINGIFY2(x) #x
 #define WTCONV_STRINGIFY(x) WTCONV_STRINGIFY2(x)
 
-// The ONNX domain the exporter writes (wtconv_export/contract.py ONNX_DOMAIN).
-#define WTCONV_ORT_DOMAIN "wtconv"
-
 // One line of key=value words in its own section, read from the file without loading it
 // (wtconv_export.libraries.ort_library_info): what this build is, for `wtconv-trt doctor` and the tests.
 extern "C" __attribute__((used, section(".wtconv_ort_info"))) char const wtconvOrtInfo[]
     = "wtconv_ort_info: package_version=" WTCONV_PACKAGE_VERSION
-      " ort_api=" WTCONV_STRINGIFY(WTCONV_ORT_API_VERSION) " domain=" WTCONV_ORT_DOMAIN " cuda=" WTCONV_ORT_CUDA_WORD
-                                                           "\n";
+      " ort_api=" WTCONV_STRINGIFY(WTCONV_ORT_API_VERSION) " cuda=" WTCONV_ORT_CUDA_WORD "\n";
 
 extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL RegisterCustomOps(
     OrtSessionOptions* options, OrtApiBase const* apiBase)
@@ -52,7 +49,8 @@ extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL Regist
         // has no hook to say when it is done, so each registration keeps its (small) domain object for the life of
         // the process, as ONNX Runtime's own custom-op examples do.
         OrtCustomOpDomain* domain = nullptr;
-        check(table->CreateCustomOpDomain(WTCONV_ORT_DOMAIN, &domain), "libwtconv_ort: creating the domain");
+        check(
+            table->CreateCustomOpDomain(wtconv::contract::kONNX_DOMAIN, &domain), "libwtconv_ort: creating the domain");
         check(table->CustomOpDomain_Add(domain, cpuOp()), "libwtconv_ort: adding the CPU op");
         if (OrtCustomOp const* cuda = cudaOp())
         {

@@ -87,27 +87,27 @@ bool readTensorAttribute(OrtKernelInfo const* info, char const* name, AttributeV
     return true;
 }
 
-// The attribute `name` as a FieldView; false when the node has no attribute of that name.
+// The attribute `name` as a FieldView; false when the node has no attribute of that name. ONNX Runtime's scalar and
+// tensor readers check the attribute's type, its list readers do not (they return the list of that type, empty for
+// an attribute of another type): so the scalar and tensor types are asked first, and a list is judged by which of
+// its two readers finds values. An empty list of any type reads as FLOATS of length 0 (refused by its length).
 bool readAttribute(OrtKernelInfo const* info, char const* name, AttributeValues& store, FieldView& view)
 {
     OrtApi const& a = api();
     view = FieldView{};
     view.name = name;
+    size_t floatCount = 0;
+    size_t intCount = 0;
+    bool const present = succeeded(a.KernelInfoGetAttributeArray_float(info, name, nullptr, &floatCount));
+    if (!present || !succeeded(a.KernelInfoGetAttributeArray_int64(info, name, nullptr, &intCount)))
+    {
+        return false;
+    }
     int64_t integer = 0;
     if (succeeded(a.KernelInfoGetAttribute_int64(info, name, &integer)))
     {
         store.ints.push_back(integer);
         view = FieldView{name, &store.ints.back(), FieldType::kINT64, 1, "INT"};
-        return true;
-    }
-    size_t count = 0;
-    if (succeeded(a.KernelInfoGetAttributeArray_float(info, name, nullptr, &count)))
-    {
-        store.floatArrays.emplace_back(count);
-        std::vector<float>& values = store.floatArrays.back();
-        check(a.KernelInfoGetAttributeArray_float(info, name, values.data(), &count),
-            std::string("WTConv2d: reading attribute '") + name + "'");
-        view = FieldView{name, values.data(), FieldType::kFLOAT32, static_cast<int64_t>(count), "FLOATS"};
         return true;
     }
     float single = 0.0F;
@@ -117,22 +117,35 @@ bool readAttribute(OrtKernelInfo const* info, char const* name, AttributeValues&
         view = FieldView{name, store.floatArrays.back().data(), FieldType::kFLOAT32, 1, "FLOAT"};
         return true;
     }
-    if (succeeded(a.KernelInfoGetAttributeArray_int64(info, name, nullptr, &count)))
-    {
-        store.intArrays.emplace_back(count);
-        std::vector<int64_t>& values = store.intArrays.back();
-        check(a.KernelInfoGetAttributeArray_int64(info, name, values.data(), &count),
-            std::string("WTConv2d: reading attribute '") + name + "'");
-        view = FieldView{name, values.data(), FieldType::kINT64, static_cast<int64_t>(count), "INTS"};
-        return true;
-    }
     size_t bytes = 0;
     if (succeeded(a.KernelInfoGetAttribute_string(info, name, nullptr, &bytes)))
     {
         view = FieldView{name, nullptr, FieldType::kOTHER, 1, "STRING"};
         return true;
     }
-    return readTensorAttribute(info, name, store, view);
+    if (readTensorAttribute(info, name, store, view))
+    {
+        return true;
+    }
+    if (intCount > 0)
+    {
+        store.intArrays.emplace_back(intCount);
+        std::vector<int64_t>& values = store.intArrays.back();
+        check(a.KernelInfoGetAttributeArray_int64(info, name, values.data(), &intCount),
+            std::string("WTConv2d: reading attribute '") + name + "'");
+        view = FieldView{name, values.data(), FieldType::kINT64, static_cast<int64_t>(intCount), "INTS"};
+        return true;
+    }
+    store.floatArrays.emplace_back(floatCount);
+    std::vector<float>& values = store.floatArrays.back();
+    if (floatCount > 0)
+    {
+        check(a.KernelInfoGetAttributeArray_float(info, name, values.data(), &floatCount),
+            std::string("WTConv2d: reading attribute '") + name + "'");
+    }
+    view = FieldView{name, values.data(), FieldType::kFLOAT32, static_cast<int64_t>(floatCount),
+        floatCount > 0 ? "FLOATS" : "an empty list"};
+    return true;
 }
 
 // plugin_version / plugin_namespace select the TensorRT creator; here they must name this library's op.
