@@ -1,8 +1,11 @@
 """The layers of the Python code, read statically from the imports (docs/design.md, "Code layout").
 
-``wtconv_trt`` (the command line) sits on top; ``trt_engine`` below it; ``wtconv_export`` at the bottom. Every
-``import`` statement counts, at module level or inside a function, so a lazy import cannot hide a dependency that
-runs back up.
+``wtconv_trt`` (the Python API in ``wtconv_trt.api`` and, on it, the command line) sits on top; ``trt_engine``
+below it; ``wtconv_export`` at the bottom. Every ``import`` statement counts, at module level or inside a function,
+so a lazy import cannot hide a dependency that runs back up.
+
+The command modules are a thin shell: they reach the libraries only through ``wtconv_trt.api`` and hold no
+decision of their own — no ``raise`` statement (every refusal comes from a job, so a Python caller gets it too).
 """
 
 from __future__ import annotations
@@ -138,3 +141,47 @@ def test_find_cycle_finds_one():
 def test_no_import_circles(graph):
     cycle = find_cycle(graph)
     assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+COMMAND_LINE = ("wtconv_trt.cli", "wtconv_trt.arguments", "wtconv_trt.commands", "wtconv_trt.__main__")
+
+
+def is_command_line(module: str) -> bool:
+    return any(module == m or module.startswith(m + ".") for m in COMMAND_LINE)
+
+
+def test_the_api_never_imports_the_command_line(graph):
+    api = [m for m in graph if m == "wtconv_trt" or m.startswith("wtconv_trt.api")]
+    assert "wtconv_trt.api.engine" in api and len(api) > 5
+    upward = sorted(f"{m} -> {t}" for m in api for t in graph[m] if is_command_line(t))
+    assert upward == [], "the API imports the command line:\n" + "\n".join(upward)
+
+
+def command_modules() -> dict[str, Path]:
+    return {name: path for name, path in project_modules().items() if name.startswith("wtconv_trt.commands.")}
+
+
+def test_commands_reach_the_libraries_only_through_the_api(graph):
+    commands = command_modules()
+    assert "wtconv_trt.commands.build" in commands and len(commands) >= 10
+    allowed = ("wtconv_trt.api", "wtconv_trt.arguments", "wtconv_trt.commands")
+    direct = sorted(
+        f"{m} -> {t}" for m in commands for t in graph[m] if not any(t == a or t.startswith(a + ".") for a in allowed)
+    )
+    assert direct == [], "a command module imports a library around the API:\n" + "\n".join(direct)
+
+
+def test_commands_make_no_decisions():
+    """No command module raises: every check is a job's, so the command line and a Python caller refuse the same
+    input with the same message (the bad-input table and its API twin, tests/test_api_bad_input.py)."""
+    found = []
+    for name, path in command_modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        found += [f"{name}:{node.lineno}" for node in ast.walk(tree) if isinstance(node, ast.Raise)]
+    assert found == [], "raise statements in command modules (move the check into the job):\n" + "\n".join(found)
+
+
+def test_the_check_finds_a_raise():
+    """The reader above is not blind: a raise inside a nested function is found."""
+    tree = ast.parse("def run(args):\n    def inner():\n        raise ValueError('x')\n    return inner\n")
+    assert any(isinstance(node, ast.Raise) for node in ast.walk(tree))

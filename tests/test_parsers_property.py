@@ -1,9 +1,10 @@
 """Property-based tests (Hypothesis) of what parses user text: the shape syntax (wtconv_export.inputs), the
-optimisation-profile syntax (trt_engine.profiles) and the command line's argument types (wtconv_trt.arguments).
+optimisation-profile syntax (trt_engine.profiles), the command line's argument types (wtconv_trt.arguments) and the
+jobs' checks of option values (wtconv_export.inputs).
 
 Properties: formatting then parsing gives the value back (in both shape syntaxes, B,C,H,W and BxCxHxW); any text
 either parses to a value that satisfies the documented constraints or raises the documented error (InputError,
-argparse.ArgumentTypeError) and never any other exception.
+argparse.ArgumentTypeError) and never any other exception; a Python value given to a job likewise.
 """
 
 from __future__ import annotations
@@ -20,7 +21,17 @@ from hypothesis import strategies as st  # noqa: E402
 
 from trt_engine.profiles import InputRange, Profile, format_profile, parse_profile  # noqa: E402
 from wtconv_export.errors import InputError  # noqa: E402
-from wtconv_export.inputs import MAX_DIM, format_dims, parse_dims, parse_shape  # noqa: E402
+from wtconv_export.inputs import (  # noqa: E402
+    MAX_DIM,
+    MAX_INT32,
+    MAX_SEED,
+    check_int,
+    check_number,
+    check_tolerance,
+    format_dims,
+    parse_dims,
+    parse_shape,
+)
 from wtconv_trt import arguments  # noqa: E402
 
 settings.register_profile("wtconv", max_examples=300, deadline=None)
@@ -128,49 +139,67 @@ def test_profile_parser_raises_only_input_error(text):
         assert all(a <= b <= c for a, b, c in zip(r.min, r.opt, r.max, strict=False))
 
 
-INT_TYPES = [
-    (arguments.positive_int, 1, arguments.MAX_INT32),
-    (arguments.seed, 0, arguments.MAX_SEED),
-    (arguments.port, 1, 65535),
-    (arguments.non_negative_int, 0, arguments.MAX_INT32),
+# What the command line does with an option's text: the argument's syntax (wtconv_trt.arguments), then the job's
+# check of the value (wtconv_export.inputs), the same check a Python caller of the job gets.
+INT_OPTIONS = [
+    ("positive", lambda v: check_int(v, "--count", 1, MAX_INT32), 1, MAX_INT32),
+    ("seed", lambda v: check_int(v, "--seed", 0, MAX_SEED), 0, MAX_SEED),
+    ("port", lambda v: check_int(v, "--http-port", 1, 65535), 1, 65535),
+    ("non_negative", lambda v: check_int(v, "--threads", 0, MAX_INT32), 0, MAX_INT32),
 ]
 
 
-@pytest.mark.parametrize("parse, low, high", INT_TYPES, ids=["positive_int", "seed", "port", "non_negative_int"])
+@pytest.mark.parametrize("name, check, low, high", INT_OPTIONS, ids=[o[0] for o in INT_OPTIONS])
 @given(st.one_of(any_text, st.integers().map(str), st.floats().map(str)))
-def test_integer_arguments_in_range_or_argument_error(parse, low, high, text):
+def test_integer_options_in_range_or_one_error(name, check, low, high, text):
     try:
-        value = parse(text)
-    except argparse.ArgumentTypeError as error:
-        assert "expected" in str(error)
+        value = check(arguments.integer(text))
+    except (argparse.ArgumentTypeError, InputError) as error:
+        assert "expected" in str(error) and "\n" not in str(error)
         return
     assert isinstance(value, int) and low <= value <= high
     digits = re.fullmatch(r"[ \t]*([+-]?)([0-9]+)[ \t]*", text)  # only decimal ASCII integers are accepted
     assert digits and value == int(digits.group(2)) * (-1 if digits.group(1) == "-" else 1)
 
 
-@pytest.mark.parametrize(
-    "parse, minimum",
-    [(arguments.positive_float, 0.0), (arguments.tolerance, 0.0), (arguments.non_negative_float, None)],
-    ids=["positive_float", "tolerance", "non_negative_float"],
-)
+FLOAT_OPTIONS = [
+    ("positive", lambda v: check_number(v, "--x", 0.0, above=True), 0.0),
+    ("tolerance", check_tolerance, 0.0),
+    ("non_negative", lambda v: check_number(v, "--atol", 0.0), None),
+]
+
+
+@pytest.mark.parametrize("name, check, minimum", FLOAT_OPTIONS, ids=[o[0] for o in FLOAT_OPTIONS])
 @given(st.one_of(any_text, st.floats().map(str), st.integers().map(str)))
-def test_float_arguments_finite_and_in_range_or_argument_error(parse, minimum, text):
+def test_float_options_finite_and_in_range_or_one_error(name, check, minimum, text):
     try:
-        value = parse(text)
-    except argparse.ArgumentTypeError as error:
-        assert "expected" in str(error)
+        value = check(arguments.number(text))
+    except (argparse.ArgumentTypeError, InputError) as error:
+        assert "expected" in str(error) and "\n" not in str(error)
         return
     assert math.isfinite(value)
     assert value > minimum if minimum is not None else value >= 0
 
 
+@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(), st.booleans(), st.text(max_size=5)))
+def test_value_checks_take_python_values_too(value):
+    """From Python a job gets values, not text: a bool, a string, NaN or an infinity is refused in one line."""
+    try:
+        got = check_number(value, "--warmup", 0.0, 600_000.0)
+    except InputError as error:
+        assert str(error).startswith("argument --warmup: expected") and "\n" not in str(error)
+        return
+    assert not isinstance(value, (bool, str)) and math.isfinite(got) and 0 <= got <= 600_000
+
+
 @given(
     st.one_of(any_text, st.lists(st.integers(-5, 2000), min_size=1, max_size=5).map(lambda xs: ",".join(map(str, xs))))
 )
-def test_gpu_list_or_argument_error(text):
+def test_gpu_list_or_one_error(text):
+    from trt_engine.triton import check_gpus
+
     try:
-        gpus = arguments.gpu_list(text)
-    except argparse.ArgumentTypeError:
+        gpus = check_gpus(arguments.gpu_list(text))
+    except (argparse.ArgumentTypeError, InputError):
         return
     assert gpus and len(set(gpus)) == len(gpus) and all(0 <= g <= 1023 for g in gpus)

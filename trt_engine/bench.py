@@ -27,12 +27,17 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from trt_engine.profiles import Profile, format_shape
-from wtconv_export.errors import EngineError, InputError
+from wtconv_export.errors import EngineError
+from wtconv_export.inputs import check_choice, check_int, check_number, shape_of
 from wtconv_export.progress import Progress
 
 logger = logging.getLogger(__name__)
 
 PERCENTILES = (90.0, 95.0, 99.0)
+MAX_ITERATIONS = 10**7  # timed inferences per case
+MAX_WARMUP_MS = 600_000.0  # warm-up per case: ten minutes
+# --cuda-graph: which modes are timed, in this order.
+CUDA_GRAPH_MODES = {"both": ("off", "on"), "on": ("on",), "off": ("off",)}
 
 
 def percentile(sorted_times: Sequence[float], p: float) -> float:
@@ -89,28 +94,39 @@ def run_benchmark(
     engine: str | os.PathLike,
     *,
     plugin: str | os.PathLike | None = None,
-    shapes: Sequence[str] | None = None,
+    shapes: Sequence[str | Sequence[int]] | None = None,
     iterations: int = 200,
     warmup_ms: float = 200.0,
-    cuda_graph: Sequence[str] = ("off", "on"),
+    cuda_graph: str | Sequence[str] = "both",
+    json_path: str | os.PathLike | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
-    """Benchmark every shape; returns the JSON-able result. ``shapes``: list of 'BxCxHxW' (default: each
-    profile's min/opt/max). Each finished case is logged at INFO (median, p99, images/s)."""
+    """Benchmark every shape; returns the JSON-able result, also written to ``json_path`` when given (atomically;
+    an existing file is replaced only with ``force``). ``shapes``: 'BxCxHxW' texts or tuples (default: each
+    profile's min/opt/max). ``cuda_graph``: "both", "on", "off" (or a sequence of "off"/"on"). Each finished case
+    is logged at INFO (median, p99, images/s). Every option, the engine and its manifest are checked before
+    TensorRT is imported."""
     import torch
 
     from trt_engine.engine_file import check_engine_request, load_engine_for_run
-    from trt_engine.profiles import find_profile, parse_dims
+    from trt_engine.profiles import find_profile
     from trt_engine.tensorrt_api import ExecutionSession
+    from wtconv_export.paths import check_input_file, check_output_file
 
-    if iterations < 1:
-        raise InputError(f"--iterations must be >= 1, got {iterations}")
+    iterations = check_int(iterations, "--iterations", 1, MAX_ITERATIONS)
+    warmup_ms = check_number(warmup_ms, "--warmup", 0.0, MAX_WARMUP_MS, what=" ms")
+    if isinstance(cuda_graph, str):
+        cuda_graph = CUDA_GRAPH_MODES[check_choice(cuda_graph, "--cuda-graph", tuple(CUDA_GRAPH_MODES))]
+    for mode in cuda_graph:
+        check_choice(mode, "--cuda-graph", ("off", "on"))
+    user_shapes = [shape_of(s, "--shape") for s in shapes or []]
+    check_input_file(engine, what="engine", made_by="build one with 'wtconv-trt build MODEL.onnx'")
+    if json_path:
+        check_output_file(json_path, option="--json", force=force)
     check = check_engine_request(engine)
     info = check.info
-    if shapes:
-        cases = []
-        for text in shapes:
-            shape = parse_dims(text, "--shape")
-            cases.append((find_profile(check.profiles, {check.input_name: shape}), "user", shape))
+    if user_shapes:
+        cases = [(find_profile(check.profiles, {check.input_name: s}), "user", s) for s in user_shapes]
     else:
         cases = bench_shapes(check.profiles, check.input_name)
     loaded = load_engine_for_run(engine, check.manifest, plugin)
@@ -147,7 +163,7 @@ def run_benchmark(
                 f"{r['throughput_images_per_s']:.0f} img/s"
             )
         del session
-    return {
+    report = {
         "engine": str(engine),
         "tensorrt": info.tensorrt_version,
         "precision": info.precision,
@@ -157,6 +173,9 @@ def run_benchmark(
         "latency": "GPU compute time per inference (CUDA events), ms",
         "results": results,
     }
+    if json_path:
+        write_json(report, json_path)
+    return report
 
 
 def _graph_launcher(session, stream):

@@ -1,20 +1,24 @@
 """Build a TensorRT engine from an exported ONNX model, with our plugin, and write its manifest.
 
-Python API::
+The whole job, every check and default included (``wtconv-trt build`` only maps its options onto BuildOptions;
+from Python, ``wtconv_trt.build_engine`` takes the same options as keyword arguments)::
 
     from trt_engine.build import BuildOptions, build_engine
-    result = build_engine(BuildOptions(onnx="wtconvnext_fp16.onnx", precision="fp16",
+    result = build_engine(BuildOptions(onnx="wtconvnext_fp16.onnx",
                                        plugin="build/plugin/trt/libwtconv_trt_plugin_dynamic.so",
                                        shapes=["input:1x1x32x32/8x1x32x32/32x1x32x32"]))
-    print(result.engine_path, result.manifest_path)
+    print(result.engine_path, result.manifest_path, result.notes)
 
 Everything but the TensorRT calls themselves (tensorrt_api.NetworkBuilder) is decided here in plain Python
-and tested on the CPU: the typing mode per TensorRT major (decide_typing), the profiles, the ONNX checks,
-the source model record, the progress display, the manifest.
+and tested on the CPU, before TensorRT is imported (plan_build): the option values, the defaults taken from the
+export (precision, profile), the profiles against the model (channels, smallest size, TensorRT's 2^31 elements
+per tensor), the plugin library, where the engine and its manifest go, the source model record. Then the typing
+mode per TensorRT major (decide_typing), the build, the progress display and the manifest.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -29,10 +33,16 @@ from trt_engine.profiles import check_profile_against_inputs, default_profile, p
 from wtconv_export import contract
 from wtconv_export.contract import METADATA_PREFIX
 from wtconv_export.errors import ConfigurationError, InputError, ModelError, PluginError
+from wtconv_export.inputs import check_choice, check_int
 
 log = logging.getLogger(__name__)
 
 PRECISIONS = ("fp32", "fp16")
+BACKENDS = ("auto", "tensorrt", "tensorrt-rtx")
+# TensorRT indexes most tensors with 32-bit offsets: a profile whose largest input has more elements cannot build.
+MAX_INPUT_ELEMENTS = 2**31 - 1
+MAX_WORKSPACE_MIB = 1 << 24  # 16 TiB: more than any GPU has
+OPTIMIZATION_LEVELS = (0, 5)  # IBuilderConfig.builder_optimization_level; TensorRT's default is 3
 
 
 class NoPluginNodesWarning(UserWarning):
@@ -275,10 +285,12 @@ class ProgressBoard:
 
 @dataclass
 class BuildOptions:
+    """What to build. Every field has the meaning of the ``wtconv-trt build`` option of the same name."""
+
     onnx: str
-    precision: str = "fp16"
-    plugin: str | None = None
-    shapes: list = field(default_factory=list)  # "--shapes" strings, one per optimisation profile
+    precision: str | None = None  # "fp32" | "fp16"; default: the export's (fp16 for an fp16 export)
+    plugin: str | None = None  # the dynamic plugin library; default: the one found for this TensorRT's ABI
+    shapes: list = field(default_factory=list)  # "--shapes" strings, one per profile; default: default_shapes
     engine: str | None = None  # default: MODEL.<precision>.engine beside the ONNX model
     timing_cache: str | None = None
     workspace_mib: int | None = None
@@ -289,6 +301,7 @@ class BuildOptions:
     compute_capabilities: list | None = None  # TensorRT-RTX targets ("8.9", "current"); default: all it has
     progress: bool = True
     verbose: bool = False
+    force: bool = False  # replace an existing engine and manifest
 
 
 @dataclass
@@ -297,6 +310,19 @@ class BuildResult:
     manifest_path: Path
     manifest: dict
     seconds: float
+    notes: list = field(default_factory=list)  # the defaults taken (precision, profile), one line each
+
+    def summary(self) -> str:
+        """What was built, as ``wtconv-trt build`` prints it: the engine, its manifest and its I/O tensors."""
+        m = self.manifest
+        runtime = "TensorRT-RTX" if m["tensorrt"].get("backend") == "tensorrt-rtx" else "TensorRT"
+        lines = [
+            f"engine:   {self.engine_path} ({m['engine']['bytes'] / 2**20:.1f} MiB, {runtime} "
+            f"{m['tensorrt']['version']}, {m['precision']}, built in {self.seconds:.1f} s)",
+            f"manifest: {self.manifest_path}",
+        ]
+        lines += [f"  {t['mode']:6} {t['name']}: {t['dtype']} {t['shape']}" for t in m["io"]]
+        return "\n".join(lines)
 
 
 def default_engine_path(onnx_path, precision: str) -> Path:
@@ -330,24 +356,152 @@ def check_plugin_need(info: OnnxInfo, plugin) -> None:
         )
 
 
+# -------------------------------------------------------------------------------------------------------------
+# Defaults taken from the export, and the checks made before TensorRT is imported
+# -------------------------------------------------------------------------------------------------------------
+
+
+def default_precision(info: OnnxInfo) -> tuple[str, str]:
+    """(precision, note): the export's precision (fp16 for an fp16 export, fp32 otherwise) and the line saying so."""
+    precision = "fp16" if info.input_dtype == "float16" else "fp32"
+    return precision, (
+        f"precision: {precision} (the export's; an fp16 engine needs 'wtconv-trt export --precision fp16', "
+        f"or --precision fp16 with TensorRT 10)"
+    )
+
+
+def default_shapes(info: OnnxInfo) -> tuple[list, str | None]:
+    """(shapes, note) when none are given: for a single 4-D input with dynamic height and width, batch 1/8/32 at
+    the export's example size (its ``input_shape`` metadata) and the line saying so; otherwise ([], None), which
+    plan_profiles turns into batch 1/8/32 at the model's fixed size."""
+    from wtconv_export.inputs import parse_shape
+
+    if len(info.inputs) != 1:
+        return [], None
+    name, dims = next(iter(info.inputs.items()))
+    dynamic = [i for i, d in enumerate(dims) if not (isinstance(d, int) and d >= 0)]
+    example = info.metadata.get("input_shape")
+    if not example or len(dims) != 4 or not set(dynamic) - {0}:
+        return [], None
+    _, channels, height, width = parse_shape(example, "the export's input_shape metadata")
+    shapes = "/".join(f"{b}x{channels}x{height}x{width}" for b in (1, 8, 32))
+    note = f"profile: {name}:{shapes} (batch 1/8/32 at the export's {height}x{width}; give --shapes for other sizes)"
+    return [f"{name}:{shapes}"], note
+
+
+def check_profile_sizes(profiles: list) -> None:
+    """No profile's max shape may exceed TensorRT's MAX_INPUT_ELEMENTS elements per tensor."""
+    for profile in profiles:
+        for name, r in profile.inputs.items():
+            elements = 1
+            for d in r.max:
+                elements *= d
+            if elements > MAX_INPUT_ELEMENTS:
+                raise InputError(
+                    f"--shapes {name}: the max shape {'x'.join(map(str, r.max))} has {elements} "
+                    f"elements, more than TensorRT's {MAX_INPUT_ELEMENTS} per tensor; give a smaller "
+                    f"max batch or size"
+                )
+
+
+def check_profiles_fit_model(info: OnnxInfo, profiles: list) -> None:
+    """Every profile's min, opt and max shape must fit the exported model (its channels, its smallest height and
+    width), read from the architecture the ONNX metadata names: TensorRT would otherwise fail late or build an
+    engine that cannot run those shapes."""
+    from wtconv_export.model_checks import architecture_of, check_input_shape
+
+    model = architecture_of(info.metadata) if len(info.inputs) == 1 else None
+    if model is None:
+        return
+    for profile in profiles:
+        for name, r in profile.inputs.items():
+            if len(r.min) != 4:
+                continue
+            for which, shape in (("min", r.min), ("opt", r.opt), ("max", r.max)):
+                check_input_shape(model, shape, f"--shapes {name} {which}", limit_memory=False, suggest=False)
+
+
+def check_dynamic_plugin(path) -> None:
+    """``path`` must be the dynamic WTConv2d plugin library (it exports getCreators): TensorRT's
+    loadLibrary registers nothing from the static-registration one or from another library."""
+    from trt_engine.plugin_library import inspect_library
+
+    library = inspect_library(path)  # exists and is a shared library (PluginError otherwise)
+    if not library.exports_get_creators:
+        raise PluginError(
+            f"--plugin {path} is a shared library but not the dynamic WTConv2d plugin (it "
+            f"exports no getCreators); pass build/plugin/trt/libwtconv_trt_plugin_dynamic.so"
+        )
+
+
+@dataclass
+class BuildPlan:
+    """Everything decided before TensorRT is imported: the options with their defaults filled in, the ONNX model's
+    description, the profiles, where the engine goes, the source model record and the notes on the defaults."""
+
+    opts: BuildOptions
+    info: OnnxInfo
+    profiles: list
+    engine_path: Path
+    source: dict | None
+    notes: list
+
+
+def plan_build(opts: BuildOptions) -> BuildPlan:
+    """The CPU side of a build: every option and file checked, every default taken, in the order a user fixes them
+    (option values, the ONNX model, the profiles against it, the plugin library, the outputs). Nothing is written
+    and TensorRT is not imported; WtconvTrtError subclasses say what to change."""
+    from wtconv_export.paths import check_input_file, check_output_file
+
+    if opts.precision is not None:
+        check_choice(opts.precision, "--precision", PRECISIONS)
+    check_choice(opts.backend, "--backend", BACKENDS)
+    if opts.workspace_mib is not None:
+        check_int(opts.workspace_mib, "--workspace", 1, MAX_WORKSPACE_MIB, " MiB")
+    if opts.optimization_level is not None:
+        check_int(opts.optimization_level, "--optimization-level", *OPTIMIZATION_LEVELS)
+    check_input_file(opts.onnx, what="ONNX model", made_by="export one with 'wtconv-trt export -o MODEL.onnx'")
+    info = inspect_onnx(opts.onnx)
+    notes = []
+    precision, shapes = opts.precision, list(opts.shapes or [])
+    if precision is None:
+        precision, note = default_precision(info)
+        notes.append(note)
+    if not shapes:
+        shapes, note = default_shapes(info)
+        notes += [note] if note else []
+    profiles = plan_profiles(shapes, info.inputs)
+    check_profile_sizes(profiles)
+    if opts.plugin:
+        check_dynamic_plugin(opts.plugin)
+    check_profiles_fit_model(info, profiles)
+    engine = opts.engine or str(default_engine_path(opts.onnx, precision))
+    check_output_file(engine, option="-o", force=opts.force)
+    check_output_file(engine + ".json", option="-o (its manifest)", force=opts.force)
+    if opts.timing_cache:
+        check_output_file(opts.timing_cache, option="--timing-cache", force=True)  # a cache is meant to be rewritten
+    if info.wtconv_nodes == 0 or not opts.plugin:
+        from trt_engine.plugin_library import default_plugin
+
+        if info.wtconv_nodes == 0 or default_plugin() is None:
+            check_plugin_need(info, opts.plugin)  # warns (standard operators only) or says how to get the plugin
+    source = parse_source_model(opts.source_model) or source_from_metadata(info.metadata)
+    resolved = dataclasses.replace(opts, precision=precision, shapes=shapes, engine=engine)
+    return BuildPlan(resolved, info, profiles, Path(engine), source, notes)
+
+
 def build_engine(opts: BuildOptions) -> BuildResult:
-    """Check the inputs (CPU), then build with TensorRT or TensorRT-RTX, write engine + manifest atomically."""
+    """Check the inputs and take the defaults (plan_build, CPU), then build with TensorRT or TensorRT-RTX and write
+    the engine and its manifest atomically. The notes on the defaults taken are logged (INFO) before the build
+    starts and returned in the result."""
     from trt_engine import backends, tensorrt_api
-    from trt_engine.plugin_library import default_plugin, expected_abi, inspect_library, runnable_targets, runtime_name
+    from trt_engine.plugin_library import default_plugin, expected_abi, runnable_targets, runtime_name
 
     start = time.monotonic()
-    info = inspect_onnx(opts.onnx)
-    if info.wtconv_nodes == 0 or (not opts.plugin and default_plugin() is None):
-        check_plugin_need(info, opts.plugin)  # warns (standard operators only) or says how to get the plugin
-    if opts.plugin:
-        inspect_library(opts.plugin)  # exists and is a shared library (PluginError otherwise), before TensorRT loads
-    profiles = plan_profiles(opts.shapes, info.inputs)
-    engine_path = Path(opts.engine) if opts.engine else default_engine_path(opts.onnx, opts.precision)
-    if engine_path.is_dir():
-        raise InputError(f"--engine {engine_path} is a directory; give a file name such as model.engine")
-    if not engine_path.parent.is_dir():
-        raise InputError(f"cannot write {engine_path}: directory {engine_path.parent} does not exist")
-    source = parse_source_model(opts.source_model) or source_from_metadata(info.metadata)
+    plan = plan_build(opts)
+    for note in plan.notes:  # the defaults chosen, said once everything given is known to be usable
+        log.info("%s", note)
+    opts, info, profiles, engine_path, source = plan.opts, plan.info, plan.profiles, plan.engine_path, plan.source
 
     backend = tensorrt_api.use_backend(opts.backend)  # ConfigurationError when it is not installed
     if opts.compute_capabilities and backend != backends.TENSORRT_RTX:
@@ -463,4 +617,4 @@ def build_engine(opts: BuildOptions) -> BuildResult:
         backend=backend,
     )
     manifest_file = mf.write_manifest(engine_path, manifest)
-    return BuildResult(engine_path, manifest_file, manifest, time.monotonic() - start)
+    return BuildResult(engine_path, manifest_file, manifest, time.monotonic() - start, plan.notes)

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from trt_engine import manifest as mf
 from wtconv_export.errors import InputError, ModelError, PluginError, ServingError
+from wtconv_export.inputs import MAX_INT32, check_int
 
 # NumPy dtype name -> Triton DataType (model_config.proto).
 TRITON_DTYPES = {
@@ -55,6 +56,11 @@ CLIENT_DTYPES = {
     "bool": "BOOL",
 }
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+# Each instance holds its own execution context and activation memory on every GPU it runs on; beyond a few the
+# instances only queue behind each other, and a large count exhausts GPU memory when Triton loads the model.
+MAX_INSTANCES = 64
+MAX_GPU_INDEX = 1023
+MAX_QUEUE_DELAY_US = 10**8  # dynamic batching's longest wait: 100 s
 
 
 @dataclass
@@ -241,9 +247,28 @@ def write_repository(
     labels=None,
     force: bool = False,
 ) -> dict:
-    """Write the repository; returns {"config", "model_dir", "serve", "config_text", "plan"}."""
-    from trt_engine.engine_file import check_engine_request
+    """Write the repository; returns {"config", "model_dir", "serve", "config_text", "plan", "name"}.
 
+    Every option and file is checked before anything is written, with the messages of ``wtconv-trt triton-repo``:
+    the counts and GPU indices, the engine, its manifest and its TensorRT backend, the plugin and labels files,
+    the repository folder (a model folder that holds files is replaced only with ``force``)."""
+    from trt_engine.engine_file import check_engine_request
+    from wtconv_export.paths import check_input_file, check_output_dir
+
+    instances = check_int(instances, "--instances", 1, MAX_INSTANCES)
+    gpus = check_gpus(gpus)
+    preferred_batch_sizes = (
+        None
+        if preferred_batch_sizes is None
+        else [check_int(b, "--preferred-batch", 1, MAX_INT32) for b in preferred_batch_sizes]
+    )
+    max_queue_delay_us = check_int(max_queue_delay_us, "--max-queue-delay-us", 0, MAX_QUEUE_DELAY_US)
+    if plugin_static:
+        check_input_file(plugin_static, what="--plugin-static", made_by="give libwtconv_trt_plugin.so")
+    if labels:
+        check_input_file(labels, what="--labels", made_by="give a text file with one class name per line")
+    check_input_file(engine, what="engine", made_by="build one with 'wtconv-trt build MODEL.onnx'")
+    check_output_dir(out, option="--out", force=force)
     check = check_engine_request(engine)  # manifest + sha256: never ship a corrupt engine
     manifest = check.manifest
     if mf.backend_of(manifest) != "tensorrt":
@@ -348,15 +373,17 @@ def _labels(manifest: dict, labels):
     return None
 
 
-def parse_gpus(text):
-    if not text:
+def check_gpus(gpus) -> list[int] | None:
+    """GPU indices for the instance group: distinct integers from 0 to MAX_GPU_INDEX (None: every visible GPU)."""
+    if gpus is None:
         return None
-    try:
-        gpus = [int(x) for x in str(text).split(",")]
-    except ValueError:
-        raise InputError(f"--gpus {text!r}: expected comma-separated GPU indices, e.g. 0,1") from None
-    if any(g < 0 for g in gpus):
-        raise InputError(f"--gpus {text!r}: GPU indices are >= 0")
+    gpus = list(gpus)
+    if (
+        not gpus
+        or any(isinstance(g, bool) or not isinstance(g, int) or not 0 <= g <= MAX_GPU_INDEX for g in gpus)
+        or len(set(gpus)) != len(gpus)
+    ):
+        raise InputError(f"argument --gpus: expected distinct GPU indices from 0 to {MAX_GPU_INDEX}, got {gpus!r}")
     return gpus
 
 
@@ -365,7 +392,7 @@ __all__ = [
     "plan_batching",
     "write_repository",
     "serve_script",
-    "parse_gpus",
+    "check_gpus",
     "TRITON_DTYPES",
     "CLIENT_DTYPES",
 ]

@@ -1,6 +1,8 @@
 """Validate an engine against the PyTorch model it came from, with Polygraphy.
 
-``wtconv-trt validate --engine ENGINE`` calls validate_engine: Polygraphy's Comparator runs a TrtRunner on the
+``wtconv-trt validate --engine ENGINE`` and ``wtconv_trt.validate_engine`` call validate_engine, which makes every
+check (option values, the engine and its manifest, the model and the inputs against the engine, the files to save)
+before anything runs: Polygraphy's Comparator runs a TrtRunner on the
 engine and the PyTorch runner of wtconv_export.validation on the source model (rebuilt from the manifest: the
 shipped default model, or ARCH + checkpoint) on the same inputs, and the validation core compares every output
 (docs/engines.md, "Validation"; the meaning of each tolerance: docs/onnx_export.md, "Tolerances"):
@@ -21,7 +23,6 @@ import logging
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ from trt_engine.build import is_default_source, parse_source_model
 from trt_engine.engine_file import check_engine_request, load_engine_for_run
 from trt_engine.profiles import find_profile, format_shape
 from wtconv_export.errors import EngineError, InputError, ModelError
+from wtconv_export.inputs import check_int, check_number, check_tolerance, format_dims, shape_of
 from wtconv_export.validation import ComparisonReport, Tolerance, compare_runners, torch_runner
 
 logger = logging.getLogger(__name__)
@@ -39,10 +41,14 @@ logger = logging.getLogger(__name__)
 # products), hence 1e-3 rather than 1e-5. fp16: an fp16 network (11-bit mantissa) through a dozen residual blocks.
 TOLERANCES = {"fp32": (1e-3, 1e-3), "fp16": (5e-2, 5e-2)}
 MIN_TOP1_AGREEMENT = 0.99
+MAX_ITERATIONS = 10000  # generated input batches per validation
+DEFAULT_ITERATIONS = 4
 
 __all__ = [
     "MIN_TOP1_AGREEMENT",
     "TOLERANCES",
+    "check_engine_takes_model",
+    "check_validation_options",
     "engine_tolerance",
     "load_source_model",
     "make_inputs",
@@ -131,40 +137,68 @@ def validate_engine(
     engine: str | os.PathLike,
     *,
     plugin: str | os.PathLike | None = None,
-    shape: str | None = None,
-    iterations: int = 4,
+    shape: str | Sequence[int] | None = None,
+    iterations: int = DEFAULT_ITERATIONS,
     seed: int = 0,
     atol: float | None = None,
     rtol: float | None = None,
     tolerance: float | None = None,
     source_model: dict | str | None = None,
     model: Any = None,
-    inputs: Sequence[np.ndarray] | None = None,
+    inputs: str | os.PathLike | Sequence[np.ndarray] | None = None,
     save_inputs: str | os.PathLike | None = None,
     save_outputs: str | os.PathLike | None = None,
+    force: bool = False,
 ) -> ComparisonReport:
     """Python API of ``wtconv-trt validate --engine``. Returns the report (``report.passed``; ``report.format()``
     is the text the command prints: what was compared, every measure, the verdict, the replay command).
 
     source_model: the PyTorch model as recorded by the exporter ({"source": ..., "weights": ...}) or a spec
     string ('default', 'ARCH:CHECKPOINT'); default: the manifest's. model: a torch.nn.Module to use instead.
-    inputs: arrays (B, C, H, W), one comparison each, instead of generated ones. atol / rtol: element-wise
-    tolerances (default per precision, TOLERANCES); tolerance: bound on max |engine - torch| / max |torch|."""
+    inputs: a .npy / .npz file or arrays (B, C, H, W), one comparison each, instead of generated ones; shape: the
+    generated batches' shape ('8x1x32x32' or a tuple; default the first profile's opt shape). atol / rtol:
+    element-wise tolerances (default per precision, TOLERANCES); tolerance: bound on max |engine - torch| /
+    max |torch|. save_inputs / save_outputs: Polygraphy JSON files, replaced only with ``force``.
+
+    Checked before TensorRT is imported, each with a WtconvTrtError that says what to change: the option values,
+    the engine file and its manifest, the files to save, the model's input channels against the engine's, the
+    inputs and the shape against the model and against the engine's fixed dimensions and profiles."""
     from polygraphy.backend.trt import TrtRunner
 
-    if iterations < 1:
-        raise InputError(f"--iterations must be >= 1, got {iterations}")
+    from trt_engine.manifest import read_manifest
+    from wtconv_export.inputs import load_inputs
+    from wtconv_export.model_checks import check_arrays_fit_onnx, check_input_arrays, check_input_shape
+    from wtconv_export.paths import check_input_file, check_output_file
+
+    iterations, atol, rtol, tolerance = check_validation_options(iterations, atol, rtol, tolerance)
+    shape = None if shape is None else shape_of(shape, "--input-shape")
+    check_input_file(engine, what="engine", made_by="build one with 'wtconv-trt build MODEL.onnx'")
+    engine_inputs = [t for t in read_manifest(engine)["io"] if t["mode"] == "input"]
+    # The engine's input dimensions as the manifest records them (None: dynamic).
+    dims = [None if int(d) < 0 else int(d) for d in engine_inputs[0]["shape"]] if len(engine_inputs) == 1 else None
+    for option, path in (("--save-inputs", save_inputs), ("--save-outputs", save_outputs)):
+        if path:
+            check_output_file(path, option=option, force=force)
+    if model is not None and dims is not None and len(dims) == 4:
+        check_engine_takes_model(dims, model)
+    shown_inputs = f"--inputs {os.fspath(inputs)}" if isinstance(inputs, (str, os.PathLike)) else "--inputs"
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = load_inputs(os.fspath(inputs))
     if inputs is not None and len(inputs) == 0:
         raise InputError("no inputs given: give at least one (B, C, H, W) array")
-    check = check_engine_request(engine, shape if inputs is None else format_shape(np.shape(inputs[0])))
+    if model is not None and inputs is not None:
+        check_input_arrays(model, inputs, shown_inputs)
+    if model is not None and shape is not None:
+        check_input_shape(model, shape, "--input-shape")
+    if dims is not None and inputs is not None:
+        check_arrays_fit_onnx(inputs, dims, shown_inputs, "the engine", "rebuild it for that shape")
+    shape_text = None if shape is None else format_dims(shape, "x")
+    check = check_engine_request(engine, shape_text if inputs is None else format_shape(np.shape(inputs[0])))
     info = check.info
     if isinstance(source_model, str):
         source_model = parse_source_model(source_model)
     source = source_model or info.source_model
     criteria = engine_tolerance(info.precision, atol, rtol, tolerance)
-    for path in (save_inputs, save_outputs):
-        if path and not Path(path).resolve().parent.is_dir():
-            raise InputError(f"cannot write {path}: its directory does not exist")
     if inputs is not None:
         feeds = []
         for array in inputs:
@@ -199,6 +233,35 @@ def validate_engine(
             replay_command(engine, save_inputs, save_outputs, criteria.atol, criteria.rtol, check.manifest)
         )
     return report
+
+
+def check_validation_options(
+    iterations: int | None = DEFAULT_ITERATIONS,
+    atol: float | None = None,
+    rtol: float | None = None,
+    tolerance: float | None = None,
+) -> tuple[int, float | None, float | None, float | None]:
+    """The values of an engine validation checked (None: not given, the default applies): iterations 1 to
+    MAX_ITERATIONS, atol and rtol finite and >= 0, tolerance in (0, 1e6]."""
+    iterations = DEFAULT_ITERATIONS if iterations is None else check_int(iterations, "--iterations", 1, MAX_ITERATIONS)
+    atol = None if atol is None else check_number(atol, "--atol", 0.0)
+    rtol = None if rtol is None else check_number(rtol, "--rtol", 0.0)
+    tolerance = None if tolerance is None else check_tolerance(tolerance)
+    return iterations, atol, rtol, tolerance
+
+
+def check_engine_takes_model(dims: Sequence[int | None], model: Any) -> None:
+    """The PyTorch model given for an engine must take the engine's input channels (``dims``: the engine's
+    (B, C, H, W), None where dynamic): a model the engine was not built from would fail every comparison."""
+    from wtconv_export.model_checks import input_channels
+
+    channels = input_channels(model)
+    if channels is not None and dims[1] is not None and dims[1] != channels:
+        raise ModelError(
+            f"the engine takes {dims[1]} input channels but the PyTorch model given (--arch/--checkpoint) takes "
+            f"{channels}: is this the engine built from it? Give the matching model, or leave the options out to "
+            f"use the one recorded in the engine's manifest"
+        )
 
 
 def replay_command(

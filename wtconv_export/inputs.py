@@ -1,11 +1,19 @@
-"""Inputs for exports and validations: the shape syntax, user-given arrays, and the default inputs.
+"""What the user gives a job: the shape syntax, option values, user-given arrays, and the default inputs.
 
 One shape syntax everywhere: ``B,C,H,W`` or ``BxCxHxW`` (the two are accepted alike and mean the same).
+
+Option values (counts, times, tolerances) are checked here, by the job that takes them, whether the caller is the
+command line or a Python program: ``check_int``, ``check_number``, ``check_tolerance``, ``check_choice``. Their
+messages name the command-line option (``argument --iterations: expected an integer from 1 to 10000, got 0``), so
+both callers see the same line.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -13,6 +21,64 @@ from .errors import InputError
 
 # Largest accepted dimension: TensorRT binds shapes as signed 32-bit values, and nothing larger is a real size.
 MAX_DIM = 2**31 - 1
+# TensorRT dimensions are signed 32-bit in engine bindings; a larger count or batch is never a real one.
+MAX_INT32 = 2**31 - 1
+# Largest integer seed: torch.Generator.manual_seed and numpy.random.default_rng both take any value below 2**63.
+MAX_SEED = 2**63 - 1
+
+
+def check_int(value, option: str, low: int, high: int, what: str = "") -> int:
+    """``value`` as an int from ``low`` to ``high`` (inclusive); InputError naming ``option`` otherwise. A bool or a
+    float is not an integer here (``iterations=2.5`` is a mistake, not 2)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= int(value) <= high:
+        raise InputError(f"argument {option}: expected an integer from {low} to {high}{what}, got {value!r}")
+    return int(value)
+
+
+def check_number(value, option: str, low: float, high: float | None = None, *, above: bool = False, what: str = ""):
+    """``value`` as a finite float, ``>= low`` (``> low`` with ``above``) and, when ``high`` is given, ``<= high``;
+    InputError naming ``option`` otherwise (NaN and infinities included: they make every comparison pass or fail)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputError(f"argument {option}: expected a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise InputError(f"argument {option}: expected a finite number, got {value!r}")
+    if high is not None:
+        if not low <= number <= high:
+            raise InputError(f"argument {option}: expected a number from {low:g} to {high:g}{what}, got {value!r}")
+    elif number < low or (above and number == low):
+        raise InputError(f"argument {option}: expected a finite number {'>' if above else '>='} {low:g}, got {value!r}")
+    return number
+
+
+def check_tolerance(value, option: str = "--tolerance") -> float:
+    """A tolerance in (0, 1e6]: ``0`` or NaN would make every comparison fail or pass."""
+    number = check_number(value, option, 0.0, above=True)
+    if number > 1e6:
+        raise InputError(f"argument {option}: expected a tolerance > 0 and <= 1e6, got {value!r}")
+    return number
+
+
+def check_choice(value, option: str, choices: Sequence[str]) -> str:
+    """``value`` must be one of ``choices`` (argparse's wording, for the same line from Python)."""
+    if value not in choices:
+        raise InputError(
+            f"argument {option}: invalid choice: {value!r} (choose from {', '.join(repr(c) for c in choices)})"
+        )
+    return value
+
+
+def shape_of(value, what: str, rank: int | None = None) -> tuple[int, ...]:
+    """A shape given as text (``'8,1,32,32'``, ``'8x1x32x32'``) or as a sequence of integers, checked by the one
+    shape parser (parse_dims) so that both forms get the same message."""
+    if isinstance(value, str):
+        return parse_dims(value, what, rank)
+    parts = list(value) if isinstance(value, Sequence) else None
+    if not parts or any(isinstance(d, bool) or not isinstance(d, numbers.Integral) for d in parts):
+        raise InputError(f"{what}: expected positive integers such as (1, 3, 224, 224), got {value!r}")
+    return parse_dims(",".join(str(int(d)) for d in parts), what, rank)
+
+
 _SPACE = " \t\r\n"  # spaces allowed around numbers and separators (ASCII only)
 
 

@@ -1,7 +1,8 @@
-"""The ``wtconv-trt`` command: one subcommand per module.
+"""The ``wtconv-trt`` command: one subcommand per module, each a thin shell over the Python API (wtconv_trt.api).
 
-Each subcommand module defines HELP (one line), add_arguments(parser) and run(args) -> exit status.
-Heavy imports (torch, onnx, tensorrt) happen inside run(), so ``wtconv-trt --help`` stays fast.
+Each subcommand module defines HELP (one line), add_arguments(parser) and run(args) -> exit status; run() maps
+the options onto one API call and prints its result (the job makes every check and takes every default).
+Heavy imports (torch, onnx, tensorrt) happen inside the jobs, so ``wtconv-trt --help`` stays fast.
 
 Errors a user can fix end in one line on stderr and exit status 2: argument errors (argparse, through
 OneLineParser), and every ``wtconv_export.errors.WtconvTrtError`` the libraries raise. Ctrl-C ends in one line and
@@ -15,6 +16,7 @@ import sys
 
 from wtconv_export.errors import WtconvTrtError
 from wtconv_export.progress import show_progress
+from wtconv_trt.arguments import UsageError
 
 # (subcommand, module). Keep in the order of the user workflow.
 SUBCOMMANDS = [
@@ -29,16 +31,6 @@ SUBCOMMANDS = [
     ("doctor", "wtconv_trt.commands.doctor"),
     ("serve", "wtconv_trt.commands.serve"),
 ]
-
-
-class UsageError(SystemExit):
-    """A command line argparse refused; ``main`` prints it as one line and returns 2. A SystemExit with status 2,
-    as argparse's own, for callers of ``build_parser().parse_args`` outside ``main``."""
-
-    def __init__(self, prog: str, message: str):
-        super().__init__(2)
-        self.prog = prog
-        self.message = message
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -67,7 +59,7 @@ def main(argv=None) -> int:
     command = "wtconv-trt"
     try:
         args = build_parser().parse_args(argv)
-        show_progress()  # the libraries' INFO records (progress of long jobs) on stderr
+        show_progress(("wtconv_export", "trt_engine", "wtconv_trt.api"))  # the jobs' INFO records on stderr
         command = f"wtconv-trt {args.command}"
         code = int(args._run(args) or 0)
         sys.stdout.flush()  # a reader that went away (`... | head -1`) surfaces here, inside the handlers

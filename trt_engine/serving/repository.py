@@ -25,10 +25,13 @@ import site
 from pathlib import Path
 
 from trt_engine import manifest as mf
-from trt_engine.triton import TRITON_DTYPES, plan_batching
-from wtconv_export.errors import ModelError, ServingError
+from trt_engine.triton import MAX_INSTANCES, MAX_QUEUE_DELAY_US, TRITON_DTYPES, plan_batching
+from wtconv_export.errors import InputError, ModelError, ServingError
+from wtconv_export.inputs import MAX_INT32, check_choice, check_int
 
 DEFAULT_MAX_BATCH = 32
+MAX_THREADS = 1024  # ONNX Runtime intra-op threads
+INSTANCE_KINDS = {"auto": None, "cpu": "KIND_CPU", "gpu": "KIND_GPU", "model": "KIND_MODEL"}
 ONNX_TYPES = {1: "float32", 10: "float16"}  # onnx.TensorProto.FLOAT, FLOAT16
 MODEL_TEMPLATE = Path(__file__).with_name("model.py")
 
@@ -209,11 +212,50 @@ def make_python_config(
     return text
 
 
+def default_model_name(onnx_path, metadata: dict) -> str:
+    """The model's name in the repository when none is given: 'digits' for the shipped default model, else the
+    ONNX file's name up to its first dot, with characters Triton does not take in a name replaced by '_'."""
+    import re
+
+    if metadata.get("source") == "default":
+        return "digits"
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", Path(onnx_path).name.split(".")[0]) or "model"
+
+
+def check_repository_options(
+    onnx,
+    out,
+    *,
+    runtime: str = "auto",
+    max_batch_size: int | None = None,
+    instances: int = 1,
+    instance_kind: str = "auto",
+    max_queue_delay_us: int = 500,
+    threads: int = 0,
+) -> dict:
+    """The options of write_python_repository checked, in the order ``wtconv-trt serve`` reports them, before
+    anything is read or written; returns the ONNX model's description (describe_onnx)."""
+    from trt_engine.serving.runtimes import RUNTIMES
+    from wtconv_export.paths import check_output_dir
+
+    if max_batch_size is not None:
+        check_int(max_batch_size, "--max-batch-size", 1, MAX_INT32)
+    check_int(instances, "--instances", 1, MAX_INSTANCES)
+    check_choice(instance_kind, "--instance-kind", tuple(INSTANCE_KINDS) + tuple(INSTANCE_KINDS.values())[1:])
+    check_int(max_queue_delay_us, "--max-queue-delay-us", 0, MAX_QUEUE_DELAY_US)
+    check_int(threads, "--threads", 0, MAX_THREADS)
+    check_choice(runtime, "--runtime", ("auto", *RUNTIMES))
+    check_output_dir(out, option="--repo", force=True)  # an existing model folder needs force: write_python_repository
+    if not str(onnx).endswith(".onnx"):
+        raise InputError(f"{onnx}: give the exported ONNX model (MODEL.onnx); an engine goes with --engine")
+    return describe_onnx(onnx)
+
+
 def write_python_repository(
     onnx,
     out,
     *,
-    name: str = "wtconv",
+    name: str | None = None,
     engine=None,
     plugin=None,
     runtime: str = "auto",
@@ -226,15 +268,22 @@ def write_python_repository(
     threads: int = 0,
     force: bool = False,
 ) -> dict:
-    """Write the repository; returns {"model_dir", "config", "config_text", "max_batch_size", "name"}."""
-    from trt_engine.serving.runtimes import RUNTIMES
+    """Write the repository; returns {"model_dir", "config", "config_text", "max_batch_size", "name"}.
 
-    if runtime != "auto" and runtime not in RUNTIMES:
-        raise ServingError(f"--runtime {runtime!r}: expected auto or one of {', '.join(RUNTIMES)}")
+    name: default default_model_name. Every option is checked first (check_repository_options); an existing
+    model folder that holds files is replaced only with ``force``."""
+    description = check_repository_options(
+        onnx,
+        out,
+        runtime=runtime,
+        max_batch_size=max_batch_size,
+        instances=instances,
+        instance_kind=instance_kind,
+        max_queue_delay_us=max_queue_delay_us,
+        threads=threads,
+    )
     onnx = Path(onnx)
-    if not onnx.is_file():
-        raise ServingError(f"{onnx} does not exist; export one with: wtconv-trt export -o {onnx}")
-    description = describe_onnx(onnx)
+    name = name or default_model_name(onnx, description["metadata"])
     batch, input_dims, output_dims = plan_from_onnx(description, max_batch_size)
     if engine:
         from trt_engine.engine_file import check_engine_request
@@ -244,7 +293,7 @@ def write_python_repository(
     if instance_kind == "auto":
         instance_kind = "KIND_CPU" if runtime == "onnxruntime" else "KIND_GPU" if runtime != "auto" else "KIND_MODEL"
     else:
-        instance_kind = {"cpu": "KIND_CPU", "gpu": "KIND_GPU", "model": "KIND_MODEL"}.get(instance_kind, instance_kind)
+        instance_kind = INSTANCE_KINDS.get(instance_kind, instance_kind)
     out = Path(out)
     model_dir = out / name
     if model_dir.exists() and any(model_dir.iterdir()):
@@ -296,6 +345,8 @@ def write_python_repository(
 
 
 __all__ = [
+    "check_repository_options",
+    "default_model_name",
     "write_python_repository",
     "make_python_config",
     "parse_config",

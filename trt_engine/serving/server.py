@@ -160,6 +160,19 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
+def check_ports(host: str, ports: dict) -> None:
+    """Every port given ({"http": 8000, "grpc": 8001, "metrics": 0}; 0: chosen later, or off for metrics) must be
+    free on ``host``, and HTTP and gRPC must differ; ServingError naming the option otherwise."""
+    for what, port in ports.items():
+        if port > 0 and port_in_use(host, port):
+            raise ServingError(
+                f"port {port} on {host} ({what}) is already in use: stop what listens "
+                f"there or choose another with --{what}-port"
+            )
+    if ports.get("http", 0) > 0 and ports.get("http") == ports.get("grpc"):
+        raise ServingError(f"the HTTP and gRPC ports are both {ports['http']}: give two different ports")
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
@@ -266,14 +279,10 @@ class TritonServer:
         check_repository(self.repository)
         self.install = self.install or find_server()
         backends = prepare_backends(self.install)
+        check_ports(self.host, self.ports)
         for what, port in self.ports.items():
             if port == 0 and what != "metrics":
                 self.ports[what] = free_port(self._client_host())
-            elif port > 0 and port_in_use(self.host, port):
-                raise ServingError(
-                    f"port {port} on {self.host} ({what}) is already in use: stop what listens "
-                    f"there or choose another with --{what}-port"
-                )
         if self.ports["http"] == self.ports["grpc"]:
             raise ServingError(f"the HTTP and gRPC ports are both {self.ports['http']}: give two different ports")
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -437,6 +446,7 @@ __all__ = [
     "TritonServer",
     "find_server",
     "prepare_backends",
+    "check_ports",
     "free_port",
     "port_in_use",
     "first_error",

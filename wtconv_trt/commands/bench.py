@@ -1,4 +1,5 @@
-"""``wtconv-trt bench --engine ENGINE``: latency percentiles and throughput, with and without CUDA graphs."""
+"""``wtconv-trt bench --engine ENGINE``: latency percentiles and throughput, with and without CUDA graphs; the job
+is wtconv_trt.api.engine.benchmark_engine."""
 
 from wtconv_trt import arguments
 
@@ -17,14 +18,11 @@ def add_arguments(parser):
         help="input shape to time (repeatable; default: every profile's min, opt and max)",
     )
     parser.add_argument(
-        "--iterations",
-        type=arguments.int_range(1, 10**7),
-        default=200,
-        help="timed inferences per case, 1 to 10^7 (default 200)",
+        "--iterations", type=arguments.integer, default=200, help="timed inferences per case, 1 to 10^7 (default 200)"
     )
     parser.add_argument(
         "--warmup",
-        type=arguments.float_range(0, 600_000, " ms"),
+        type=arguments.number,
         default=200.0,
         metavar="MS",
         help="warm-up time per case, 0 to 600000 ms (default 200 ms)",
@@ -40,26 +38,17 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from trt_engine.bench import dumps, run_benchmark, write_json
-    from wtconv_export.paths import check_output_file
+    from wtconv_trt.api.engine import benchmark_engine
 
-    from .validate import check_engine_exists
-
-    check_engine_exists(args.engine)
-    if args.json:
-        check_output_file(args.json, option="--json", force=args.force)
-    modes = {"both": ("off", "on"), "on": ("on",), "off": ("off",)}[args.cuda_graph]
-    result = run_benchmark(
+    result = benchmark_engine(
         args.engine,
         plugin=args.plugin,
-        shapes=["x".join(map(str, s)) for s in args.shape] or None,
+        shapes=args.shape or None,
         iterations=args.iterations,
         warmup_ms=args.warmup,
-        cuda_graph=modes,
+        cuda_graph=args.cuda_graph,
+        json_path=args.json,
+        force=args.force,
     )
-    if args.json:
-        write_json(result, args.json)
-        print(f"results: {args.json}")
-    else:
-        print(dumps(result))
+    print(f"results: {result.json_path}" if result.json_path else result.to_json())
     return 0

@@ -1,6 +1,6 @@
 """``wtconv-trt build-libs [--tensorrt-headers DIR]``: build the kernel library and the plugin libraries with CMake
 and install them where wtconv-trt looks for them (the per-user cache by default; ``wtconv-trt doctor`` shows
-the lookup order)."""
+the lookup order). The job is wtconv_trt.api.libraries.build_libraries."""
 
 from wtconv_trt import arguments
 
@@ -29,34 +29,25 @@ def add_arguments(parser):
     )
     parser.add_argument("--build-dir", metavar="DIR", help="CMake build folder (default: in the per-user cache)")
     parser.add_argument(
-        "--jobs", type=arguments.int_range(1, 1024), metavar="N", help="parallel compile jobs (default: CPU count)"
+        "--jobs", type=arguments.integer, metavar="N", help="parallel compile jobs, 1 to 1024 (default: CPU count)"
     )
 
 
 def run(args) -> int:
     import sys
 
-    from wtconv_export import libraries
-    from wtconv_export.library_build import build_libraries, headers_abi, tensorrt_root
-    from wtconv_export.paths import check_output_dir
+    from wtconv_trt.api.libraries import build_libraries
 
-    # What the user gave, checked before the (long) build starts and before anything is printed.
-    if args.tensorrt_headers:
-        headers_abi(tensorrt_root(args.tensorrt_headers))
-    if args.build_dir:
-        check_output_dir(args.build_dir, option="--build-dir", force=True)
-    root = libraries.package_lib_dir() if args.into_package else None
-    print("building with CMake (a few minutes for several GPU architectures) ...", file=sys.stderr)
-    installed = build_libraries(
-        tensorrt_headers=args.tensorrt_headers,
+    built = build_libraries(
+        args.tensorrt_headers,
+        cuda_arch=args.cuda_arch,
+        into_package=args.into_package,
         source=args.source,
         build_dir=args.build_dir,
-        install_root=root,
-        cuda_architectures=args.cuda_arch,
         jobs=args.jobs,
     )
-    for kind, path in installed.items():
+    for kind, path in built.installed.items():
         print(f"{kind:14} {path}")
-    if "plugin" not in installed:
-        print("(no plugin: pass --tensorrt-headers DIR to build it)", file=sys.stderr)
+    if built.note:
+        print(f"({built.note})", file=sys.stderr)
     return 0

@@ -1,5 +1,5 @@
 """``wtconv-trt doctor``: where the compiled libraries are looked for and found, which TensorRT / TensorRT-RTX /
-CUDA / GPU this machine has, and what can and cannot be done with them."""
+CUDA / GPU this machine has, and what can and cannot be done with them (the job: wtconv_trt.api.libraries.doctor)."""
 
 HELP = "show the libraries found (in lookup order), TensorRT / TensorRT-RTX / CUDA / GPU, and what works here"
 
@@ -14,29 +14,24 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from trt_engine.environment import survey
-    from wtconv_export import libraries
+    from wtconv_trt.api.libraries import doctor
 
-    found = survey()
+    report = doctor()
+    found = report.survey
     if args.rtx_env:
-        if found.rtx_environment:
-            # 'env' takes NAME=VALUE words: expand the ${LD_LIBRARY_PATH:+...} form for the current value.
-            import os
-
-            line = found.rtx_environment
-            current = os.environ.get("LD_LIBRARY_PATH")
-            line = line.replace("${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}", f":{current}" if current else "")
+        line = report.rtx_environment_words()
+        if line:
             print(line)
         return 0
 
     mark = {True: "yes", False: "no ", None: "   "}
     print(
         "Compiled libraries, in lookup order (first existing one is used; "
-        + libraries.ENV_CACHE
-        + f" moves the per-user cache, now {libraries.user_cache_dir()}):"
+        + report.cache_variable
+        + f" moves the per-user cache, now {report.cache_dir}):"
     )
     for kind, rows in found.libraries.items():
-        print(f"  {kind} ({libraries.FILE_NAMES[kind]}):")
+        print(f"  {kind} ({report.file_names[kind]}):")
         for candidate, note in rows:
             print(
                 f"    [{'found' if candidate.exists else '  -  '}] {candidate.where:22} {candidate.path}"

@@ -1,12 +1,13 @@
-"""``wtconv-trt export``: export a model with WTConv2d layers to ONNX (plugin nodes or standard ops)."""
+"""``wtconv-trt export``: export a model with WTConv2d layers to ONNX (plugin nodes or standard ops); the job is
+wtconv_trt.api.export.export_onnx."""
 
 from wtconv_trt import arguments
 
 HELP = "export the default model or a WTConvNeXt to ONNX (one WTConv2d plugin node per layer, or standard ops)"
 
 
-def add_model_arguments(parser, *, required_default: bool = True) -> None:
-    """The model-source options shared by export and validate."""
+def add_model_arguments(parser) -> None:
+    """The model-source options shared by export and validate (wtconv_trt.api.models.load_model)."""
     group = parser.add_argument_group("model (default: the shipped default model)")
     group.add_argument(
         "--arch",
@@ -25,22 +26,13 @@ def add_model_arguments(parser, *, required_default: bool = True) -> None:
         help="random weights for --arch (seeded by --seed; every layer contributes)",
     )
     group.add_argument(
-        "--seed",
-        type=arguments.seed,
-        default=0,
-        help=f"seed of --random-weights, 0 to {arguments.MAX_SEED} (default 0)",
+        "--seed", type=arguments.integer, default=0, help="seed of --random-weights, 0 to 2**63 - 1 (default 0)"
     )
 
 
-def model_from_args(args):
-    """(model, description) from the model-source options; WtconvTrtError on inconsistent options or a file that
-    is not a checkpoint."""
-    from wtconv_export.model_checks import check_checkpoint_file
-    from wtconv_export.onnx_models import model_from_source
-
-    if args.checkpoint and args.arch:  # without --arch, model_from_source says --arch is needed
-        check_checkpoint_file(args.checkpoint)
-    return model_from_source(args.arch, checkpoint=args.checkpoint, random_weights=args.random_weights, seed=args.seed)
+def model_options(args) -> dict:
+    """The model-source options as the API's keyword arguments."""
+    return {"arch": args.arch, "checkpoint": args.checkpoint, "random_weights": args.random_weights, "seed": args.seed}
 
 
 def add_arguments(parser) -> None:
@@ -70,54 +62,31 @@ def add_arguments(parser) -> None:
         "--static", action="store_true", help="fixed input shape (default: batch, height and width are dynamic)"
     )
     parser.add_argument(
-        "--opset", type=arguments.opset, default=None, help="ONNX opset of the default domain, >= 18 (default 18)"
+        "--opset",
+        type=arguments.integer,
+        default=None,
+        help="ONNX opset of the default domain, from 18 to the newest the installed onnx knows (default 18)",
     )
     parser.add_argument("--force", action="store_true", help="overwrite the output file if it exists")
 
 
 def run(args) -> int:
-    import logging
     import warnings
 
-    import onnx
+    from wtconv_trt.api.export import NoWTConvWarning, export_onnx
 
-    from wtconv_export.errors import ExportError
-    from wtconv_export.inputs import parse_shape
-    from wtconv_export.model_checks import check_input_shape
-    from wtconv_export.onnx_export import DEFAULT_OPSET, NoWTConvWarning, export_onnx
-    from wtconv_export.paths import check_output_file
-
-    # Everything the user gave is checked before the model is loaded or traced.
-    output = check_output_file(args.output, option="-o", force=args.force)
-    model, description = model_from_args(args)
-    shape = args.input_shape or parse_shape(description.get("input_shape", "1,3,224,224"))
-    check_input_shape(model, shape, "--input-shape", dynamic=not args.static)
-    description["input_shape"] = ",".join(map(str, shape))
-    opset = args.opset or DEFAULT_OPSET
-    # onnxscript's version converter logs its failures with a traceback (lastResort handler); the command says
-    # what failed in one line below instead.
-    logging.getLogger("onnxscript").setLevel(logging.ERROR)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", NoWTConvWarning)
-        try:
-            result = export_onnx(
-                model,
-                output,
-                ops=args.ops,
-                precision=args.precision,
-                input_shape=shape,
-                dynamic=not args.static,
-                opset=opset,
-                metadata=description,
-            )
-        except (RuntimeError, onnx.checker.ValidationError) as error:
-            if opset == DEFAULT_OPSET:
-                raise  # the default opset always converts: anything else is a bug, keep its traceback
-            first = str(error).strip().splitlines()[-1][:200] if str(error).strip() else type(error).__name__
-            raise ExportError(
-                f"--opset {opset}: PyTorch's exporter could not write the model in this opset "
-                f"({first}); use the default ({DEFAULT_OPSET}) or an opset it supports"
-            ) from error
+        result = export_onnx(
+            args.output,
+            **model_options(args),
+            ops=args.ops,
+            precision=args.precision,
+            input_shape=args.input_shape,
+            static=args.static,
+            opset=args.opset,
+            force=args.force,
+        )
     for warning in caught:
         if issubclass(warning.category, NoWTConvWarning):
             print(f"wtconv-trt export: warning: {warning.message}")

@@ -1,13 +1,9 @@
-"""``wtconv-trt triton-repo --engine ENGINE --out DIR``: a Triton Inference Server model repository."""
+"""``wtconv-trt triton-repo --engine ENGINE --out DIR``: a Triton Inference Server model repository; the job is
+wtconv_trt.api.triton.write_triton_repository."""
 
 from wtconv_trt import arguments
 
 HELP = "write a Triton Inference Server model repository (config.pbtxt, engine, plugin, serve.sh) for an engine"
-
-
-# Each instance holds its own execution context and activation memory on every GPU it runs on; beyond a few the
-# instances only queue behind each other, and a large count exhausts GPU memory when Triton loads the model.
-MAX_INSTANCES = 64
 
 
 def add_arguments(parser):
@@ -17,52 +13,43 @@ def add_arguments(parser):
     parser.add_argument(
         "--plugin-static",
         metavar="LIB",
-        type=arguments.existing_file,
         help="the static-registration plugin library libwtconv_trt_plugin.so (default: beside the "
         "dynamic library recorded in the manifest); copied into the repository",
     )
     parser.add_argument(
         "--instances",
-        type=arguments.int_range(1, MAX_INSTANCES),
+        type=arguments.integer,
         default=1,
-        help=f"model instances per GPU, 1 to {MAX_INSTANCES} (instance_group count; default 1; 2-4 "
-        f"overlap copies and compute)",
+        help="model instances per GPU, 1 to 64 (instance_group count; default 1; 2-4 overlap copies and compute)",
     )
     parser.add_argument(
         "--gpus", metavar="0,1", type=arguments.gpu_list, help="GPUs for the instances (default: every visible GPU)"
     )
     parser.add_argument(
         "--preferred-batch",
-        type=arguments.positive_int,
+        type=arguments.integer,
         action="append",
         metavar="N",
         help="dynamic batching preferred batch size (repeatable; default: the profiles' opt batch and max batch)",
     )
     parser.add_argument(
         "--max-queue-delay-us",
-        type=arguments.int_range(0, 10**8),
+        type=arguments.integer,
         default=100,
         help="dynamic batching: longest wait to fill a batch, 0 to 10^8 us (default 100 us)",
     )
     parser.add_argument(
         "--labels",
         metavar="FILE",
-        type=arguments.existing_file,
         help="class labels, one per line (default: digits 0-9 for the shipped default model)",
     )
     parser.add_argument("--force", action="store_true", help="overwrite an existing model directory")
 
 
 def run(args) -> int:
-    from trt_engine.triton import write_repository
-    from wtconv_export.paths import check_output_dir
+    from wtconv_trt.api.triton import write_triton_repository
 
-    from .validate import check_engine_exists
-
-    check_engine_exists(args.engine)
-    check_output_dir(args.out, option="--out", force=args.force)
-
-    result = write_repository(
+    repo = write_triton_repository(
         args.engine,
         args.out,
         name=args.name,
@@ -74,12 +61,11 @@ def run(args) -> int:
         labels=args.labels,
         force=args.force,
     )
-    plan = result["plan"]
-    print(f"model repository: {args.out} (model '{result['name']}', max_batch_size {plan.max_batch_size})")
-    if plan.note:
-        print(f"note: {plan.note}")
-    print(f"config: {result['config']}")
-    print(result["config_text"], end="")
-    print(f"serve:  {result['serve']}   (tritonserver with the WTConv2d plugin preloaded)")
-    print(f"client: python samples/triton_client.py --model {result['name']} --url localhost:8001")
+    print(f"model repository: {args.out} (model '{repo.name}', max_batch_size {repo.max_batch_size})")
+    if repo.note:
+        print(f"note: {repo.note}")
+    print(f"config: {repo.config}")
+    print(repo.config_text, end="")
+    print(f"serve:  {repo.serve_script}   (tritonserver with the WTConv2d plugin preloaded)")
+    print(f"client: python samples/triton_client.py --model {repo.name} --url localhost:8001")
     return 0

@@ -1,0 +1,114 @@
+"""``validate_onnx``: an exported ONNX model against its PyTorch model, in ONNX Runtime on the CPU, through
+Polygraphy (``wtconv-trt validate MODEL.onnx``; docs/onnx_export.md, "Validation")."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["validate_onnx"]
+
+
+def validate_onnx(
+    onnx_path: str | os.PathLike,
+    model: Any = None,
+    *,
+    arch: str | None = None,
+    checkpoint: str | None = None,
+    random_weights: bool = False,
+    seed: int = 0,
+    inputs: str | os.PathLike | Sequence[Any] | None = None,
+    input_shape: str | Sequence[int] | None = None,
+    tolerance: float | None = None,
+    verbose: bool = False,
+):
+    """Compare ``onnx_path`` run by ONNX Runtime (WTConv2d nodes by the executable spec) with its PyTorch model;
+    returns wtconv_export.onnx_validate.ValidationResult (``.passed``; ``.summary()`` is the verdict line
+    ``wtconv-trt validate`` prints).
+
+    The PyTorch model: ``model`` (a torch.nn.Module), else load_model(arch, checkpoint=..., random_weights=...,
+    seed=...) when any of those is given, else the one the export recorded in its metadata. inputs: a .npy / .npz
+    file or (B, C, H, W) arrays, one comparison each; else generated at ``input_shape`` (B,C,H,W); else the
+    shipped held-out digits for the default model, or seeded random images at the export's size. tolerance:
+    largest max |onnx - torch| / max |torch| (default 1e-4 fp32, 2e-2 fp16). verbose: Polygraphy prints its own
+    report too.
+
+    Checked before anything runs: the values, the ONNX file, the model against the ONNX model (channels,
+    classes), the inputs or shape against the model (channels, smallest size) and against the export's fixed
+    dimensions."""
+    import contextlib
+    import io
+
+    import numpy as np
+    import onnx
+
+    from wtconv_export.errors import InputError, ModelError
+    from wtconv_export.inputs import (
+        MAX_SEED,
+        check_int,
+        check_tolerance,
+        default_inputs,
+        format_dims,
+        load_inputs,
+        shape_of,
+    )
+    from wtconv_export.model_checks import (
+        check_arrays_fit_onnx,
+        check_input_arrays,
+        check_input_shape,
+        check_onnx_matches_model,
+        fit_batches,
+        onnx_input,
+    )
+    from wtconv_export.onnx_export import read_metadata
+    from wtconv_export.onnx_models import build_model_from_metadata
+    from wtconv_export.onnx_validate import validate_onnx as compare_onnx
+    from wtconv_export.paths import check_input_file
+
+    from .models import load_model, model_options_given
+
+    seed = check_int(seed, "--seed", 0, MAX_SEED)
+    tolerance = None if tolerance is None else check_tolerance(tolerance)
+    shape = None if input_shape is None else shape_of(input_shape, "--input-shape", rank=4)
+    onnx_path = os.fspath(onnx_path)
+    check_input_file(onnx_path, what="ONNX model", made_by="export one with 'wtconv-trt export -o MODEL.onnx'")
+    try:
+        proto = onnx.load(onnx_path, load_external_data=False)
+    except Exception as error:  # onnx raises DecodeError and other protobuf errors for a file that is not ONNX
+        raise ModelError(
+            f"cannot read {onnx_path} as an ONNX model ({type(error).__name__}); give the .onnx file "
+            f"written by 'wtconv-trt export'"
+        ) from error
+    metadata = read_metadata(proto)
+    if model is not None:
+        if model_options_given(arch, checkpoint, random_weights):
+            raise InputError("give either a model or --arch/--checkpoint/--random-weights, not both")
+        description, what = {}, "the PyTorch model given"
+    elif model_options_given(arch, checkpoint, random_weights):
+        model, description = load_model(arch, checkpoint=checkpoint, random_weights=random_weights, seed=seed)
+        what = f"--arch {arch}" if arch else "the default model"
+    else:
+        model, description = build_model_from_metadata(metadata)
+        what = "the PyTorch model recorded in its metadata"
+    check_onnx_matches_model(proto, model, what)
+    _, dims = onnx_input(proto)
+    del proto
+    description = {**metadata, **description}
+    if inputs is not None:
+        shown = f"--inputs {os.fspath(inputs)}" if isinstance(inputs, (str, os.PathLike)) else "--inputs"
+        arrays = load_inputs(os.fspath(inputs)) if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+        check_input_arrays(model, arrays, shown)
+        check_arrays_fit_onnx(arrays, dims, shown)
+    elif shape is not None:
+        check_input_shape(model, shape, "--input-shape")
+        check_arrays_fit_onnx([np.broadcast_to(np.float32(0), shape)], dims, "--input-shape")
+        arrays = default_inputs(description, format_dims(shape))
+        if dims[0] is not None:  # a fixed batch: only the batch asked for (default_inputs adds a larger one)
+            arrays = arrays[:1]
+    else:
+        arrays = fit_batches(default_inputs(description, None), dims)
+        check_arrays_fit_onnx(arrays, dims, "the default inputs (give --inputs or --input-shape)")
+    quiet = contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO())
+    with quiet:  # Polygraphy's log (and its note about the 'colored' package) only when verbose
+        return compare_onnx(onnx_path, model, arrays, tolerance=tolerance, polygraphy_report=verbose)
