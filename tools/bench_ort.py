@@ -1,0 +1,398 @@
+#!/usr/bin/env python3
+"""Benchmark of WTConvNeXt-T in ONNX Runtime with the native WTConv2d op (libwtconv_ort.so), beside the standard-op
+export and the references, on the CPU or on the GPU (onnxruntime-gpu's CUDA execution provider).
+
+    python tools/bench_ort.py --device cpu --out docs/bench                 # B=1 224^2, fp32
+    python tools/bench_ort.py --device cuda --out $OUT                      # fp16 and fp32, B=1 and B=64
+
+Models (WTConvNeXt-T with random weights, seed 0, 224x224, exported in this process with dynamic batch):
+  plugin      the plugin export (one wtconv::WTConv2d node per layer) on libwtconv_ort.so
+  standard    the standard-op export (`--ops standard`: the layers as Conv / ConvTranspose / Pad / Slice ...)
+  python-op   CPU only: the plugin export on the onnxruntime-extensions Python op (the old fallback; few runs)
+  eager       CPU only: PyTorch eager, the published WTConv2d layers (torch.no_grad)
+  convnext    CUDA only: timm's ConvNeXt-T, exported to ONNX here (TorchScript exporter)
+Every ONNX model runs in the same execution provider with the same options, in one process. On the GPU the input
+and the output are bound in device memory (I/O binding), so no host copy is timed.
+
+Method: after warm-up runs of each, the models take turns, one run each per round, for `--runs` rounds; the median
+(and the 10th / 90th percentiles) of each model's wall-clock times is reported. Taking turns spreads any drift of a
+shared machine over all models alike. With --profile, a separate session per ONNX model records ONNX Runtime's
+profile: where the time goes, per operator type (the answer when a target is missed).
+
+Writes OUT/bench_ort_<device>.json (every number, the machine, the versions and the command) and
+OUT/bench_ort_<device>.md (tables and the targets); prints a short table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ARCH = "wtconvnext_tiny"
+SHAPE = (3, 224, 224)
+TARGETS_CPU = "plugin <= 0.5x standard (B=1); plugin faster than PyTorch eager"
+TARGETS_CUDA = "plugin fp16 B=64 >= 3.5x standard and >= ConvNeXt-T (img/s); plugin fp16 B=1 <= ConvNeXt-T (ms)"
+
+
+def log(message: str) -> None:
+    print(f"[bench_ort {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def export_models(folder: Path, precisions, device: str, models) -> dict:
+    """{(model, precision): path}: the WTConvNeXt-T exports and, for CUDA, timm's ConvNeXt-T."""
+    import torch
+
+    from wtconv_export.onnx_export import export_onnx
+    from wtconv_export.onnx_models import build_model
+
+    model, description = build_model(ARCH, random_weights=True, seed=0)
+    paths = {}
+    for precision in precisions:
+        for ops in ("plugin", "standard"):
+            if ops not in models and not (ops == "plugin" and "python-op" in models):
+                continue
+            path = folder / f"{ARCH}_{ops}_{precision}.onnx"
+            log(f"exporting {path.name}")
+            export_onnx(model, path, ops=ops, precision=precision, input_shape=(1, *SHAPE), metadata=description)
+            paths[(ops, precision)] = path
+    if "convnext" in models and device == "cuda":
+        import timm
+
+        for precision in precisions:
+            dtype = torch.float16 if precision == "fp16" else torch.float32
+            net = timm.create_model("convnext_tiny", pretrained=False).eval().to("cuda", dtype)
+            path = folder / f"convnext_tiny_{precision}.onnx"
+            log(f"exporting {path.name} (timm, TorchScript exporter)")
+            x = torch.randn((1, *SHAPE), device="cuda", dtype=dtype)
+            torch.onnx.export(
+                net,
+                (x,),
+                str(path),
+                input_names=["input"],
+                output_names=["output"],
+                dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+                opset_version=18,
+                dynamo=False,
+            )
+            paths[("convnext", precision)] = path
+    return paths
+
+
+def providers_for(device: str, tf32: str):
+    if device == "cpu":
+        return ["CPUExecutionProvider"]
+    options = {"device_id": "0", "cudnn_conv_algo_search": "EXHAUSTIVE"}
+    if tf32 != "default":
+        options["use_tf32"] = "1" if tf32 == "on" else "0"
+    return [("CUDAExecutionProvider", options), "CPUExecutionProvider"]
+
+
+class OrtRunner:
+    """One ONNX model in one session; on CUDA its input and output live on the GPU (I/O binding)."""
+
+    def __init__(self, path, device, providers, library, x, op, profile_prefix=None):
+        import onnxruntime as ort
+
+        from wtconv_export.onnx_ort import make_ort_session
+
+        options = ort.SessionOptions()
+        if profile_prefix:
+            options.enable_profiling = True
+            options.profile_file_prefix = profile_prefix
+        self.session = make_ort_session(path, providers, options, op=op, library=library)
+        self.input = self.session.get_inputs()[0].name
+        self.output = self.session.get_outputs()[0].name
+        self.device = device
+        if device == "cuda":
+            self.binding = self.session.io_binding()
+            self.binding.bind_ortvalue_input(self.input, ort.OrtValue.ortvalue_from_numpy(x, "cuda", 0))
+            self.binding.bind_output(self.output, "cuda")
+        self.x = x
+
+    def __call__(self):
+        if self.device == "cuda":
+            self.session.run_with_iobinding(self.binding)
+            self.binding.synchronize_outputs()
+        else:
+            self.session.run([self.output], {self.input: self.x})
+
+    def output_value(self):
+        if self.device == "cuda":
+            return self.binding.copy_outputs_to_cpu()[0]
+        return self.session.run([self.output], {self.input: self.x})[0]
+
+
+class EagerRunner:
+    """PyTorch eager, the published layers, fp32 on the CPU."""
+
+    def __init__(self, x, threads):
+        import torch
+
+        from wtconv_export.onnx_models import build_model
+
+        torch.set_num_threads(threads)
+        self.torch = torch
+        self.model, _ = build_model(ARCH, random_weights=True, seed=0)
+        self.x = torch.from_numpy(x)
+
+    def __call__(self):
+        with self.torch.no_grad():
+            self.model(self.x)
+
+
+def time_rounds(runners: dict, warmup: int, runs: dict) -> dict:
+    """{name: [seconds]}; warm-up runs of each, then rounds in which every runner runs once while it has runs left."""
+    for name, run in runners.items():
+        log(f"warm-up {name}")
+        for _ in range(warmup):
+            run()
+    times = {name: [] for name in runners}
+    for _ in range(max(runs.values())):
+        for name, run in runners.items():
+            if len(times[name]) < runs[name]:
+                start = time.perf_counter()
+                run()
+                times[name].append(time.perf_counter() - start)
+    return times
+
+
+def summarise(name, precision, batch, seconds) -> dict:
+    ms = sorted(t * 1e3 for t in seconds)
+    median = statistics.median(ms)
+    return {
+        "model": name,
+        "precision": precision,
+        "batch": batch,
+        "runs": len(ms),
+        "ms_median": round(median, 4),
+        "ms_p10": round(ms[int(0.1 * (len(ms) - 1))], 4),
+        "ms_p90": round(ms[int(0.9 * (len(ms) - 1))], 4),
+        "img_per_s": round(batch * 1e3 / median, 1),
+    }
+
+
+def profile_breakdown(runner, runs: int) -> dict:
+    """ONNX Runtime's profile of `runs` runs after one warm-up: {operator type: ms per run}, plus the total."""
+    runner()
+    for _ in range(runs):
+        runner()
+    with open(runner.session.end_profiling()) as f:
+        events = json.load(f)
+    model_runs = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])
+    start_count = model_runs[-runs]["ts"] if len(model_runs) >= runs else 0
+    per_type = collections.Counter()
+    for e in events:
+        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time") and e["ts"] >= start_count:
+            per_type[e["args"]["op_name"]] += e["dur"] / 1e3 / runs
+    out = {op: round(ms, 3) for op, ms in per_type.most_common()}
+    out["(model_run)"] = round(statistics.median(e["dur"] for e in model_runs[-runs:]) / 1e3, 3)
+    return out
+
+
+def machine(device: str, library) -> dict:
+    import onnxruntime as ort
+
+    from wtconv_export import libraries
+
+    info = {
+        "date": datetime.date.today().isoformat(),
+        "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
+        "python": platform.python_version(),
+        "onnxruntime": ort.__version__,
+        "providers": ort.get_available_providers(),
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "library": str(library) if library else None,
+        "library_info": libraries.ort_library_info(library) if library else {},
+    }
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+        if device == "cuda" and torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name()
+    except ImportError:
+        pass
+    return info
+
+
+def evaluate_targets(device: str, rows: list[dict]) -> list[tuple[str, str, bool | None]]:
+    def find(model, precision, batch):
+        return next((r for r in rows if (r["model"], r["precision"], r["batch"]) == (model, precision, batch)), None)
+
+    out = []
+    if device == "cpu":
+        plugin, standard, eager = find("plugin", "fp32", 1), find("standard", "fp32", 1), find("eager", "fp32", 1)
+        if plugin and standard:
+            ratio = plugin["ms_median"] / standard["ms_median"]
+            out.append(("plugin <= 0.5x standard-op export (B=1)", f"{ratio:.2f}x", ratio <= 0.5))
+        if plugin and eager:
+            ratio = plugin["ms_median"] / eager["ms_median"]
+            out.append(("plugin faster than PyTorch eager (B=1)", f"{ratio:.2f}x eager's time", ratio < 1.0))
+        return out
+    plugin, standard, convnext = find("plugin", "fp16", 64), find("standard", "fp16", 64), find("convnext", "fp16", 64)
+    if plugin and standard:
+        ratio = plugin["img_per_s"] / standard["img_per_s"]
+        out.append(("plugin >= 3.5x standard-op export (fp16, B=64, img/s)", f"{ratio:.2f}x", ratio >= 3.5))
+    if plugin and convnext:
+        ratio = plugin["img_per_s"] / convnext["img_per_s"]
+        out.append(("plugin >= ConvNeXt-T ONNX (fp16, B=64, img/s)", f"{ratio:.2f}x", ratio >= 1.0))
+    plugin1, convnext1 = find("plugin", "fp16", 1), find("convnext", "fp16", 1)
+    if plugin1 and convnext1:
+        ratio = plugin1["ms_median"] / convnext1["ms_median"]
+        out.append(("plugin B=1 latency <= ConvNeXt-T's (fp16)", f"{ratio:.2f}x ConvNeXt-T's time", ratio <= 1.0))
+    return out
+
+
+def markdown(result: dict) -> str:
+    meta = result["meta"]
+    where = meta.get("gpu") or meta["cpu"]
+    lines = [
+        f"# WTConvNeXt-T in ONNX Runtime — {result['device'].upper()} ({where})",
+        "",
+        f"- {meta['date']}; ONNX Runtime {meta['onnxruntime']}, Python {meta['python']}, "
+        f"torch {meta.get('torch', '-')}; {meta['cpu_count']} CPU threads visible; "
+        f"provider options: {result['provider_options']}",
+        f"- library: {meta['library_info']} ",
+        f"- command (repository root): `{meta['command']}`",
+        f"- method: {result['method']}",
+        "",
+        "| model | precision | batch | median ms | p10 ms | p90 ms | img/s | runs |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["rows"]:
+        lines.append(
+            f"| {r['model']} | {r['precision']} | {r['batch']} | {r['ms_median']:.2f} | {r['ms_p10']:.2f} | "
+            f"{r['ms_p90']:.2f} | {r['img_per_s']:.1f} | {r['runs']} |"
+        )
+    lines += ["", "## Targets", "", "| target | result | met |", "|---|---|---|"]
+    for what, value, met in result["targets"]:
+        lines.append(f"| {what} | {value} | {'yes' if met else '**no**'} |")
+    for key, breakdown in result.get("profiles", {}).items():
+        lines += ["", f"## Where the time goes: {key} (ONNX Runtime profile, ms per run, by operator type)", ""]
+        lines += ["| operator | ms |", "|---|---|"]
+        lines += [f"| {op} | {ms:.2f} |" for op, ms in breakdown.items()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), required=True)
+    parser.add_argument("--out", type=Path, required=True, help="folder for bench_ort_<device>.{json,md}")
+    parser.add_argument("--library", type=Path, help="libwtconv_ort.so (default: wtconv_export.libraries lookup)")
+    parser.add_argument("--batches", type=int, nargs="+", help="default: 1 (cpu), 1 64 (cuda)")
+    parser.add_argument("--precisions", nargs="+", choices=("fp32", "fp16"), help="default: fp32 (cpu), fp16 fp32")
+    parser.add_argument(
+        "--models", nargs="+", help="default: plugin standard python-op eager (cpu), plugin standard convnext (cuda)"
+    )
+    parser.add_argument("--runs", type=int, default=0, help="timed runs per model (default 30 on cpu, 200 on cuda)")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="CPU: intra-op / torch threads (default: all cores)")
+    parser.add_argument("--tf32", choices=("default", "on", "off"), default="default", help="CUDA EP use_tf32")
+    parser.add_argument("--profile", action="store_true", help="add ONNX Runtime's per-operator profile")
+    parser.add_argument("--onnx-dir", type=Path, help="keep the exported models here (default: a temporary folder)")
+    args = parser.parse_args(argv)
+
+    import onnxruntime as ort
+
+    from wtconv_export.onnx_ort import resolve_wtconv_op
+
+    device = args.device
+    if device == "cuda" and "CUDAExecutionProvider" not in ort.get_available_providers():
+        print(f"bench_ort: onnxruntime {ort.__version__} has no CUDAExecutionProvider (install onnxruntime-gpu)")
+        return 2
+    batches = args.batches or ([1] if device == "cpu" else [1, 64])
+    precisions = args.precisions or (["fp32"] if device == "cpu" else ["fp16", "fp32"])
+    models = args.models or (
+        ["plugin", "standard", "python-op", "eager"] if device == "cpu" else ["plugin", "standard", "convnext"]
+    )
+    runs = args.runs or (30 if device == "cpu" else 200)
+    threads = args.threads or (os.cpu_count() or 1)
+    _, library = resolve_wtconv_op("native", args.library) if "plugin" in models else (None, None)
+    providers = providers_for(device, args.tf32)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.onnx_dir or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = export_models(folder, precisions, device, models)
+        rows, profiles = [], {}
+        for precision in precisions:
+            for batch in batches:
+                x = np.random.default_rng(0).standard_normal((batch, *SHAPE)).astype(np.float32)
+                xp = x.astype(np.float16) if precision == "fp16" else x
+                runners, counts = {}, {}
+                for name in models:
+                    if name == "eager":
+                        if precision == "fp32":
+                            runners[name], counts[name] = EagerRunner(x, threads), runs
+                        continue
+                    key = ("plugin", precision) if name == "python-op" else (name, precision)
+                    if key not in paths:
+                        continue
+                    op = "python" if name == "python-op" else ("native" if name == "plugin" else "python")
+                    runners[name] = OrtRunner(paths[key], device, providers, library, xp, op)
+                    counts[name] = max(3, runs // 6) if name == "python-op" else runs
+                log(f"timing {precision} B={batch}: {', '.join(runners)}")
+                times = time_rounds(runners, args.warmup, counts)
+                rows += [summarise(name, precision, batch, times[name]) for name in runners]
+                if args.profile:
+                    for name in ("plugin", "standard"):
+                        if name in runners:
+                            prefix = str(args.out / f"profile_{name}_{precision}_b{batch}")
+                            runner = OrtRunner(
+                                paths[(name, precision)],
+                                device,
+                                providers,
+                                library,
+                                xp,
+                                "native" if name == "plugin" else "python",
+                                profile_prefix=prefix,
+                            )
+                            profiles[f"{name} {precision} B={batch}"] = profile_breakdown(runner, 10)
+                del runners
+    result = {
+        "device": device,
+        "meta": machine(device, library),
+        "provider_options": providers[0][1] if device == "cuda" else "CPUExecutionProvider, default options",
+        "method": (
+            f"{args.warmup} warm-up runs each, then {runs} rounds taking turns (python-op: fewer); median wall time "
+            "per run; "
+            + ("input and output bound on the GPU (I/O binding)" if device == "cuda" else f"{threads} threads")
+        ),
+        "rows": rows,
+        "profiles": profiles,
+    }
+    result["targets"] = evaluate_targets(device, rows)
+    (args.out / f"bench_ort_{device}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / f"bench_ort_{device}.md").write_text(markdown(result))
+    print(f"\nWTConvNeXt-T in ONNX Runtime ({device}; {result['meta'].get('gpu') or result['meta']['cpu']})")
+    print(f"{'model':10} {'prec':5} {'B':>3} {'median ms':>10} {'img/s':>9}")
+    for r in rows:
+        print(f"{r['model']:10} {r['precision']:5} {r['batch']:>3} {r['ms_median']:>10.2f} {r['img_per_s']:>9.1f}")
+    for what, value, met in result["targets"]:
+        print(f"target {'met   ' if met else 'MISSED'} {what}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
