@@ -30,11 +30,23 @@ class Finding:
 
 
 @dataclass
+class BackendFinding:
+    """One installed TensorRT backend: the plugin library found for its ABI, and whether its engines run here
+    (``cannot_run``: why not, None when they do)."""
+
+    abi: str | None
+    plugin: object  # Path | None
+    cannot_run: str | None
+
+
+@dataclass
 class Survey:
     libraries: dict = field(default_factory=dict)  # kind -> list of (Candidate, note)
     software: list = field(default_factory=list)  # [Finding]
     can: list = field(default_factory=list)  # [Finding]: what the user can / cannot do
     rtx_environment: str | None = None  # the loader line for another process (polygraphy)
+    backends: dict = field(default_factory=dict)  # installed backend -> BackendFinding, in backends' order
+    gpu: str | None = None  # the CUDA GPU PyTorch sees, None when there is none
 
 
 def _distribution_versions(prefix: str) -> dict:
@@ -130,6 +142,7 @@ def survey() -> Survey:
     )
     s.software.append(Finding("CMake", shutil.which("cmake") or "not found", shutil.which("cmake") is not None))
     gpu, capability = _gpu()
+    s.gpu = gpu
     s.software.append(
         Finding(
             "GPU",
@@ -169,21 +182,14 @@ def survey() -> Survey:
         )
         if backend == backends.TENSORRT_RTX:
             runs = capability in RTX_RUNTIME_CAPABILITIES
-            s.can.append(
-                Finding(
-                    "run TensorRT-RTX engines",
-                    "yes" if runs else "needs a GPU of compute capability 7.5, 8.0, 8.6, 8.9 or 12.x",
-                    runs,
-                )
-            )
+            why = None if runs else "needs a GPU of compute capability 7.5, 8.0, 8.6, 8.9 or 12.x"
+            s.can.append(Finding("run TensorRT-RTX engines", why or "yes", runs))
         else:
+            why = None if gpu else "needs a GPU"
             s.can.append(
-                Finding(
-                    "run TensorRT engines (validate --engine, bench) and serve them with Triton",
-                    "yes" if gpu else "needs a GPU",
-                    gpu is not None,
-                )
+                Finding("run TensorRT engines (validate --engine, bench) and serve them with Triton", why or "yes", not why)
             )
+        s.backends[backend] = BackendFinding(abi, plugin, why)
     if not installed:
         s.can.append(
             Finding(
@@ -204,4 +210,4 @@ def survey() -> Survey:
     return s
 
 
-__all__ = ["Finding", "Survey", "survey"]
+__all__ = ["BackendFinding", "Finding", "Survey", "survey"]

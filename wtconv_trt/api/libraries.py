@@ -81,6 +81,42 @@ class DoctorReport:
     cache_dir: Path
     file_names: dict  # kind -> library file name
 
+    def cannot_build(self, onnx, backend: str = "auto") -> str | None:
+        """Why an engine of the ONNX model ``onnx`` (a path, or export_onnx's result) cannot be built here with
+        ``backend`` ("auto": the one build_engine would take), or None when it can: no TensorRT, or WTConv2d nodes
+        and no plugin library built for that TensorRT's ABI."""
+        from trt_engine.backends import choose_backend
+        from trt_engine.build import inspect_onnx
+        from wtconv_export.errors import ConfigurationError
+
+        try:
+            backend = choose_backend(backend)
+        except ConfigurationError as error:
+            return str(error)
+        found = self.survey.backends.get(backend)
+        nodes = inspect_onnx(getattr(onnx, "path", onnx)).wtconv_nodes
+        if nodes and (found is None or found.plugin is None):
+            abi = found.abi if found else None
+            return (
+                f"the model has {nodes} WTConv2d nodes and no plugin library is built for {backend} (ABI {abi}): "
+                f"wtconv-trt build-libs --tensorrt-headers <TensorRT {str(abi)[3:]}.x include dir>"
+            )
+        return None
+
+    def cannot_run(self, engine) -> str | None:
+        """Why the engine ``engine`` (a path, or build_engine's result) cannot run here (validate_engine,
+        benchmark_engine), or None when it can: its TensorRT backend is missing, or no GPU it runs on."""
+        from trt_engine import manifest as mf
+
+        manifest = mf.read_manifest(getattr(engine, "engine_path", engine))
+        backend = mf.backend_of(manifest)
+        found = self.survey.backends.get(backend)
+        if found is None:
+            return f"{backend} is not installed here (the engine was built with it)"
+        if found.cannot_run:
+            return f"{backend} engines {found.cannot_run}; this machine has {self.survey.gpu or 'no CUDA GPU'}"
+        return None
+
     def rtx_environment_words(self) -> str | None:
         """The environment another process (polygraphy) needs to load plugins into TensorRT-RTX, as NAME=VALUE
         words for ``env`` (the current LD_LIBRARY_PATH expanded); None when TensorRT-RTX needs none here."""
