@@ -293,9 +293,10 @@ def test_unet_runs_in_onnx_runtime_like_the_users_module(unet, unet_export, erro
     assert [tuple(s) for s in result.shapes] == UNET_INPUTS
 
 
-def test_unet_metadata_says_it_came_from_a_python_module(unet_export, capsys):
+def test_unet_metadata_says_it_came_from_a_python_module(unet, unet_export, capsys):
     """Without a source the export records the module's class; validate without the module says how to validate
-    from Python, in one line."""
+    from Python, in one line, and that way works (inputs generated at the recorded example size)."""
+    import wtconv_trt
     from wtconv_export.onnx_models import build_model_from_metadata
     from wtconv_trt.cli import main as cli_main
 
@@ -304,12 +305,14 @@ def test_unet_metadata_says_it_came_from_a_python_module(unet_export, capsys):
     assert metadata["source"] == "module"
     assert metadata["module_class"] == f"{UNet.__module__}.UNet"
     assert metadata["input_shape"] == "1,3,32,32"
-    with pytest.raises(ModelError, match=r"validate_onnx\(ONNX_FILE, module, inputs\)") as error:
+    with pytest.raises(ModelError, match=r"wtconv_trt.validate_onnx\(ONNX_FILE, module\)") as error:
         build_model_from_metadata(metadata)
     assert "test_own_model.UNet" in str(error.value) and "\n" not in str(error.value)
     assert cli_main(["validate", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "validate_onnx" in err and "module in hand" in err
+    result = wtconv_trt.validate_onnx(path, copy.deepcopy(unet))
+    assert result.passed and [tuple(s) for s in result.shapes] == [(1, 3, 32, 32), (3, 3, 32, 32)], result.summary()
 
 
 @pytest.mark.parametrize("ops,precision", [("standard", "fp32"), ("plugin", "fp16")])

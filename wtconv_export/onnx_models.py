@@ -233,9 +233,8 @@ def build_model_from_metadata(metadata: dict) -> tuple[nn.Module, dict]:
         raise ModelError(
             f"the ONNX model was exported from Python, from a module of class "
             f"{metadata.get('module_class', '(not recorded)')}, whose weights only that module holds: validate it "
-            f"from Python with the module in hand, wtconv_export.onnx_validate.validate_onnx(ONNX_FILE, module, "
-            f"inputs) (an engine: trt_engine.validate.validate_engine(ENGINE, model=module)); a WTConvNeXt can also "
-            f"be given with --arch and --checkpoint"
+            f"from Python with the module in hand, wtconv_trt.validate_onnx(ONNX_FILE, module) (an engine: "
+            f"wtconv_trt.validate_engine(ENGINE, module)); a WTConvNeXt can also be given with --arch and --checkpoint"
         )
     if source == DEFAULT_SOURCE:
         return build_model(DEFAULT_SOURCE)
