@@ -6,16 +6,18 @@
     python samples/export_and_validate.py --arch wtconvnext_tiny --random-weights --input-shape 1,3,64,64
 
 For each variant -- plugin nodes fp32 (what TensorRT with our plugin takes), plugin nodes fp16 (TensorRT 11's
-strongly typed fp16 engine), standard ops fp32 (any runtime; TensorRT without the plugin) -- it runs
-``wtconv-trt export`` and then ``wtconv-trt validate`` (Polygraphy: PyTorch vs ONNX Runtime, WTConv2d nodes run
-by the executable spec through onnxruntime-extensions). Exit status 1 if any validation fails.
+strongly typed fp16 engine), standard ops fp32 (any runtime; TensorRT without the plugin) -- it calls the Python
+API: ``wtconv_trt.export_onnx`` and then ``wtconv_trt.validate_onnx`` (Polygraphy: PyTorch vs ONNX Runtime, the
+WTConv2d nodes run by the operator's custom-op library or its executable spec). The PyTorch model is loaded once
+(``wtconv_trt.load_model``) and handed to both. Exit status 1 if any validation fails, 2 with one line for a
+mistake in the arguments (as the ``wtconv-trt`` command line).
 """
 
 import argparse
 import sys
 from pathlib import Path
 
-from wtconv_trt.cli import main as wtconv_trt
+import wtconv_trt
 
 VARIANTS = [("plugin", "fp32"), ("plugin", "fp16"), ("standard", "fp32")]
 
@@ -32,28 +34,31 @@ def main() -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    model_args = []
-    if args.arch:
-        model_args += ["--arch", args.arch]
-    if args.checkpoint:
-        model_args += ["--checkpoint", args.checkpoint]
-    if args.random_weights:
-        model_args += ["--random-weights"]
-    shape_args = ["--input-shape", args.input_shape] if args.input_shape else []
-
-    failed = []
-    for ops, precision in VARIANTS:
-        path = out / f"{args.arch or 'default'}_{ops}_{precision}.onnx"
-        print(f"\n== wtconv-trt export -o {path} --ops {ops} --precision {precision}", flush=True)
-        status = wtconv_trt(
-            ["export", "-o", str(path), "--ops", ops, "--precision", precision, "--force", *model_args, *shape_args]
-        )
-        if status != 0:
-            return status
-        print(f"== wtconv-trt validate {path}", flush=True)
-        # validate rebuilds the PyTorch model from the source recorded in the ONNX metadata.
-        if wtconv_trt(["validate", str(path), *shape_args]) != 0:
-            failed.append(path.name)
+    try:
+        model, _ = wtconv_trt.load_model(args.arch, checkpoint=args.checkpoint, random_weights=args.random_weights)
+        failed = []
+        for ops, precision in VARIANTS:
+            path = out / f"{args.arch or 'default'}_{ops}_{precision}.onnx"
+            print(f"\n== export {path} (ops {ops}, precision {precision})", flush=True)
+            exported = wtconv_trt.export_onnx(
+                path,
+                arch=args.arch,
+                checkpoint=args.checkpoint,
+                random_weights=args.random_weights,
+                ops=ops,
+                precision=precision,
+                input_shape=args.input_shape,
+                force=True,
+            )
+            print(exported.summary())
+            # The export records its source model in its metadata; the model loaded above saves rebuilding it.
+            result = wtconv_trt.validate_onnx(path, model, input_shape=args.input_shape)
+            print(result.summary())
+            if not result.passed:
+                failed.append(path.name)
+    except wtconv_trt.WtconvTrtError as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
     print()
     if failed:
         print(f"validation FAILED for: {', '.join(failed)}")

@@ -81,3 +81,36 @@ def test_example_builds_with_the_plugin_and_skips_what_needs_a_gpu(tmp_path, rtx
         assert "needs a GPU of compute capability" in line, line
     else:
         assert "TensorRT" in out and "CUDA graph" in out
+
+
+def test_export_and_validate_sample(tmp_path):
+    """samples/export_and_validate.py, a script a user copies, on the API: three exports, each validated; a mistake
+    in its arguments is one line and exit status 2, with nothing written."""
+    sample = str(REPO / "samples" / "export_and_validate.py")
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, sample, "--out", "out"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=environment,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.count("PASSED: ONNX Runtime vs PyTorch") == 3
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "default_plugin_fp16.onnx",
+        "default_plugin_fp32.onnx",
+        "default_standard_fp32.onnx",
+    ]
+    bad = subprocess.run(
+        [sys.executable, sample, "--out", "bad", "--arch", "wtconvnext_tiny"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
+    )
+    expected = "--arch wtconvnext_tiny needs exactly one of --checkpoint FILE or --random-weights"
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [f"export_and_validate.py: error: {expected}"]
+    assert list((tmp_path / "bad").iterdir()) == []
