@@ -187,7 +187,9 @@ def survey() -> Survey:
         else:
             why = None if gpu else "needs a GPU"
             s.can.append(
-                Finding("run TensorRT engines (validate --engine, bench) and serve them with Triton", why or "yes", not why)
+                Finding(
+                    "run TensorRT engines (validate --engine, bench) and serve them with Triton", why or "yes", not why
+                )
             )
         s.backends[backend] = BackendFinding(abi, plugin, why)
     if not installed:
