@@ -7,6 +7,8 @@ export and the references, on the CPU or on the GPU (onnxruntime-gpu's CUDA exec
 
 Models (WTConvNeXt-T with random weights, seed 0, 224x224, exported in this process with dynamic batch):
   plugin      the plugin export (one wtconv::WTConv2d node per layer) on libwtconv_ort.so
+  rest        the plugin export with every WTConv2d node replaced by Identity: not a network, a probe of the time
+              of everything but the WTConv2d layers (plugin - rest = the layers' share)
   standard    the standard-op export (`--ops standard`: the layers as Conv / ConvTranspose / Pad / Slice ...)
   python-op   CPU only: the plugin export on the onnxruntime-extensions Python op (the old fallback; few runs)
   eager       CPU only: PyTorch eager, the published WTConv2d layers (torch.no_grad)
@@ -16,8 +18,10 @@ and the output are bound in device memory (I/O binding), so no host copy is time
 
 Method: after warm-up runs of each, the models take turns, one run each per round, for `--runs` rounds; the median
 (and the 10th / 90th percentiles) of each model's wall-clock times is reported. Taking turns spreads any drift of a
-shared machine over all models alike. With --profile, a separate session per ONNX model records ONNX Runtime's
-profile: where the time goes, per operator type (the answer when a target is missed).
+shared machine over all models alike; PyTorch eager is timed after them, in its own phase, so that ONNX Runtime's
+spinning pool threads do not compete with it. With --profile (CPU), a separate session per ONNX model records ONNX
+Runtime's profile: where the time goes, per operator type (on the GPU the profile times launches, not kernels:
+"rest" is the measurement there).
 
 Writes OUT/bench_ort_<device>.json (every number, the machine, the versions and the command) and
 OUT/bench_ort_<device>.md (tables and the targets); prints a short table last.
@@ -61,12 +65,14 @@ def export_models(folder: Path, precisions, device: str, models) -> dict:
     paths = {}
     for precision in precisions:
         for ops in ("plugin", "standard"):
-            if ops not in models and not (ops == "plugin" and "python-op" in models):
+            if ops not in models and not (ops == "plugin" and {"python-op", "rest"} & set(models)):
                 continue
             path = folder / f"{ARCH}_{ops}_{precision}.onnx"
             log(f"exporting {path.name}")
             export_onnx(model, path, ops=ops, precision=precision, input_shape=(1, *SHAPE), metadata=description)
             paths[(ops, precision)] = path
+        if "rest" in models:
+            paths[("rest", precision)] = without_wtconv(paths[("plugin", precision)], folder)
     if "convnext" in models and device == "cuda":
         import timm
 
@@ -88,6 +94,23 @@ def export_models(folder: Path, precisions, device: str, models) -> dict:
             )
             paths[("convnext", precision)] = path
     return paths
+
+
+def without_wtconv(path: Path, folder: Path) -> Path:
+    """The model at `path` with each WTConv2d node replaced by Identity (WTConvNeXt-T's layers keep their shape)."""
+    import onnx
+
+    from wtconv_export import contract
+
+    proto = onnx.load(str(path))
+    for i, node in enumerate(proto.graph.node):
+        if node.op_type == contract.OP_TYPE and node.domain == contract.ONNX_DOMAIN:
+            if any(a.name == contract.FIELD_STRIDE and a.i != 1 for a in node.attribute):
+                raise ValueError(f"{path.name}: a strided WTConv2d node cannot become Identity")
+            proto.graph.node[i].CopyFrom(onnx.helper.make_node("Identity", node.input, node.output, name=node.name))
+    out = folder / path.name.replace("plugin", "rest")
+    onnx.save(proto, str(out))
+    return out
 
 
 def providers_for(device: str, tf32: str):
@@ -154,6 +177,8 @@ class EagerRunner:
 
 def time_rounds(runners: dict, warmup: int, runs: dict) -> dict:
     """{name: [seconds]}; warm-up runs of each, then rounds in which every runner runs once while it has runs left."""
+    if not runners:
+        return {}
     for name, run in runners.items():
         log(f"warm-up {name}")
         for _ in range(warmup):
@@ -263,6 +288,25 @@ def evaluate_targets(device: str, rows: list[dict]) -> list[tuple[str, str, bool
     return out
 
 
+def layer_shares(rows: list[dict]) -> list[str]:
+    """For each (precision, batch): the WTConv2d layers' time (plugin - rest) beside the rest of the network."""
+    out = []
+    for r in rows:
+        if r["model"] != "plugin":
+            continue
+        rest = next(
+            (x for x in rows if x["model"] == "rest" and x["precision"] == r["precision"] and x["batch"] == r["batch"]),
+            None,
+        )
+        if rest:
+            layers = r["ms_median"] - rest["ms_median"]
+            out.append(
+                f"{r['precision']} B={r['batch']}: the 18 WTConv2d layers {layers:.2f} ms of the plugin export's "
+                f"{r['ms_median']:.2f} ms; everything else {rest['ms_median']:.2f} ms"
+            )
+    return out
+
+
 def markdown(result: dict) -> str:
     meta = result["meta"]
     where = meta.get("gpu") or meta["cpu"]
@@ -287,6 +331,10 @@ def markdown(result: dict) -> str:
     lines += ["", "## Targets", "", "| target | result | met |", "|---|---|---|"]
     for what, value, met in result["targets"]:
         lines.append(f"| {what} | {value} | {'yes' if met else '**no**'} |")
+    shares = layer_shares(result["rows"])
+    if shares:
+        lines += ["", "## Where the time goes: the WTConv2d layers against the rest (plugin - rest)", ""]
+        lines += [f"- {s}" for s in shares]
     for key, breakdown in result.get("profiles", {}).items():
         lines += ["", f"## Where the time goes: {key} (ONNX Runtime profile, ms per run, by operator type)", ""]
         lines += ["| operator | ms |", "|---|---|"]
@@ -302,13 +350,13 @@ def main(argv=None) -> int:
     parser.add_argument("--batches", type=int, nargs="+", help="default: 1 (cpu), 1 64 (cuda)")
     parser.add_argument("--precisions", nargs="+", choices=("fp32", "fp16"), help="default: fp32 (cpu), fp16 fp32")
     parser.add_argument(
-        "--models", nargs="+", help="default: plugin standard python-op eager (cpu), plugin standard convnext (cuda)"
+        "--models", nargs="+", help="default: plugin standard rest python-op eager (cpu), plugin standard rest convnext"
     )
     parser.add_argument("--runs", type=int, default=0, help="timed runs per model (default 30 on cpu, 200 on cuda)")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="CPU: intra-op / torch threads (default: all cores)")
     parser.add_argument("--tf32", choices=("default", "on", "off"), default="default", help="CUDA EP use_tf32")
-    parser.add_argument("--profile", action="store_true", help="add ONNX Runtime's per-operator profile")
+    parser.add_argument("--profile", action="store_true", help="CPU: add ONNX Runtime's per-operator profile")
     parser.add_argument("--onnx-dir", type=Path, help="keep the exported models here (default: a temporary folder)")
     args = parser.parse_args(argv)
 
@@ -323,7 +371,9 @@ def main(argv=None) -> int:
     batches = args.batches or ([1] if device == "cpu" else [1, 64])
     precisions = args.precisions or (["fp32"] if device == "cpu" else ["fp16", "fp32"])
     models = args.models or (
-        ["plugin", "standard", "python-op", "eager"] if device == "cpu" else ["plugin", "standard", "convnext"]
+        ["plugin", "standard", "rest", "python-op", "eager"]
+        if device == "cpu"
+        else ["plugin", "standard", "rest", "convnext"]
     )
     runs = args.runs or (30 if device == "cpu" else 200)
     threads = args.threads or (os.cpu_count() or 1)
@@ -349,13 +399,19 @@ def main(argv=None) -> int:
                     key = ("plugin", precision) if name == "python-op" else (name, precision)
                     if key not in paths:
                         continue
-                    op = "python" if name == "python-op" else ("native" if name == "plugin" else "python")
+                    op = "native" if name == "plugin" else "python"  # python: the Python op, or no WTConv2d node
                     runners[name] = OrtRunner(paths[key], device, providers, library, xp, op)
                     counts[name] = max(3, runs // 6) if name == "python-op" else runs
+                eager = {n: runners.pop(n) for n in list(runners) if n == "eager"}
                 log(f"timing {precision} B={batch}: {', '.join(runners)}")
                 times = time_rounds(runners, args.warmup, counts)
+                if eager:
+                    time.sleep(2.0)  # ONNX Runtime's intra-op threads stop spinning and sleep
+                    log("timing PyTorch eager")
+                    times.update(time_rounds(eager, args.warmup, counts))
+                    runners.update(eager)
                 rows += [summarise(name, precision, batch, times[name]) for name in runners]
-                if args.profile:
+                if args.profile and device == "cpu":
                     for name in ("plugin", "standard"):
                         if name in runners:
                             prefix = str(args.out / f"profile_{name}_{precision}_b{batch}")
@@ -391,6 +447,8 @@ def main(argv=None) -> int:
         print(f"{r['model']:10} {r['precision']:5} {r['batch']:>3} {r['ms_median']:>10.2f} {r['img_per_s']:>9.1f}")
     for what, value, met in result["targets"]:
         print(f"target {'met   ' if met else 'MISSED'} {what}: {value}")
+    for share in layer_shares(rows):
+        print(share)
     return 0
 
 

@@ -1,11 +1,13 @@
 // wtconvOrtSupport.h — what every part of the ONNX Runtime op shares: the C API table, errors, and the parts of a
 // kernel context each op reads (docs/onnx_runtime.md).
 //
-// The library asks ONNX Runtime for C API version kORT_API_VERSION, the lowest with every function it calls
-// (KernelContext_ParallelFor arrived in 17; the newest others used: KernelInfo_GetInputTypeInfo 14,
-// KernelInfo_GetNodeName 15, KernelComputeV2/CreateKernelV2 in OrtCustomOp 16). The OrtApi table only grows, so
-// the library loads in every ONNX Runtime from 1.17 on; each OrtCustomOp says the same version, and ONNX Runtime
-// reads only the OrtCustomOp members that version has.
+// The library asks ONNX Runtime for C API version kORT_API_VERSION, the lowest with every function it calls:
+// KernelContext_ParallelFor arrived in 17; the newest others are KernelComputeV2/CreateKernelV2 in OrtCustomOp (16),
+// KernelInfo_GetNodeName (15), KernelInfo_GetInputTypeInfo and KernelInfoGetAttribute_tensor (14),
+// KernelContext_GetGPUComputeStream and GetTensorMemoryInfo (10), the attribute-list readers (8); the rest are of
+// version 1 (docs/onnx_runtime.md, "Versions"). The OrtApi table only grows, so the library loads in every ONNX
+// Runtime from 1.17 on; each OrtCustomOp says the same version, and ONNX Runtime reads only the OrtCustomOp members
+// that version has.
 #pragma once
 
 #include "onnxruntime_c_api.h"

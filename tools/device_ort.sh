@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# tools/device_ort.sh — on a GPU machine, from the repository root: build libwtconv_ort.so with its CUDA op, run the
+# ONNX Runtime tests (the CUDA op's GPU tests, and the CPU and malformed-node tests on the same library) and the GPU
+# benchmark (tools/bench_ort.py --device cuda). ONNX Runtime with the CUDA execution provider must be importable:
+# point PYTHONPATH at an unpacked onnxruntime-gpu (ONNX Runtime 1.17 or newer), e.g.
+#   PYTHONPATH=/tmp/site OUT=... tools/device_ort.sh
+# ONNX Runtime's C API headers: $ONNXRUNTIME_INCLUDE_DIR, else third_party/onnxruntime-headers/<version>/include (an
+# ignored folder: carry it). Results: $OUT/bench_ort_cuda.{json,md}; logs: $OUT/ort_logs.tgz; a short table last.
+#   STAGES="build test bench" CUDA_ARCHS=90 BENCH_ARGS="--runs 100" PYTEST_ARGS="-k stage" tools/device_ort.sh
+set -uo pipefail
+OUT=${OUT:-device_out}
+mkdir -p "$OUT"
+LOGS=$(mktemp -d)
+STAGES=${STAGES:-"build test bench"}
+ARCHS=${CUDA_ARCHS:-90}
+BUILD=build/ort_gpu
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
+export PYTHONUNBUFFERED=1
+status=0
+summary=()
+finish() {
+  tar czf "$OUT/ort_logs.tgz" -C "$LOGS" . 2>/dev/null
+  echo "===== summary"
+  printf '%s\n' "${summary[@]}"
+  [[ -f "$OUT/bench_ort_cuda.md" ]] && sed -n '/^| model/,/^$/p;/^## Targets/,/^$/p' "$OUT/bench_ort_cuda.md" | head -30
+  exit $status
+}
+
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | tee "$LOGS/gpu.txt"
+python3 - > "$LOGS/onnxruntime.txt" 2>&1 <<'PY'
+import onnxruntime as ort
+print(ort.__version__, ort.__file__, ort.get_available_providers())
+assert "CUDAExecutionProvider" in ort.get_available_providers(), "no CUDAExecutionProvider: put onnxruntime-gpu on PYTHONPATH"
+PY
+if [[ $? -ne 0 ]]; then
+  cat "$LOGS/onnxruntime.txt"; summary+=("onnxruntime-gpu: NOT USABLE (see above)"); status=1; finish
+fi
+summary+=("onnxruntime: $(head -1 "$LOGS/onnxruntime.txt")")
+
+if [[ -z "${ONNXRUNTIME_INCLUDE_DIR:-}" ]]; then
+  ONNXRUNTIME_INCLUDE_DIR=$(ls -d third_party/onnxruntime-headers/*/include 2>/dev/null | sort -V | tail -1)
+fi
+if [[ ! -f "${ONNXRUNTIME_INCLUDE_DIR:-}/onnxruntime_c_api.h" ]]; then
+  summary+=("headers: onnxruntime_c_api.h not found (set ONNXRUNTIME_INCLUDE_DIR or carry third_party/onnxruntime-headers)")
+  status=1; finish
+fi
+ONNXRUNTIME_INCLUDE_DIR=$(cd "$ONNXRUNTIME_INCLUDE_DIR" && pwd)
+export ONNXRUNTIME_INCLUDE_DIR
+
+if [[ " $STAGES " == *" build "* ]]; then
+  start=$SECONDS
+  { cmake -S plugin -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" \
+      -DWTCONV_BUILD_PLUGIN_HARNESS=OFF -DWTCONV_ORT_WERROR=ON -DONNXRUNTIME_INCLUDE_DIR="$ONNXRUNTIME_INCLUDE_DIR" \
+    && cmake --build $BUILD --target wtconv_ort -j; } > "$LOGS/build.log" 2>&1 \
+    || { echo "BUILD FAILED"; tail -40 "$LOGS/build.log"; status=1; summary+=("build: FAILED"); finish; }
+  summary+=("build: ok ($((SECONDS - start)) s): $(python3 -c "from wtconv_export import libraries; print(libraries.ort_library_info('$BUILD/onnxruntime/libwtconv_ort.so'))")")
+fi
+export WTCONV_ORT_LIB=$PWD/$BUILD/onnxruntime/libwtconv_ort.so
+
+if [[ " $STAGES " == *" test "* ]]; then
+  start=$SECONDS
+  python3 -m pytest -q -rs -p no:cacheprovider tests/test_ort_gpu.py tests/test_ort_cpu.py tests/test_ort_errors.py \
+    ${PYTEST_ARGS:-} > "$LOGS/pytest.log" 2>&1 || status=1
+  summary+=("pytest ($((SECONDS - start)) s): $(tail -1 "$LOGS/pytest.log")")
+  grep -E "^(FAILED|ERROR)|^SKIPPED" "$LOGS/pytest.log" | head -20
+  sed -n '/worst measured errors/,$p' "$LOGS/pytest.log" | head -12
+fi
+
+if [[ " $STAGES " == *" bench "* ]]; then
+  start=$SECONDS
+  python3 tools/bench_ort.py --device cuda --out "$OUT" --library "$WTCONV_ORT_LIB" ${BENCH_ARGS:-} \
+    > "$LOGS/bench.log" 2>&1 || status=1
+  summary+=("bench ($((SECONDS - start)) s): $(grep -c '^target' "$LOGS/bench.log") targets evaluated")
+  sed -n '/^WTConvNeXt-T in ONNX Runtime/,$p' "$LOGS/bench.log"
+  [[ -f "$OUT/bench_ort_cuda.md" ]] || tail -30 "$LOGS/bench.log"
+fi
+finish
