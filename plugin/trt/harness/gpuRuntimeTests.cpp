@@ -115,7 +115,7 @@ struct Tensors
         x = randomInput(type, inElements, seed);
         yBytes = inElements * elementBytes(type);
         return cudaMalloc(&dx, x.size()) == cudaSuccess && cudaMalloc(&dy, yBytes) == cudaSuccess
-            && cudaMemcpy(dx, x.data(), x.size(), cudaMemcpyHostToDevice) == cudaSuccess
+            && uploadNow(dx, x.data(), x.size()) == cudaSuccess
             && (workspaceBytes == 0 || cudaMalloc(&workspace, workspaceBytes) == cudaSuccess);
     }
     std::vector<char> output() const
@@ -484,9 +484,13 @@ void uploadDuringCapture(IPluginCreatorV3One* creator)
 
 } // namespace
 
-void runRuntimeTests(IPluginCreatorV3One* creator)
+void runConcurrencyTests(IPluginCreatorV3One* creator)
 {
-    concurrentFirstLaunches(creator); // first: the kernels' limits must not have been raised by other tests yet
+    concurrentFirstLaunches(creator);
+}
+
+void runFailureTests(IPluginCreatorV3One* creator)
+{
     transientOutOfMemory(creator);
     uploadDuringCapture(creator);
 }

@@ -387,11 +387,24 @@ inline void expectRejected(IPluginV3* plugin, std::string const& what, std::vect
     delete plugin;
 }
 
+// Host -> device copy that is complete when it returns. cudaMemcpy from pageable memory returns once the data is
+// staged; the DMA to the device is ordered on the legacy default stream, which the harness's non-blocking streams do
+// not wait for, so a kernel enqueued right after could read the buffer's old contents (CUDA Runtime API, "API
+// synchronization behavior").
+inline cudaError_t uploadNow(void* dst, void const* src, size_t bytes)
+{
+    cudaError_t const e = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+    return e != cudaSuccess ? e : cudaDeviceSynchronize();
+}
+
 // The two modes (hostTests.cpp, gpuTests.cpp); each prints "<mode>: N passed, M failed" and returns the exit code.
 int runHost(std::string const& dynamicLib, std::string const& staticLib);
 int runGpu(std::string const& dynamicLib, std::string const& casesDir);
-// The GPU part's checks around enqueue in a serving process (gpuRuntimeTests.cpp): concurrent first launches, a
-// transient out-of-memory, the weight upload during another stream's capture. Run first by runGpu.
-void runRuntimeTests(IPluginCreatorV3One* creator);
+// The GPU part's checks around enqueue in a serving process (gpuRuntimeTests.cpp): concurrent first launches (run
+// first by runGpu, while no kernel's shared-memory limit has been raised), then after the float64 cases a transient
+// out-of-memory (which takes all free device memory for a moment) and the weight upload during another stream's
+// capture.
+void runConcurrencyTests(IPluginCreatorV3One* creator);
+void runFailureTests(IPluginCreatorV3One* creator);
 
 } // namespace wtconv_harness
