@@ -17,10 +17,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for bench_memory.json and .md")
     parser.add_argument("--official", type=Path, help="a checkout of BGU-CS-VIL/WTConv (published code, fast_wtconv)")
     parser.add_argument("--quick", action="store_true", help="WTConvNeXt-T only, fp16 layers, a smaller sweep")
+    parser.add_argument("--parts", nargs="+", choices=["models", "layers"], default=["models", "layers"])
+    parser.add_argument("--no-paper", action="store_true", help="without the paper's kernels (they compile first)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    command = "python tools/bench_memory.py --out OUT" + (" --official OFFICIAL" if args.official else "")
-    run(args.out, args.official, quick=args.quick, command=command + (" --quick" if args.quick else ""))
+    words = ["python tools/bench_memory.py --out OUT"] + (["--official OFFICIAL"] if args.official else [])
+    words += (["--quick"] if args.quick else []) + ["--parts", *args.parts] + (["--no-paper"] if args.no_paper else [])
+    run(args.out, args.official, quick=args.quick, command=" ".join(words), parts=args.parts, paper=not args.no_paper)
     return 0
 
 

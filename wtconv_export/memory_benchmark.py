@@ -97,9 +97,11 @@ def load_published(root: Path | None):
     try:
         spec = importlib.util.spec_from_file_location("published_wtconvnext", root / "wtconvnext" / "wtconvnext.py")
         convnext = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = convnext  # timm's model registry looks the module up by name
         spec.loader.exec_module(convnext)
     except Exception as error:  # noqa: BLE001
-        logger.warning("published WTConvNeXt not importable: %s", error)
+        logger.warning("published WTConvNeXt not importable: %r", error)
+        sys.modules.pop("published_wtconvnext", None)
         convnext = None
     try:
         from fast_wtconv.wtconv_cuda import WTConv2d as fused  # noqa: N813 - the paper's class
@@ -360,10 +362,24 @@ def markdown(result: dict) -> str:
         )
     leaks = [r for r in layers + models if any(k.endswith("left") and v for k, v in r.items())]
     out += ["", f"Allocations left after a call once its result is dropped: {len(leaks)} of the rows above."]
+    for snap in result.get("snapshots", []):
+        out += [
+            "",
+            f"## Alive at the peak: {snap['label']}",
+            "",
+            f"Peak {snap['peak'] / MIB:.1f} MiB = {snap['peak'] / snap['activation']:.2f} A "
+            f"(tools/memory_snapshot.py: the allocator's trace replayed to its highest point).",
+            "",
+            "| MiB | A | allocated by |",
+            "|---|---|---|",
+        ]
+        out += [f"| {row['mib']:.1f} | {row['activations']:.2f} | {row['made_by']} |" for row in snap["alive"]]
     return "\n".join(out) + "\n"
 
 
-def run(out: Path, official: Path | None, quick: bool = False, command: str = "") -> dict:
+def run(
+    out: Path, official: Path | None, quick: bool = False, command: str = "", parts=("models", "layers"), paper=True
+) -> dict:
     import json
 
     import torch
@@ -377,6 +393,8 @@ def run(out: Path, official: Path | None, quick: bool = False, command: str = ""
     torch.backends.cudnn.benchmark = False
     out.mkdir(parents=True, exist_ok=True)
     published_cls, published_convnext, fused_cls = load_published(official)
+    if not paper:
+        fused_cls = None  # the paper's kernels compile on first use (about a minute)
     meta = dict(
         gpu=torch.cuda.get_device_name(),
         torch=torch.__version__,
@@ -391,9 +409,12 @@ def run(out: Path, official: Path | None, quick: bool = False, command: str = ""
         (out / "bench_memory.json").write_text(json.dumps(result, indent=1))
         (out / "bench_memory.md").write_text(markdown(result))
 
-    makers = model_makers(torch, published_convnext, fused_cls)
-    result["models"] = bench_models(torch, makers, sizes=("t",) if quick else ("t", "s", "b"))
-    save()
+    if "models" in parts:
+        makers = model_makers(torch, published_convnext, fused_cls)
+        result["models"] = bench_models(torch, makers, sizes=("t",) if quick else ("t", "s", "b"))
+        save()
+    if "layers" not in parts:
+        return result
 
     def on_row(rows):  # saved as it goes: an interrupted run keeps what it measured
         result["layers"] = rows
