@@ -178,17 +178,8 @@ def bench_layers(torch, dtypes, shapes, published_cls, fused_cls, device="cuda",
             rows.append(row)
             if on_row is not None:
                 on_row(rows)
-            logger.info(
-                "%s %dx%dx%dx%d L%d s%d: %s",
-                dtype_name,
-                b,
-                c,
-                h,
-                w,
-                lv,
-                s,
-                " ".join(f"{key}={val / MIB:.1f}" for key, val in row.items() if key.endswith("_extra")),
-            )
+            extras = " ".join(f"{key}={val / MIB:.1f}" for key, val in row.items() if key.endswith("_extra"))
+            logger.info("%s %s: %s MiB", dtype_name, shape, extras)
             del x, methods
             torch.cuda.empty_cache()
     return rows
