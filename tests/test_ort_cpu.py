@@ -62,35 +62,48 @@ def rel_error(value, expected) -> float:
     return float(np.abs(np.asarray(value, dtype=np.float64) - expected).max() / scale)
 
 
-def check_layer(library, b, c, h, w, k, levels, stride, dtype, seed, report, threads=1):
+def check_against_spec(run, b, c, h, w, k, levels, stride, dtype, seed, report, label="CPU", device="cpu"):
+    """run(model, x) -> y for a random layer's node; fp32 within 1e-6 of the float64 spec (or 2x the float32 reference
+    module's own error where cancellation puts float32 above that), fp16 within 1.0x the fp16 reference module's
+    error (the reference modules run on `device`)."""
     layer = random_wtconv2d(c, k, levels, stride, seed)
     x = torch.randn((b, c, h, w), generator=torch.Generator().manual_seed(seed + 1))
     xd = x.to(torch.float16) if dtype == np.float16 else x
     expected = fused_wtconv2d_spec(
         xd.double(), *fold_wtconv(layer, dtype=torch.float64).tensors(), k, levels, stride
     ).numpy()
-    y = session(library, node_model(fold_wtconv(layer), dtype), threads).run(None, {"x": xd.numpy()})[0]
+    y = run(node_model(fold_wtconv(layer), dtype), xd.numpy())
     assert y.dtype == dtype and y.shape == expected.shape, (y.dtype, y.shape, expected.shape)
     assert np.isfinite(y).all()
     err = rel_error(y, expected)
     where = f"{b}x{c}x{h}x{w} k={k} L={levels} s={stride}"
     if dtype == np.float32:
-        report.add("ONNX Runtime CPU op fp32 relative error", err, where)
+        report.add(f"ONNX Runtime {label} op fp32 relative error", err, where)
         bound = 1e-6
         if err > bound:
-            # Cancellation (an output far smaller than its terms) can put any float32 evaluation above 1e-6: then
-            # ours must stay within 2x the float32 reference module's own error.
-            with torch.no_grad():
-                ref32 = layer.to(torch.float32)(x)
+            saved = torch.backends.cudnn.allow_tf32
+            torch.backends.cudnn.allow_tf32 = False
+            try:
+                with torch.no_grad():
+                    ref32 = layer.to(device, torch.float32)(x.to(device)).cpu()
+            finally:
+                torch.backends.cudnn.allow_tf32 = saved
             bound = max(bound, 2 * rel_error(ref32.numpy(), expected))
         assert err <= bound, f"{where}: fp32 relative error {err:.3e} > {bound:.3e}"
         return
     with torch.no_grad():
-        ref16 = layer.to(torch.float16)(xd)
-    ref_err = rel_error(ref16.float().numpy(), expected)
+        ref16 = layer.to(device, torch.float16)(xd.to(device)).float().cpu()
+    ref_err = rel_error(ref16.numpy(), expected)
     bound = max(ref_err, UNIT_ROUNDOFF_FP16)
-    report.add("ONNX Runtime CPU op fp16 error / reference error", err / bound, where)
+    report.add(f"ONNX Runtime {label} op fp16 error / reference error", err / bound, where)
     assert err <= bound, f"{where}: fp16 error {err:.3e} > 1.0x the fp16 reference's error {ref_err:.3e}"
+
+
+def check_layer(library, b, c, h, w, k, levels, stride, dtype, seed, report, threads=1):
+    def run(model, x):
+        return session(library, model, threads).run(None, {"x": x})[0]
+
+    check_against_spec(run, b, c, h, w, k, levels, stride, dtype, seed, report)
 
 
 MATRIX = [

@@ -21,7 +21,7 @@ import torch
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from test_ort_cpu import UNIT_ROUNDOFF_FP16, node_model, rel_error  # noqa: E402
+from test_ort_cpu import check_against_spec, node_model, rel_error  # noqa: E402
 
 from wtconv_export import contract  # noqa: E402
 from wtconv_export.folding import fold_wtconv  # noqa: E402
@@ -48,39 +48,13 @@ def providers_of_wtconv_nodes(session) -> set:
 
 
 def check_cuda_layer(library, b, c, h, w, k, levels, stride, dtype, seed, report):
-    layer = random_wtconv2d(c, k, levels, stride, seed)
-    x = torch.randn((b, c, h, w), generator=torch.Generator().manual_seed(seed + 1))
-    xd = x.to(torch.float16) if dtype == np.float16 else x
-    expected = fused_wtconv2d_spec(
-        xd.double(), *fold_wtconv(layer, dtype=torch.float64).tensors(), k, levels, stride
-    ).numpy()
-    session = cuda_session(library, node_model(fold_wtconv(layer), dtype), profile=True)
-    y = session.run(None, {"x": xd.numpy()})[0]
-    assert providers_of_wtconv_nodes(session) == {"CUDAExecutionProvider"}
-    assert y.dtype == dtype and y.shape == expected.shape
-    assert np.isfinite(y).all()
-    err = rel_error(y, expected)
-    where = f"{b}x{c}x{h}x{w} k={k} L={levels} s={stride}"
-    if dtype == np.float32:
-        report.add("ONNX Runtime CUDA op fp32 relative error", err, where)
-        bound = 1e-6
-        if err > bound:  # cancellation: within 2x the float32 reference module's own error (no TF32)
-            saved = torch.backends.cudnn.allow_tf32
-            torch.backends.cudnn.allow_tf32 = False
-            try:
-                with torch.no_grad():
-                    ref32 = layer.to("cuda", torch.float32)(x.cuda()).cpu()
-            finally:
-                torch.backends.cudnn.allow_tf32 = saved
-            bound = max(bound, 2 * rel_error(ref32.numpy(), expected))
-        assert err <= bound, f"{where}: fp32 relative error {err:.3e} > {bound:.3e}"
-        return
-    with torch.no_grad():
-        ref16 = layer.to("cuda", torch.float16)(xd.cuda()).float().cpu()
-    ref_err = rel_error(ref16.numpy(), expected)
-    bound = max(ref_err, UNIT_ROUNDOFF_FP16)
-    report.add("ONNX Runtime CUDA op fp16 error / reference error", err / bound, where)
-    assert err <= bound, f"{where}: fp16 error {err:.3e} > 1.0x the fp16 reference's error {ref_err:.3e}"
+    def run(model, x):
+        session = cuda_session(library, model, profile=True)
+        y = session.run(None, {"x": x})[0]
+        assert providers_of_wtconv_nodes(session) == {"CUDAExecutionProvider"}
+        return y
+
+    check_against_spec(run, b, c, h, w, k, levels, stride, dtype, seed, report, label="CUDA", device="cuda")
 
 
 MATRIX = [

@@ -59,12 +59,6 @@ cpu::Isa chooseIsa(std::string const& who)
         who + ": " + kISA_ENV + "=" + forced + ": expected baseline, avx2 or avx512 (or unset: the best available)");
 }
 
-struct CpuKernel
-{
-    NodeConfig node;
-    cpu::Isa isa{cpu::Isa::kBASELINE};
-};
-
 // One call's planes, split into chunks for the thread pool.
 struct Job
 {
@@ -102,36 +96,37 @@ void runChunk(void* job, size_t chunk)
     static_cast<Job*>(job)->runChunk(chunk);
 }
 
-OrtStatus* compute(void* kernel, OrtKernelContext* context) noexcept
+struct CpuKernel
 {
-    try
-    {
-        CpuKernel const& k = *static_cast<CpuKernel const*>(kernel);
-        OrtApi const& a = api();
-        OrtValue const* input = nullptr;
-        check(a.KernelContext_GetInput(context, 0, &input), k.node.who + ": reading input 0");
-        RunShape const shape = checkInput(k.node, describe(input));
-        int64_t const channels = static_cast<int64_t>(k.node.fields.baseBias.size());
-        int64_t const dims[4] = {shape.batch, channels, shape.outHeight, shape.outWidth};
-        OrtValue* output = nullptr;
-        check(a.KernelContext_GetOutput(context, 0, dims, 4, &output), k.node.who + ": allocating the output");
-        if (shape.elements() == 0)
-        {
-            return nullptr; // an empty batch or plane: an empty output
-        }
-        void* in = nullptr;
-        void* out = nullptr;
-        check(a.GetTensorMutableData(const_cast<OrtValue*>(input), &in), k.node.who + ": reading input 0");
-        check(a.GetTensorMutableData(output, &out), k.node.who + ": reading the output");
+    static constexpr char const* kPROVIDER = "CPUExecutionProvider";
+    NodeConfig node;
+    cpu::Isa isa{cpu::Isa::kBASELINE};
 
+    static std::unique_ptr<CpuKernel> create(OrtKernelInfo const* info)
+    {
+        auto k = std::make_unique<CpuKernel>();
+        k->node = readNode(info);
+        k->isa = chooseIsa(k->node.who);
+        return k;
+    }
+
+    void compute(OrtKernelContext* context) const
+    {
+        RunTensors const run = prepareRun(node, context);
+        if (run.input == nullptr)
+        {
+            return; // an empty batch or plane: an empty output
+        }
+        RunShape const& shape = run.shape;
+        LayerFields const& f = node.fields;
+        int64_t const channels = static_cast<int64_t>(f.baseBias.size());
         Job job;
-        job.isa = k.isa;
-        LayerFields const& f = k.node.fields;
+        job.isa = isa;
         job.layer = cpu::Layer{
             f.kernelSize, f.levels, f.stride, channels, f.baseWeight.data(), f.baseBias.data(), f.waveletWeight.data()};
         job.tensors = cpu::Tensors{
             shape.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16 ? cpu::IoType::kFLOAT16 : cpu::IoType::kFLOAT32,
-            shape.batch, shape.height, shape.width, in, out};
+            shape.batch, shape.height, shape.width, run.input, run.output};
         job.planes = shape.batch * channels;
         job.scratchFloats = cpu::scratchFloats(job.layer, shape.height, shape.width);
         // Multiply-adds of one plane: the base convolution plus the four subbands of every level (docs/design.md §3).
@@ -141,7 +136,7 @@ OrtStatus* compute(void* kernel, OrtKernelContext* context) noexcept
             1, std::min<int64_t>(job.planes, static_cast<int64_t>(planeWork * job.planes / kCHUNK_WORK)));
         job.planesPerChunk = (job.planes + chunks - 1) / chunks;
         size_t const total = static_cast<size_t>((job.planes + job.planesPerChunk - 1) / job.planesPerChunk);
-        if (total == 1 || !succeeded(a.KernelContext_ParallelFor(context, runChunk, total, 0, &job)))
+        if (total == 1 || !succeeded(api().KernelContext_ParallelFor(context, runChunk, total, 0, &job)))
         {
             // One chunk, or no thread pool offered to this kernel: the calling thread does it all.
             for (size_t chunk = 0; chunk < total; ++chunk)
@@ -151,41 +146,8 @@ OrtStatus* compute(void* kernel, OrtKernelContext* context) noexcept
         }
         if (!job.error.empty())
         {
-            throw OrtError(ORT_RUNTIME_EXCEPTION, k.node.who + ": " + job.error);
+            throw OrtError(ORT_RUNTIME_EXCEPTION, node.who + ": " + job.error);
         }
-        return nullptr;
-    }
-    catch (...)
-    {
-        return statusFromCurrentException();
-    }
-}
-
-struct CpuOp : OrtCustomOp
-{
-    CpuOp()
-        : OrtCustomOp()
-    {
-        describeOp(*this);
-        GetExecutionProviderType = [](OrtCustomOp const*) -> char const* { return "CPUExecutionProvider"; };
-        CreateKernelV2 = [](OrtCustomOp const*, OrtApi const*, OrtKernelInfo const* info, void** kernel) -> OrtStatus*
-        {
-            try
-            {
-                auto k = std::make_unique<CpuKernel>();
-                k->node = readNode(info);
-                k->isa = chooseIsa(k->node.who);
-                *kernel = k.release();
-                return nullptr;
-            }
-            catch (...)
-            {
-                *kernel = nullptr;
-                return statusFromCurrentException();
-            }
-        };
-        KernelComputeV2 = compute;
-        KernelDestroy = [](void* kernel) { delete static_cast<CpuKernel*>(kernel); };
     }
 };
 
@@ -193,7 +155,7 @@ struct CpuOp : OrtCustomOp
 
 OrtCustomOp const* cpuOp()
 {
-    static CpuOp const op;
+    static KernelOp<CpuKernel> const op;
     return &op;
 }
 

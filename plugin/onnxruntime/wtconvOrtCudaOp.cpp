@@ -72,6 +72,7 @@ size_t roundUp(size_t bytes)
 
 struct CudaKernel
 {
+    static constexpr char const* kPROVIDER = "CUDAExecutionProvider";
     NodeConfig node;
 
     std::mutex mutex; // guards everything below
@@ -181,6 +182,73 @@ struct CudaKernel
         device = dev;
     }
 
+    static std::unique_ptr<CudaKernel> create(OrtKernelInfo const* info)
+    {
+        auto k = std::make_unique<CudaKernel>();
+        k->node = readNode(info);
+        return k;
+    }
+
+    void compute(OrtKernelContext* context)
+    {
+        RunTensors const run = prepareRun(node, context);
+        if (run.input == nullptr)
+        {
+            return; // an empty batch or plane: an empty output
+        }
+        OrtApi const& a = api();
+        void* streamHandle = nullptr;
+        check(a.KernelContext_GetGPUComputeStream(context, &streamHandle), node.who + ": getting the CUDA stream");
+        if (streamHandle == nullptr)
+        {
+            throw OrtError(ORT_RUNTIME_EXCEPTION, node.who + ": ONNX Runtime gave the CUDA op no compute stream");
+        }
+        cudaStream_t const stream = static_cast<cudaStream_t>(streamHandle);
+        OrtMemoryInfo const* memory = nullptr;
+        check(a.GetTensorMemoryInfo(run.inputValue, &memory), node.who + ": reading the input's device");
+        int dev = 0;
+        check(a.MemoryInfoGetId(memory, &dev), node.who + ": reading the input's device");
+
+        LayerFields const& f = node.fields;
+        WTConvParams p;
+        p.dtype = run.shape.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16 ? DataType::kFLOAT16 : DataType::kFLOAT32;
+        p.batch = run.shape.batch;
+        p.channels = static_cast<int64_t>(f.baseBias.size());
+        p.height = run.shape.height;
+        p.width = run.shape.width;
+        p.kernelSize = f.kernelSize;
+        p.levels = f.levels;
+        p.stride = f.stride;
+        p.layout = Layout::kNCHW;
+        p.input = run.input;
+        p.output = run.output;
+        char message[512] = {0};
+        if (checkShape(p, message, sizeof(message)) != cudaSuccess)
+        {
+            throw OrtError(ORT_INVALID_ARGUMENT, node.who + ": " + message);
+        }
+        size_t const needed = wtconvWorkspaceBytes(p);
+
+        std::lock_guard<std::mutex> const lock(mutex);
+        DeviceScope const scope(dev, node.who);
+        prepare(dev, stream);
+        reserveWorkspace(needed);
+        // The previous launch (maybe on another Run's stream) must be done with the workspace.
+        checkCuda(cudaStreamWaitEvent(stream, lastLaunch, 0), node.who + ": cudaStreamWaitEvent");
+        p.baseWeight = baseWeight;
+        p.baseBias = baseBias;
+        p.waveletWeight = waveletWeight;
+        p.workspace = workspace;
+        p.workspaceBytes = workspaceBytes;
+        cudaError_t const launched = wtconvForward(p, stream, message, sizeof(message));
+        if (launched != cudaSuccess)
+        {
+            throw OrtError(ORT_RUNTIME_EXCEPTION,
+                node.who + ": launch failed: " + cudaGetErrorName(launched) + (message[0] ? ": " : "") + message);
+        }
+        checkCuda(cudaEventRecord(lastLaunch, stream), node.who + ": cudaEventRecord");
+    }
+
     // A workspace of at least `bytes`, free for `stream` to use once it waits for lastLaunch. Mutex held.
     void reserveWorkspace(size_t bytes)
     {
@@ -198,117 +266,11 @@ struct CudaKernel
     }
 };
 
-OrtStatus* compute(void* kernel, OrtKernelContext* context) noexcept
-{
-    try
-    {
-        CudaKernel& k = *static_cast<CudaKernel*>(kernel);
-        OrtApi const& a = api();
-        OrtValue const* input = nullptr;
-        check(a.KernelContext_GetInput(context, 0, &input), k.node.who + ": reading input 0");
-        RunShape const shape = checkInput(k.node, describe(input));
-        LayerFields const& f = k.node.fields;
-        int64_t const channels = static_cast<int64_t>(f.baseBias.size());
-        int64_t const dims[4] = {shape.batch, channels, shape.outHeight, shape.outWidth};
-        OrtValue* output = nullptr;
-        check(a.KernelContext_GetOutput(context, 0, dims, 4, &output), k.node.who + ": allocating the output");
-        if (shape.elements() == 0)
-        {
-            return nullptr;
-        }
-        void* in = nullptr;
-        void* out = nullptr;
-        check(a.GetTensorMutableData(const_cast<OrtValue*>(input), &in), k.node.who + ": reading input 0");
-        check(a.GetTensorMutableData(output, &out), k.node.who + ": reading the output");
-        void* streamHandle = nullptr;
-        check(a.KernelContext_GetGPUComputeStream(context, &streamHandle), k.node.who + ": getting the CUDA stream");
-        if (streamHandle == nullptr)
-        {
-            throw OrtError(ORT_RUNTIME_EXCEPTION, k.node.who + ": ONNX Runtime gave the CUDA op no compute stream");
-        }
-        cudaStream_t const stream = static_cast<cudaStream_t>(streamHandle);
-        OrtMemoryInfo const* memory = nullptr;
-        check(a.GetTensorMemoryInfo(input, &memory), k.node.who + ": reading the input's device");
-        int device = 0;
-        check(a.MemoryInfoGetId(memory, &device), k.node.who + ": reading the input's device");
-
-        WTConvParams p;
-        p.dtype = shape.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16 ? DataType::kFLOAT16 : DataType::kFLOAT32;
-        p.batch = shape.batch;
-        p.channels = channels;
-        p.height = shape.height;
-        p.width = shape.width;
-        p.kernelSize = f.kernelSize;
-        p.levels = f.levels;
-        p.stride = f.stride;
-        p.layout = Layout::kNCHW;
-        p.input = in;
-        p.output = out;
-        char message[512] = {0};
-        if (checkShape(p, message, sizeof(message)) != cudaSuccess)
-        {
-            throw OrtError(ORT_INVALID_ARGUMENT, k.node.who + ": " + message);
-        }
-        size_t const needed = wtconvWorkspaceBytes(p);
-
-        std::lock_guard<std::mutex> const lock(k.mutex);
-        DeviceScope const scope(device, k.node.who);
-        k.prepare(device, stream);
-        k.reserveWorkspace(needed);
-        // The previous launch (maybe on another Run's stream) must be done with the workspace.
-        checkCuda(cudaStreamWaitEvent(stream, k.lastLaunch, 0), k.node.who + ": cudaStreamWaitEvent");
-        p.baseWeight = k.baseWeight;
-        p.baseBias = k.baseBias;
-        p.waveletWeight = k.waveletWeight;
-        p.workspace = k.workspace;
-        p.workspaceBytes = k.workspaceBytes;
-        cudaError_t const launched = wtconvForward(p, stream, message, sizeof(message));
-        if (launched != cudaSuccess)
-        {
-            throw OrtError(ORT_RUNTIME_EXCEPTION,
-                k.node.who + ": launch failed: " + cudaGetErrorName(launched) + (message[0] ? ": " : "") + message);
-        }
-        checkCuda(cudaEventRecord(k.lastLaunch, stream), k.node.who + ": cudaEventRecord");
-        return nullptr;
-    }
-    catch (...)
-    {
-        return statusFromCurrentException();
-    }
-}
-
-struct CudaOp : OrtCustomOp
-{
-    CudaOp()
-        : OrtCustomOp()
-    {
-        describeOp(*this);
-        GetExecutionProviderType = [](OrtCustomOp const*) -> char const* { return "CUDAExecutionProvider"; };
-        CreateKernelV2 = [](OrtCustomOp const*, OrtApi const*, OrtKernelInfo const* info, void** kernel) -> OrtStatus*
-        {
-            try
-            {
-                auto k = std::make_unique<CudaKernel>();
-                k->node = readNode(info);
-                *kernel = k.release();
-                return nullptr;
-            }
-            catch (...)
-            {
-                *kernel = nullptr;
-                return statusFromCurrentException();
-            }
-        };
-        KernelComputeV2 = compute;
-        KernelDestroy = [](void* kernel) { delete static_cast<CudaKernel*>(kernel); };
-    }
-};
-
 } // namespace
 
 OrtCustomOp const* cudaOp()
 {
-    static CudaOp const op;
+    static KernelOp<CudaKernel> const op;
     return &op;
 }
 

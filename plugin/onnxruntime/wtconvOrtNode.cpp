@@ -297,5 +297,26 @@ RunShape checkInput(NodeConfig const& node, TensorDescription const& input)
     return shape;
 }
 
+RunTensors prepareRun(NodeConfig const& node, OrtKernelContext* context)
+{
+    OrtApi const& a = api();
+    RunTensors run;
+    check(a.KernelContext_GetInput(context, 0, &run.inputValue), node.who + ": reading input 0");
+    run.shape = checkInput(node, describe(run.inputValue));
+    int64_t const dims[4] = {
+        run.shape.batch, static_cast<int64_t>(node.fields.baseBias.size()), run.shape.outHeight, run.shape.outWidth};
+    OrtValue* output = nullptr;
+    check(a.KernelContext_GetOutput(context, 0, dims, 4, &output), node.who + ": allocating the output");
+    if (run.shape.elements() == 0)
+    {
+        return run;
+    }
+    void* in = nullptr;
+    check(a.GetTensorMutableData(const_cast<OrtValue*>(run.inputValue), &in), node.who + ": reading input 0");
+    check(a.GetTensorMutableData(output, &run.output), node.who + ": reading the output");
+    run.input = in;
+    return run;
+}
+
 } // namespace ort
 } // namespace wtconv

@@ -45,5 +45,15 @@ struct RunShape
 // OrtError(ORT_INVALID_ARGUMENT) naming the node and what does not fit.
 RunShape checkInput(NodeConfig const& node, TensorDescription const& input);
 
+// One run's tensors: input 0 read and checked, output 0 allocated as (B, C, ceil(H/s), ceil(W/s)).
+struct RunTensors
+{
+    RunShape shape;
+    OrtValue const* inputValue{nullptr};
+    void const* input{nullptr}; // both null when the output is empty (B, H or W is 0): nothing to compute
+    void* output{nullptr};
+};
+RunTensors prepareRun(NodeConfig const& node, OrtKernelContext* context);
+
 } // namespace ort
 } // namespace wtconv
