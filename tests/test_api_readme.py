@@ -10,6 +10,7 @@ other machine they must be skipped with the reason.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -71,7 +72,10 @@ def test_example_builds_with_the_plugin_and_skips_what_needs_a_gpu(tmp_path, rtx
     assert "PASSED: ONNX Runtime vs PyTorch" in out
     assert "engine:   digits.fp16.engine" in out and "TensorRT-RTX" in out, out
     assert (tmp_path / "digits.fp16.engine").stat().st_size > 0
-    assert "profile: input:1x1x32x32/8x1x32x32/32x1x32x32" in done.stderr  # the default taken, said once
+    manifest = json.loads((tmp_path / "digits.fp16.engine.json").read_text())
+    # The defaults taken from the export: its precision, and batch 1/8/32 at the size it was exported with.
+    assert manifest["precision"] == "fp16"
+    assert manifest["profiles"] == [{"input": {"min": [1, 1, 32, 32], "opt": [8, 1, 32, 32], "max": [32, 1, 32, 32]}}]
     import torch
 
     capability = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
