@@ -4,10 +4,10 @@ The workflow, one function per job (docs/api.md)::
 
     import wtconv_trt
 
-    exported = wtconv_trt.export_onnx("digits.onnx")                  # the shipped default model
-    print(wtconv_trt.validate_onnx("digits.onnx").summary())           # ONNX Runtime vs PyTorch, on the CPU
-    built = wtconv_trt.build_engine("digits.onnx", backend="tensorrt-rtx")
-    report = wtconv_trt.validate_engine(built.engine_path)             # needs a GPU the engine runs on
+    exported = wtconv_trt.export_onnx("digits.onnx")         # the shipped default model
+    print(wtconv_trt.validate_onnx("digits.onnx").summary())  # ONNX Runtime vs PyTorch, on the CPU
+    built = wtconv_trt.build_engine("digits.onnx")           # TensorRT or TensorRT-RTX, with the plugin found
+    report = wtconv_trt.validate_engine(built.engine_path)    # on a GPU the engine runs on
     timings = wtconv_trt.benchmark_engine(built.engine_path)
 
 Every function checks what it is given, takes the defaults the command line takes, and raises a

@@ -7,10 +7,7 @@ from typing import Any
 
 from wtconv_export.inputs import MAX_SEED, check_int
 
-__all__ = ["MAX_SEED", "MODEL_OPTIONS", "load_model", "model_options_given"]
-
-# The model-source keyword arguments every job that needs a PyTorch model takes, as load_model does.
-MODEL_OPTIONS = ("arch", "checkpoint", "random_weights")
+__all__ = ["MAX_SEED", "load_model", "model_options_given"]
 
 
 def load_model(
