@@ -50,6 +50,14 @@ TWINS = {
     "export/checkpoint-empty": lambda f: wtconv_trt.export_onnx(f["new"], arch=TINY, checkpoint=str(f["empty"])),
     "export/checkpoint-missing": lambda f: wtconv_trt.export_onnx(f["new"], arch=TINY, checkpoint=str(f["missing"])),
     "export/checkpoint-is-dir": lambda f: wtconv_trt.export_onnx(f["new"], arch=TINY, checkpoint=str(f["dir"])),
+    "export/num-classes-negative": lambda f: wtconv_trt.export_onnx(
+        f["new"], arch=TINY, random_weights=True, num_classes=-1
+    ),
+    "export/in-chans-zero": lambda f: wtconv_trt.export_onnx(f["new"], arch=TINY, random_weights=True, in_chans=0),
+    "export/num-classes-without-arch": lambda f: wtconv_trt.export_onnx(f["new"], num_classes=10),
+    "export/num-classes-not-the-checkpoint-s": lambda f: wtconv_trt.export_onnx(
+        f["new"], arch=TINY, checkpoint=str(f["ckpt10"]), num_classes=1000
+    ),
     "export/output-unwritable": lambda f: wtconv_trt.export_onnx(f["ro"] / "m.onnx"),
     "export/output-dir-missing": lambda f: wtconv_trt.export_onnx(f["missing_dir"] / "m.onnx"),
     "export/output-existing": lambda f: wtconv_trt.export_onnx(f["existing"]),
@@ -71,6 +79,8 @@ TWINS = {
     ),
     "validate/model-is-dir": lambda f: wtconv_trt.validate_onnx(f["dir"]),
     "validate/model-empty": lambda f: wtconv_trt.validate_onnx(f["empty"]),
+    "validate/engine-as-model": lambda f: wtconv_trt.validate_onnx(f["engine"]),
+    "validate/in-chans-default-model": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], in_chans=3),
     "validate/model-is-text": lambda f: wtconv_trt.validate_onnx(f["existing"]),
     "validate/inputs-is-text": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], inputs=str(f["existing"])),
     "validate/inputs-int": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], inputs=str(f["npy_int"])),
@@ -202,6 +212,7 @@ SYNTAX = {
     "export/unknown-arch": "a choice argparse refuses",
     "export/opset-type": "text that is not an integer",
     "export/seed-type": "text that is not an integer",
+    "export/num-classes-type": "text that is not an integer",
     "export/ops-choice": "a choice argparse refuses",
     "export/precision-choice": "a choice argparse refuses",
     "export/shape-zero": "shape text argparse parses",

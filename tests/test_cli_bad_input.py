@@ -69,6 +69,12 @@ def files(tmp_path_factory):
     f["existing"].write_text("keep me\n")
     f["text_pth"] = work / "notes.pth"
     f["text_pth"].write_text("these are my notes, not a checkpoint\n")
+    # The head and stem of a 10-class checkpoint as torch.save writes them: the class count is read from these two
+    # before the other weights are needed, so the case fails before them.
+    import torch
+
+    f["ckpt10"] = work / "ckpt10.pth"
+    torch.save({"stem.0.weight": torch.zeros(96, 3, 4, 4), "head.fc.weight": torch.zeros(10, 768)}, f["ckpt10"])
     f["npy3"] = work / "three_channels.npy"
     np.save(f["npy3"], np.zeros((2, 3, 32, 32), np.float32))
     f["npy_small"] = work / "small.npy"
@@ -166,6 +172,23 @@ CASES = [
         ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--checkpoint", "{dir}"],
         "not a file",
     ),
+    (
+        "export/num-classes-negative",
+        ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--random-weights", "--num-classes", "-1"],
+        "--num-classes: expected an integer from 0 to 100000",
+    ),
+    (
+        "export/in-chans-zero",
+        ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--random-weights", "--in-chans", "0"],
+        "--in-chans: expected an integer from 1 to 1024",
+    ),
+    ("export/num-classes-type", ["export", "-o", "{new}", "--num-classes", "ten"], "expected an integer"),
+    ("export/num-classes-without-arch", ["export", "-o", "{new}", "--num-classes", "10"], "need --arch"),
+    (
+        "export/num-classes-not-the-checkpoint-s",
+        ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--checkpoint", "{ckpt10}", "--num-classes", "1000"],
+        "--num-classes 1000 was asked for, but checkpoint",
+    ),
     ("export/output-unwritable", ["export", "-o", "{ro}/m.onnx"], "cannot create files"),
     ("export/output-dir-missing", ["export", "-o", "{missing_dir}/m.onnx"], "does not exist"),
     ("export/output-existing", ["export", "-o", "{existing}"], "already exists; pass --force"),
@@ -197,6 +220,12 @@ CASES = [
     ),
     ("validate/model-is-dir", ["validate", "{dir}"], "is a directory"),
     ("validate/model-empty", ["validate", "{empty}"], "is empty"),
+    (
+        "validate/engine-as-model",
+        ["validate", "{engine}"],
+        "is a TensorRT engine, not an ONNX model: validate it with --engine",
+    ),
+    ("validate/in-chans-default-model", ["validate", "{d_onnx}", "--in-chans", "3"], "need --arch"),
     ("validate/model-is-text", ["validate", "{existing}"], "cannot read"),
     ("validate/inputs-is-text", ["validate", "{d_onnx}", "--inputs", "{existing}"], "--inputs"),
     ("validate/inputs-int", ["validate", "{d_onnx}", "--inputs", "{npy_int}"], "float"),

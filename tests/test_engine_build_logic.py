@@ -147,6 +147,11 @@ def test_source_model_specs(tmp_path):
 
 def test_default_engine_path():
     assert default_engine_path("out/model.onnx", "fp16") == Path("out/model.fp16.engine")
+    # A name that already says the precision is not told it twice (tiny_fp16.fp16.engine).
+    assert default_engine_path("tiny_fp16.onnx", "fp16") == Path("tiny_fp16.engine")
+    assert default_engine_path("tiny-FP32.onnx", "fp32") == Path("tiny-FP32.engine")
+    assert default_engine_path("tiny_fp16.onnx", "fp32") == Path("tiny_fp16.fp32.engine")
+    assert default_engine_path("notfp16.onnx", "fp16") == Path("notfp16.fp16.engine")
 
 
 def test_progress_board_log_mode():

@@ -483,3 +483,39 @@ def test_unet_builds_with_tensorrt_rtx(unet, unet_export, rtx_plugin, tmp_path, 
         build_times=build_times,
         label=f"own U-Net ({type(unet.enc1).__module__}.WTConv2d) fp32, batch 1-4, 16-64 px",
     )
+
+
+@pytest.mark.slow
+def test_unet_through_the_python_api(unet, rtx_plugin, tmp_path, error_report):
+    """What docs/onnx_export.md tells the owner of such a network: export, validate and build with
+    ``import wtconv_trt``, the module in hand. The build takes its default profile from the recorded example size;
+    the engine's manifest records the module's class, and validating the engine asks for the module, which
+    validate_engine takes (here it stops at the GPU this machine does not have, never at the model)."""
+    import json
+
+    import wtconv_trt
+    from trt_engine.validate import load_source_model
+
+    path = tmp_path / "unet.onnx"
+    exported = wtconv_trt.export_onnx(path, copy.deepcopy(unet), input_shape="1,3,32,32")
+    assert exported.num_wtconv_nodes == len(UNET_LAYERS)
+    checked = wtconv_trt.validate_onnx(path, copy.deepcopy(unet), inputs=random_inputs(UNET_INPUTS))
+    error_report.add("own U-Net through wtconv_trt, ONNX Runtime vs its module, fp32", max(checked.errors))
+    assert checked.passed and max(checked.errors) < 1e-5, checked.summary()
+
+    built = wtconv_trt.build_engine(path, plugin=rtx_plugin["plugin"], backend="tensorrt-rtx", progress=False)
+    manifest = json.loads(built.manifest_path.read_text())
+    assert built.engine_path == tmp_path / "unet.fp32.engine" and built.engine_path.stat().st_size > 0
+    assert manifest["build"]["plugin_layers"] == len(UNET_LAYERS)
+    assert manifest["profiles"][0]["input"] == {"min": [1, 3, 32, 32], "opt": [8, 3, 32, 32], "max": [32, 3, 32, 32]}
+    source = manifest["model"]["source"]
+    assert source["source"] == "module" and source["module_class"].endswith(".UNet")
+    with pytest.raises(ModelError, match=r"validate_engine\(ENGINE, module\)"):
+        load_source_model(source)
+    machine = wtconv_trt.doctor()
+    if machine.cannot_run(built) is None:
+        report = wtconv_trt.validate_engine(built.engine_path, copy.deepcopy(unet))
+        assert report.passed, report.format()
+    else:
+        with pytest.raises(wtconv_trt.ConfigurationError, match="no GPU that can run"):
+            wtconv_trt.validate_engine(built.engine_path, copy.deepcopy(unet), iterations=1)

@@ -54,10 +54,12 @@ def test_given_options_must_agree_with_the_checkpoint(gray_checkpoint):
     model, _ = build_model("wtconvnext_tiny", checkpoint=str(path), num_classes=10, in_chans=1)
     assert_same_state(model, saved)
     with pytest.raises(
-        InputError, match=r"num_classes=1000 was asked for, but checkpoint .*head.fc.weight has 10 rows"
+        InputError, match=r"--num-classes 1000 was asked for, but checkpoint .*head.fc.weight has 10 rows"
     ):
         build_model("wtconvnext_tiny", checkpoint=str(path), num_classes=1000)
-    with pytest.raises(InputError, match=r"in_chans=3 was asked for, but checkpoint .*stem.0.weight takes 1 channels"):
+    with pytest.raises(
+        InputError, match=r"--in-chans 3 was asked for, but checkpoint .*stem.0.weight takes 1 channels"
+    ):
         build_model("wtconvnext_tiny", checkpoint=str(path), in_chans=3)
 
 
@@ -104,10 +106,27 @@ def test_bad_options_are_refused(kwargs, pattern):
 
 
 def test_options_do_not_apply_to_the_default_model_and_bad_metadata_is_named():
-    with pytest.raises(InputError, match="num_classes / in_chans need --arch"):
+    with pytest.raises(InputError, match="--num-classes / --in-chans need --arch"):
         build_model("default", num_classes=10)
     with pytest.raises(ModelError, match=r"wtconv_trt.num_classes metadata 'ten' is not an integer"):
         build_model_from_metadata({"source": "wtconvnext_tiny", "weights": "random:0", "num_classes": "ten"})
+
+
+def test_the_engine_side_keeps_the_recorded_options():
+    """What the build reads from an export: the architecture its profiles are checked against has the recorded
+    input channels and classes, and the manifest's source record keeps them for validate --engine."""
+    from trt_engine.build import source_from_metadata
+    from wtconv_export.model_checks import architecture_of, check_input_shape
+
+    metadata = {"source": "wtconvnext_tiny", "weights": "random:5", "input_shape": "1,1,64,64"}
+    metadata.update(num_classes="10", in_chans="1", precision="fp32", ops="plugin")
+    model = architecture_of(metadata)
+    assert (model.in_chans, model.num_classes) == (1, 10)
+    check_input_shape(model, (8, 1, 64, 64), "--shapes input opt", limit_memory=False)
+    record = source_from_metadata(metadata)
+    assert record == {k: metadata[k] for k in ("source", "weights", "input_shape", "num_classes", "in_chans")}
+    rebuilt, _ = build_model_from_metadata(record)
+    assert (rebuilt.in_chans, rebuilt.num_classes) == (1, 10)
 
 
 def test_a_moved_checkpoint_is_named_as_the_metadata_s(tmp_path):
@@ -178,20 +197,104 @@ def test_fine_tuned_tiny_validates_from_its_metadata(tiny10, capsys, error_repor
     assert result.passed and max(result.errors) < 1e-5, result.summary()
 
 
-@pytest.mark.slow
-def test_fine_tuned_tiny_builds_with_tensorrt_rtx(tiny10, rtx_plugin, tmp_path, build_times):
-    from test_tensorrt_rtx_build import build_and_check
+def cli_build_and_check(onnx_path, plugin, engine, model, shapes=None, layers=18):
+    """``wtconv-trt build ONNX --backend tensorrt-rtx --plugin PLUGIN [--shapes ...]`` as a user types it; then
+    the manifest (plugin layers, the source record that rebuilds ``model``) and the output shapes TensorRT-RTX's
+    parser derives through every plugin layer against PyTorch's for the profile's shapes (meta device). Returns
+    the manifest."""
+    import json
 
+    from test_tensorrt_rtx_build import torch_output_shape
+
+    from trt_engine import tensorrt_api
+    from trt_engine.validate import load_source_model
+    from wtconv_trt.cli import main as cli_main
+
+    argv = ["build", str(onnx_path), "--backend", "tensorrt-rtx", "--plugin", str(plugin), "-o", str(engine)]
+    assert cli_main(argv + (["--shapes", shapes] if shapes else [])) == 0
+    manifest = json.loads(engine.with_name(engine.name + ".json").read_text())
+    assert manifest["tensorrt"]["backend"] == "tensorrt-rtx" and manifest["build"]["plugin_layers"] == layers
+    # The manifest alone rebuilds the user's model (validate --engine's reference): same head, stem and weights.
+    rebuilt = load_source_model(manifest["model"]["source"])
+    assert (rebuilt.num_classes, rebuilt.in_chans) == (model.num_classes, model.in_chans)
+    assert_same_state(rebuilt.cpu(), model)
+    network = tensorrt_api.NetworkBuilder(strongly_typed=True)
+    network.parse(onnx_path)
+    assert network.plugin_layer_count() == layers
+    profile = manifest["profiles"][0]["input"]
+    for which in ("min", "opt", "max"):
+        dims = tuple(profile[which])
+        assert dims[1] == model.in_chans, (which, dims)
+        derived = network.derived_output_shapes({"input": dims})
+        assert derived == {"output": torch_output_shape(copy.deepcopy(model), dims)}, (which, dims)
+    return manifest
+
+
+@pytest.mark.slow
+def test_fine_tuned_tiny_builds_with_tensorrt_rtx(tiny10, rtx_plugin, tmp_path):
+    """``wtconv-trt build`` of the 10-class export: a dynamic batch and resolution profile, (B, 10) outputs."""
     _, model, onnx_path = tiny10
-    manifest, _ = build_and_check(
+    manifest = cli_build_and_check(
         onnx_path,
-        profile_text="input:1x3x64x64/2x3x128x128/4x3x224x224",
-        precision="fp32",
-        plugin=rtx_plugin["plugin"],
-        pytorch_model=copy.deepcopy(model),
-        wtconv_layers=18,
-        tmp_path=tmp_path,
-        build_times=build_times,
-        label="10-class WTConvNeXt-T fp32 from a checkpoint, batch 1-4, 64-224 px",
+        rtx_plugin["plugin"],
+        tmp_path / "tiny10.engine",
+        model,
+        shapes="input:1x3x64x64/2x3x128x128/4x3x224x224",
     )
     assert manifest["io"][1]["shape"] == [-1, 10]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A one-channel 10-class WTConvNeXt-T given on the command line (--num-classes, --in-chans): export, validate, build
+# --------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gray10(tmp_path_factory):
+    """(the model, its export by ``wtconv-trt export --arch wtconvnext_tiny --random-weights --num-classes 10
+    --in-chans 1``)."""
+    from wtconv_trt.cli import main as cli_main
+
+    onnx_path = tmp_path_factory.mktemp("gray10") / "gray10.onnx"
+    argv = ["export", "-o", str(onnx_path), "--arch", "wtconvnext_tiny", "--random-weights", "--seed", "5"]
+    assert cli_main(argv + ["--num-classes", "10", "--in-chans", "1", "--input-shape", "1,1,64,64"]) == 0
+    model, _ = build_model("wtconvnext_tiny", random_weights=True, seed=5, num_classes=10, in_chans=1)
+    return model, onnx_path
+
+
+@pytest.mark.slow
+def test_gray_tiny_exports_and_validates_from_the_command_line(gray10, capsys):
+    import onnx
+
+    from wtconv_export.onnx_export import read_metadata
+    from wtconv_trt.cli import main as cli_main
+
+    model, onnx_path = gray10
+    proto = onnx.load(str(onnx_path), load_external_data=False)
+    metadata = read_metadata(proto)
+    assert (metadata["num_classes"], metadata["in_chans"], metadata["input_shape"]) == ("10", "1", "1,1,64,64")
+    dims = [d.dim_param or d.dim_value for d in proto.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == ["batch", 1, "height", "width"]
+    capsys.readouterr()
+    assert cli_main(["validate", str(onnx_path)]) == 0  # the 10-class, one-channel model rebuilt from the metadata
+    assert capsys.readouterr().out.startswith("PASSED")
+    # A shape of the published model's three channels is refused naming the model's one.
+    assert cli_main(["validate", str(onnx_path), "--input-shape", "1,3,64,64"]) == 2
+    assert "the model takes 1 input channel (dimension 1), not 3" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_gray_tiny_builds_with_tensorrt_rtx_from_the_command_line(gray10, rtx_plugin, tmp_path, capsys):
+    """No --shapes: the default profile at the export's one-channel size (the architecture the build checks the
+    profile against is rebuilt with the recorded in_chans); a three-channel profile is refused before TensorRT."""
+    from wtconv_trt.cli import main as cli_main
+
+    model, onnx_path = gray10
+    manifest = cli_build_and_check(onnx_path, rtx_plugin["plugin"], tmp_path / "gray10.engine", model)
+    assert manifest["io"][1]["shape"] == [-1, 10]
+    assert manifest["profiles"][0]["input"]["opt"] == [8, 1, 64, 64]
+    capsys.readouterr()
+    argv = ["build", str(onnx_path), "--backend", "tensorrt-rtx", "--plugin", str(rtx_plugin["plugin"])]
+    argv += ["-o", str(tmp_path / "rgb.engine"), "--shapes", "input:1x3x64x64/1x3x64x64/1x3x64x64"]
+    assert cli_main(argv) == 2
+    assert "fixed at 1" in capsys.readouterr().err  # the export's input has one channel

@@ -153,8 +153,6 @@ def inspect_onnx(path) -> OnnxInfo:
 # Source model record: how validate rebuilds the PyTorch model the engine came from
 # -------------------------------------------------------------------------------------------------------------
 
-SOURCE_KEYS = ("source", "weights", "input_shape")  # wtconv_export.onnx_models.build_model's description
-
 
 def parse_source_model(text: str | None) -> dict | None:
     """A source model given by hand, in the exporter's metadata format (wtconv_export.onnx_models):
@@ -188,7 +186,11 @@ def parse_source_model(text: str | None) -> dict | None:
 
 
 def source_from_metadata(metadata: dict) -> dict | None:
-    """The source model the exporter recorded in the ONNX metadata (wtconv_trt.source / weights / input_shape)."""
+    """The source model the exporter recorded in the ONNX metadata: every key it records to rebuild the model
+    (wtconv_trt.source, .weights, .input_shape, a fine-tuned WTConvNeXt's .num_classes and .in_chans, a Python
+    module's class), so that validate rebuilds the reference from the manifest alone."""
+    from wtconv_export.onnx_models import SOURCE_KEYS
+
     if not metadata.get("source"):
         return None
     return {key: metadata[key] for key in SOURCE_KEYS if key in metadata}
@@ -326,7 +328,13 @@ class BuildResult:
 
 
 def default_engine_path(onnx_path, precision: str) -> Path:
+    """MODEL.<precision>.engine beside the ONNX model; MODEL.engine when its name already ends with the precision
+    (tiny_fp16.onnx -> tiny_fp16.engine, not tiny_fp16.fp16.engine)."""
+    import re
+
     onnx_path = Path(onnx_path)
+    if re.search(rf"(^|[._-]){precision}$", onnx_path.stem, re.IGNORECASE):
+        return onnx_path.with_name(f"{onnx_path.stem}.engine")
     return onnx_path.with_name(f"{onnx_path.stem}.{precision}.engine")
 
 
@@ -363,10 +371,11 @@ def check_plugin_need(info: OnnxInfo, plugin) -> None:
 
 def default_precision(info: OnnxInfo) -> tuple[str, str]:
     """(precision, note): the export's precision (fp16 for an fp16 export, fp32 otherwise) and the line saying so."""
-    precision = "fp16" if info.input_dtype == "float16" else "fp32"
-    return precision, (
-        f"precision: {precision} (the export's; an fp16 engine needs 'wtconv-trt export --precision fp16', "
-        f"or --precision fp16 with TensorRT 10)"
+    if info.input_dtype == "float16":
+        return "fp16", "precision: fp16 (the export's)"
+    return "fp32", (
+        "precision: fp32 (the export's; an fp16 engine needs 'wtconv-trt export --precision fp16', "
+        "or --precision fp16 with TensorRT 10)"
     )
 
 

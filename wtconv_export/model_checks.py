@@ -159,10 +159,11 @@ def architecture_of(metadata: dict):
             from .models import build_model_from_config, read_default_config
 
             return build_model_from_config(read_default_config())
+        from .onnx_models import wtconvnext_options_from_metadata
         from .wtconvnext import WTCONVNEXT_CONFIGS, create_wtconvnext
 
-        if source in WTCONVNEXT_CONFIGS:
-            return create_wtconvnext(source)
+        if source in WTCONVNEXT_CONFIGS:  # with the recorded num_classes and in_chans (a fine-tuned model's)
+            return create_wtconvnext(source, **wtconvnext_options_from_metadata(metadata))
     return None
 
 

@@ -67,9 +67,10 @@ def _options_from_checkpoint(state: dict, given: dict, path: str) -> dict:
     where = {"num_classes": "classifier head.fc.weight has {} rows", "in_chans": "stem.0.weight takes {} channels"}
     for name, value in given.items():
         if name in found and found[name] != value:
+            option = "--" + name.replace("_", "-")  # the command line's name; Python's keyword is the same
             raise InputError(
-                f"{name}={value} was asked for, but checkpoint {path}'s {where[name].format(found[name])}: leave "
-                f"{name} out to take the checkpoint's, or give the checkpoint of the {name}={value} model"
+                f"{option} {value} was asked for, but checkpoint {path}'s {where[name].format(found[name])}: leave "
+                f"{option} out to take the checkpoint's, or give the checkpoint of the {name}={value} model"
             )
     return {**found, **given}
 
@@ -128,7 +129,9 @@ def build_model(
         if checkpoint or random_weights:
             raise InputError("--checkpoint / --random-weights need --arch (the default model ships its own weights)")
         if num_classes is not None or in_chans is not None:
-            raise InputError("num_classes / in_chans need --arch (the default model is built as it was trained)")
+            raise InputError(
+                "--num-classes / --in-chans need --arch (the shipped default model is built as it was trained)"
+            )
         try:
             from . import models
         except ImportError as error:

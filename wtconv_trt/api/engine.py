@@ -97,6 +97,8 @@ def validate_engine(
     checkpoint: str | None = None,
     random_weights: bool = False,
     seed: int = 0,
+    num_classes: int | None = None,
+    in_chans: int | None = None,
     plugin: str | os.PathLike | None = None,
     inputs: str | os.PathLike | Sequence[Any] | None = None,
     input_shape: str | Sequence[int] | None = None,
@@ -113,11 +115,11 @@ def validate_engine(
     prints: every measure, the verdict, the Polygraphy command that replays saved files).
 
     The PyTorch model: ``model`` (a torch.nn.Module), else load_model(arch, checkpoint=..., random_weights=...,
-    seed=...) when any is given, else the one recorded in the engine's manifest. plugin: default the manifest's.
-    inputs: a .npy / .npz file or (B, C, H, W) arrays, one comparison each; else ``iterations`` (1 to 10000,
-    default 4) generated batches of ``input_shape`` (default: the first profile's opt shape). atol / rtol:
-    element-wise tolerances (default per precision); tolerance: bound on max |engine - torch| / max |torch|.
-    save_inputs / save_outputs: Polygraphy JSON files (replaced only with ``force``).
+    seed=..., num_classes=..., in_chans=...) when any is given, else the one recorded in the engine's manifest. plugin:
+    default the manifest's. inputs: a .npy / .npz file or (B, C, H, W) arrays, one comparison each; else ``iterations``
+    (1 to 10000, default 4) generated batches of ``input_shape`` (default: the first profile's opt shape). atol / rtol:
+    element-wise tolerances (default per precision); tolerance: bound on max |engine - torch| / max |torch|. save_inputs
+    / save_outputs: Polygraphy JSON files (replaced only with ``force``).
 
     Checked before TensorRT is imported (trt_engine.validate.validate_engine): the values, the engine and its
     manifest, the files to save, the model's channels against the engine's, the inputs or shape against the
@@ -128,15 +130,22 @@ def validate_engine(
     from wtconv_export.inputs import MAX_SEED, check_int
     from wtconv_export.paths import check_input_file
 
-    from .models import load_model, model_options_given
+    from .models import BOTH_MESSAGE, load_model, model_options_given
 
     check_int(seed, "--seed", 0, MAX_SEED)
     check_input_file(engine, what="engine", made_by="build one with 'wtconv-trt build MODEL.onnx'")
     source = None
-    if model is not None and model_options_given(arch, checkpoint, random_weights):
-        raise InputError("give either a model or --arch/--checkpoint/--random-weights, not both")
-    if model is None and model_options_given(arch, checkpoint, random_weights):
-        model, source = load_model(arch, checkpoint=checkpoint, random_weights=random_weights, seed=seed)
+    if model is not None and model_options_given(arch, checkpoint, random_weights, num_classes, in_chans):
+        raise InputError(BOTH_MESSAGE)
+    if model is None and model_options_given(arch, checkpoint, random_weights, num_classes, in_chans):
+        model, source = load_model(
+            arch,
+            checkpoint=checkpoint,
+            random_weights=random_weights,
+            seed=seed,
+            num_classes=num_classes,
+            in_chans=in_chans,
+        )
     return validate(
         engine,
         plugin=plugin,

@@ -41,6 +41,8 @@ def export_onnx(
     checkpoint: str | None = None,
     random_weights: bool = False,
     seed: int = 0,
+    num_classes: int | None = None,
+    in_chans: int | None = None,
     ops: str = "plugin",
     precision: str = "fp32",
     input_shape: str | Sequence[int] | None = None,
@@ -52,11 +54,11 @@ def export_onnx(
     is the line ``wtconv-trt export`` prints, ``.layers`` the WTConv2d layers found).
 
     The model: ``model`` (any torch.nn.Module holding WTConv2d layers), else load_model(arch, checkpoint=...,
-    random_weights=..., seed=...) (default: the shipped default model). ops: "plugin" (one wtconv::WTConv2d node
-    per layer) or "standard" (standard ONNX operators only). precision: "fp32" or "fp16". input_shape: the
-    example input (B, C, H, W) or its text '1,3,224,224'; default the model's native size, batch 1. static: fix
-    that shape in the graph (default: batch, height and width are dynamic). opset: 18 to newest_opset() (default
-    18). force: replace an existing ``output``.
+    random_weights=..., seed=..., num_classes=..., in_chans=...) (default: the shipped default model). ops: "plugin"
+    (one wtconv::WTConv2d node per layer) or "standard" (standard ONNX operators only). precision: "fp32" or "fp16".
+    input_shape: the example input (B, C, H, W) or its text '1,3,224,224'; default the model's native size, batch 1.
+    static: fix that shape in the graph (default: batch, height and width are dynamic). opset: 18 to newest_opset()
+    (default 18). force: replace an existing ``output``.
 
     Checked before the model is loaded or traced: the option values, where the file goes (an existing file is
     replaced only with ``force``), then the shape against the model (channels, smallest size, memory). Warns
@@ -72,7 +74,7 @@ def export_onnx(
     from wtconv_export.onnx_export import export_onnx as export_model
     from wtconv_export.paths import check_output_file
 
-    from .models import load_model, model_options_given
+    from .models import BOTH_MESSAGE, load_model, model_options_given
 
     check_choice(ops, "--ops", OPS)
     check_choice(precision, "--precision", PRECISIONS)
@@ -84,11 +86,18 @@ def export_onnx(
     shape = None if input_shape is None else shape_of(input_shape, "--input-shape", rank=4)
     path = check_output_file(output, option="-o", force=force)
     if model is not None:
-        if model_options_given(arch, checkpoint, random_weights):
-            raise InputError("give either a model or --arch/--checkpoint/--random-weights, not both")
+        if model_options_given(arch, checkpoint, random_weights, num_classes, in_chans):
+            raise InputError(BOTH_MESSAGE)
         description = {}
     else:
-        model, description = load_model(arch, checkpoint=checkpoint, random_weights=random_weights, seed=seed)
+        model, description = load_model(
+            arch,
+            checkpoint=checkpoint,
+            random_weights=random_weights,
+            seed=seed,
+            num_classes=num_classes,
+            in_chans=in_chans,
+        )
     shape = shape or parse_shape(description.get("input_shape", DEFAULT_INPUT_SHAPE))
     check_input_shape(model, shape, "--input-shape", dynamic=not static)
     if description:

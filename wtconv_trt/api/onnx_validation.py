@@ -18,6 +18,8 @@ def validate_onnx(
     checkpoint: str | None = None,
     random_weights: bool = False,
     seed: int = 0,
+    num_classes: int | None = None,
+    in_chans: int | None = None,
     inputs: str | os.PathLike | Sequence[Any] | None = None,
     input_shape: str | Sequence[int] | None = None,
     tolerance: float | None = None,
@@ -28,11 +30,11 @@ def validate_onnx(
     ``wtconv-trt validate`` prints).
 
     The PyTorch model: ``model`` (a torch.nn.Module), else load_model(arch, checkpoint=..., random_weights=...,
-    seed=...) when any of those is given, else the one the export recorded in its metadata. inputs: a .npy / .npz
-    file or (B, C, H, W) arrays, one comparison each; else generated at ``input_shape`` (B,C,H,W); else the
-    shipped held-out digits for the default model, or seeded random images at the export's size. tolerance:
-    largest max |onnx - torch| / max |torch| (default 1e-4 fp32, 2e-2 fp16). verbose: Polygraphy prints its own
-    report too.
+    seed=..., num_classes=..., in_chans=...) when any of those is given, else the one the export recorded in its
+    metadata. inputs: a .npy / .npz file or (B, C, H, W) arrays, one comparison each; else generated at ``input_shape``
+    (B,C,H,W); else the shipped held-out digits for the default model, or seeded random images at the export's size.
+    tolerance: largest max |onnx - torch| / max |torch| (default 1e-4 fp32, 2e-2 fp16). verbose: Polygraphy prints its
+    own report too.
 
     Checked before anything runs: the values, the ONNX file, the model against the ONNX model (channels,
     classes), the inputs or shape against the model (channels, smallest size) and against the export's fixed
@@ -66,7 +68,7 @@ def validate_onnx(
     from wtconv_export.onnx_validate import validate_onnx as compare_onnx
     from wtconv_export.paths import check_input_file
 
-    from .models import load_model, model_options_given
+    from .models import BOTH_MESSAGE, load_model, model_options_given
 
     seed = check_int(seed, "--seed", 0, MAX_SEED)
     tolerance = None if tolerance is None else check_tolerance(tolerance)
@@ -76,17 +78,29 @@ def validate_onnx(
     try:
         proto = onnx.load(onnx_path, load_external_data=False)
     except Exception as error:  # onnx raises DecodeError and other protobuf errors for a file that is not ONNX
+        if onnx_path.endswith((".engine", ".plan")) or os.path.isfile(onnx_path + ".json"):  # its manifest beside it
+            raise InputError(
+                f"{onnx_path} is a TensorRT engine, not an ONNX model: validate it with --engine {onnx_path} "
+                f"(wtconv_trt.validate_engine)"
+            ) from error
         raise ModelError(
             f"cannot read {onnx_path} as an ONNX model ({type(error).__name__}); give the .onnx file "
             f"written by 'wtconv-trt export'"
         ) from error
     metadata = read_metadata(proto)
     if model is not None:
-        if model_options_given(arch, checkpoint, random_weights):
-            raise InputError("give either a model or --arch/--checkpoint/--random-weights, not both")
+        if model_options_given(arch, checkpoint, random_weights, num_classes, in_chans):
+            raise InputError(BOTH_MESSAGE)
         description, what = {}, "the PyTorch model given"
-    elif model_options_given(arch, checkpoint, random_weights):
-        model, description = load_model(arch, checkpoint=checkpoint, random_weights=random_weights, seed=seed)
+    elif model_options_given(arch, checkpoint, random_weights, num_classes, in_chans):
+        model, description = load_model(
+            arch,
+            checkpoint=checkpoint,
+            random_weights=random_weights,
+            seed=seed,
+            num_classes=num_classes,
+            in_chans=in_chans,
+        )
         what = f"--arch {arch}" if arch else "the default model"
     else:
         model, description = build_model_from_metadata(metadata)

@@ -28,11 +28,26 @@ def add_model_arguments(parser) -> None:
     group.add_argument(
         "--seed", type=arguments.integer, default=0, help="seed of --random-weights, 0 to 2**63 - 1 (default 0)"
     )
+    group.add_argument(
+        "--num-classes",
+        type=arguments.integer,
+        metavar="N",
+        help="classes of --arch's head, 0 to 100000 (0: no head); default: the checkpoint's (rows of "
+        "head.fc.weight), else 1000",
+    )
+    group.add_argument(
+        "--in-chans",
+        type=arguments.integer,
+        metavar="C",
+        help="input channels of --arch, 1 to 1024; default: the checkpoint's (stem.0.weight), else 3",
+    )
 
 
 def model_options(args) -> dict:
-    """The model-source options as the API's keyword arguments."""
-    return {"arch": args.arch, "checkpoint": args.checkpoint, "random_weights": args.random_weights, "seed": args.seed}
+    """The model-source options as the API's keyword arguments (wtconv_trt.api.models.MODEL_OPTIONS)."""
+    from wtconv_trt.api.models import MODEL_OPTIONS
+
+    return {name: getattr(args, name) for name in MODEL_OPTIONS}
 
 
 def add_arguments(parser) -> None:
