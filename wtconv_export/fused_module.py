@@ -85,10 +85,14 @@ class FusedWTConv2d(nn.Module):
 
 
 def fuse_wtconv_layers(model: nn.Module) -> nn.Module:
-    """Replace every WTConv2d in ``model`` (in place) by a FusedWTConv2d; returns the model."""
+    """Replace every WTConv2d in ``model`` (in place) by a FusedWTConv2d; returns the model. A layer of the published
+    code (wtconv.WTConv2d) is converted first, with the exporter's checks (published.py)."""
+    from .published import is_published_wtconv, published_to_wtconv2d
     from .wtconv2d import WTConv2d
 
     for name, child in list(model.named_children()):
+        if is_published_wtconv(child):
+            child = published_to_wtconv2d(child, name)
         if isinstance(child, WTConv2d):
             setattr(model, name, FusedWTConv2d.from_wtconv(child).to(child.base_conv.weight.device))
         else:
