@@ -183,3 +183,46 @@ def test_triton_repo_command(tmp_path, run_cli):
     assert "max_batch_size: 32" in out and (tmp_path / "repo" / "digits" / "config.pbtxt").is_file()
     status, _, err = run_cli("triton-repo", "--engine", engine, "--out", tmp_path / "repo2", "--gpus", "a")
     assert status == 2 and "--gpus" in err
+
+
+@pytest.mark.parametrize("command", ["validate", "bench"])
+def test_engine_runs_are_refused_without_a_gpu_that_runs_them(command, tmp_path, monkeypatch, capsys):
+    """validate --engine and bench on a machine without a GPU: one line saying so (as doctor does), once the
+    engine's TensorRT is known to be the installed one and before deserialization (the stand-in TensorRT has no
+    Runtime: reaching it would fail differently)."""
+    import types
+
+    from trt_engine import environment, tensorrt_api
+
+    engine, _ = fake_engine(tmp_path, plugin=False, trt_version="10.16.0.72")
+    monkeypatch.setattr(tensorrt_api, "import_tensorrt", lambda: types.SimpleNamespace(__version__="10.16.0.72"))
+    monkeypatch.setattr(tensorrt_api, "prefer_backend", lambda name: None)
+    monkeypatch.setattr(tensorrt_api, "backend_of", lambda trt: "tensorrt")
+    monkeypatch.setattr(environment, "_gpu", lambda: (None, None))
+    capsys.readouterr()
+    assert cli.main([command, "--engine", str(engine)] + (["--iterations", "1"] if command == "validate" else [])) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "this machine has no GPU that can run engines" in lines[0], lines
+    assert "wtconv-trt validate MODEL.onnx" in lines[0]
+
+
+def test_engine_gpu_problem_names_what_runs_where(monkeypatch):
+    """Which GPU runs which engine (docs/engines.md, "Backends"): TensorRT on any CUDA GPU; TensorRT-RTX on compute
+    capability 7.5-8.9 and 12.x, and only on the targets an engine was built for."""
+    from trt_engine import environment
+
+    def problem(gpu, backend, targets=None):
+        monkeypatch.setattr(environment, "_gpu", lambda: gpu)
+        return environment.engine_gpu_problem(
+            {"tensorrt": {"backend": backend}, "build": {"compute_capabilities": targets}}
+        )
+
+    h200, ada = ("NVIDIA H200", (9, 0)), ("NVIDIA L4", (8, 9))
+    assert "no GPU that can run engines" in problem((None, None), "tensorrt")
+    assert problem(h200, "tensorrt") is None
+    assert "compute capability 9.0" in problem(h200, "tensorrt-rtx", ["8.0", "8.9"])
+    assert problem(ada, "tensorrt-rtx", ["8.0", "8.9"]) is None
+    assert problem(ada, "tensorrt-rtx", ["current"]) is None
+    assert "built for compute capability 8.0, 8.6 and this NVIDIA L4 has 8.9" in problem(
+        ada, "tensorrt-rtx", ["8.0", "8.6"]
+    )

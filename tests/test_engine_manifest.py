@@ -149,3 +149,33 @@ def test_malformed_entries_are_named(tmp_path):
     mf.write_manifest(engine, bad)
     with pytest.raises(EngineError, match="malformed entry.*sha256"):
         mf.load_manifest(engine)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])
+def test_written_files_take_the_user_s_umask(tmp_path, umask):
+    """Engines, manifests, reports and repository files get the mode any file the user writes gets (0o666 less the
+    umask), not mkstemp's 0o600: a Triton container running as another user must read the repository."""
+    import os
+    import stat
+
+    from engine_helpers import tiny_onnx
+
+    from trt_engine.serving.repository import write_python_repository
+    from trt_engine.triton import write_repository
+
+    old = os.umask(umask)
+    try:
+        mf.atomic_write_bytes(tmp_path / "plan.engine", b"engine bytes")
+        mf.atomic_write_json(tmp_path / "bench.json", {"results": []})
+        engine, _ = fake_engine(tmp_path, plugin=False)  # its manifest written by write_manifest
+        triton = write_repository(engine, tmp_path / "triton")
+        served = write_python_repository(tiny_onnx(tmp_path / "m.onnx"), tmp_path / "served", engine=engine)
+    finally:
+        os.umask(old)
+    expected = 0o666 & ~umask
+    files = [tmp_path / "plan.engine", tmp_path / "bench.json", mf.manifest_path(engine)]
+    files += [triton["model_dir"] / "1" / "model.plan", triton["model_dir"] / "engine.json", triton["config"]]
+    files += [served["model_dir"] / "1" / "model.plan.json", served["config"]]
+    modes = {path.name: oct(stat.S_IMODE(path.stat().st_mode)) for path in files}
+    assert modes == {path.name: oct(expected) for path in files}
+    assert stat.S_IMODE(triton["serve"].stat().st_mode) == expected | 0o111

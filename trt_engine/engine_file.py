@@ -17,7 +17,7 @@ from typing import Any
 
 from trt_engine import manifest as mf
 from trt_engine.profiles import Profile, find_profile, parse_dims
-from wtconv_export.errors import EngineError, PluginError
+from wtconv_export.errors import ConfigurationError, EngineError, PluginError
 
 logger = logging.getLogger(__name__)
 
@@ -79,4 +79,14 @@ def load_engine_for_run(engine: str | os.PathLike, manifest: dict, plugin: str |
         tensorrt_api.load_plugin(library)
     elif plugin:
         tensorrt_api.load_plugin(plugin)
+    # The GPU last, once the engine's TensorRT and plugin are known to fit: without one that can run it,
+    # deserialization fails with a list of possible causes; this says the one that holds (as doctor does).
+    from trt_engine.environment import engine_gpu_problem
+
+    problem = engine_gpu_problem(manifest)
+    if problem:
+        raise ConfigurationError(
+            f"{problem}: run the engine on a machine whose GPU can ('wtconv-trt doctor' says what runs here); "
+            f"here, validate the ONNX model instead: wtconv-trt validate MODEL.onnx"
+        )
     return tensorrt_api.deserialize_engine(Path(engine).read_bytes(), f"engine {engine}")

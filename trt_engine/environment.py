@@ -81,6 +81,30 @@ def _gpu() -> tuple[str | None, tuple | None]:
     return torch.cuda.get_device_name(0), tuple(torch.cuda.get_device_capability(0))
 
 
+def engine_gpu_problem(manifest: dict) -> str | None:
+    """Why no GPU here can run the engine of ``manifest`` (None: GPU 0 can), for validate --engine and bench to say
+    at once instead of a failed deserialization: no CUDA GPU at all, a GPU TensorRT-RTX does not run engines on, or
+    one outside the compute capabilities a TensorRT-RTX engine was built for."""
+    gpu, capability = _gpu()
+    if gpu is None:
+        return "this machine has no GPU that can run engines (no CUDA GPU visible to PyTorch)"
+    if manifest["tensorrt"].get("backend") != backends.TENSORRT_RTX:
+        return None
+    here = f"{capability[0]}.{capability[1]}"
+    if capability not in RTX_RUNTIME_CAPABILITIES:
+        return (
+            f"this machine has no GPU that can run TensorRT-RTX engines: its {gpu} has compute capability {here}, "
+            f"and TensorRT-RTX runs engines on 7.5, 8.0, 8.6, 8.9 and 12.x only"
+        )
+    targets = (manifest.get("build") or {}).get("compute_capabilities")
+    if targets and "current" not in targets and here not in targets:
+        return (
+            f"the engine was built for compute capability {', '.join(targets)} and this {gpu} has {here}: rebuild it "
+            f"here with wtconv-trt build --compute-capability current"
+        )
+    return None
+
+
 def _nvcc_version() -> str | None:
     nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.isfile("/usr/local/cuda/bin/nvcc") else None)
     if not nvcc:
@@ -212,4 +236,4 @@ def survey() -> Survey:
     return s
 
 
-__all__ = ["BackendFinding", "Finding", "Survey", "survey"]
+__all__ = ["BackendFinding", "Finding", "Survey", "engine_gpu_problem", "survey"]
