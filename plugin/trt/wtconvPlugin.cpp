@@ -13,6 +13,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -69,6 +70,28 @@ std::string handledCudaFailure(char const* what, cudaError_t status)
 {
     cudaGetLastError();
     return std::string(what) + ": " + cudaGetErrorString(status);
+}
+
+// configurePlugin and attachToContext upload the weights early; when that cannot happen yet, enqueue retries.
+// With no usable CUDA device in the process at all (an engine built without a GPU, as TensorRT-RTX's builder
+// can: docs/engines.md, "Backends", the CUDA runtime paragraph) every layer of every build reaches this, so that case is said
+// once per process as what it is, and later repeats go to the verbose log.
+void reportDeferredUpload(char const* where, std::string const& error, bool noDevice)
+{
+    static std::atomic<bool> saidNoDevice{false};
+    if (noDevice)
+    {
+        bool const first = !saidNoDevice.exchange(true);
+        std::string const message = std::string(kWHO) + ": " + where + ": no usable CUDA device in this process ("
+            + error + "): expected when building an engine without a GPU; the weights are uploaded when the engine "
+            + "runs on one";
+        logMessage(
+            first ? nvinfer1::ILogger::Severity::kWARNING : nvinfer1::ILogger::Severity::kVERBOSE, message.c_str());
+        return;
+    }
+    reportWarning((std::string(kWHO) + ": " + where + ": weights not uploaded yet (" + error
+        + "); enqueue will retry outside stream capture")
+            .c_str());
 }
 
 char const* dataTypeName(DataType type) noexcept
@@ -555,11 +578,10 @@ int32_t WTConvPlugin::configurePlugin(
         // times (onShapeChange + enqueue, possibly captured) already share them. Not fatal here:
         // enqueue uploads them if still missing, outside any capture, and fails loudly otherwise.
         std::string error;
-        if (!ensureDeviceWeights(error))
+        bool noDevice = false;
+        if (!ensureDeviceWeights(error, nullptr, &noDevice))
         {
-            reportWarning((std::string(kWHO) + ": configurePlugin: weights not uploaded yet (" + error
-                + "); enqueue will retry outside stream capture")
-                    .c_str());
+            reportDeferredUpload("configurePlugin", error, noDevice);
         }
         return 0;
     }
@@ -598,7 +620,7 @@ char const* WTConvPlugin::getTimingCacheID() noexcept
     return mTimingCacheId.c_str();
 }
 
-bool WTConvPlugin::ensureDeviceWeights(std::string& error, cudaStream_t const* copyStream) noexcept
+bool WTConvPlugin::ensureDeviceWeights(std::string& error, cudaStream_t const* copyStream, bool* noDevice) noexcept
 {
     try
     {
@@ -607,6 +629,10 @@ bool WTConvPlugin::ensureDeviceWeights(std::string& error, cudaStream_t const* c
         if (status != cudaSuccess)
         {
             error = handledCudaFailure("cudaGetDevice failed", status);
+            if (noDevice != nullptr)
+            {
+                *noDevice = true;
+            }
             return false;
         }
         if (mDevice != nullptr && mDevice->device == device)
@@ -864,13 +890,12 @@ IPluginV3* WTConvPlugin::attachToContext(nvinfer1::IPluginResourceContext* conte
         std::unique_ptr<WTConvPlugin> plugin(new WTConvPlugin(*this));
         plugin->mErrorRecorder = context != nullptr ? context->getErrorRecorder() : nullptr;
         std::string error;
-        if (!plugin->ensureDeviceWeights(error))
+        bool noDevice = false;
+        if (!plugin->ensureDeviceWeights(error, nullptr, &noDevice))
         {
             // Not fatal here (a context may be created before its device is usable); enqueue retries
             // and fails loudly, enqueue refuses to launch.
-            reportWarning((std::string(kWHO) + ": attachToContext: weights not uploaded yet (" + error
-                + "); enqueue will retry outside stream capture")
-                    .c_str());
+            reportDeferredUpload("attachToContext", error, noDevice);
         }
         return plugin.release();
     }

@@ -97,7 +97,9 @@ private:
     // Makes mDevice hold this plugin's weights on the current device (allocates and copies when needed; the
     // copies go on *copyStream when given, else on a private non-blocking stream, which is then synchronised: never
     // on the legacy default stream, which would break another thread's capture of a blocking stream).
-    bool ensureDeviceWeights(std::string& error, cudaStream_t const* copyStream = nullptr) noexcept;
+    // noDevice (optional) is set when the process has no usable CUDA device at all (cudaGetDevice fails).
+    bool ensureDeviceWeights(
+        std::string& error, cudaStream_t const* copyStream = nullptr, bool* noDevice = nullptr) noexcept;
     // enqueue's check: true when the weights are on the current device, after uploading them on `stream` if
     // they were not and the stream is not being captured; otherwise false with the reason in `why`.
     bool weightsReadyForEnqueue(cudaStream_t stream, std::string& why) noexcept;

@@ -48,6 +48,11 @@ public:
         std::lock_guard<std::mutex> lock(mMutex);
         return mMessages.size();
     }
+    std::vector<std::string> messages() const
+    {
+        std::lock_guard<std::mutex> lock(mMutex);
+        return mMessages;
+    }
     void clear()
     {
         std::lock_guard<std::mutex> lock(mMutex);

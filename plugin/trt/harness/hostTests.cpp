@@ -359,6 +359,41 @@ void hostBuildMethods(IPluginCreatorV3One* creator, LayerConfig const& l, std::s
     delete runtimePlugin;
 }
 
+// Without a usable CUDA device (an engine built on a machine with no GPU), configurePlugin cannot upload the
+// weights. That is expected there and said once per process, not once per layer (a WTConvNeXt-T build used to
+// print one warning per layer and tactic); with a device the upload succeeds and nothing is said.
+void hostDeferredUploadMessage(IPluginCreatorV3One* creator)
+{
+    int devices = 0;
+    bool const noDevice = cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0;
+    cudaGetLastError();
+    LayerConfig const l = syntheticLayer(4, 3, 2, 1);
+    Dims const d = dims4(2, l.channels, 16, 16);
+    gLogger.clear();
+    bool configured = true;
+    for (int i = 0; i < 3; ++i)
+    {
+        FieldSet fields = parserFields(l);
+        PluginFieldCollection fc = fields.collection();
+        IPluginV3* plugin = creator->createPlugin("upload_message", &fc, TensorRTPhase::kBUILD);
+        PluginHandles h = capabilities(plugin);
+        DynamicPluginTensorDesc in = dynDesc(DataType::kFLOAT, d, d, d);
+        DynamicPluginTensorDesc out = dynDesc(DataType::kFLOAT, d, d, d);
+        configured = configured && h.build != nullptr && h.build->configurePlugin(&in, 1, &out, 1) == 0;
+        delete plugin;
+    }
+    size_t perLayer = 0, once = 0;
+    for (std::string const& m : gLogger.messages())
+    {
+        perLayer += contains(m, "weights not uploaded yet") ? 1 : 0;
+        once += contains(m, "without a GPU") ? 1 : 0;
+    }
+    check(configured && perLayer == 0 && once <= 1 && (noDevice || once == 0),
+        std::string("configurePlugin ") + (noDevice ? "without a CUDA device" : "with a CUDA device")
+            + ": no per-layer upload warning, the no-GPU case said at most once per process",
+        std::to_string(perLayer) + " per-layer warnings, " + std::to_string(once) + " no-GPU lines: " + gLogger.last());
+}
+
 void hostBadInputs(IPluginCreatorV3One* creator)
 {
     LayerConfig const l = syntheticLayer(4, 3, 2, 2);
@@ -725,6 +760,7 @@ int runHost(std::string const& dynamicLib, std::string const& staticLib)
                 "getTimingCacheID differs across (k, L, stride, C)");
         }
         hostBadInputs(creator);
+        hostDeferredUploadMessage(creator);
     }
     hostStaticRegistration(staticLib);
     std::printf("host: %d passed, %d failed\n", gPassed, gFailed);
