@@ -239,6 +239,8 @@ def machine(device: str, library) -> dict:
         "providers": ort.get_available_providers(),
         "cpu": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
+        # Other processes on a shared machine slow every model: the load before and after the timing is recorded.
+        "load_average_1min": round(os.getloadavg()[0], 2),
         "library": str(library) if library else None,
         "library_info": libraries.ort_library_info(library) if library else {},
     }
@@ -314,7 +316,8 @@ def markdown(result: dict) -> str:
         f"# WTConvNeXt-T in ONNX Runtime — {result['device'].upper()} ({where})",
         "",
         f"- {meta['date']}; ONNX Runtime {meta['onnxruntime']}, Python {meta['python']}, "
-        f"torch {meta.get('torch', '-')}; {meta['cpu_count']} CPU threads visible; "
+        f"torch {meta.get('torch', '-')}; {meta['cpu_count']} CPU threads visible (load average "
+        f"{meta['load_average_1min_before']} before, {meta['load_average_1min']} after); "
         f"provider options: {result['provider_options']}",
         f"- library: {meta['library_info']} ",
         f"- command (repository root): `{meta['command']}`",
@@ -381,6 +384,7 @@ def main(argv=None) -> int:
     providers = providers_for(device, args.tf32)
     args.out.mkdir(parents=True, exist_ok=True)
 
+    load_before = round(os.getloadavg()[0], 2)
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.onnx_dir or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
@@ -428,7 +432,7 @@ def main(argv=None) -> int:
                 del runners
     result = {
         "device": device,
-        "meta": machine(device, library),
+        "meta": {**machine(device, library), "load_average_1min_before": load_before},
         "provider_options": providers[0][1] if device == "cuda" else "CPUExecutionProvider, default options",
         "method": (
             f"{args.warmup} warm-up runs each, then {runs} rounds taking turns (python-op: fewer); median wall time "

@@ -27,6 +27,15 @@ namespace cpu
 constexpr int32_t kMaxLevels = 8;
 constexpr int64_t kSLACK = 64; // floats after each buffer: more than one vector plus a kernel row
 
+// Loops over scratch buffers run a multiple of kVECTOR iterations (16: one AVX-512 vector of floats, two of AVX2),
+// so the compiler's scalar remainder never runs: on rows of 2 to 14 pixels it would cost more than the vector part.
+// The extra iterations read and write only columns no one reads, within the next row or kSLACK.
+constexpr int64_t kVECTOR = 16;
+inline int64_t wholeVectors(int64_t n)
+{
+    return (n + kVECTOR - 1) / kVECTOR * kVECTOR;
+}
+
 struct Padded
 {
     size_t offset{0}; // of the top-left padding element

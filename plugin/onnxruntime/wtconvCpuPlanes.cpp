@@ -216,7 +216,7 @@ ConvFlat convFlatFor(int32_t k)
 // Convolves a padded plane ('same' zero padding); the output has the input's pitch.
 void convPlane(ConvFlat conv, float const* scratch, Padded const& in, float const* w, float* out)
 {
-    conv(scratch + in.offset, in.pitch, w, out, in.rows * in.pitch);
+    conv(scratch + in.offset, in.pitch, w, out, wholeVectors(in.rows * in.pitch));
 }
 
 // Vertical step of the Haar analysis for a pair of rows (a b / c d): sum = (a + c, b + d), diff = (a - c, b - d).
@@ -259,7 +259,7 @@ void analyse(float* scratch, PlaneGeometry const& g, Padded const& ll, Padded co
     for (int64_t i = 0; i < bands[0].rows; ++i)
     {
         float const* top = src + 2 * i * ll.pitch;
-        verticalPairs(top, top + ll.pitch, sum, diff, 2 * cols);
+        verticalPairs(top, top + ll.pitch, sum, diff, wholeVectors(2 * cols));
         horizontalPairs(sum, diff, scratch + bands[0].origin() + i * pitch, scratch + bands[1].origin() + i * pitch,
             scratch + bands[2].origin() + i * pitch, scratch + bands[3].origin() + i * pitch, cols);
     }
@@ -277,7 +277,8 @@ void synthesise(float* scratch, PlaneGeometry const& g, int32_t l, bool deepest)
     int64_t const belowPitch = g.reconPitch[l];
     float* out = scratch + g.recon[l - 1];
     int64_t const outPitch = g.reconPitch[l - 1];
-    int64_t const cols = g.cols[l];
+    // Whole vectors: the extra pairs land in the next row of R_{l-1} (rewritten when its turn comes) or in kSLACK.
+    int64_t const cols = wholeVectors(g.cols[l]);
     for (int64_t y = 0; y < g.rows[l - 1]; ++y)
     {
         int64_t const i = y >> 1;
@@ -356,7 +357,7 @@ void forwardPlane(
         if (s != 1)
         {
             // Only the kept rows (all W columns: the stride subsamples them afterwards).
-            conv(scratch + g.input.offset + y * pitch, pitch, baseWeight, row, w);
+            conv(scratch + g.input.offset + y * pitch, pitch, baseWeight, row, wholeVectors(w));
         }
         for (int64_t x = 0; x < w; ++x)
         {
