@@ -86,13 +86,17 @@ class FusedWTConv2d(nn.Module):
 
 def fuse_wtconv_layers(model: nn.Module) -> nn.Module:
     """Replace every WTConv2d in ``model`` (in place) by a FusedWTConv2d; returns the model. A layer of the published
-    code (wtconv.WTConv2d) is converted first, with the exporter's checks (published.py)."""
-    from .published import is_published_wtconv, published_to_wtconv2d
+    code (a class named WTConv2d that is not ours) is refused, naming the conversion to call first, rather than left
+    unfused without a word (published.py imports this module, so it cannot convert here)."""
+    from .errors import ModelError
     from .wtconv2d import WTConv2d
 
     for name, child in list(model.named_children()):
-        if is_published_wtconv(child):
-            child = published_to_wtconv2d(child, name)
+        if not isinstance(child, (WTConv2d, FusedWTConv2d)) and "WTConv2d" in (c.__name__ for c in type(child).__mro__):
+            raise ModelError(
+                f"layer {name!r} is a {type(child).__module__}.{type(child).__qualname__}, not wtconv_export's: fuse "
+                f"the model returned by wtconv_export.convert_published_wtconv(model)"
+            )
         if isinstance(child, WTConv2d):
             setattr(model, name, FusedWTConv2d.from_wtconv(child).to(child.base_conv.weight.device))
         else:
