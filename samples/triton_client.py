@@ -1,16 +1,33 @@
-"""Classify digits with the Triton Inference Server serving our engine, and compare with PyTorch.
+"""Query any model served by Triton Inference Server and check its answers against the ONNX file run here.
 
-Start a server: ``wtconv-trt serve digits.onnx`` (Triton's Python backend, any machine; docs/serving.md) or the
-TensorRT-backend repository written by ``wtconv-trt triton-repo`` (``REPO/serve.sh``; docs/engines.md), then:
+Start a server: ``wtconv-trt serve MODEL.onnx`` (Triton's Python backend, any machine; docs/serving.md), which
+prints the line that runs this client for its model, or the TensorRT-backend repository written by
+``wtconv-trt triton-repo`` (``REPO/serve.sh``; docs/engines.md). Then:
 
     pip install "tritonclient[grpc]"
-    python samples/triton_client.py --model digits                     # 256 held-out digits, batches of 16
-    python samples/triton_client.py --model digits --images seven.png  # your own pictures of digits (needs Pillow)
+    python samples/triton_client.py --model digits --onnx digits.onnx    # 256 held-out digits, checked
+    python samples/triton_client.py --model tiny --onnx tiny.onnx        # seeded random images of the served shape
+    python samples/triton_client.py --model tiny --onnx tiny.onnx --images cat.jpg dog.png   # needs Pillow
+    python samples/triton_client.py --model tiny --inputs batch.npz      # your own (B,C,H,W) arrays, not checked
 
-It asks the server for the model's input/output names and types (fp16 I/O for an fp16 engine), sends the images
-in batches (the server's dynamic batcher may merge concurrent requests), and compares the logits and the top-1
-class with the shipped PyTorch default model on the same inputs. Exit status 1 when they disagree beyond the
-tolerance of the engine's precision (the same as 'wtconv-trt validate'), 2 when the server is not reachable.
+It asks the server for the model's input name, shape and datatype (model metadata and config: FP16 for an fp16
+export or engine), sends the data in requests of ``--batch`` images (the server's dynamic batcher may merge
+concurrent requests) and, with ``--onnx``, runs the same inputs through that ONNX file in ONNX Runtime here
+(WTConv2d nodes through wtconv_export.onnx_ort.make_ort_session) and compares: element-wise within atol and
+rtol (default per datatype: the engine validation's, docs/engines.md), the largest difference relative to the
+output's scale, and the top-1 agreement of a classifier's logits (with the held-out labels' accuracy for the
+shipped digits model).
+
+The data: ``--images`` (pictures resized to the served height and width; grey for one channel, RGB for three;
+the shipped digits model's own preprocessing when the ONNX file says it is that model, else values in [0, 1]
+standardised by ``--mean``/``--std``, ImageNet's for three channels), ``--inputs`` (.npy/.npz arrays), the shipped
+held-out digits for the shipped model, else ``--count`` seeded standard-normal images. A served input whose
+height or width is dynamic (a TensorRT-backend repository of a dynamic engine) takes its size from ``--shape``,
+else from the size the ONNX file was exported at.
+
+Exit status: 0 when every answer matches (or was not checked, without --onnx), 1 when they differ beyond the
+tolerance, 2 with one line for anything that stops the check (no server, model not ready, a shape or file that
+does not fit).
 """
 
 import argparse
@@ -19,103 +36,260 @@ import sys
 import numpy as np
 
 DTYPES = {"FP16": np.float16, "FP32": np.float32}
-TOLERANCE = {"FP16": 5e-2, "FP32": 1e-3}  # trt_engine.validate.TOLERANCES (atol = rtol) per precision
+# The engine validation's element-wise tolerances per precision (trt_engine.validate.TOLERANCES): a served engine
+# computes with TF32 (fp32) or fp16 arithmetic; ONNX Runtime inside the server gives the local result exactly.
+TOLERANCE = {"FP16": 5e-2, "FP32": 1e-3}
+IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 
 
-def load_images(paths, config):
-    """Pictures of single digits -> the default model's input (N, 1, 32, 32): grey, 8x8 like scikit-learn's digits
-    (ink bright on a dark background, values 0..16), then the model's own preprocessing."""
+class Stop(Exception):
+    """A reason the check cannot run: printed as one line, exit status 2."""
+
+
+def served_input(client, model):
+    """(name, datatype, dims of one image (C, H, W; -1 where dynamic), max_batch_size, the fixed batch of a model
+    without batching (-1 with batching)) of the served model's single input."""
+    metadata = client.get_model_metadata(model)
+    config = client.get_model_config(model).config
+    if len(metadata.inputs) != 1:
+        raise Stop(f"model {model!r} has {len(metadata.inputs)} inputs; this client sends one image tensor")
+    inp = metadata.inputs[0]
+    if inp.datatype not in DTYPES:
+        raise Stop(f"model {model!r} takes {inp.datatype} input {inp.name!r}; this client sends FP32 or FP16 images")
+    dims = [int(d) for d in inp.shape]  # with batching, the metadata's first dimension is the batch (-1)
+    if len(dims) != 4:
+        raise Stop(f"model {model!r} takes input {inp.name!r} of shape {dims}; this client sends (B, C, H, W) images")
+    batching = config.max_batch_size > 0
+    return inp.name, inp.datatype, dims[1:], config.max_batch_size, -1 if batching else dims[0]
+
+
+def fill_dynamic(sample, shape_option, metadata, model):
+    """The served per-image dims with dynamic ones (-1) taken from --shape, else from the ONNX file's export size."""
+    if shape_option:
+        parts = shape_option.replace("x", ",").split(",")
+        given = [int(d) for d in parts if d.strip().isdigit()]
+        if len(given) != 3 or len(parts) != 3 or any(s not in (-1, g) for s, g in zip(sample, given, strict=True)):
+            raise Stop(f"--shape {shape_option}: expected C,H,W fitting the served input {sample} (-1: any size)")
+        return given
+    if -1 not in sample:
+        return sample
+    exported = (metadata or {}).get("input_shape")
+    if exported:
+        native = [int(d) for d in exported.split(",")][1:]
+        return [n if s == -1 else s for s, n in zip(sample, native, strict=True)]
+    raise Stop(
+        f"model {model!r}'s input has dynamic dimensions {sample} (-1: any size): give --shape C,H,W, or --onnx "
+        f"MODEL.onnx (its export size is used)"
+    )
+
+
+def load_images(paths, channels, height, width, digits_config, mean, std):
+    """Pictures -> (N, C, H, W) float32 model input."""
     try:
         from PIL import Image
     except ImportError:
-        sys.exit("--images needs Pillow: pip install Pillow")
-    import torch
+        raise Stop("--images needs Pillow: pip install Pillow (or give arrays with --inputs)") from None
+    if digits_config is not None:  # the shipped digits model: 8x8, ink bright on dark, values 0..16, then its own
+        import torch
 
-    from wtconv_export.models import preprocess_digits
+        from wtconv_export.models import preprocess_digits
 
-    digits = []
+        digits = []
+        for path in paths:
+            grey = np.asarray(Image.open(path).convert("L").resize((8, 8), Image.BILINEAR), dtype=np.float32)
+            if grey.mean() > 127:  # dark ink on light paper: invert to the dataset's convention
+                grey = 255.0 - grey
+            digits.append(grey / 255.0 * 16.0)
+        pre = digits_config["preprocessing"]
+        return preprocess_digits(torch.from_numpy(np.stack(digits)), pre["mean"], pre["std"]).numpy()
+    if channels not in (1, 3):
+        raise Stop(f"--images: the model takes {channels} channels; pictures give 1 (grey) or 3 (RGB): use --inputs")
+    mode = "L" if channels == 1 else "RGB"
+    pictures = []
     for path in paths:
-        grey = np.asarray(Image.open(path).convert("L").resize((8, 8), Image.BILINEAR), dtype=np.float32)
-        if grey.mean() > 127:  # dark ink on light paper: invert to the dataset's convention
-            grey = 255.0 - grey
-        digits.append(grey / 255.0 * 16.0)
-    pre = config["preprocessing"]
-    return preprocess_digits(torch.from_numpy(np.stack(digits)), pre["mean"], pre["std"]).numpy(), None
+        try:
+            picture = Image.open(path).convert(mode).resize((width, height), Image.BILINEAR)
+        except OSError as error:
+            raise Stop(f"--images {path}: cannot read it as a picture ({error})") from None
+        array = np.asarray(picture, dtype=np.float32).reshape(height, width, channels) / 255.0
+        pictures.append(array.transpose(2, 0, 1))
+    if mean is None:
+        mean, std = IMAGENET if channels == 3 else ((0.0,), (1.0,))
+    x = np.stack(pictures)
+    return (x - np.asarray(mean, np.float32).reshape(1, -1, 1, 1)) / np.asarray(std, np.float32).reshape(1, -1, 1, 1)
+
+
+def reference_session(onnx_path, name, datatype, sample):
+    """An ONNX Runtime session of the ONNX file (WTConv2d nodes included) and its wtconv_trt metadata; Stop when
+    its input is not the served one."""
+    import onnx
+
+    from wtconv_export.errors import WtconvTrtError
+    from wtconv_export.onnx_export import read_metadata
+    from wtconv_export.onnx_ort import make_ort_session
+
+    try:
+        metadata = read_metadata(onnx.load(onnx_path, load_external_data=False))
+        session = make_ort_session(onnx_path)
+    except FileNotFoundError:
+        raise Stop(f"--onnx {onnx_path} does not exist") from None
+    except WtconvTrtError as error:
+        raise Stop(f"--onnx {onnx_path}: {error}") from None
+    except Exception as error:  # onnx's DecodeError and ONNX Runtime's own failures for a file that is not ONNX
+        raise Stop(f"--onnx {onnx_path}: cannot run it in ONNX Runtime ({type(error).__name__}: {error})") from None
+    inp = session.get_inputs()[0]
+    local = [d if isinstance(d, int) else -1 for d in inp.shape[1:]]
+    local_type = {"tensor(float)": "FP32", "tensor(float16)": "FP16"}.get(inp.type, inp.type)
+    if (
+        inp.name != name
+        or local_type != datatype
+        or len(local) != 3
+        or any(-1 not in (a, b) and a != b for a, b in zip(local, sample, strict=True))
+    ):
+        raise Stop(
+            f"--onnx {onnx_path} takes input {inp.name!r} {local_type} {inp.shape}, the served model {name!r} "
+            f"{datatype} [-1, {', '.join(map(str, sample))}]: give the ONNX file the served model was exported from"
+        )
+    return session, metadata
+
+
+def compare(served, reference, atol, rtol):
+    """The measures printed and the verdict: element-wise (Polygraphy's rule: an element fails only beyond both
+    atol and rtol * |reference|), relative to scale, bit-identical, top-1 agreement of 2-D outputs."""
+    got, want = served.astype(np.float64), reference.astype(np.float64)
+    diff = np.abs(got - want)
+    beyond = int(((diff > atol) & (diff > rtol * np.abs(want))).sum())
+    scale = float(np.abs(want).max()) or 1.0
+    measures = {
+        "relative": float(diff.max()) / scale,
+        "beyond": beyond,
+        "elements": int(diff.size),
+        "identical": bool(np.array_equal(served, reference)),
+    }
+    if got.ndim == 2:
+        measures["top1"] = float((got.argmax(1) == want.argmax(1)).mean())
+    measures["passed"] = beyond == 0 and measures.get("top1", 1.0) >= 0.99
+    return measures
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="localhost:8001", help="Triton gRPC endpoint (default localhost:8001)")
-    parser.add_argument("--model", default="digits", help="model name in the repository")
-    parser.add_argument("--count", type=int, default=256, help="held-out digits to classify (default 256)")
-    parser.add_argument("--batch", type=int, default=16, help="images per request (<= the model's max_batch_size)")
-    parser.add_argument("--images", nargs="+", help="image files of single digits instead of the held-out set")
+    parser.add_argument("--model", default="digits", help="model name in the repository (default digits)")
+    parser.add_argument("--onnx", metavar="MODEL.onnx", help="check the answers against this file in ONNX Runtime")
+    data = parser.add_mutually_exclusive_group()
+    data.add_argument("--images", nargs="+", metavar="PICTURE", help="pictures to send (needs Pillow)")
+    data.add_argument("--inputs", metavar="FILE", help="a .npy array (B,C,H,W) or a .npz of such arrays to send")
+    parser.add_argument("--count", type=int, default=None, help="images to send (default 256 digits, 32 random)")
+    parser.add_argument("--batch", type=int, default=16, help="images per request (<= max_batch_size; default 16)")
+    parser.add_argument("--shape", metavar="C,H,W", help="image size for a served input with dynamic dimensions")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random images (default 0)")
+    parser.add_argument("--mean", type=float, nargs="+", help="--images: per-channel mean (default ImageNet's)")
+    parser.add_argument("--std", type=float, nargs="+", help="--images: per-channel std (default ImageNet's)")
+    parser.add_argument("--atol", type=float, help="absolute tolerance (default FP32 1e-3, FP16 5e-2)")
+    parser.add_argument("--rtol", type=float, help="relative tolerance (default FP32 1e-3, FP16 5e-2)")
     args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except Stop as reason:
+        print(f"triton_client: error: {' '.join(str(reason).split())}", file=sys.stderr)
+        return 2
 
-    import torch
+
+def run(args) -> int:
     import tritonclient.grpc as grpcclient
     from tritonclient.utils import InferenceServerException
 
-    from wtconv_export.models import load_default_model, load_heldout_digits
-
+    if (args.count is not None and args.count < 1) or args.batch < 1:
+        raise Stop("--count and --batch must be at least 1")
+    if (args.mean is None) != (args.std is None):
+        raise Stop("--mean and --std go together")
     client = grpcclient.InferenceServerClient(url=args.url)
     try:
         if not client.is_model_ready(args.model):
-            print(
-                f"model {args.model!r} is not ready on {args.url}; is the server running and did the model load? "
-                f"(the server log names the cause, e.g. a missing plugin or another TensorRT version)"
+            index = client.get_model_repository_index().models
+            there = ", ".join(
+                f"{m.name} ({m.state or 'not loaded'}{': ' + m.reason if m.reason else ''})" for m in index
             )
-            return 2
-        metadata = client.get_model_metadata(args.model)
-        config = client.get_model_config(args.model).config
+            raise Stop(f"model {args.model!r} is not ready on {args.url}; the server has: {there or 'no model'}")
+        name, datatype, sample, max_batch, fixed_batch = served_input(client, args.model)
+        output = client.get_model_metadata(args.model).outputs[0].name
     except InferenceServerException as error:
-        print(f"cannot reach Triton at {args.url}: {error}")
-        return 2
-    inp, out = metadata.inputs[0], metadata.outputs[0]
-    if inp.datatype not in DTYPES:
-        print(f"unexpected input type {inp.datatype}")
-        return 2
-    max_batch = config.max_batch_size or args.batch
-    batch = min(args.batch, max_batch)
+        raise Stop(f"cannot reach Triton at {args.url}: {error}") from None
 
-    model, model_config = load_default_model()
+    session, metadata = reference_session(args.onnx, name, datatype, sample) if args.onnx else (None, {})
+    channels, height, width = fill_dynamic(sample, args.shape, metadata, args.model)
+    digits_config, labels = None, None
+    if metadata.get("source") == "default":
+        from wtconv_export.models import read_default_config
+
+        digits_config = read_default_config()
     if args.images:
-        x, labels = load_images(args.images, model_config)
-    else:
-        x, labels = load_heldout_digits(model_config, count=args.count)
+        x = load_images(args.images, channels, height, width, digits_config, args.mean, args.std)
+    elif args.inputs:
+        from wtconv_export.errors import WtconvTrtError
+        from wtconv_export.inputs import load_inputs
+
+        try:
+            x = np.concatenate(load_inputs(args.inputs))
+        except (WtconvTrtError, ValueError) as error:
+            raise Stop(str(error)) from None
+    elif digits_config is not None and [channels, height, width] == [1, 32, 32]:
+        from wtconv_export.models import load_heldout_digits
+
+        x, labels = load_heldout_digits(digits_config, count=args.count or 256)
         x, labels = x.numpy(), labels.numpy()
-
-    logits = []
-    for start in range(0, len(x), batch):
-        chunk = np.ascontiguousarray(x[start : start + batch].astype(DTYPES[inp.datatype]))
-        request = grpcclient.InferInput(inp.name, list(chunk.shape), inp.datatype)
-        request.set_data_from_numpy(chunk)
-        result = client.infer(args.model, [request], outputs=[grpcclient.InferRequestedOutput(out.name)])
-        logits.append(result.as_numpy(out.name).astype(np.float32))
-    served = np.concatenate(logits)
-
-    with torch.no_grad():
-        reference = model(torch.from_numpy(x.astype(np.float32))).numpy()
-    served_top1, reference_top1 = served.argmax(1), reference.argmax(1)
-    agreement = float((served_top1 == reference_top1).mean())
-    diff = np.abs(served - reference)
-    max_diff = float(diff.max())
-    tol = TOLERANCE[inp.datatype]
-    # Polygraphy's elementwise rule: an element fails only when beyond both the absolute and relative tolerance.
-    mismatches = int(((diff > tol) & (diff > tol * np.abs(reference))).sum())
-    print(f"{len(x)} images through Triton model {args.model!r} ({inp.datatype} I/O, batches of {batch})")
-    if labels is not None:
-        print(f"accuracy: Triton {(served_top1 == labels).mean():.4f}, PyTorch {(reference_top1 == labels).mean():.4f}")
     else:
-        for path, cls in zip(args.images, served_top1, strict=False):
-            print(f"  {path}: {cls}")
+        x = np.random.default_rng(args.seed).standard_normal((args.count or 32, channels, height, width), np.float32)
+    if x.ndim != 4 or list(x.shape[1:]) != [channels, height, width]:
+        raise Stop(
+            f"the inputs have shape {list(x.shape)}; model {args.model!r} takes [B, {channels}, {height}, {width}]"
+        )
+    x = np.ascontiguousarray(x.astype(DTYPES[datatype]))
+    batch = fixed_batch if fixed_batch > 0 else min(args.batch, max_batch or args.batch)
+    if fixed_batch > 0 and len(x) % fixed_batch:
+        raise Stop(f"model {args.model!r} takes batches of exactly {fixed_batch}; send a multiple of it (--count)")
+
+    answers = []
+    for start in range(0, len(x), batch):
+        chunk = x[start : start + batch]
+        request = grpcclient.InferInput(name, list(chunk.shape), datatype)
+        request.set_data_from_numpy(chunk)
+        try:
+            result = client.infer(args.model, [request], outputs=[grpcclient.InferRequestedOutput(output)])
+        except InferenceServerException as error:
+            raise Stop(f"the server refused a request of shape {list(chunk.shape)}: {error}") from None
+        answers.append(result.as_numpy(output))
+    served = np.concatenate(answers)
     print(
-        f"top-1 agreement with PyTorch: {agreement:.4f}; max |logit difference| {max_diff:.3e}; "
-        f"{mismatches} logits beyond atol = rtol = {tol:g}"
+        f"{len(x)} images through Triton model {args.model!r} at {args.url}: input {name!r} {datatype} "
+        f"[{channels}, {height}, {width}], batches of {batch}; output {output!r} {list(served.shape)}"
     )
-    ok = agreement >= 0.99 and mismatches == 0
-    print("PASSED" if ok else "FAILED: Triton's outputs differ from PyTorch's")
-    return 0 if ok else 1
+    if session is None:
+        if served.ndim == 2:
+            print("top-1 classes of the first images: " + " ".join(map(str, served.argmax(1)[:16])))
+        print("not checked: give --onnx MODEL.onnx (the file the served model was exported from) to compare")
+        return 0
+
+    reference = np.concatenate([session.run(None, {name: x[i : i + batch]})[0] for i in range(0, len(x), batch)])
+    atol = TOLERANCE[datatype] if args.atol is None else args.atol
+    rtol = TOLERANCE[datatype] if args.rtol is None else args.rtol
+    m = compare(served, reference, atol, rtol)
+    line = (
+        f"against {args.onnx} in ONNX Runtime: max |served - onnx| / max |onnx| = {m['relative']:.3e}, "
+        f"{m['beyond']} of {m['elements']} elements beyond atol {atol:g} and rtol {rtol:g}"
+        + (", bit-identical" if m["identical"] else "")
+    )
+    if "top1" in m:
+        line += f"; top-1 agreement {m['top1']:.4f}"
+    print(line)
+    if labels is not None:
+        print(
+            f"accuracy on the held-out digits: served {(served.argmax(1) == labels).mean():.4f}, "
+            f"ONNX Runtime {(reference.argmax(1) == labels).mean():.4f}"
+        )
+    print("PASSED" if m["passed"] else "FAILED: the served answers differ from the ONNX file's")
+    return 0 if m["passed"] else 1
 
 
 if __name__ == "__main__":

@@ -192,6 +192,8 @@ TWINS = {
     "serve/timeout-nan": lambda f: wtconv_trt.serve(f["d_onnx"], timeout=NAN),
     "serve/timeout-zero": lambda f: wtconv_trt.serve(f["d_onnx"], timeout=0.0),
     "serve/concurrency-zero": lambda f: wtconv_trt.serve(f["d_onnx"], concurrency=0),
+    "serve/port-taken": lambda f: wtconv_trt.serve(f["d_onnx"], f["work"] / "served", http_port=f["busy_port"]),
+    "serve/runtime-impossible": lambda f: wtconv_trt.serve(f["d_onnx"], f["work"] / "served", runtime="tensorrt"),
     "serve/repo-is-file": lambda f: wtconv_trt.write_serving_repository(f["d_onnx"], f["existing"]),
     "serve/repo-unwritable": lambda f: wtconv_trt.write_serving_repository(f["d_onnx"], f["ro"] / "served"),
     # --- build-libs

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -106,7 +107,12 @@ def files(tmp_path_factory):
     f["cwd"].mkdir()
     f["ro"] = _unwritable_dir(work)
     f["ls"] = Path("/usr/bin/ls") if Path("/usr/bin/ls").is_file() else None
-    return f
+    busy = socket.socket()  # a port something listens on, for the whole module
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    f["busy_port"], f["busy_socket"] = busy.getsockname()[1], busy
+    yield f
+    busy.close()
 
 
 # (id, argv, a phrase the one error line must contain). {name} is replaced by the fixture's path of that name.
@@ -427,6 +433,18 @@ SERVE = [
     ("serve/concurrency-zero", ["serve", "{d_onnx}", "--concurrency", "0"], "from 1 to"),
     ("serve/repo-is-file", ["serve", "{d_onnx}", "--repo", "{existing}", "--write-only"], "is a file"),
     ("serve/repo-unwritable", ["serve", "{d_onnx}", "--repo", "{ro}/served", "--write-only"], "cannot create files"),
+    # Refused before the repository is written (nothing to --force on the rerun): a taken port, a runtime that
+    # cannot run here.
+    (
+        "serve/port-taken",
+        ["serve", "{d_onnx}", "--repo", "{work}/served", "--http-port", "{busy_port}"],
+        "is already in use",
+    ),
+    (
+        "serve/runtime-impossible",
+        ["serve", "{d_onnx}", "--repo", "{work}/served", "--runtime", "tensorrt"],
+        "runtime tensorrt cannot run here",
+    ),
 ]
 BUILD_LIBS = [
     ("build-libs/jobs-zero", ["build-libs", "--jobs", "0"], "from 1 to"),

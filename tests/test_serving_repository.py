@@ -191,3 +191,58 @@ def test_engine_sets_the_batch_limit_and_travels_with_its_manifest(tmp_path):
     copied = tmp_path / "repo" / "m" / "1" / "model.plan"
     assert copied.read_bytes() == engine.read_bytes()
     assert check_engine_request(copied).manifest["profiles"] == check_engine_request(engine).manifest["profiles"]
+
+
+def test_the_runtime_line_says_what_serves_and_why(tmp_path, monkeypatch):
+    """serve resolves --runtime auto as the server will, before anything is written: the runtime, each better one
+    that cannot run here with its reason, and an --engine that goes unused on this machine."""
+    from wtconv_trt.api.serving import runtime_choice
+
+    onnx_path = tiny_onnx(tmp_path / "m.onnx")
+    reasons = {"tensorrt": "no CUDA GPU visible to PyTorch", "torch-cuda": "no CUDA GPU visible to PyTorch"}
+    monkeypatch.setattr(runtimes, "unavailable_reason", lambda runtime, **_: reasons.get(runtime))
+    chosen, note = runtime_choice("auto", onnx_path, "tiny.engine")
+    assert chosen == "onnxruntime"
+    assert note == (
+        "runtime onnxruntime (--runtime auto; tensorrt cannot run here: no CUDA GPU visible to PyTorch; torch-cuda "
+        "cannot run here: no CUDA GPU visible to PyTorch); the engine tiny.engine goes into the repository but does "
+        "not run on this machine"
+    )
+    assert runtime_choice("auto", onnx_path, None)[1] == (
+        "runtime onnxruntime (--runtime auto; torch-cuda cannot run here: no CUDA GPU visible to PyTorch)"
+    )
+    del reasons["tensorrt"]
+    assert runtime_choice("auto", onnx_path, "tiny.engine") == ("tensorrt", "runtime tensorrt (--runtime auto)")
+    assert runtime_choice("onnxruntime", onnx_path, None) == (
+        "onnxruntime",
+        "runtime onnxruntime (--runtime onnxruntime)",
+    )
+    with pytest.raises(ConfigurationError, match="runtime torch-cuda cannot run here: no CUDA GPU"):
+        runtime_choice("torch-cuda", onnx_path, None)
+
+
+def test_loading_phase_reads_the_server_log():
+    """The progress serve logs while the server loads and warms up a model, from Triton's and our model's lines."""
+    start = 'I1201 16:36:43.210669 6879 model_lifecycle.cc:472] "loading: tiny_fp16:1"\n'
+    ours = (
+        'I1201 16:36:44.489690 6879 python_model.py:56] "tiny_fp16: runtime onnxruntime, input input float16, '
+        'output output float16 (loaded in 1.2 s)"\n'
+    )
+    done = "I1201 16:37:24.598596 6879 model_lifecycle.cc:839] \"successfully loaded 'tiny_fp16'\"\n"
+    assert server.loading_phase("") == "starting"
+    assert server.loading_phase(start) == "loading 'tiny_fp16' (its runtime and model files)"
+    assert server.loading_phase(start + ours).startswith("warming up 'tiny_fp16' (runtime onnxruntime, loaded in 1.2 s")
+    assert server.loading_phase(start + ours + done) == "models loaded, starting the endpoints"
+
+
+def test_a_refused_start_leaves_no_temporary_folder(tmp_path, monkeypatch):
+    """A server refused before it starts (here: a repository without a model) makes no tritonserver-* folder for
+    its log; one that starts makes it then."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    (tmp_path / "empty-repo").mkdir()
+    launcher = server.TritonServer(tmp_path / "empty-repo", http_port=0, grpc_port=0)
+    with pytest.raises(ServingError, match="holds no model folder"):
+        launcher.start()
+    assert not list(tmp_path.glob("tritonserver-*")) and launcher.log_file is None

@@ -131,25 +131,58 @@ def test_heldout_digits_over_http_and_grpc(served, exports, digits, name, dtype,
         assert (got.argmax(1) == labels).mean() == pytest.approx(config["heldout_accuracy"], abs=1e-9)
 
 
-def test_client_sample_as_written(served):
-    """samples/triton_client.py against the served fp32 model: it compares with PyTorch itself."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "samples" / "triton_client.py"),
-            "--url",
-            served.grpc_url,
-            "--model",
-            "digits",
-            "--count",
-            "64",
-        ],
+def run_client(*argv, timeout=240):
+    """samples/triton_client.py as a user runs it: (exit status, stdout, stderr)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "samples" / "triton_client.py"), *map(str, argv)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "PASSED" in result.stdout and "64 images" in result.stdout
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("name", ["digits", "digits_fp16"])
+def test_client_sample_checks_against_the_onnx_file(served, exports, name):
+    """samples/triton_client.py against each served digits model, with the ONNX file it serves: the input's name,
+    shape and datatype read from the server, the held-out digits sent, every answer bit-identical to ONNX Runtime
+    run in the client, and the held-out accuracy of both."""
+    status, out, err = run_client("--url", served.grpc_url, "--model", name, "--onnx", exports[name], "--count", 64)
+    assert status == 0, out + err
+    datatype = "FP16" if name.endswith("fp16") else "FP32"
+    assert f"64 images through Triton model '{name}'" in out and f"input 'input' {datatype} [1, 32, 32]" in out
+    assert "bit-identical; top-1 agreement 1.0000" in out and "accuracy on the held-out digits: served" in out
+    assert out.rstrip().endswith("PASSED")
+
+
+def test_client_sample_says_what_does_not_fit(served, exports, tmp_path):
+    """Arrays of the user's (--inputs), another export of the same model (not bit-identical, within the
+    tolerance; beyond a zero one: exit 1), and every way the check cannot run: exit 2, one line."""
+    arrays = tmp_path / "arrays.npz"
+    rng = np.random.default_rng(3)
+    np.savez(
+        arrays, a=rng.standard_normal((5, 1, 32, 32), np.float32), b=rng.standard_normal((3, 1, 32, 32), np.float32)
+    )
+    status, out, err = run_client(
+        "--url", served.grpc_url, "--model", "digits", "--onnx", exports["digits_std"], "--inputs", arrays
+    )
+    assert status == 0 and "8 images" in out and "bit-identical" not in out and "PASSED" in out, out + err
+    zero = ("--atol", 0, "--rtol", 0)
+    status, out, err = run_client("--url", served.grpc_url, "--model", "digits", "--onnx", exports["digits_std"], *zero)
+    assert status == 1 and "FAILED: the served answers differ" in out, out + err
+    wrong = np.zeros((2, 3, 32, 32), np.float32)
+    np.save(tmp_path / "rgb.npy", wrong)
+    cases = [
+        (("--model", "no_such_model"), "model 'no_such_model' is not ready on"),
+        (("--model", "digits", "--onnx", exports["digits_fp16"]), "takes input 'input' FP16"),
+        (("--model", "digits", "--onnx", tmp_path / "missing.onnx"), "does not exist"),
+        (("--model", "digits", "--inputs", tmp_path / "rgb.npy"), "takes [B, 1, 32, 32]"),
+        (("--model", "digits", "--shape", "3,32,32"), "--shape 3,32,32: expected C,H,W fitting the served input"),
+    ]
+    for argv, phrase in cases:
+        status, out, err = run_client("--url", served.grpc_url, *argv)
+        lines = err.strip().splitlines()
+        assert status == 2 and lines and phrase in lines[-1] and "Traceback" not in err, (argv, out, err)
 
 
 def test_bounded_load(served, exports):
@@ -344,4 +377,53 @@ def test_cli_serves_until_sigterm(install, tmp_path):
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def test_serve_of_a_model_of_ones_own_client_line_and_ctrl_c(install, tmp_path):
+    """``wtconv-trt serve unet.onnx`` for a network built on the published WTConv2d (three channels, an image-shaped
+    output): the runtime it serves on is said before the wait; the client line it prints runs as printed and
+    checks every answer against the ONNX file; Ctrl-C ends it with status 130 and one line, the server stopped."""
+    import shlex
+    import socket
+
+    from test_own_model import make_unet
+
+    from wtconv_export.onnx_export import export_onnx
+
+    onnx_path = tmp_path / "unet.onnx"
+    unet = make_unet(seed=3)
+    export_onnx(unet, onnx_path, input_shape=(1, 3, 32, 32))
+    with torch.no_grad():
+        per_image = list(unet(torch.zeros(1, 3, 32, 32)).shape[1:])
+    argv = [sys.executable, "-m", "wtconv_trt", "serve", str(onnx_path), "--repo", str(tmp_path / "repo")]
+    argv += ["--http-port", "0", "--grpc-port", "0", "--log", str(tmp_path / "server.log")]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        lines = []
+        for line in process.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("client: "):
+                break
+        text = "\n".join(lines)
+        assert lines and lines[-1].startswith("client: "), text + process.stderr.read()
+        runtime = next(i for i, line in enumerate(lines) if line.startswith("serving on this machine: runtime"))
+        assert runtime < next(i for i, line in enumerate(lines) if line.startswith("serving 'unet'")), text
+        command = shlex.split(lines[-1][len("client: ") :].split("   (")[0])
+        assert command[0] == "python" and command[1].endswith("samples/triton_client.py"), command
+        done = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True, cwd=tmp_path, timeout=240)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "input 'input' FP32 [3, 32, 32]" in done.stdout and f"output 'output' {[32, *per_image]}" in done.stdout
+        assert "bit-identical" in done.stdout and done.stdout.rstrip().endswith("PASSED"), done.stdout
+        grpc_port = int(command[command.index("--url") + 1].rsplit(":", 1)[1])
+
+        process.send_signal(signal.SIGINT)
+        assert process.wait(60) == 130
+        err = [line for line in process.stderr.read().splitlines() if line.strip()]
+        assert err[-1] == "wtconv-trt serve: interrupted", err
+        with socket.socket() as probe:  # the server went with it
+            assert probe.connect_ex(("127.0.0.1", grpc_port)) != 0
+    finally:
+        if process.poll() is None:
+            process.kill()
             process.wait()

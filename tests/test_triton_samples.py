@@ -39,4 +39,5 @@ def test_triton_client_without_a_server():
         timeout=120,
     )
     assert done.returncode == 2, done.stderr
-    assert "cannot reach Triton at 127.0.0.1:1" in done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "triton_client: error: cannot reach Triton at 127.0.0.1:1" in lines[0], done.stderr

@@ -124,6 +124,14 @@ def sources_digest(source: Path, *extra: str) -> str:
     return digest.hexdigest()
 
 
+def default_build_dir(source: Path, abi: str | None) -> Path:
+    """CMake's build folder in the per-user cache, one per source tree and ABI: CMake refuses a build folder
+    configured from another source folder ("does not match the source ... used to generate cache"), so a second
+    clone, or a checkout that moved, gets its own."""
+    tree = hashlib.sha256(str(Path(source).resolve()).encode()).hexdigest()[:12]
+    return libraries.user_cache_dir() / "build" / f"{abi or 'kernels'}-{tree}"
+
+
 def _run(command: list[str], what: str, log_file: Path) -> None:
     log.info("%s: %s", what, " ".join(command))
     with open(log_file, "a", encoding="utf-8") as out:
@@ -193,7 +201,7 @@ def build_libraries(
             f"libwtconv_ort.so needs ONNX Runtime's C API headers (1.17 or newer): set {ENV_ORT_HEADERS} to the folder "
             "with onnxruntime_c_api.h"
         )
-    build_dir = Path(build_dir) if build_dir else libraries.user_cache_dir() / "build" / (abi or "kernels")
+    build_dir = Path(build_dir) if build_dir else default_build_dir(source, abi)
     build_dir.mkdir(parents=True, exist_ok=True)
     log_file = build_dir / "build-libs.log"
     configure = [
@@ -239,6 +247,7 @@ def build_libraries(
 __all__ = [
     "ENV_ORT_HEADERS",
     "build_libraries",
+    "default_build_dir",
     "default_source_dir",
     "headers_abi",
     "nvcc_path",

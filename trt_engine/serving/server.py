@@ -180,6 +180,28 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 _ERROR_LINE = re.compile(r"^E\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] (.*)$")
+_LOADING = re.compile(r'"loading: ([^:"]+):\d+"')
+# The line our Python backend logs once its runtime is loaded (trt_engine/serving/python_model.py).
+_RUNTIME_LOADED = re.compile(r'"([^":]+): runtime ([\w-]+),.*\(loaded in ([\d.]+) s\)"')
+_LOADED = re.compile(r"successfully loaded '([^']+)'")
+
+
+def loading_phase(log_text: str) -> str:
+    """What a starting server is busy with, read from its log: starting, loading a model, warming it up (its
+    runtime loaded, the config's warm-up requests running), or models loaded (the endpoints starting)."""
+    loading = _LOADING.findall(log_text)
+    loaded = set(_LOADED.findall(log_text))
+    runtimes = {m[0]: m for m in _RUNTIME_LOADED.findall(log_text)}
+    waiting = [name for name in dict.fromkeys(loading) if name not in loaded]
+    if not loading:
+        return "starting"
+    if not waiting:
+        return "models loaded, starting the endpoints"
+    name = waiting[0]
+    if name in runtimes:
+        _, runtime, seconds = runtimes[name]
+        return f"warming up '{name}' (runtime {runtime}, loaded in {seconds} s; the config's warm-up requests)"
+    return f"loading '{name}' (its runtime and model files)"
 
 
 def first_error(log_text: str) -> str | None:
@@ -229,7 +251,9 @@ class TritonServer:
         self.repository = Path(repository).resolve()
         self.host = host
         self.ports = {"http": int(http_port), "grpc": int(grpc_port), "metrics": int(metrics_port)}
-        self.log_file = Path(log_file) if log_file else Path(tempfile.mkdtemp(prefix="tritonserver-")) / "server.log"
+        # Without a log file given, a temporary folder is made when the server starts (start), so a run refused
+        # before that leaves nothing behind.
+        self.log_file = Path(log_file) if log_file else None
         self.model_control = model_control
         self.load_models = list(load_models)
         self.extra_args = list(extra_args)
@@ -285,6 +309,8 @@ class TritonServer:
                 self.ports[what] = free_port(self._client_host())
         if self.ports["http"] == self.ports["grpc"]:
             raise ServingError(f"the HTTP and gRPC ports are both {self.ports['http']}: give two different ports")
+        if self.log_file is None:
+            self.log_file = Path(tempfile.mkdtemp(prefix="tritonserver-")) / "server.log"
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         log.debug("starting %s", " ".join(self.command(backends)))
         with open(self.log_file, "wb") as out:
@@ -306,7 +332,7 @@ class TritonServer:
     def log_text(self) -> str:
         try:
             return self.log_file.read_text(errors="replace")
-        except OSError:
+        except (OSError, AttributeError):  # AttributeError: not started, no log file yet
             return ""
 
     def is_ready(self) -> bool:
@@ -316,14 +342,20 @@ class TritonServer:
         except (urllib.error.URLError, OSError):
             return False
 
-    def wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
+    def wait_ready(self, timeout: float, progress_s: float = 10.0) -> None:
+        """Wait for /v2/health/ready; every ``progress_s`` seconds of waiting, log (INFO) what the server is doing,
+        read from its log (loading_phase): a model on a slow runtime loads and warms up for tens of seconds."""
+        start = time.monotonic()
+        deadline, next_note = start + timeout, start + progress_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 cause = first_error(self.log_text()) or f"exit status {self.process.returncode}"
                 raise ServingError(f"tritonserver stopped before it was ready: {cause} (log: {self.log_file})")
             if self.is_ready():
                 return
+            if time.monotonic() >= next_note:
+                log.info("tritonserver: %s (%.0f s)", loading_phase(self.log_text()), time.monotonic() - start)
+                next_note += progress_s
             time.sleep(0.2)
         cause = first_error(self.log_text())
         raise ServingError(
@@ -450,6 +482,7 @@ __all__ = [
     "free_port",
     "port_in_use",
     "first_error",
+    "loading_phase",
     "is_loopback",
     "INSTALL_HINT",
     "PYTRITON_VERSION",

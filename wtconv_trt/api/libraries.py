@@ -15,6 +15,11 @@ __all__ = ["DoctorReport", "LibrariesBuilt", "MAX_JOBS", "build_libraries", "doc
 log = logging.getLogger(__name__)
 
 MAX_JOBS = 1024  # parallel compile jobs
+NO_HEADERS = (
+    "the TensorRT plugin is built only with TensorRT's C++ headers, 11.x for TensorRT 11 and TensorRT-RTX (whose "
+    "wheels ship none: take the include/ folder of github.com/NVIDIA/TensorRT at its v11 release tag), 10.x for "
+    "TensorRT 10: wtconv-trt build-libs --tensorrt-headers DIR"
+)
 
 
 @dataclass
@@ -26,7 +31,7 @@ class LibrariesBuilt:
     @property
     def note(self) -> str | None:
         """Why no plugin was built, when none was."""
-        return None if "plugin" in self.installed else "no plugin: pass --tensorrt-headers DIR to build it"
+        return None if "plugin" in self.installed else f"no TensorRT plugin built: {NO_HEADERS}"
 
 
 def build_libraries(
@@ -59,6 +64,12 @@ def build_libraries(
     if build_dir:
         check_output_dir(build_dir, option="--build-dir", force=True)
     root = libraries.package_lib_dir() if into_package else None
+    if not tensorrt_headers:  # said before the minutes of compiling, not only after them
+        log.warning(
+            "no --tensorrt-headers: building the kernel library (and libwtconv_ort.so where ONNX Runtime's headers "
+            "are found) only; %s",
+            NO_HEADERS,
+        )
     log.info("building with CMake (a few minutes for several GPU architectures) ...")
     installed = build(
         tensorrt_headers=tensorrt_headers,

@@ -8,6 +8,7 @@ call. ``Served.load_test`` sends a bounded load and checks every answer against 
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -18,6 +19,8 @@ from typing import Any
 from wtconv_export.errors import InputError
 from wtconv_export.inputs import check_choice, check_int, check_number
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "LoadTestResult",
     "Served",
@@ -25,6 +28,7 @@ __all__ = [
     "ServingRepository",
     "check_load_test",
     "plan_serving",
+    "runtime_choice",
     "serve",
     "write_serving_repository",
 ]
@@ -87,6 +91,9 @@ class ServingPlan:
     log: Path | None
     timeout: float
     written: ServingRepository | None = field(default=None, repr=False)
+    # The runtime the server will choose on this machine and why (serving only): one line said before the wait.
+    runtime_here: str | None = None
+    runtime_note: str | None = None
 
     def write_repository(self) -> ServingRepository:
         """Write the model's folder into the repository (trt_engine.serving.repository.write_python_repository)."""
@@ -131,6 +138,12 @@ class ServingPlan:
             log_file=self.log,
             model_control="explicit",
             load_models=[repository.name],
+        )
+        log.info(
+            "starting tritonserver: loading '%s' (runtime %s)%s",
+            repository.name,
+            self.runtime_here or repository.runtime,
+            ", then warming it up" if self.repository_options.get("warmup", True) else "",
         )
         server.start(timeout=self.timeout)
         try:
@@ -207,15 +220,13 @@ def plan_serving(
         max_queue_delay_us=max_queue_delay_us,
         threads=threads,
     )
+    runtime_here = runtime_note = None
     if serving:
         from trt_engine.serving.server import check_ports
 
-        if runtime != "auto":
-            # The server runs on this machine: a runtime that cannot run here is refused now, in one line, rather
-            # than as a model that fails to load inside the server.
-            from trt_engine.serving.runtimes import select_runtime
-
-            select_runtime(runtime, onnx_path=os.fspath(onnx), engine_path=options["engine"])
+        # The server runs on this machine: a runtime that cannot run here is refused now, in one line, rather than
+        # as a model that fails to load inside the server; "auto" is resolved as the server will resolve it.
+        runtime_here, runtime_note = runtime_choice(runtime, os.fspath(onnx), options["engine"])
         check_ports(host, ports)
     return ServingPlan(
         onnx=Path(onnx),
@@ -225,7 +236,30 @@ def plan_serving(
         ports=ports,
         log=None if log is None else Path(log),
         timeout=timeout,
+        runtime_here=runtime_here,
+        runtime_note=runtime_note,
     )
+
+
+def runtime_choice(runtime: str, onnx: str, engine: str | None) -> tuple[str, str]:
+    """(runtime, note): the runtime a server started here runs the model on, and one line saying it and why: for
+    "auto", each better runtime that cannot run here with its reason, and whether an --engine given goes unused
+    (a machine without a GPU serves the ONNX model instead). ConfigurationError when a runtime asked for cannot
+    run here, or none can."""
+    from trt_engine.serving.runtimes import RUNTIMES, select_runtime, unavailable_reason
+
+    chosen = select_runtime(runtime, onnx_path=onnx, engine_path=engine)
+    if runtime != "auto":
+        return chosen, f"runtime {chosen} (--runtime {runtime})"
+    skipped = []
+    for better in RUNTIMES[: RUNTIMES.index(chosen)]:
+        if better == "tensorrt" and not engine:
+            continue  # no engine given: TensorRT was never a candidate, nothing to explain
+        skipped.append(f"{better} cannot run here: {unavailable_reason(better, onnx_path=onnx, engine_path=engine)}")
+    note = f"runtime {chosen} (--runtime auto" + "".join(f"; {why}" for why in skipped) + ")"
+    if engine and chosen != "tensorrt":
+        note += f"; the engine {engine} goes into the repository but does not run on this machine"
+    return chosen, note
 
 
 def write_serving_repository(
@@ -335,6 +369,18 @@ class Served:
     @property
     def log_file(self) -> Path:
         return self.server.log_file
+
+    def client_command(self) -> str:
+        """The command that queries this model with samples/triton_client.py and checks every answer against the
+        served ONNX file run here in ONNX Runtime (docs/serving.md, "A client for any served model")."""
+        import shlex
+
+        sample = Path(__file__).resolve().parents[2] / "samples" / "triton_client.py"
+        shown = os.path.relpath(sample) if sample.is_file() else "samples/triton_client.py"
+        if shown.startswith(".."):
+            shown = str(sample)
+        onnx = shlex.quote(os.fspath(self.repository.onnx))
+        return f"python {shlex.quote(shown)} --url {self.grpc_url} --model {shlex.quote(self.name)} --onnx {onnx}"
 
     def stop(self) -> int | None:
         """Stop the server and its backend stubs; returns its exit status."""

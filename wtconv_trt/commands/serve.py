@@ -100,13 +100,11 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    import logging
     import signal
     import threading
 
     from wtconv_trt.api.serving import plan_serving
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
     plan = plan_serving(
         args.model,
         args.repo,
@@ -141,10 +139,14 @@ def run(args) -> int:
     if args.write_only:
         print(repo.config_text, end="")
         return 0
+    print(f"serving on this machine: {plan.runtime_note}", flush=True)  # before the load and warm-up wait
     with plan.start() as served:
         if served.network_note:
             print(f"note: {served.network_note}")
-        print(f"serving '{served.name}': HTTP {served.http_url}, gRPC {served.grpc_url} (log: {served.log_file})")
+        print(
+            f"serving '{served.name}': HTTP {served.http_url}, gRPC {served.grpc_url} (log: {served.log_file})",
+            flush=True,
+        )
         if args.load_test:
             result = served.load_test(
                 args.load_test,
@@ -158,7 +160,7 @@ def run(args) -> int:
             print("\n" + result.table())
             print("OK: every request answered and matched" if result.passed else "FAILED: see the counts above")
             return 0 if result.passed else 1
-        print(f"client: python samples/triton_client.py --url {served.grpc_url} --model {served.name}   (Ctrl-C stops)")
+        print(f"client: {served.client_command()}   (Ctrl-C stops the server)", flush=True)
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         status = served.wait(stop)

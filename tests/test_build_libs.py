@@ -1,0 +1,90 @@
+"""``wtconv-trt build-libs`` as a new user meets it: what it will not build is said before the compiling starts, and
+every source tree (a second clone, a checkout that moved) builds in its own CMake folder of the per-user cache.
+
+The two-clone build configures and builds the ONNX Runtime custom-op library with CUDA off (a C++ compiler and
+ONNX Runtime's C API headers are all it needs), from two copies of plugin/ with one cache folder: CMake refuses a
+build folder configured from another source folder, which is what a shared folder gave the second clone.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+
+import pytest
+from conftest import REPO, ort_library_skip_reason
+
+import wtconv_trt
+from wtconv_export import library_build
+from wtconv_export.errors import ConfigurationError
+from wtconv_trt import cli
+
+
+def test_missing_headers_are_said_before_compiling(tmp_path, monkeypatch, caplog, capsys):
+    """Without --tensorrt-headers: one warning naming what is not built and where the headers come from, logged
+    before CMake runs (the stand-in records what was said when it was called), and the same note at the end."""
+    said_before = []
+
+    def cmake_stand_in(**options):
+        said_before.extend(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+        return {"kernels": tmp_path / "libwtconv_kernels_capi.so"}
+
+    monkeypatch.setattr(library_build, "build_libraries", cmake_stand_in)
+    with caplog.at_level(logging.INFO):
+        built = wtconv_trt.build_libraries()
+    assert len(said_before) == 1 and said_before[0].startswith("no --tensorrt-headers: building the kernel library")
+    assert "github.com/NVIDIA/TensorRT" in said_before[0] and "--tensorrt-headers DIR" in said_before[0]
+    assert built.note.startswith("no TensorRT plugin built: ") and "11.x for TensorRT 11 and TensorRT-RTX" in built.note
+
+    capsys.readouterr()
+    assert cli.main(["build-libs"]) == 0
+    out, err = capsys.readouterr()
+    assert out.split() == ["kernels", str(tmp_path / "libwtconv_kernels_capi.so")]
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("no --tensorrt-headers") and lines[-1].startswith("(no TensorRT plugin built: ")
+
+
+def test_each_source_tree_has_its_own_build_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("WTCONV_TRT_CACHE", str(tmp_path / "cache"))
+    first = library_build.default_build_dir(tmp_path / "clone1" / "plugin", "trt11")
+    assert first.parent == tmp_path / "cache" / "build" and first.name.startswith("trt11-")
+    assert first == library_build.default_build_dir(tmp_path / "clone1" / "plugin", "trt11")
+    assert first != library_build.default_build_dir(tmp_path / "clone2" / "plugin", "trt11")
+    assert first != library_build.default_build_dir(tmp_path / "clone1" / "plugin", None)
+
+
+@pytest.mark.slow
+def test_two_clones_build_with_one_cache(tmp_path, monkeypatch):
+    reason = ort_library_skip_reason()
+    headers = library_build.onnxruntime_headers(source=REPO / "plugin")
+    if reason or headers is None:
+        pytest.skip(reason or "ONNX Runtime C API headers not found: libwtconv_ort.so cannot be built")
+    monkeypatch.setenv("WTCONV_TRT_CACHE", str(tmp_path / "cache"))
+    built = []
+    for clone in ("clone1", "clone2"):
+        source = tmp_path / clone / "plugin"
+        shutil.copytree(REPO / "plugin", source, ignore=shutil.ignore_patterns("build*", "__pycache__"))
+        shutil.copy(REPO / "VERSION", source.parent / "VERSION")  # the libraries' version (plugin/CMakeLists.txt)
+        installed = library_build.build_libraries(
+            source=source,
+            kinds=["ort"],
+            with_cuda=False,
+            onnxruntime_include=headers,
+            install_root=tmp_path / clone / "lib",
+        )
+        assert installed["ort"].is_file()
+        built.append(library_build.default_build_dir(source, None))
+    assert built[0] != built[1] and all((b / "CMakeCache.txt").is_file() for b in built)
+    for folder, clone in zip(built, ("clone1", "clone2"), strict=True):
+        cache = (folder / "CMakeCache.txt").read_text()
+        assert f"{tmp_path / clone / 'plugin'}" in cache
+    # What one shared folder gave the second clone (the earlier default): CMake refuses it.
+    with pytest.raises(ConfigurationError, match="does not match the source"):
+        library_build.build_libraries(
+            source=tmp_path / "clone2" / "plugin",
+            build_dir=built[0],
+            kinds=["ort"],
+            with_cuda=False,
+            onnxruntime_include=headers,
+            install_root=tmp_path / "clone2" / "lib",
+        )
