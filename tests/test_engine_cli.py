@@ -226,3 +226,17 @@ def test_engine_gpu_problem_names_what_runs_where(monkeypatch):
     assert "built for compute capability 8.0, 8.6 and this NVIDIA L4 has 8.9" in problem(
         ada, "tensorrt-rtx", ["8.0", "8.6"]
     )
+
+
+def test_replay_command_names_the_static_plugin_beside_the_engine_s(tmp_path):
+    """The polygraphy line after 'validate --engine --save-*' loads the static-registration library installed beside
+    the engine's dynamic one (build-libs installs both), not a build-tree path the user may not have."""
+    from trt_engine.validate import replay_command
+
+    _, manifest = fake_engine(tmp_path)
+    static = tmp_path / "libwtconv_trt_plugin.so"  # beside the manifest's libwtconv_trt_plugin_dynamic.so
+    static.write_bytes(b"\x7fELF")
+    line = replay_command("m.engine", "i.json", "o.json", 0.05, 0.05, manifest)
+    assert f"--plugins {static} --load-inputs i.json --load-outputs o.json --atol 0.05 --rtol 0.05" in line
+    _, plain = fake_engine(tmp_path, plugin=False, name="plain.engine")
+    assert "--plugins" not in replay_command("plain.engine", "i.json", None, 1e-3, 1e-3, plain)

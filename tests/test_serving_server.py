@@ -424,6 +424,10 @@ def test_serve_of_a_model_of_ones_own_client_line_and_ctrl_c(install, tmp_path):
         with socket.socket() as probe:  # the server went with it
             assert probe.connect_ex(("127.0.0.1", grpc_port)) != 0
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        if process.poll() is None:  # SIGTERM first: serve stops its server (a killed serve would leave it running)
+            process.terminate()
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

@@ -13,7 +13,7 @@ max |engine - torch| / max |torch|.
 polygraphy.json.save_json; the PyTorch outputs as a RunResults, RunResults.save), so the same comparison replays
 with Polygraphy's command line (static-registration plugin library, as polygraphy --plugins is a plain dlopen):
 
-    polygraphy run ENGINE --model-type engine --trt --plugins build/plugin/trt/libwtconv_trt_plugin.so \
+    polygraphy run ENGINE --model-type engine --trt --plugins ~/.cache/wtconv-trt/lib/trt11/libwtconv_trt_plugin.so \
         --load-inputs inputs.json --load-outputs outputs.json --atol 0.05 --rtol 0.05
 """
 
@@ -23,6 +23,7 @@ import logging
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -267,8 +268,15 @@ def check_engine_takes_model(dims: Sequence[int | None], model: Any) -> None:
 def replay_command(
     engine: str | os.PathLike, save_inputs: Any, save_outputs: Any, atol: float, rtol: float, manifest: dict
 ) -> str:
-    """The ``polygraphy run`` command that replays a saved comparison (static-registration plugin library)."""
-    static_lib = "build/plugin/trt/libwtconv_trt_plugin.so"
+    """The ``polygraphy run`` command that replays a saved comparison: the static-registration plugin library beside
+    the engine's dynamic one, else the one the lookup finds (build-libs installs both), else its file name."""
+    from trt_engine.plugin_library import default_plugin
+
+    static_lib = None
+    if manifest.get("plugin"):
+        beside = Path(manifest["plugin"]["library"]).with_name("libwtconv_trt_plugin.so")
+        abi = manifest["plugin"].get("abi")
+        static_lib = beside if beside.is_file() else default_plugin(static=True, abi=abi) or "libwtconv_trt_plugin.so"
     parts = [f"polygraphy run {engine} --model-type engine --trt"]
     if manifest.get("plugin"):
         parts.append(f"--plugins {static_lib}")

@@ -53,8 +53,8 @@ def add_engine_arguments(parser) -> None:
     g.add_argument(
         "--plugin",
         metavar="LIB",
-        help="WTConv2d plugin library (default: the one recorded in the engine's manifest, else "
-        "build/plugin/trt/libwtconv_trt_plugin_dynamic.so)",
+        help="WTConv2d plugin library (default: the one recorded in the engine's manifest, else the one "
+        "'wtconv-trt doctor' finds)",
     )
     g.add_argument(
         "--iterations",
