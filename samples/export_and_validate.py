@@ -4,6 +4,7 @@
     python samples/export_and_validate.py                      # the shipped default model, into ./onnx_out
     python samples/export_and_validate.py --arch wtconvnext_tiny --checkpoint WTConvNeXt_tiny_5_300e_ema.pth
     python samples/export_and_validate.py --arch wtconvnext_tiny --random-weights --input-shape 1,3,64,64
+    python samples/export_and_validate.py --arch wtconvnext_tiny --checkpoint ckpt10.pth   # fine-tuned (10 classes)
 
 For each variant -- plugin nodes fp32 (what TensorRT with our plugin takes), plugin nodes fp16 (TensorRT 11's
 strongly typed fp16 engine), standard ops fp32 (any runtime; TensorRT without the plugin) -- it calls the Python
@@ -29,13 +30,21 @@ def main() -> int:
     weights = parser.add_mutually_exclusive_group()
     weights.add_argument("--checkpoint", help="published-format .pth or .safetensors weights for --arch")
     weights.add_argument("--random-weights", action="store_true", help="random weights for --arch")
+    parser.add_argument("--num-classes", type=int, help="classes of --arch's head (default: the checkpoint's, or 1000)")
+    parser.add_argument("--in-chans", type=int, help="input channels of --arch (default: the checkpoint's, or 3)")
     parser.add_argument("--input-shape", help="B,C,H,W example for the export and the validation inputs")
     args = parser.parse_args()
+    options = dict(
+        checkpoint=args.checkpoint,
+        random_weights=args.random_weights,
+        num_classes=args.num_classes,
+        in_chans=args.in_chans,
+    )
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        model, _ = wtconv_trt.load_model(args.arch, checkpoint=args.checkpoint, random_weights=args.random_weights)
+        model, _ = wtconv_trt.load_model(args.arch, **options)
         failed = []
         for ops, precision in VARIANTS:
             path = out / f"{args.arch or 'default'}_{ops}_{precision}.onnx"
@@ -43,8 +52,7 @@ def main() -> int:
             exported = wtconv_trt.export_onnx(
                 path,
                 arch=args.arch,
-                checkpoint=args.checkpoint,
-                random_weights=args.random_weights,
+                **options,
                 ops=ops,
                 precision=precision,
                 input_shape=args.input_shape,

@@ -115,6 +115,8 @@ def load_images(paths, channels, height, width, digits_config, mean, std):
         pictures.append(array.transpose(2, 0, 1))
     if mean is None:
         mean, std = IMAGENET if channels == 3 else ((0.0,), (1.0,))
+    if len(mean) not in (1, channels) or len(std) not in (1, channels) or not all(v > 0 for v in std):
+        raise Stop(f"--mean and --std: one value or {channels} (one per channel) each, --std above 0")
     x = np.stack(pictures)
     return (x - np.asarray(mean, np.float32).reshape(1, -1, 1, 1)) / np.asarray(std, np.float32).reshape(1, -1, 1, 1)
 

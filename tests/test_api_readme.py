@@ -90,16 +90,18 @@ def test_example_builds_with_the_plugin_and_skips_what_needs_a_gpu(tmp_path, rtx
 def test_export_and_validate_sample(tmp_path):
     """samples/export_and_validate.py, a script a user copies, on the API: three exports, each validated; a mistake
     in its arguments is one line and exit status 2, with nothing written."""
-    sample = str(REPO / "samples" / "export_and_validate.py")
-    environment = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, sample, "--out", "out"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=environment,
-    )
+
+    def sample(*argv) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(REPO / "samples" / "export_and_validate.py"), *argv],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+
+    done = sample("--out", "out")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.count("PASSED: ONNX Runtime vs PyTorch") == 3
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
@@ -107,14 +109,16 @@ def test_export_and_validate_sample(tmp_path):
         "default_plugin_fp32.onnx",
         "default_standard_fp32.onnx",
     ]
-    bad = subprocess.run(
-        [sys.executable, sample, "--out", "bad", "--arch", "wtconvnext_tiny"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=environment,
-    )
-    expected = "--arch wtconvnext_tiny needs exactly one of --checkpoint FILE or --random-weights"
-    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [f"export_and_validate.py: error: {expected}"]
-    assert list((tmp_path / "bad").iterdir()) == []
+    for argv, expected in [
+        (
+            ["--arch", "wtconvnext_tiny"],
+            "--arch wtconvnext_tiny needs exactly one of --checkpoint FILE or --random-weights",
+        ),
+        (
+            ["--arch", "wtconvnext_tiny", "--random-weights", "--in-chans", "0"],
+            "argument --in-chans: expected an integer from 1 to 1024, got 0",
+        ),
+    ]:
+        bad = sample("--out", "bad", *argv)
+        assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [f"export_and_validate.py: error: {expected}"]
+        assert list((tmp_path / "bad").iterdir()) == []

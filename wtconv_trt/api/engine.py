@@ -126,26 +126,14 @@ def validate_engine(
     model and the engine's profiles."""
     from trt_engine.validate import DEFAULT_ITERATIONS
     from trt_engine.validate import validate_engine as validate
-    from wtconv_export.errors import InputError
     from wtconv_export.inputs import MAX_SEED, check_int
     from wtconv_export.paths import check_input_file
 
-    from .models import BOTH_MESSAGE, load_model, model_options_given
+    from .models import resolve_model
 
     check_int(seed, "--seed", 0, MAX_SEED)
     check_input_file(engine, what="engine", made_by="build one with 'wtconv-trt build MODEL.onnx'")
-    source = None
-    if model is not None and model_options_given(arch, checkpoint, random_weights, num_classes, in_chans):
-        raise InputError(BOTH_MESSAGE)
-    if model is None and model_options_given(arch, checkpoint, random_weights, num_classes, in_chans):
-        model, source = load_model(
-            arch,
-            checkpoint=checkpoint,
-            random_weights=random_weights,
-            seed=seed,
-            num_classes=num_classes,
-            in_chans=in_chans,
-        )
+    model, source = resolve_model(model, arch, checkpoint, random_weights, seed, num_classes, in_chans)
     return validate(
         engine,
         plugin=plugin,

@@ -6,7 +6,6 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from wtconv_export.errors import InputError
 from wtconv_export.inputs import MAX_SEED, check_choice, check_int, shape_of
 
 __all__ = ["DEFAULT_INPUT_SHAPE", "MIN_OPSET", "OPS", "PRECISIONS", "export_onnx", "newest_opset"]
@@ -74,7 +73,7 @@ def export_onnx(
     from wtconv_export.onnx_export import export_onnx as export_model
     from wtconv_export.paths import check_output_file
 
-    from .models import BOTH_MESSAGE, load_model, model_options_given
+    from .models import resolve_model
 
     check_choice(ops, "--ops", OPS)
     check_choice(precision, "--precision", PRECISIONS)
@@ -85,19 +84,10 @@ def export_onnx(
         )
     shape = None if input_shape is None else shape_of(input_shape, "--input-shape", rank=4)
     path = check_output_file(output, option="-o", force=force)
-    if model is not None:
-        if model_options_given(arch, checkpoint, random_weights, num_classes, in_chans):
-            raise InputError(BOTH_MESSAGE)
-        description = {}
-    else:
-        model, description = load_model(
-            arch,
-            checkpoint=checkpoint,
-            random_weights=random_weights,
-            seed=seed,
-            num_classes=num_classes,
-            in_chans=in_chans,
-        )
+    model, description = resolve_model(
+        model, arch, checkpoint, random_weights, seed, num_classes, in_chans, default=True
+    )
+    description = description or {}  # a module given: the exporter records its class
     shape = shape or parse_shape(description.get("input_shape", DEFAULT_INPUT_SHAPE))
     check_input_shape(model, shape, "--input-shape", dynamic=not static)
     if description:

@@ -69,6 +69,40 @@ def load_model(
     )
 
 
+def resolve_model(
+    model: Any,
+    arch: str | None = None,
+    checkpoint: str | None = None,
+    random_weights: bool = False,
+    seed: int = 0,
+    num_classes: int | None = None,
+    in_chans: int | None = None,
+    *,
+    default: bool = False,
+) -> tuple[Any, dict | None]:
+    """The model a job works on, from its ``model`` and model options (MODEL_OPTIONS, in that order): the module
+    given (description None), else load_model of the options when any is given, or with ``default`` always (the
+    shipped default model), else (None, None): the job takes the model its input file records. InputError for a
+    module and options both."""
+    from wtconv_export.errors import InputError
+
+    given = model_options_given(arch, checkpoint, random_weights, num_classes, in_chans)
+    if model is not None:
+        if given:
+            raise InputError(BOTH_MESSAGE)
+        return model, None
+    if not (given or default):
+        return None, None
+    return load_model(
+        arch,
+        checkpoint=checkpoint,
+        random_weights=random_weights,
+        seed=seed,
+        num_classes=num_classes,
+        in_chans=in_chans,
+    )
+
+
 def model_options_given(arch=None, checkpoint=None, random_weights=False, num_classes=None, in_chans=None) -> bool:
     """Whether any model-source option was given (otherwise a job takes the model its input file records)."""
     return bool(arch or checkpoint or random_weights) or num_classes is not None or in_chans is not None

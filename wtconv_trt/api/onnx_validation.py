@@ -68,7 +68,7 @@ def validate_onnx(
     from wtconv_export.onnx_validate import validate_onnx as compare_onnx
     from wtconv_export.paths import check_input_file
 
-    from .models import BOTH_MESSAGE, load_model, model_options_given
+    from .models import resolve_model
 
     seed = check_int(seed, "--seed", 0, MAX_SEED)
     tolerance = None if tolerance is None else check_tolerance(tolerance)
@@ -88,19 +88,11 @@ def validate_onnx(
             f"written by 'wtconv-trt export'"
         ) from error
     metadata = read_metadata(proto)
-    if model is not None:
-        if model_options_given(arch, checkpoint, random_weights, num_classes, in_chans):
-            raise InputError(BOTH_MESSAGE)
+    given = model is not None
+    model, description = resolve_model(model, arch, checkpoint, random_weights, seed, num_classes, in_chans)
+    if given:
         description, what = {}, "the PyTorch model given"
-    elif model_options_given(arch, checkpoint, random_weights, num_classes, in_chans):
-        model, description = load_model(
-            arch,
-            checkpoint=checkpoint,
-            random_weights=random_weights,
-            seed=seed,
-            num_classes=num_classes,
-            in_chans=in_chans,
-        )
+    elif model is not None:
         what = f"--arch {arch}" if arch else "the default model"
     else:
         model, description = build_model_from_metadata(metadata)
