@@ -54,8 +54,9 @@ def log(message: str) -> None:
     print(f"[bench_ort {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def export_models(folder: Path, precisions, device: str, models) -> dict:
-    """{(model, precision): path}: the WTConvNeXt-T exports and, for CUDA, timm's ConvNeXt-T."""
+def export_models(folder: Path, precisions, device: str, models, reuse: bool = False) -> dict:
+    """{(model, precision): path}: the WTConvNeXt-T exports and, for CUDA, timm's ConvNeXt-T. `reuse`: keep files
+    already in `folder` from an earlier run of this script (so a timing can start at once)."""
     import torch
 
     from wtconv_export.onnx_export import export_onnx
@@ -68,11 +69,15 @@ def export_models(folder: Path, precisions, device: str, models) -> dict:
             if ops not in models and not (ops == "plugin" and {"python-op", "rest"} & set(models)):
                 continue
             path = folder / f"{ARCH}_{ops}_{precision}.onnx"
-            log(f"exporting {path.name}")
-            export_onnx(model, path, ops=ops, precision=precision, input_shape=(1, *SHAPE), metadata=description)
+            if not (reuse and path.is_file()):
+                log(f"exporting {path.name}")
+                export_onnx(model, path, ops=ops, precision=precision, input_shape=(1, *SHAPE), metadata=description)
             paths[(ops, precision)] = path
         if "rest" in models:
-            paths[("rest", precision)] = without_wtconv(paths[("plugin", precision)], folder)
+            rest = folder / paths[("plugin", precision)].name.replace("plugin", "rest")
+            paths[("rest", precision)] = (
+                rest if reuse and rest.is_file() else without_wtconv(paths[("plugin", precision)], folder)
+            )
     if "convnext" in models and device == "cuda":
         try:
             import timm
@@ -369,6 +374,7 @@ def main(argv=None) -> int:
     parser.add_argument("--tf32", choices=("default", "on", "off"), default="default", help="CUDA EP use_tf32")
     parser.add_argument("--profile", action="store_true", help="CPU: add ONNX Runtime's per-operator profile")
     parser.add_argument("--onnx-dir", type=Path, help="keep the exported models here (default: a temporary folder)")
+    parser.add_argument("--reuse-onnx", action="store_true", help="with --onnx-dir: use the models already there")
     args = parser.parse_args(argv)
 
     import onnxruntime as ort
@@ -392,12 +398,12 @@ def main(argv=None) -> int:
     providers = providers_for(device, args.tf32)
     args.out.mkdir(parents=True, exist_ok=True)
 
-    load_before = round(os.getloadavg()[0], 2)
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.onnx_dir or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        paths = export_models(folder, precisions, device, models)
+        paths = export_models(folder, precisions, device, models, reuse=args.reuse_onnx and args.onnx_dir is not None)
         rows, profiles = [], {}
+        load_before = round(os.getloadavg()[0], 2)
         for precision in precisions:
             for batch in batches:
                 x = np.random.default_rng(0).standard_normal((batch, *SHAPE)).astype(np.float32)
@@ -413,7 +419,7 @@ def main(argv=None) -> int:
                         continue
                     op = "native" if name == "plugin" else "python"  # python: the Python op, or no WTConv2d node
                     runners[name] = OrtRunner(paths[key], device, providers, library, xp, op)
-                    counts[name] = max(3, runs // 6) if name == "python-op" else runs
+                    counts[name] = 3 if name == "python-op" else runs
                 eager = {n: runners.pop(n) for n in list(runners) if n == "eager"}
                 log(f"timing {precision} B={batch}: {', '.join(runners)}")
                 times = time_rounds(runners, args.warmup, counts)
@@ -443,7 +449,7 @@ def main(argv=None) -> int:
         "meta": {**machine(device, library), "load_average_1min_before": load_before},
         "provider_options": providers[0][1] if device == "cuda" else "CPUExecutionProvider, default options",
         "method": (
-            f"{args.warmup} warm-up runs each, then {runs} rounds taking turns (python-op: fewer); median wall time "
+            f"{args.warmup} warm-up runs each, then {runs} rounds taking turns (python-op: 3); median wall time "
             "per run; "
             + ("input and output bound on the GPU (I/O binding)" if device == "cuda" else f"{threads} threads")
         ),
