@@ -381,3 +381,17 @@ def test_tensor_attributes_are_read_as_the_tensorrt_parser_reads_them(ort_librar
     x = np.random.default_rng(2).standard_normal((2, 3, 11, 13)).astype(np.float32)
     y = session(ort_library, as_tensors).run(None, {"x": x})[0]
     assert np.array_equal(y, session(ort_library, as_floats).run(None, {"x": x})[0])
+
+
+def test_a_library_without_its_cuda_op_is_named_when_cuda_is_asked_for(ort_library, caplog):
+    """Asking for the CUDA EP with a library built without its CUDA op still runs (ONNX Runtime places the nodes on
+    the CPU), and the log says why and how to fix it."""
+    if libraries.ort_library_info(ort_library).get("cuda") == "yes":
+        pytest.skip("this library has its CUDA op")
+    folded = fold_wtconv(random_wtconv2d(2, 3, 1, 1, 0))
+    with caplog.at_level("WARNING", logger="wtconv_export.onnx_ort"):
+        sess = make_ort_session(
+            node_model(folded), ["CUDAExecutionProvider", "CPUExecutionProvider"], op="native", library=ort_library
+        )
+    assert "built without its CUDA op" in caplog.text
+    assert sess.run(None, {"x": np.zeros((1, 2, 5, 5), np.float32)})[0].shape == (1, 2, 5, 5)

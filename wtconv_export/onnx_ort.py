@@ -268,6 +268,14 @@ def make_ort_session(
                 f"ONNX Runtime could not load {path}: {str(error).strip()}; rebuild it with 'wtconv-trt build-libs'"
             ) from error
         log.info("WTConv2d nodes run on the native ONNX Runtime op %s", path)
+        wants_cuda = any((p[0] if isinstance(p, tuple) else p) == "CUDAExecutionProvider" for p in providers)
+        if wants_cuda and libraries.ort_library_info(path).get("cuda") != "yes":
+            log.warning(
+                "%s was built without its CUDA op (no nvcc where it was built): ONNX Runtime runs the %s nodes on "
+                "the CPU, copying their tensors to and from the GPU; rebuild it with the CUDA toolkit present",
+                path,
+                contract.OP_TYPE,
+            )
         if isinstance(model, (str, os.PathLike)):
             return _session(os.fspath(model), options, providers)
         return _session(model if isinstance(model, bytes) else model.SerializeToString(), options, providers)
