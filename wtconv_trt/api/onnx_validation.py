@@ -100,7 +100,9 @@ def validate_onnx(
     check_onnx_matches_model(proto, model, what)
     _, dims = onnx_input(proto)
     del proto
-    description = {**metadata, **description}
+    # The export's own record wins where both say (its example size: a WTConvNeXt exported at 64x64 is checked at
+    # 64x64, as the docstring says, not at the architecture's native 224x224).
+    description = {**description, **metadata}
     if inputs is not None:
         shown = f"--inputs {os.fspath(inputs)}" if isinstance(inputs, (str, os.PathLike)) else "--inputs"
         arrays = load_inputs(os.fspath(inputs)) if isinstance(inputs, (str, os.PathLike)) else list(inputs)
