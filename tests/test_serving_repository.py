@@ -246,3 +246,20 @@ def test_a_refused_start_leaves_no_temporary_folder(tmp_path, monkeypatch):
     with pytest.raises(ServingError, match="holds no model folder"):
         launcher.start()
     assert not list(tmp_path.glob("tritonserver-*")) and launcher.log_file is None
+
+
+def test_a_module_exported_from_python_is_not_served_by_torch_cuda(tmp_path, monkeypatch):
+    """torch-cuda rebuilds the PyTorch model from the ONNX metadata, which a module exported from Python does not
+    hold: where that runtime could run (a GPU and the kernel library, stood in here), auto takes ONNX Runtime for
+    such a model, and asking for torch-cuda says why not, instead of a model that fails to load in the server."""
+    torch = pytest.importorskip("torch")
+    from wtconv_export import cuda_kernels
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(cuda_kernels, "find_library", lambda: tmp_path / "libwtconv_kernels_capi.so")
+    mine = tiny_onnx(tmp_path / "unet.onnx", metadata={"source": "module", "module_class": "my.UNet"})
+    shipped = tiny_onnx(tmp_path / "digits.onnx", metadata={"source": "default", "weights": "shipped"})
+    assert "exported from a Python module" in runtimes.unavailable_reason("torch-cuda", onnx_path=mine)
+    assert runtimes.unavailable_reason("torch-cuda", onnx_path=shipped) is None
+    assert runtimes.select_runtime("auto", onnx_path=mine) == "onnxruntime"
+    assert runtimes.select_runtime("auto", onnx_path=shipped) == "torch-cuda"

@@ -164,6 +164,14 @@ def unavailable_reason(runtime: str, *, onnx_path=None, engine_path=None) -> str
             return "no ONNX model in the repository (its metadata names the PyTorch model)"
         if cuda_kernels.find_library() is None:
             return "our CUDA kernel library is not built (" + cuda_kernels.BUILD_HINT + ")"
+        import onnx
+
+        from wtconv_export.onnx_export import read_metadata
+        from wtconv_export.onnx_models import MODULE_SOURCE
+
+        if read_metadata(onnx.load(str(onnx_path), load_external_data=False)).get("source") == MODULE_SOURCE:
+            # TorchCudaRunner rebuilds the model from the metadata; a module exported from Python is not there.
+            return "the model was exported from a Python module, which PyTorch cannot rebuild from the ONNX file"
         return None
     if runtime == "tensorrt":
         from trt_engine import tensorrt_api
