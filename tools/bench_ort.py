@@ -432,7 +432,7 @@ def main(argv=None) -> int:
                 if args.profile and device == "cpu":
                     for name in ("plugin", "standard"):
                         if name in runners:
-                            prefix = str(args.out / f"profile_{name}_{precision}_b{batch}")
+                            prefix = str(Path(tmp) / f"profile_{name}_{precision}_b{batch}")
                             runner = OrtRunner(
                                 paths[(name, precision)],
                                 device,
