@@ -40,6 +40,7 @@ ORT_OP_TYPE = "WTConv2dSpec"
 OPS = ("auto", "native", "python")  # how make_ort_session runs WTConv2d nodes
 
 _registered = False
+_fallback_said = False  # the fallback to the Python op is said once per process, not once per session
 
 
 def _register_python_op() -> None:
@@ -289,7 +290,9 @@ def make_ort_session(
                 f"the model has {count} {contract.OP_TYPE} nodes; running them in ONNX Runtime needs libwtconv_ort.so "
                 "(wtconv-trt build-libs) or onnxruntime-extensions (pip install onnxruntime-extensions)"
             ) from error
-        if op == "auto":
+        global _fallback_said
+        if op == "auto" and not _fallback_said:
+            _fallback_said = True
             log.warning(
                 "libwtconv_ort.so not found: the %d %s nodes run through the onnxruntime-extensions Python op (CPU "
                 "only, several times slower); build the native op with 'wtconv-trt build-libs'",
