@@ -1,5 +1,6 @@
-"""What this machine has for wtconv-trt: libraries found (in lookup order), TensorRT / TensorRT-RTX, CUDA, GPU, and
-what the user can and cannot do with them. Read by ``wtconv-trt doctor``; nothing here loads TensorRT or a plugin.
+"""What this machine has for wtconv-trt: libraries found (in lookup order), TensorRT / TensorRT-RTX, ONNX Runtime and
+its execution providers, CUDA, GPU, and what the user can and cannot do with them. Read by ``wtconv-trt doctor``;
+nothing here loads TensorRT, a plugin or the ONNX Runtime custom-op library (its record is read from the file).
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ class Survey:
     rtx_environment: str | None = None  # the loader line for another process (polygraphy)
     backends: dict = field(default_factory=dict)  # installed backend -> BackendFinding, in backends' order
     gpu: str | None = None  # the CUDA GPU PyTorch sees, None when there is none
+    onnxruntime: str | None = None  # the version of the onnxruntime Python package, None when absent
+    ort_providers: list = field(default_factory=list)  # its execution providers
+    ort_library: object = None  # Path of libwtconv_ort.so found in lookup order, or None
+    ort_cuda_problem: str | None = None  # why ONNX Runtime cannot run exports on the GPU here (None: it can)
 
 
 def _distribution_versions(prefix: str) -> dict:
@@ -56,6 +61,36 @@ def _distribution_versions(prefix: str) -> dict:
         if name == prefix or name.startswith(prefix + "-"):
             out[name] = dist.version
     return out
+
+
+def _ort_library_note(path) -> str:
+    """What a libwtconv_ort.so found is: its ops and versions (its record, wtconv_export.libraries.ort_library_info)."""
+    info = libraries.ort_library_info(path)
+    if not info:
+        return "unusable: no wtconv_ort_info record (not built from plugin/onnxruntime)"
+    ops = "CPU and CUDA ops" if info.get("cuda") == "yes" else "CPU op only"
+    return f"{ops}, version {info.get('package_version', '?')}, ONNX Runtime C API {info.get('ort_api', '?')}+"
+
+
+def _onnxruntime() -> tuple[str | None, list]:
+    """(version, execution providers) of the onnxruntime package, or (None, [])."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return None, []
+    return onnxruntime.__version__, list(onnxruntime.get_available_providers())
+
+
+def ort_cuda_problem(providers: list, library) -> str | None:
+    """Why ONNX Runtime cannot run plugin exports on a GPU here (None: it can): no CUDA execution provider (the
+    CPU-only onnxruntime), or no libwtconv_ort.so with its CUDA op."""
+    if "CUDAExecutionProvider" not in providers:
+        return "this onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu in its place)"
+    if library is None:
+        return "no libwtconv_ort.so for the WTConv2d nodes (wtconv-trt build-libs, with nvcc present)"
+    if libraries.ort_library_info(library).get("cuda") != "yes":
+        return f"{library} has no CUDA op (rebuild it with nvcc present: wtconv-trt build-libs)"
+    return None
 
 
 def _plugin_note(path) -> str:
@@ -124,7 +159,13 @@ def survey() -> Survey:
         for candidate in libraries.candidates(kind):
             note = ""
             if candidate.exists:
-                note = _plugin_note(candidate.path) if kind.startswith("plugin") else "found"
+                note = (
+                    _plugin_note(candidate.path)
+                    if kind.startswith("plugin")
+                    else _ort_library_note(candidate.path)
+                    if kind == "ort"
+                    else "found"
+                )
             rows.append((candidate, note))
         s.libraries[kind] = rows
 
@@ -153,6 +194,32 @@ def survey() -> Survey:
             s.rtx_environment = rtx_libraries.shell_environment()
         except Exception as error:  # noqa: BLE001 -- a survey reports, it does not stop
             s.rtx_environment = f"(cannot prepare: {error})"
+    s.onnxruntime, s.ort_providers = _onnxruntime()
+    ort_dists = _distribution_versions("onnxruntime")
+    s.software.append(
+        Finding(
+            "ONNX Runtime",
+            (
+                ", ".join(f"{k} {v}" for k, v in sorted(ort_dists.items()))
+                + f"; imports as onnxruntime {s.onnxruntime}, providers: {', '.join(s.ort_providers)}"
+            )
+            if s.onnxruntime
+            else "not installed (pip install onnxruntime, or onnxruntime-gpu for its CUDA execution provider)",
+            s.onnxruntime is not None,
+        )
+    )
+    from wtconv_export.library_build import onnxruntime_headers
+
+    ort_headers = onnxruntime_headers()
+    s.software.append(
+        Finding(
+            "ORT C headers",
+            str(ort_headers)
+            if ort_headers
+            else "not found (set ONNXRUNTIME_INCLUDE_DIR; needed to build libwtconv_ort.so)",
+            ort_headers is not None,
+        )
+    )
     nvcc = _nvcc_version()
     s.software.append(Finding("CUDA compiler", nvcc or "nvcc not found", nvcc is not None))
     cudart = ctypes.util.find_library("cudart")
@@ -177,6 +244,25 @@ def survey() -> Survey:
 
     kernels = libraries.find("kernels")
     s.can.append(Finding("export to ONNX and validate in ONNX Runtime", "always (CPU)", True))
+    s.ort_library = libraries.find("ort")
+    s.can.append(
+        Finding(
+            "run plugin exports in ONNX Runtime on the CPU (validate, serve, demo)",
+            f"WTConv2d nodes on the native op {s.ort_library}"
+            if s.ort_library
+            else "WTConv2d nodes through the onnxruntime-extensions Python op, several times slower: build "
+            "libwtconv_ort.so (wtconv-trt build-libs)",
+            s.ort_library is not None,
+        )
+    )
+    s.ort_cuda_problem = ort_cuda_problem(s.ort_providers, s.ort_library)
+    s.can.append(
+        Finding(
+            "run plugin exports in ONNX Runtime on a GPU (validate --device cuda, serve --runtime onnxruntime)",
+            s.ort_cuda_problem or "yes: CUDA execution provider and libwtconv_ort.so's CUDA op",
+            s.ort_cuda_problem is None,
+        )
+    )
     s.can.append(
         Finding(
             "run the fused CUDA kernels from PyTorch",
@@ -225,15 +311,24 @@ def survey() -> Survey:
                 False,
             )
         )
-    can_build = nvcc is not None and shutil.which("cmake") is not None
+    cmake = shutil.which("cmake") is not None
+    compiler = any(shutil.which(c) for c in ("c++", "g++", "clang++"))
+    buildable = []
+    if cmake and nvcc is not None:
+        buildable.append("the kernel library, and the TensorRT plugin with --tensorrt-headers")
+    if cmake and compiler and ort_headers is not None:
+        buildable.append("libwtconv_ort.so" + (" with its CUDA op" if nvcc else " (CPU op; its CUDA op needs nvcc)"))
     s.can.append(
         Finding(
             "build the libraries (wtconv-trt build-libs)",
-            "yes" if can_build else "needs CMake and the CUDA toolkit (nvcc)",
-            can_build,
+            "; ".join(buildable)
+            if buildable
+            else "needs CMake with the CUDA toolkit (nvcc) for the kernels and plugin, or with a C++ compiler and ONNX "
+            "Runtime's C API headers for libwtconv_ort.so",
+            bool(buildable),
         )
     )
     return s
 
 
-__all__ = ["BackendFinding", "Finding", "Survey", "engine_gpu_problem", "survey"]
+__all__ = ["BackendFinding", "Finding", "Survey", "engine_gpu_problem", "ort_cuda_problem", "survey"]

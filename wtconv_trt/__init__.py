@@ -38,6 +38,7 @@ _EXPORTS = {
     # the libraries and the machine
     "build_libraries": ".api.libraries",
     "doctor": ".api.libraries",
+    "ort_library": ".api.libraries",
     # the demonstration and the kernel benchmark
     "run_demo": ".api.demo",
     "benchmark_layers": ".api.bench_layer",

@@ -92,12 +92,15 @@ def dims(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def only_with(args: argparse.Namespace, needed: str, dests, reason: str) -> None:
+def only_with(args: argparse.Namespace, needed: str, dests, reason: str, shown: str | None = None) -> None:
     """UsageError when an option among ``dests`` (argparse destinations, None when not given) was given without
-    ``--needed``: e.g. validate's engine options on an ONNX model."""
+    ``--needed`` (``shown``: how to name it instead, e.g. a positional MODEL.onnx): e.g. validate's engine options
+    on an ONNX model."""
     if getattr(args, needed, None):
         return
     given = [dest for dest in dests if getattr(args, dest, None) is not None]
     if given:
         option = "--" + given[0].replace("_", "-")
-        raise UsageError(f"wtconv-trt {args.command}", f"{option} applies only with --{needed} ({reason})")
+        raise UsageError(
+            f"wtconv-trt {args.command}", f"{option} applies only with {shown or '--' + needed} ({reason})"
+        )

@@ -1,5 +1,6 @@
-"""The compiled libraries and this machine: ``build_libraries`` (``wtconv-trt build-libs``) and ``doctor``
-(``wtconv-trt doctor``); docs/engines.md, "Libraries"."""
+"""The compiled libraries and this machine: ``build_libraries`` (``wtconv-trt build-libs``), ``doctor``
+(``wtconv-trt doctor``) and ``ort_library`` (``wtconv-trt doctor --ort-library``); docs/engines.md, "Libraries";
+docs/onnx_runtime.md."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from wtconv_export.errors import InputError
 from wtconv_export.inputs import check_int
 
-__all__ = ["DoctorReport", "LibrariesBuilt", "MAX_JOBS", "build_libraries", "doctor"]
+__all__ = ["DoctorReport", "LibrariesBuilt", "MAX_JOBS", "build_libraries", "doctor", "ort_library"]
 
 log = logging.getLogger(__name__)
 
@@ -22,16 +24,36 @@ NO_HEADERS = (
 )
 
 
+NO_ORT_HEADERS = (
+    "ONNX Runtime's C API headers (onnxruntime_c_api.h, 1.17 or newer; the onnxruntime wheels ship none) were not "
+    "found: wtconv-trt build-libs --onnxruntime-headers DIR, or set ONNXRUNTIME_INCLUDE_DIR (docs/onnx_runtime.md)"
+)
+
+
 @dataclass
 class LibrariesBuilt:
-    """What build_libraries installed: {kind: path} for "kernels", "plugin", "plugin-static"."""
+    """What build_libraries installed: {kind: path} for "kernels", "plugin", "plugin-static", "ort"
+    (libwtconv_ort.so, the ONNX Runtime custom-op library)."""
 
     installed: dict
+    ort_note: str | None = None  # why no libwtconv_ort.so was built, when none was
+    cuda: bool = True  # False: built with --no-cuda (no plugin was asked for)
 
     @property
     def note(self) -> str | None:
-        """Why no plugin was built, when none was."""
-        return None if "plugin" in self.installed else f"no TensorRT plugin built: {NO_HEADERS}"
+        """Why no plugin was built, when none was (and could have been)."""
+        return None if "plugin" in self.installed or not self.cuda else f"no TensorRT plugin built: {NO_HEADERS}"
+
+    def describe(self, kind: str) -> str:
+        """What the installed library of ``kind`` is, in a few words ("" when nothing is to be said): for the ONNX
+        Runtime library, its ops (its record, wtconv_export.libraries.ort_library_info)."""
+        if kind != "ort" or kind not in self.installed:
+            return ""
+        from wtconv_export.libraries import ort_library_info
+
+        info = ort_library_info(self.installed[kind])
+        ops = "CPU and CUDA ops" if info.get("cuda") == "yes" else "CPU op only, built without nvcc"
+        return f"{ops}; ONNX Runtime C API {info.get('ort_api', '?')}+"
 
 
 def build_libraries(
@@ -42,34 +64,57 @@ def build_libraries(
     source: str | os.PathLike | None = None,
     build_dir: str | os.PathLike | None = None,
     jobs: int | None = None,
+    onnxruntime_headers: str | os.PathLike | None = None,
+    cuda: bool = True,
 ) -> LibrariesBuilt:
-    """Build the CUDA kernel library and, with TensorRT headers, the two plugin libraries with CMake, and install
-    them where wtconv-trt looks for them (doctor shows the order).
+    """Build with CMake what this machine can, and install it where wtconv-trt looks for it (doctor shows the
+    order): the CUDA kernel library (where nvcc is found), with TensorRT headers the two plugin libraries, and with
+    ONNX Runtime's C API headers the ONNX Runtime custom-op library libwtconv_ort.so (its CPU op needs only a C++
+    compiler; its CUDA op is built where nvcc is found).
 
     tensorrt_headers: a TensorRT install or its include/ folder (10.x for TensorRT 10, 11.x for TensorRT 11 and
-    TensorRT-RTX); without it only the kernel library is built. cuda_arch: CMAKE_CUDA_ARCHITECTURES ("90",
-    "80;86;89;90", "native"; default plugin/'s list). into_package: install into the package's lib/ folder instead
-    of the per-user cache. source: the plugin/ folder of a checkout. build_dir: CMake's build folder (default in
-    the per-user cache). jobs: 1 to 1024 (default: CPU count). The headers, the build folder and the values are
-    checked before the (long) build starts."""
+    TensorRT-RTX); without it no plugin is built. onnxruntime_headers: the folder holding onnxruntime_c_api.h (default:
+    ONNXRUNTIME_INCLUDE_DIR, else a header set beside the checkout). cuda: False builds without nvcc even where it
+    is found (libwtconv_ort.so with its CPU op alone, no kernel library; not with tensorrt_headers). cuda_arch:
+    CMAKE_CUDA_ARCHITECTURES ("90", "80;86;89;90", "native"; default plugin/'s list). into_package: install into the
+    package's lib/ folder instead of the per-user cache. source: the plugin/ folder of a checkout. build_dir:
+    CMake's build folder (default in the per-user cache). jobs: 1 to 1024 (default: CPU count). The headers, the
+    build folder and the values are checked before the (long) build starts."""
     from wtconv_export import libraries
     from wtconv_export.library_build import build_libraries as build
     from wtconv_export.library_build import headers_abi, tensorrt_root
+    from wtconv_export.library_build import onnxruntime_headers as find_ort_headers
     from wtconv_export.paths import check_output_dir
 
     if jobs is not None:
         check_int(jobs, "--jobs", 1, MAX_JOBS)
+    if not cuda and tensorrt_headers:
+        raise InputError(
+            "--no-cuda: the TensorRT plugin libraries are CUDA code and need nvcc; leave out --tensorrt-headers "
+            "(to build libwtconv_ort.so's CPU op alone) or --no-cuda"
+        )
     if tensorrt_headers:
         headers_abi(tensorrt_root(tensorrt_headers))
+    if onnxruntime_headers is not None:
+        find_ort_headers(onnxruntime_headers)  # InputError when onnxruntime_c_api.h is not there
     if build_dir:
         check_output_dir(build_dir, option="--build-dir", force=True)
     root = libraries.package_lib_dir() if into_package else None
-    if not tensorrt_headers:  # said before the minutes of compiling, not only after them
+    ort_note = None if find_ort_headers(None, source) else f"no libwtconv_ort.so built: {NO_ORT_HEADERS}"
+    if onnxruntime_headers is not None:
+        ort_note = None
+    # What will not be built is said before the minutes of compiling, not only after them.
+    if not cuda:
+        log.info("--no-cuda: building libwtconv_ort.so with its CPU op alone")
+    elif not tensorrt_headers:
         log.warning(
-            "no --tensorrt-headers: building the kernel library (and libwtconv_ort.so where ONNX Runtime's headers "
-            "are found) only; %s",
+            "no --tensorrt-headers: building the kernel library%s only; %s%s",
+            "" if ort_note else " and libwtconv_ort.so",
             NO_HEADERS,
+            f"; {ort_note}" if ort_note else "",
         )
+    elif ort_note:
+        log.warning("%s", ort_note)
     log.info("building with CMake (a few minutes for several GPU architectures) ...")
     installed = build(
         tensorrt_headers=tensorrt_headers,
@@ -78,8 +123,10 @@ def build_libraries(
         install_root=root,
         cuda_architectures=cuda_arch,
         jobs=jobs,
+        onnxruntime_include=onnxruntime_headers,
+        with_cuda=cuda,
     )
-    return LibrariesBuilt(dict(installed))
+    return LibrariesBuilt(dict(installed), ort_note if "ort" not in installed else None, cuda)
 
 
 @dataclass
@@ -145,3 +192,31 @@ def doctor() -> DoctorReport:
     from wtconv_export import libraries
 
     return DoctorReport(survey(), libraries.ENV_CACHE, libraries.user_cache_dir(), dict(libraries.FILE_NAMES))
+
+
+def ort_library() -> Path:
+    """The path of libwtconv_ort.so, the ONNX Runtime custom-op library for the WTConv2d nodes, in the lookup order
+    ``wtconv-trt doctor`` shows (``wtconv-trt doctor --ort-library`` prints it), for any ONNX Runtime session::
+
+        options = onnxruntime.SessionOptions()
+        options.register_custom_ops_library(str(wtconv_trt.ort_library()))
+
+    ConfigurationError in one line when none is built, or when the environment variable WTCONV_ORT_LIB names a
+    file that does not exist (a path the user named is never passed over for another)."""
+    from wtconv_export import libraries
+    from wtconv_export.errors import ConfigurationError
+
+    variable = libraries.ENV_VARS["ort"]
+    named = os.environ.get(variable)
+    if named and not Path(named).expanduser().is_file():
+        raise ConfigurationError(
+            f"{variable}={named}: no such file; point it at libwtconv_ort.so or unset it to use the one "
+            "'wtconv-trt build-libs' installs"
+        )
+    found = libraries.ort_library()
+    if found is None:
+        raise ConfigurationError(
+            "libwtconv_ort.so is not built: 'wtconv-trt build-libs' builds and installs it (CMake, a C++ compiler "
+            f"and ONNX Runtime's C API headers; docs/onnx_runtime.md), or set {variable} to its path"
+        )
+    return found

@@ -1,5 +1,6 @@
-"""``validate_onnx``: an exported ONNX model against its PyTorch model, in ONNX Runtime on the CPU, through
-Polygraphy (``wtconv-trt validate MODEL.onnx``; docs/onnx_export.md, "Validation")."""
+"""``validate_onnx``: an exported ONNX model against its PyTorch model, in ONNX Runtime on the CPU or a GPU,
+through Polygraphy (``wtconv-trt validate MODEL.onnx``; docs/onnx_export.md, "Validation"; docs/onnx_runtime.md,
+"From wtconv-trt")."""
 
 from __future__ import annotations
 
@@ -24,21 +25,26 @@ def validate_onnx(
     input_shape: str | Sequence[int] | None = None,
     tolerance: float | None = None,
     verbose: bool = False,
+    device: str = "cpu",
+    ort_library: str | os.PathLike | None = None,
 ):
-    """Compare ``onnx_path`` run by ONNX Runtime (WTConv2d nodes by the executable spec) with its PyTorch model;
-    returns wtconv_export.onnx_validate.ValidationResult (``.passed``; ``.summary()`` is the verdict line
-    ``wtconv-trt validate`` prints).
+    """Compare ``onnx_path`` run by ONNX Runtime with its PyTorch model; returns
+    wtconv_export.onnx_validate.ValidationResult (``.passed``; ``.summary()`` is the verdict line ``wtconv-trt
+    validate`` prints, ending with where it ran).
 
     The PyTorch model: ``model`` (a torch.nn.Module), else load_model(arch, checkpoint=..., random_weights=...,
     seed=..., num_classes=..., in_chans=...) when any of those is given, else the one the export recorded in its
     metadata. inputs: a .npy / .npz file or (B, C, H, W) arrays, one comparison each; else generated at ``input_shape``
     (B,C,H,W); else the shipped held-out digits for the default model, or seeded random images at the export's size.
     tolerance: largest max |onnx - torch| / max |torch| (default 1e-4 fp32, 2e-2 fp16). verbose: Polygraphy prints its
-    own report too.
+    own report too. device: "cpu" (default), "cuda" or "cuda:N": ONNX Runtime's CUDA execution provider on that GPU
+    (onnxruntime-gpu), TF32 off. ort_library: the native op library libwtconv_ort.so for the WTConv2d nodes
+    (default: the one ``wtconv-trt doctor`` finds; on the CPU without one, the onnxruntime-extensions Python op
+    runs them, said once in the log; on a GPU its CUDA op is required).
 
-    Checked before anything runs: the values, the ONNX file, the model against the ONNX model (channels,
-    classes), the inputs or shape against the model (channels, smallest size) and against the export's fixed
-    dimensions."""
+    Checked before anything runs: the values, the ONNX file, where it can run (the CUDA execution provider and the
+    library's CUDA op for ``device="cuda"``), the model against the ONNX model (channels, classes), the inputs or
+    shape against the model (channels, smallest size) and against the export's fixed dimensions."""
     import contextlib
     import io
 
@@ -65,6 +71,7 @@ def validate_onnx(
     )
     from wtconv_export.onnx_export import read_metadata
     from wtconv_export.onnx_models import build_model_from_metadata
+    from wtconv_export.onnx_validate import check_ort_library, parse_device, plan_ort_execution
     from wtconv_export.onnx_validate import validate_onnx as compare_onnx
     from wtconv_export.paths import check_input_file
 
@@ -73,6 +80,9 @@ def validate_onnx(
     seed = check_int(seed, "--seed", 0, MAX_SEED)
     tolerance = None if tolerance is None else check_tolerance(tolerance)
     shape = None if input_shape is None else shape_of(input_shape, "--input-shape", rank=4)
+    parse_device(device)
+    if ort_library is not None:
+        check_ort_library(ort_library)
     onnx_path = os.fspath(onnx_path)
     check_input_file(onnx_path, what="ONNX model", made_by="export one with 'wtconv-trt export -o MODEL.onnx'")
     try:
@@ -88,6 +98,7 @@ def validate_onnx(
             f"written by 'wtconv-trt export'"
         ) from error
     metadata = read_metadata(proto)
+    execution = plan_ort_execution(proto, device, ort_library)  # before the (slow) PyTorch model is built
     given = model is not None
     model, description = resolve_model(model, arch, checkpoint, random_weights, seed, num_classes, in_chans)
     if given:
@@ -119,4 +130,6 @@ def validate_onnx(
         check_arrays_fit_onnx(arrays, dims, "the default inputs (give --inputs or --input-shape)")
     quiet = contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO())
     with quiet:  # Polygraphy's log (and its note about the 'colored' package) only when verbose
-        return compare_onnx(onnx_path, model, arrays, tolerance=tolerance, polygraphy_report=verbose)
+        return compare_onnx(
+            onnx_path, model, arrays, tolerance=tolerance, polygraphy_report=verbose, execution=execution
+        )

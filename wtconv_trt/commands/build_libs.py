@@ -1,10 +1,13 @@
-"""``wtconv-trt build-libs [--tensorrt-headers DIR]``: build the kernel library and the plugin libraries with CMake
-and install them where wtconv-trt looks for them (the per-user cache by default; ``wtconv-trt doctor`` shows
-the lookup order). The job is wtconv_trt.api.libraries.build_libraries."""
+"""``wtconv-trt build-libs [--tensorrt-headers DIR]``: build the kernel library, the plugin libraries and the ONNX
+Runtime custom-op library with CMake and install them where wtconv-trt looks for them (the per-user cache by
+default; ``wtconv-trt doctor`` shows the lookup order). The job is wtconv_trt.api.libraries.build_libraries."""
 
 from wtconv_trt import arguments
 
-HELP = "build the CUDA kernel library and (with TensorRT headers) the plugin libraries, and install them"
+HELP = (
+    "build the CUDA kernel library, (with TensorRT headers) the plugin libraries and (with ONNX Runtime's headers) "
+    "libwtconv_ort.so, and install them"
+)
 
 
 def add_arguments(parser):
@@ -12,7 +15,19 @@ def add_arguments(parser):
         "--tensorrt-headers",
         metavar="DIR",
         help="TensorRT install or its include/ folder (10.x for TensorRT 10, 11.x for TensorRT 11 and "
-        "TensorRT-RTX); without it only the kernel library is built",
+        "TensorRT-RTX); without it no plugin is built",
+    )
+    parser.add_argument(
+        "--onnxruntime-headers",
+        metavar="DIR",
+        help="the include/ folder of ONNX Runtime's C API headers (1.17 or newer) for libwtconv_ort.so (default: "
+        "$ONNXRUNTIME_INCLUDE_DIR, else a header set beside the checkout)",
+    )
+    parser.add_argument(
+        "--no-cuda",
+        action="store_true",
+        help="build without nvcc even where it is found: libwtconv_ort.so with its CPU op alone (a C++ compiler is "
+        "all it needs), no kernel library",
     )
     parser.add_argument(
         "--cuda-arch",
@@ -45,9 +60,13 @@ def run(args) -> int:
         source=args.source,
         build_dir=args.build_dir,
         jobs=args.jobs,
+        onnxruntime_headers=args.onnxruntime_headers,
+        cuda=not args.no_cuda,
     )
     for kind, path in built.installed.items():
-        print(f"{kind:14} {path}")
-    if built.note:
-        print(f"({built.note})", file=sys.stderr)
+        what = built.describe(kind)
+        print(f"{kind:14} {path}" + (f"  ({what})" if what else ""))
+    for note in (built.ort_note, built.note):
+        if note:
+            print(f"({note})", file=sys.stderr)
     return 0

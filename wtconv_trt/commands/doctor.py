@@ -1,11 +1,23 @@
 """``wtconv-trt doctor``: where the compiled libraries are looked for and found, which TensorRT / TensorRT-RTX /
-CUDA / GPU this machine has, and what can and cannot be done with them (the job: wtconv_trt.api.libraries.doctor)."""
+ONNX Runtime / CUDA / GPU this machine has, and what can and cannot be done with them (the jobs:
+wtconv_trt.api.libraries.doctor; ``--ort-library``: wtconv_trt.api.libraries.ort_library)."""
 
-HELP = "show the libraries found (in lookup order), TensorRT / TensorRT-RTX / CUDA / GPU, and what works here"
+HELP = (
+    "show the libraries found (in lookup order), TensorRT / TensorRT-RTX / ONNX Runtime / CUDA / GPU, and what works "
+    "here"
+)
 
 
 def add_arguments(parser):
-    parser.add_argument(
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument(
+        "--ort-library",
+        action="store_true",
+        help="print only the path of libwtconv_ort.so, the ONNX Runtime custom-op library, for "
+        "SessionOptions.register_custom_ops_library(...) in any code (exit status 2 with the reason when none is "
+        "built)",
+    )
+    only.add_argument(
         "--rtx-env",
         action="store_true",
         help="print only the environment line another process (e.g. polygraphy) needs to load "
@@ -14,8 +26,11 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from wtconv_trt.api.libraries import doctor
+    from wtconv_trt.api.libraries import doctor, ort_library
 
+    if args.ort_library:
+        print(ort_library())
+        return 0
     report = doctor()
     found = report.survey
     if args.rtx_env:

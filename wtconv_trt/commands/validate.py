@@ -4,7 +4,7 @@ validate_onnx and wtconv_trt.api.engine.validate_engine."""
 
 from wtconv_trt import arguments
 
-HELP = "compare an exported ONNX model (ONNX Runtime, CPU) or a TensorRT engine with PyTorch via Polygraphy"
+HELP = "compare an exported ONNX model (ONNX Runtime, CPU or GPU) or a TensorRT engine with PyTorch via Polygraphy"
 
 
 def add_arguments(parser) -> None:
@@ -37,11 +37,26 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="also print Polygraphy's own report (default: one verdict line)"
     )
+    g = parser.add_argument_group("ONNX Runtime (MODEL.onnx)")
+    g.add_argument(
+        "--device",
+        default=None,
+        metavar="cpu|cuda|cuda:N",
+        help="where ONNX Runtime runs the export: cpu (default), or cuda[:N], its CUDA execution provider on GPU N "
+        "with TF32 off (needs onnxruntime-gpu, and libwtconv_ort.so built with its CUDA op for WTConv2d nodes)",
+    )
+    g.add_argument(
+        "--ort-library",
+        metavar="LIB",
+        help="libwtconv_ort.so for the WTConv2d nodes (default: the one 'wtconv-trt doctor' finds; without one, on "
+        "the CPU, the slower onnxruntime-extensions Python op runs them)",
+    )
     add_engine_arguments(parser)  # --plugin, --iterations, --atol/--rtol, --save-*, --force
 
 
 # Options of the engine validation only (argparse destinations).
 ENGINE_ONLY = ("plugin", "iterations", "atol", "rtol", "save_inputs", "save_outputs")
+ONNX_ONLY = ("device", "ort_library")  # where ONNX Runtime runs MODEL.onnx
 
 
 def add_engine_arguments(parser) -> None:
@@ -96,6 +111,8 @@ def run(args) -> int:
     if args.engine:
         from wtconv_trt.api.engine import validate_engine
 
+        arguments.only_with(args, "model", ONNX_ONLY, "an engine runs in TensorRT", shown="MODEL.onnx")
+
         report = validate_engine(
             args.engine,
             **model_options(args),
@@ -125,6 +142,8 @@ def run(args) -> int:
         input_shape=args.input_shape,
         tolerance=args.tolerance,
         verbose=args.verbose,
+        device=args.device or "cpu",
+        ort_library=args.ort_library,
     )
     print(result.summary())
     return 0 if result.passed else 1
