@@ -221,21 +221,26 @@ def summarise(name, precision, batch, seconds) -> dict:
     }
 
 
-def profile_breakdown(runner, runs: int) -> dict:
-    """ONNX Runtime's profile of `runs` runs after one warm-up: {operator type: ms per run}, plus the total."""
-    runner()
+def profile_breakdowns(runners: dict, runs: int) -> dict:
+    """ONNX Runtime's profiles of `runs` runs of each runner after one warm-up, the runners taking turns (so a busy
+    spell of the machine falls on all alike): {name: {operator type: [ms per run, % of the run]}, "(model_run)"}."""
+    for run in runners.values():
+        run()
     for _ in range(runs):
-        runner()
-    with open(runner.session.end_profiling()) as f:
-        events = json.load(f)
-    model_runs = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])
-    start_count = model_runs[-runs]["ts"] if len(model_runs) >= runs else 0
-    per_type = collections.Counter()
-    for e in events:
-        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time") and e["ts"] >= start_count:
-            per_type[e["args"]["op_name"]] += e["dur"] / 1e3 / runs
-    out = {op: round(ms, 3) for op, ms in per_type.most_common()}
-    out["(model_run)"] = round(statistics.median(e["dur"] for e in model_runs[-runs:]) / 1e3, 3)
+        for run in runners.values():
+            run()
+    out = {}
+    for name, runner in runners.items():
+        with open(runner.session.end_profiling()) as f:
+            events = json.load(f)
+        model_runs = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])[-runs:]
+        per_type = collections.Counter()
+        for e in events:
+            if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time") and e["ts"] >= model_runs[0]["ts"]:
+                per_type[e["args"]["op_name"]] += e["dur"] / 1e3 / runs
+        total = statistics.mean(e["dur"] for e in model_runs) / 1e3
+        out[name] = {op: [round(ms, 3), round(100 * ms / total, 1)] for op, ms in per_type.most_common()}
+        out[name]["(model_run)"] = [round(total, 3), 100.0]
     return out
 
 
@@ -352,9 +357,9 @@ def markdown(result: dict) -> str:
         lines += ["", "## Where the time goes: the WTConv2d layers against the rest (plugin - rest)", ""]
         lines += [f"- {s}" for s in shares]
     for key, breakdown in result.get("profiles", {}).items():
-        lines += ["", f"## Where the time goes: {key} (ONNX Runtime profile, ms per run, by operator type)", ""]
-        lines += ["| operator | ms |", "|---|---|"]
-        lines += [f"| {op} | {ms:.2f} |" for op, ms in breakdown.items()]
+        lines += ["", f"## Where the time goes: {key} (ONNX Runtime profile, by operator type)", ""]
+        lines += ["| operator | ms per run | % of the run |", "|---|---|---|"]
+        lines += [f"| {op} | {ms:.2f} | {share:.1f} |" for op, (ms, share) in breakdown.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -430,19 +435,21 @@ def main(argv=None) -> int:
                     runners.update(eager)
                 rows += [summarise(name, precision, batch, times[name]) for name in runners]
                 if args.profile and device == "cpu":
-                    for name in ("plugin", "standard"):
-                        if name in runners:
-                            prefix = str(Path(tmp) / f"profile_{name}_{precision}_b{batch}")
-                            runner = OrtRunner(
-                                paths[(name, precision)],
-                                device,
-                                providers,
-                                library,
-                                xp,
-                                "native" if name == "plugin" else "python",
-                                profile_prefix=prefix,
-                            )
-                            profiles[f"{name} {precision} B={batch}"] = profile_breakdown(runner, 10)
+                    profiled = {
+                        name: OrtRunner(
+                            paths[(name, precision)],
+                            device,
+                            providers,
+                            library,
+                            xp,
+                            "native" if name == "plugin" else "python",
+                            profile_prefix=str(Path(tmp) / f"profile_{name}_{precision}_b{batch}"),
+                        )
+                        for name in ("plugin", "standard")
+                        if name in runners
+                    }
+                    for name, breakdown in profile_breakdowns(profiled, 10).items():
+                        profiles[f"{name} {precision} B={batch}"] = breakdown
                 del runners
     result = {
         "device": device,
