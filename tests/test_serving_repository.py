@@ -201,21 +201,24 @@ def test_the_runtime_line_says_what_serves_and_why(tmp_path, monkeypatch):
     onnx_path = tiny_onnx(tmp_path / "m.onnx")
     reasons = {"tensorrt": "no CUDA GPU visible to PyTorch", "torch-cuda": "no CUDA GPU visible to PyTorch"}
     monkeypatch.setattr(runtimes, "unavailable_reason", lambda runtime, **_: reasons.get(runtime))
+    # Where ONNX Runtime runs: the CPU, as on a machine whose onnxruntime has no CUDA execution provider.
+    monkeypatch.setattr(runtimes, "resolve_ort_device", lambda device, *_: ("cpu", "no CUDA EP"))
     chosen, note = runtime_choice("auto", onnx_path, "tiny.engine")
     assert chosen == "onnxruntime"
     assert note == (
         "runtime onnxruntime (--runtime auto; tensorrt cannot run here: no CUDA GPU visible to PyTorch; torch-cuda "
-        "cannot run here: no CUDA GPU visible to PyTorch); the engine tiny.engine goes into the repository but does "
-        "not run on this machine"
+        "cannot run here: no CUDA GPU visible to PyTorch): ONNX Runtime CPU EP (not on a GPU: no CUDA EP); the "
+        "engine tiny.engine goes into the repository but does not run on this machine"
     )
     assert runtime_choice("auto", onnx_path, None)[1] == (
-        "runtime onnxruntime (--runtime auto; torch-cuda cannot run here: no CUDA GPU visible to PyTorch)"
+        "runtime onnxruntime (--runtime auto; torch-cuda cannot run here: no CUDA GPU visible to PyTorch): ONNX "
+        "Runtime CPU EP (not on a GPU: no CUDA EP)"
     )
     del reasons["tensorrt"]
     assert runtime_choice("auto", onnx_path, "tiny.engine") == ("tensorrt", "runtime tensorrt (--runtime auto)")
-    assert runtime_choice("onnxruntime", onnx_path, None) == (
+    assert runtime_choice("onnxruntime", onnx_path, None, device="cpu") == (
         "onnxruntime",
-        "runtime onnxruntime (--runtime onnxruntime)",
+        "runtime onnxruntime (--runtime onnxruntime): ONNX Runtime CPU EP",
     )
     with pytest.raises(ConfigurationError, match="runtime torch-cuda cannot run here: no CUDA GPU"):
         runtime_choice("torch-cuda", onnx_path, None)

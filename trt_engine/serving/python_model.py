@@ -36,9 +36,8 @@ class ServedModel:
         version_dir = Path(args["model_repository"]) / args["model_version"]
         onnx = version_dir / parameters["onnx_file"] if parameters.get("onnx_file") else None
         engine = version_dir / parameters["engine_file"] if parameters.get("engine_file") else None
-        plugin = parameters.get("plugin") or None
-        if plugin and not os.path.isabs(plugin):
-            plugin = str(Path(args["model_repository"]) / plugin)
+        plugin = _model_file(args, parameters.get("plugin"))
+        ort_library = _model_file(args, parameters.get("ort_library"))
         device = int(args.get("model_instance_device_id") or 0)
         threads = int(parameters.get("threads") or 0)
         start = time.perf_counter()
@@ -49,13 +48,16 @@ class ServedModel:
             plugin=plugin,
             device=device,
             threads=threads,
+            ort_device=parameters.get("ort_device") or "cpu",
+            ort_library=ort_library,
         )
         self.input_name = config["input"][0]["name"]
         self.output_name = config["output"][0]["name"]
         self.logger = pb_utils.Logger
+        described = getattr(self.runner, "description", None)
         self.logger.log_info(
-            f"{args['model_name']}: runtime {self.runner.name}, input {self.input_name} "
-            f"{self.runner.input_dtype}, output {self.output_name} {self.runner.output_dtype} "
+            f"{args['model_name']}: runtime {self.runner.name}, {f'{described}, ' if described else ''}input "
+            f"{self.input_name} {self.runner.input_dtype}, output {self.output_name} {self.runner.output_dtype} "
             f"(loaded in {time.perf_counter() - start:.1f} s)"
         )
 
@@ -100,6 +102,14 @@ class ServedModel:
 
     def finalize(self) -> None:
         self.runner = None
+
+
+def _model_file(args: dict, value: str | None) -> str | None:
+    """A file the config's parameter ``value`` names: as given when absolute, else in the model's folder (Triton
+    passes that folder as ``model_repository``), where the repository writer copies the libraries it carries."""
+    if not value:
+        return None
+    return value if os.path.isabs(value) else str(Path(args["model_repository"]) / value)
 
 
 def _dlpack_source(array: np.ndarray):

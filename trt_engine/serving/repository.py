@@ -8,13 +8,17 @@ Layout written under DIR (the model repository)::
     DIR/<name>/1/model.py       trt_engine/serving/model.py (hands over to trt_engine.serving.python_model)
     DIR/<name>/1/model.onnx     the exported ONNX model (ONNX Runtime, and the PyTorch model's metadata)
     DIR/<name>/1/model.plan     the TensorRT engine and model.plan.json, its manifest, when given
+    DIR/<name>/libwtconv_ort.so the ONNX Runtime op library for the WTConv2d nodes (runtime onnxruntime or auto), when
+                                one is found or given
     DIR/<name>/labels.txt       digit labels for the shipped default model
 
 The served model runs the best runtime present where the server runs (trt_engine/serving/runtimes.py) unless
-the config's ``runtime`` parameter names one. The config is parsed into Triton's ModelConfig protobuf
-(tritonclient's model_config_pb2, Triton's model_config.proto) before it is written, so a server never sees a
-config that does not parse. The TensorRT-backend repository (trt_engine/triton.py) stays the production recipe
-for a server with Triton's TensorRT backend.
+the config's ``runtime`` parameter names one; ``ort_device`` says where ONNX Runtime runs it (cpu, or cuda: the
+instance's GPU through the CUDA execution provider, with KIND_GPU instances). The config is parsed into Triton's
+ModelConfig protobuf (tritonclient's model_config_pb2, Triton's model_config.proto) before it is written, so a
+server never sees a config that does not parse. The TensorRT-backend repository (trt_engine/triton.py) and the
+onnxruntime-backend one (trt_engine/triton_onnxruntime.py) are the production recipes for a server with those
+backends.
 """
 
 from __future__ import annotations
@@ -90,7 +94,8 @@ def check_repository(repo) -> list:
 
 
 def describe_onnx(onnx_path) -> dict:
-    """Input/output names, element types and dims of an exported model, and its metadata."""
+    """Input/output names, element types and dims of an exported model, its metadata and its number of WTConv2d
+    nodes."""
     import onnx
 
     from wtconv_export.onnx_export import read_metadata
@@ -114,10 +119,13 @@ def describe_onnx(onnx_path) -> dict:
         dims = [int(d.dim_value) if d.HasField("dim_value") else -1 for d in kind.shape.dim]
         return {"name": value.name, "dtype": ONNX_TYPES[kind.elem_type], "shape": dims}
 
+    from wtconv_export.onnx_validate import wtconv_node_count
+
     return {
         "input": tensor(proto.graph.input[0]),
         "output": tensor(proto.graph.output[0]),
         "metadata": read_metadata(proto),
+        "wtconv_nodes": wtconv_node_count(proto),
     }
 
 
@@ -232,10 +240,13 @@ def check_repository_options(
     instance_kind: str = "auto",
     max_queue_delay_us: int = 500,
     threads: int = 0,
+    device: str = "auto",
+    ort_library=None,
 ) -> dict:
     """The options of write_python_repository checked, in the order ``wtconv-trt serve`` reports them, before
     anything is read or written; returns the ONNX model's description (describe_onnx)."""
-    from trt_engine.serving.runtimes import RUNTIMES
+    from trt_engine.serving.runtimes import ORT_DEVICES, RUNTIMES
+    from wtconv_export.onnx_validate import check_ort_library
     from wtconv_export.paths import check_output_dir
 
     if max_batch_size is not None:
@@ -245,6 +256,14 @@ def check_repository_options(
     check_int(max_queue_delay_us, "--max-queue-delay-us", 0, MAX_QUEUE_DELAY_US)
     check_int(threads, "--threads", 0, MAX_THREADS)
     check_choice(runtime, "--runtime", ("auto", *RUNTIMES))
+    check_choice(device, "--device", ORT_DEVICES)
+    if device != "auto" and runtime not in ("auto", "onnxruntime"):
+        raise InputError(
+            f"--device {device} says where ONNX Runtime runs the model: it applies with --runtime onnxruntime (or "
+            f"auto), not {runtime}, which runs on the GPU"
+        )
+    if ort_library is not None:
+        check_ort_library(ort_library)
     check_output_dir(out, option="--repo", force=True)  # an existing model folder needs force: write_python_repository
     if not str(onnx).endswith(".onnx"):
         raise InputError(f"{onnx}: give the exported ONNX model (MODEL.onnx); an engine goes with --engine")
@@ -267,11 +286,17 @@ def write_python_repository(
     warmup: bool = True,
     threads: int = 0,
     force: bool = False,
+    device: str = "auto",
+    ort_library=None,
 ) -> dict:
-    """Write the repository; returns {"model_dir", "config", "config_text", "max_batch_size", "name"}.
+    """Write the repository; returns {"model_dir", "config", "config_text", "max_batch_size", "name",
+    "ort_device", "ort_library"}.
 
-    name: default default_model_name. Every option is checked first (check_repository_options); an existing
-    model folder that holds files is replaced only with ``force``."""
+    name: default default_model_name. device: where the onnxruntime runtime runs the model, "cpu", "cuda" (the
+    instance's GPU, CUDA execution provider) or "auto" (cuda where onnxruntime-gpu and, for WTConv2d nodes, the
+    library's CUDA op exist on this machine, else cpu). ort_library: libwtconv_ort.so for the WTConv2d nodes (default:
+    the one found in lookup order), copied into the model's folder. Every option is checked first
+    (check_repository_options); an existing model folder that holds files is replaced only with ``force``."""
     description = check_repository_options(
         onnx,
         out,
@@ -281,6 +306,8 @@ def write_python_repository(
         instance_kind=instance_kind,
         max_queue_delay_us=max_queue_delay_us,
         threads=threads,
+        device=device,
+        ort_library=ort_library,
     )
     onnx = Path(onnx)
     name = name or default_model_name(onnx, description["metadata"])
@@ -290,8 +317,19 @@ def write_python_repository(
 
         plan = plan_batching(check_engine_request(engine).manifest)
         batch = plan.max_batch_size if max_batch_size is None else min(int(max_batch_size), plan.max_batch_size)
+    ort_device = None
+    if runtime in ("auto", "onnxruntime"):
+        from trt_engine.serving.runtimes import resolve_ort_device
+        from wtconv_export import libraries
+
+        if description["wtconv_nodes"] and ort_library is None:
+            ort_library = libraries.ort_library()  # None: the stub falls back to the Python op (CPU), and says so
+        ort_device = device if device != "auto" else resolve_ort_device("auto", onnx, ort_library)[0]
     if instance_kind == "auto":
-        instance_kind = "KIND_CPU" if runtime == "onnxruntime" else "KIND_GPU" if runtime != "auto" else "KIND_MODEL"
+        if runtime == "onnxruntime":
+            instance_kind = "KIND_GPU" if ort_device == "cuda" else "KIND_CPU"
+        else:
+            instance_kind = "KIND_GPU" if runtime != "auto" else "KIND_MODEL"
     else:
         instance_kind = INSTANCE_KINDS.get(instance_kind, instance_kind)
     out = Path(out)
@@ -306,7 +344,11 @@ def write_python_repository(
     if engine:
         parameters["engine_file"] = "model.plan"
     if plugin:
-        parameters["plugin"] = f"{name}/{Path(plugin).name}"
+        parameters["plugin"] = Path(plugin).name  # in the model's folder (python_model._model_file)
+    if ort_device:
+        parameters["ort_device"] = ort_device
+    if ort_library and description["wtconv_nodes"]:
+        parameters["ort_library"] = Path(ort_library).name
     if threads:
         parameters["threads"] = str(int(threads))
     labels = description["metadata"].get("source") == "default"
@@ -331,6 +373,8 @@ def write_python_repository(
         mf.atomic_write_json(mf.manifest_path(version / "model.plan"), mf.read_manifest(engine))
     if plugin:
         shutil.copyfile(plugin, model_dir / Path(plugin).name)
+    if "ort_library" in parameters:
+        shutil.copyfile(ort_library, model_dir / parameters["ort_library"])
     shutil.copyfile(MODEL_TEMPLATE, version / "model.py")
     if labels:
         mf.atomic_write_bytes(model_dir / "labels.txt", ("\n".join(str(d) for d in range(10)) + "\n").encode())
@@ -341,6 +385,8 @@ def write_python_repository(
         "config_text": config,
         "max_batch_size": batch,
         "name": name,
+        "ort_device": ort_device,
+        "ort_library": model_dir / parameters["ort_library"] if "ort_library" in parameters else None,
     }
 
 

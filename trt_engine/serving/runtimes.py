@@ -5,8 +5,10 @@ In order of preference (docs/serving.md):
 - ``tensorrt``: the TensorRT engine through trt_engine.tensorrt_api, where TensorRT and a GPU it supports exist;
 - ``torch-cuda``: the PyTorch model rebuilt from the ONNX file's metadata, its WTConv2d layers fused and run on
   our CUDA kernels (wtconv_export.cuda_kernels), in the precision the ONNX model was exported in;
-- ``onnxruntime``: the exported ONNX model in ONNX Runtime on the CPU, WTConv2d nodes through
-  onnxruntime-extensions (wtconv_export.onnx_ort).
+- ``onnxruntime``: the exported ONNX model itself in ONNX Runtime, WTConv2d nodes on the native op library
+  libwtconv_ort.so (else, on the CPU, through the onnxruntime-extensions Python op): on a GPU through onnxruntime-gpu's
+  CUDA execution provider (TF32 off) where it and the library's CUDA op exist, else on the CPU
+  (wtconv_export.onnx_validate.plan_ort_execution makes the choice and its checks).
 
 Each runner maps a NumPy batch in the model's input dtype to a NumPy batch in its output dtype, so the served
 model and a test calling the runner directly compute the same thing.
@@ -24,30 +26,68 @@ from wtconv_export.errors import ConfigurationError, ServingError
 log = logging.getLogger(__name__)
 
 RUNTIMES = ("tensorrt", "torch-cuda", "onnxruntime")
+ORT_DEVICES = ("auto", "cpu", "cuda")  # where the onnxruntime runtime runs: auto resolves to cpu or cuda
 _ONNX_NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
 class OnnxRuntimeRunner:
-    """The exported ONNX model in ONNX Runtime (CPU)."""
+    """The exported ONNX model itself in ONNX Runtime: on the CPU (``ort_device="cpu"``) or on GPU ``device``
+    through the CUDA execution provider (``"cuda"``); WTConv2d nodes on ``library`` (default: the libwtconv_ort.so
+    found in lookup order)."""
 
     name = "onnxruntime"
 
-    def __init__(self, onnx_path, threads: int = 0):
+    def __init__(self, onnx_path, threads: int = 0, *, ort_device: str = "cpu", device: int = 0, library=None):
         import onnxruntime as ort
 
-        from wtconv_export.onnx_ort import make_ort_session
+        from wtconv_export.onnx_validate import plan_ort_execution
 
+        self.execution = plan_ort_execution(str(onnx_path), _ort_device_text(ort_device, device), library)
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = int(threads)
-        self.session = make_ort_session(str(onnx_path), session_options=options)
+        self.session = self.execution.session(str(onnx_path), options)
         inp, out = self.session.get_inputs()[0], self.session.get_outputs()[0]
         self.input_name, self.output_name = inp.name, out.name
         self.input_dtype = np.dtype(_ONNX_NUMPY[inp.type])
         self.output_dtype = np.dtype(_ONNX_NUMPY[out.type])
 
+    @property
+    def description(self) -> str:
+        return self.execution.describe()
+
     def __call__(self, x: np.ndarray) -> np.ndarray:
         return self.session.run([self.output_name], {self.input_name: x})[0]
+
+
+def _ort_device_text(ort_device: str, device: int = 0) -> str:
+    """plan_ort_execution's device for the runtime's ``ort_device`` ("cpu" or "cuda") on GPU ``device``."""
+    if ort_device not in ("cpu", "cuda"):
+        raise ServingError(
+            f"ort_device {ort_device!r}: expected cpu or cuda (auto is resolved first: resolve_ort_device)"
+        )
+    return "cpu" if ort_device == "cpu" else f"cuda:{int(device)}"
+
+
+def resolve_ort_device(ort_device: str, onnx_path, library=None) -> tuple[str, str | None]:
+    """("cpu" or "cuda", why not "cuda" for "auto"): where the onnxruntime runtime runs the model. "cuda": the CUDA
+    execution provider and, for WTConv2d nodes, libwtconv_ort.so's CUDA op must exist here (ConfigurationError
+    saying which is missing); "auto": "cuda" when they do, else "cpu" with the reason."""
+    from wtconv_export.onnx_validate import plan_ort_execution
+
+    if ort_device == "cpu":
+        return "cpu", None
+    try:
+        plan_ort_execution(str(onnx_path), "cuda", library)
+    except ConfigurationError:
+        if ort_device == "cuda":
+            raise
+        import onnxruntime
+
+        if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+            return "cpu", f"onnxruntime {onnxruntime.__version__} has no CUDAExecutionProvider"
+        return "cpu", "no libwtconv_ort.so with its CUDA op for the WTConv2d nodes"
+    return "cuda", None
 
 
 class TorchCudaRunner:
@@ -141,8 +181,11 @@ class TensorRTRunner:
         return out.cpu().numpy()
 
 
-def unavailable_reason(runtime: str, *, onnx_path=None, engine_path=None) -> str | None:
-    """Why ``runtime`` cannot run here (None: it can)."""
+def unavailable_reason(
+    runtime: str, *, onnx_path=None, engine_path=None, ort_device: str = "auto", ort_library=None
+) -> str | None:
+    """Why ``runtime`` cannot run here (None: it can); for onnxruntime with ``ort_device="cuda"``, the GPU's part
+    too (resolve_ort_device)."""
     if runtime == "onnxruntime":
         if not onnx_path:
             return "no ONNX model in the repository"
@@ -150,6 +193,11 @@ def unavailable_reason(runtime: str, *, onnx_path=None, engine_path=None) -> str
             import onnxruntime  # noqa: F401
         except ImportError:
             return "onnxruntime is not installed"
+        if ort_device == "cuda":
+            try:
+                resolve_ort_device("cuda", onnx_path, ort_library)
+            except ConfigurationError as error:
+                return str(error)
         return None
     try:
         import torch
@@ -184,17 +232,23 @@ def unavailable_reason(runtime: str, *, onnx_path=None, engine_path=None) -> str
     raise ServingError(f"unknown runtime {runtime!r}; expected auto or one of {', '.join(RUNTIMES)}")
 
 
-def select_runtime(preference: str = "auto", *, onnx_path=None, engine_path=None) -> str:
+def select_runtime(
+    preference: str = "auto", *, onnx_path=None, engine_path=None, ort_device: str = "auto", ort_library=None
+) -> str:
     """``preference`` itself when it can run here (ServingError saying why not), or for "auto" the first of
     RUNTIMES that can."""
     if preference != "auto":
-        reason = unavailable_reason(preference, onnx_path=onnx_path, engine_path=engine_path)
+        reason = unavailable_reason(
+            preference, onnx_path=onnx_path, engine_path=engine_path, ort_device=ort_device, ort_library=ort_library
+        )
         if reason:
             raise ConfigurationError(f"runtime {preference} cannot run here: {reason}")
         return preference
     reasons = {}
     for runtime in RUNTIMES:
-        reasons[runtime] = unavailable_reason(runtime, onnx_path=onnx_path, engine_path=engine_path)
+        reasons[runtime] = unavailable_reason(
+            runtime, onnx_path=onnx_path, engine_path=engine_path, ort_device=ort_device, ort_library=ort_library
+        )
         if reasons[runtime] is None:
             return runtime
     raise ConfigurationError(
@@ -202,18 +256,34 @@ def select_runtime(preference: str = "auto", *, onnx_path=None, engine_path=None
     )
 
 
-def make_runner(runtime: str, *, onnx_path=None, engine_path=None, plugin=None, device: int = 0, threads: int = 0):
-    """A runner for ``runtime`` ("auto" chooses, see select_runtime)."""
-    runtime = select_runtime(runtime, onnx_path=onnx_path, engine_path=engine_path)
+def make_runner(
+    runtime: str,
+    *,
+    onnx_path=None,
+    engine_path=None,
+    plugin=None,
+    device: int = 0,
+    threads: int = 0,
+    ort_device: str = "cpu",
+    ort_library=None,
+):
+    """A runner for ``runtime`` ("auto" chooses, see select_runtime) on GPU ``device``; for onnxruntime,
+    ``ort_device`` ("cpu", "cuda", or "auto": resolve_ort_device) and the WTConv2d op library ``ort_library``."""
+    runtime = select_runtime(
+        runtime, onnx_path=onnx_path, engine_path=engine_path, ort_device=ort_device, ort_library=ort_library
+    )
     if runtime == "onnxruntime":
-        return OnnxRuntimeRunner(Path(onnx_path), threads=threads)
+        where, _ = resolve_ort_device(ort_device, onnx_path, ort_library)
+        return OnnxRuntimeRunner(Path(onnx_path), threads=threads, ort_device=where, device=device, library=ort_library)
     if runtime == "torch-cuda":
         return TorchCudaRunner(Path(onnx_path), device=device)
     return TensorRTRunner(Path(engine_path), plugin=plugin, device=device)
 
 
 __all__ = [
+    "ORT_DEVICES",
     "RUNTIMES",
+    "resolve_ort_device",
     "OnnxRuntimeRunner",
     "TorchCudaRunner",
     "TensorRTRunner",

@@ -58,6 +58,8 @@ class ServingRepository:
     engine: Path | None = None
     plugin: Path | None = None
     threads: int = 0
+    ort_device: str | None = None  # where ONNX Runtime runs the model: "cpu" or "cuda" (runtime onnxruntime or auto)
+    ort_library: Path | None = None  # the libwtconv_ort.so copied into the model's folder
 
 
 def check_load_test(
@@ -114,6 +116,8 @@ class ServingPlan:
             engine=None if options.get("engine") is None else Path(options["engine"]),
             plugin=None if options.get("plugin") is None else Path(options["plugin"]),
             threads=options.get("threads", 0),
+            ort_device=result["ort_device"],
+            ort_library=result["ort_library"],
         )
         return self.written
 
@@ -169,6 +173,8 @@ def plan_serving(
     threads: int = 0,
     warmup: bool = True,
     force: bool = False,
+    device: str = "auto",
+    ort_library: str | os.PathLike | None = None,
     serving: bool = True,
     host: str = "127.0.0.1",
     http_port: int = 8000,
@@ -209,6 +215,8 @@ def plan_serving(
         warmup=warmup,
         threads=threads,
         force=force,
+        device=device,
+        ort_library=None if ort_library is None else os.fspath(ort_library),
     )
     check_repository_options(
         onnx,
@@ -219,6 +227,8 @@ def plan_serving(
         instance_kind=instance_kind,
         max_queue_delay_us=max_queue_delay_us,
         threads=threads,
+        device=device,
+        ort_library=ort_library,
     )
     runtime_here = runtime_note = None
     if serving:
@@ -226,7 +236,9 @@ def plan_serving(
 
         # The server runs on this machine: a runtime that cannot run here is refused now, in one line, rather than
         # as a model that fails to load inside the server; "auto" is resolved as the server will resolve it.
-        runtime_here, runtime_note = runtime_choice(runtime, os.fspath(onnx), options["engine"])
+        runtime_here, runtime_note = runtime_choice(
+            runtime, os.fspath(onnx), options["engine"], device=device, ort_library=options["ort_library"]
+        )
         check_ports(host, ports)
     return ServingPlan(
         onnx=Path(onnx),
@@ -241,25 +253,47 @@ def plan_serving(
     )
 
 
-def runtime_choice(runtime: str, onnx: str, engine: str | None) -> tuple[str, str]:
+def runtime_choice(
+    runtime: str, onnx: str, engine: str | None, *, device: str = "auto", ort_library: str | None = None
+) -> tuple[str, str]:
     """(runtime, note): the runtime a server started here runs the model on, and one line saying it and why: for
     "auto", each better runtime that cannot run here with its reason, and whether an --engine given goes unused
-    (a machine without a GPU serves the ONNX model instead). ConfigurationError when a runtime asked for cannot
-    run here, or none can."""
+    (a machine without a GPU serves the ONNX model instead); for onnxruntime, where ONNX Runtime runs it
+    (``device``) and what runs the WTConv2d nodes. ConfigurationError when a runtime asked for cannot run here (for
+    onnxruntime with device "cuda": no CUDA execution provider, or no CUDA op in libwtconv_ort.so), or none can."""
     from trt_engine.serving.runtimes import RUNTIMES, select_runtime, unavailable_reason
 
-    chosen = select_runtime(runtime, onnx_path=onnx, engine_path=engine)
+    chosen = select_runtime(runtime, onnx_path=onnx, engine_path=engine, ort_device=device, ort_library=ort_library)
     if runtime != "auto":
-        return chosen, f"runtime {chosen} (--runtime {runtime})"
-    skipped = []
-    for better in RUNTIMES[: RUNTIMES.index(chosen)]:
-        if better == "tensorrt" and not engine:
-            continue  # no engine given: TensorRT was never a candidate, nothing to explain
-        skipped.append(f"{better} cannot run here: {unavailable_reason(better, onnx_path=onnx, engine_path=engine)}")
-    note = f"runtime {chosen} (--runtime auto" + "".join(f"; {why}" for why in skipped) + ")"
+        note = f"runtime {chosen} (--runtime {runtime})"
+    else:
+        skipped = []
+        for better in RUNTIMES[: RUNTIMES.index(chosen)]:
+            if better == "tensorrt" and not engine:
+                continue  # no engine given: TensorRT was never a candidate, nothing to explain
+            why = unavailable_reason(better, onnx_path=onnx, engine_path=engine)
+            skipped.append(f"{better} cannot run here: {why}")
+        note = f"runtime {chosen} (--runtime auto" + "".join(f"; {why}" for why in skipped) + ")"
+    if chosen == "onnxruntime":
+        note += ": " + _onnxruntime_note(onnx, device, ort_library)
     if engine and chosen != "tensorrt":
         note += f"; the engine {engine} goes into the repository but does not run on this machine"
     return chosen, note
+
+
+def _onnxruntime_note(onnx: str, device: str, ort_library: str | None) -> str:
+    """Where the onnxruntime runtime runs the model here and what runs its WTConv2d nodes, with why not on the GPU
+    when ``device`` is "auto" and the GPU cannot be used."""
+    from trt_engine.serving.runtimes import resolve_ort_device
+    from wtconv_export import libraries
+    from wtconv_export.onnx_validate import plan_ort_execution
+
+    library = ort_library or libraries.ort_library()  # what write_python_repository copies
+    where, why = resolve_ort_device(device, onnx, library)
+    note = plan_ort_execution(onnx, "cpu" if where == "cpu" else "cuda", library).describe()
+    if where == "cpu" and device == "auto":
+        note += f" (not on a GPU: {why})"
+    return note
 
 
 def write_serving_repository(
@@ -277,6 +311,8 @@ def write_serving_repository(
     threads: int = 0,
     warmup: bool = True,
     force: bool = False,
+    device: str = "auto",
+    ort_library: str | os.PathLike | None = None,
 ) -> ServingRepository:
     """Write a Triton Python-backend model repository for an exported ONNX model (``wtconv-trt serve
     --write-only``); returns ServingRepository.
@@ -287,7 +323,11 @@ def write_serving_repository(
     "torch-cuda" or "onnxruntime". max_batch_size: Triton's (default: the engine's profiles, else 32).
     instances: 1 to 64; instance_kind: "auto", "cpu", "gpu", "model". max_queue_delay_us: 0 to 10**8.
     threads: ONNX Runtime intra-op threads, 0 to 1024 (0: its own). warmup: add model_warmup to the config.
-    force: replace the model's folder when it holds files."""
+    force: replace the model's folder when it holds files. device: where the onnxruntime runtime runs the model:
+    "auto" (on the GPU where this machine's onnxruntime has the CUDA execution provider and, for WTConv2d nodes,
+    libwtconv_ort.so has its CUDA op; else the CPU), "cpu", or "cuda" (each KIND_GPU instance on its GPU, TF32 off);
+    only with runtime onnxruntime or auto. ort_library: libwtconv_ort.so for the WTConv2d nodes (default: the one
+    ``wtconv-trt doctor`` finds), copied into the model's folder; without one the Python op runs them (CPU)."""
     return plan_serving(
         onnx,
         repository,
@@ -302,6 +342,8 @@ def write_serving_repository(
         threads=threads,
         warmup=warmup,
         force=force,
+        device=device,
+        ort_library=ort_library,
         serving=False,
     ).write_repository()
 
@@ -435,6 +477,8 @@ class Served:
             engine_path=repo.engine,
             plugin=repo.plugin,
             threads=repo.threads,
+            ort_device=repo.ort_device or "cpu",
+            ort_library=repo.ort_library,
         )
         _, input_dims, _ = plan_from_onnx(repo.description, repo.max_batch_size or None)
         pool = input_pool(

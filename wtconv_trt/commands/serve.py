@@ -23,7 +23,21 @@ def add_arguments(parser):
         default="auto",
         choices=["auto", "tensorrt", "torch-cuda", "onnxruntime"],
         help="what runs the model inside the server (default auto: TensorRT engine, else PyTorch "
-        "on our CUDA kernels, else ONNX Runtime on the CPU, the first that can run there)",
+        "on our CUDA kernels, else ONNX Runtime, the first that can run there)",
+    )
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=["auto", "cpu", "cuda"],
+        help="where ONNX Runtime runs the model (runtime onnxruntime or auto): cuda, each GPU instance on its GPU "
+        "through onnxruntime-gpu's CUDA execution provider with libwtconv_ort.so's CUDA op, TF32 off; cpu; auto "
+        "(default): cuda where both exist here, else cpu",
+    )
+    parser.add_argument(
+        "--ort-library",
+        metavar="LIB",
+        help="libwtconv_ort.so for the WTConv2d nodes, copied into the repository (default: the one 'wtconv-trt "
+        "doctor' finds; without one, the onnxruntime-extensions Python op runs them on the CPU)",
     )
     parser.add_argument(
         "--max-batch-size",
@@ -35,7 +49,8 @@ def add_arguments(parser):
         "--instance-kind",
         default="auto",
         choices=["auto", "cpu", "gpu", "model"],
-        help="instance_group kind (default: cpu for onnxruntime, gpu for a GPU runtime, model for auto)",
+        help="instance_group kind (default: for onnxruntime gpu or cpu as --device, gpu for a GPU runtime, model "
+        "for auto)",
     )
     parser.add_argument(
         "--max-queue-delay-us",
@@ -119,6 +134,8 @@ def run(args) -> int:
         threads=args.threads,
         warmup=not args.no_warmup,
         force=args.force,
+        device=args.device,
+        ort_library=args.ort_library,
         serving=not args.write_only,
         host=args.host,
         http_port=args.http_port,
@@ -134,7 +151,7 @@ def run(args) -> int:
     repo = plan.write_repository()
     print(
         f"model repository: {args.repo} (model '{repo.name}', max_batch_size {repo.max_batch_size}, runtime "
-        f"{repo.runtime}); config: {repo.config}"
+        f"{repo.runtime}{f', ONNX Runtime on {repo.ort_device}' if repo.ort_device else ''}); config: {repo.config}"
     )
     if args.write_only:
         print(repo.config_text, end="")
