@@ -33,6 +33,7 @@ _EXPORTS = {
     "validate_engine": ".api.engine",
     "benchmark_engine": ".api.engine",
     "write_triton_repository": ".api.triton",
+    "write_onnxruntime_repository": ".api.triton",
     "write_serving_repository": ".api.serving",
     "serve": ".api.serving",
     # the libraries and the machine

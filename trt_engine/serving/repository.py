@@ -146,6 +146,16 @@ def plan_from_onnx(description: dict, max_batch_size: int | None) -> tuple:
     return 0, dims, out_dims
 
 
+def pbtxt_dims(values) -> str:
+    """A list of integers in a config.pbtxt: ``[ 1, 32, 32 ]``."""
+    return "[ " + ", ".join(str(int(v)) for v in values) + " ]"
+
+
+def pbtxt_string(text) -> str:
+    """A quoted string in a config.pbtxt (backslashes and quotes escaped)."""
+    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def make_python_config(
     *,
     name: str,
@@ -165,13 +175,7 @@ def make_python_config(
     """config.pbtxt text for the Python-backend model (parsed with parse_config before it is returned)."""
     if instances < 1:
         raise ServingError(f"--instances must be >= 1, got {instances}")
-
-    def dims(values):
-        return "[ " + ", ".join(str(int(v)) for v in values) + " ]"
-
-    def quoted(text):
-        return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
+    dims, quoted = pbtxt_dims, pbtxt_string
     in_type, out_type = TRITON_DTYPES[input_desc["dtype"]], TRITON_DTYPES[output_desc["dtype"]]
     lines = [
         f"name: {quoted(name)}",
@@ -399,5 +403,7 @@ __all__ = [
     "check_repository",
     "describe_onnx",
     "environment_paths",
+    "pbtxt_dims",
+    "pbtxt_string",
     "DEFAULT_MAX_BATCH",
 ]

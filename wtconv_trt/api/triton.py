@@ -1,5 +1,7 @@
 """``write_triton_repository``: a model repository for Triton Inference Server's TensorRT backend
-(``wtconv-trt triton-repo``; docs/engines.md, "Triton")."""
+(``wtconv-trt triton-repo --engine``; docs/engines.md, "Triton"); ``write_onnxruntime_repository``: one for its
+onnxruntime backend, the export itself with libwtconv_ort.so (``wtconv-trt triton-repo --onnx``;
+docs/onnx_runtime.md, "From Triton")."""
 
 from __future__ import annotations
 
@@ -10,13 +12,15 @@ from pathlib import Path
 
 from trt_engine.triton import MAX_INSTANCES
 
-__all__ = ["MAX_INSTANCES", "TritonRepository", "write_triton_repository"]
+__all__ = ["MAX_INSTANCES", "TritonRepository", "write_onnxruntime_repository", "write_triton_repository"]
 
 
 @dataclass
 class TritonRepository:
     """A written repository: the model's name and folder, its config.pbtxt (path and text), the serve.sh that
-    starts tritonserver with the plugin preloaded, Triton's max_batch_size and a note on profiles left unused."""
+    starts tritonserver (with the plugin preloaded, for an engine), Triton's max_batch_size and a note (profiles
+    left unused; instances on the CPU); for the onnxruntime backend, the libwtconv_ort.so copied into the model's
+    folder, the path the config gives the server, and the instances' kind."""
 
     name: str
     repository: Path
@@ -26,6 +30,9 @@ class TritonRepository:
     serve_script: Path
     max_batch_size: int
     note: str = ""
+    ort_library: Path | None = None
+    library_in_server: str | None = None
+    kind: str = "KIND_GPU"
 
 
 def write_triton_repository(
@@ -75,4 +82,64 @@ def write_triton_repository(
         serve_script=Path(written["serve"]),
         max_batch_size=plan.max_batch_size,
         note=plan.note,
+    )
+
+
+def write_onnxruntime_repository(
+    onnx: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    name: str | None = None,
+    ort_library: str | os.PathLike | None = None,
+    max_batch_size: int | None = None,
+    instances: int = 1,
+    instance_kind: str = "auto",
+    gpus: Sequence[int] | None = None,
+    preferred_batch_sizes: Sequence[int] | None = None,
+    max_queue_delay_us: int = 100,
+    labels: str | os.PathLike | None = None,
+    server_path: str | os.PathLike | None = None,
+    force: bool = False,
+) -> TritonRepository:
+    """Write ``out/<name>/`` (config.pbtxt with ``backend: "onnxruntime"``, 1/model.onnx: the export itself, the
+    libwtconv_ort.so its WTConv2d nodes run on, labels) and ``out/serve.sh`` for Triton's onnxruntime backend.
+
+    name: default 'digits' for the shipped model, else the file's stem. ort_library: libwtconv_ort.so (default:
+    the one ``doctor`` finds; required when the export has WTConv2d nodes). max_batch_size: Triton's for a dynamic
+    batch axis, 1 to 2**31-1 (default 32). instances: per GPU, 1 to 64. instance_kind: "gpu", "cpu" or "auto" (gpu,
+    or cpu when the library has no CUDA op). gpus: GPU indices (default every visible GPU). preferred_batch_sizes:
+    dynamic batching's (default none). max_queue_delay_us: 0 to 10**8. labels: class names, one per line (default
+    digits 0-9 for the shipped model). server_path: the repository's absolute path as the server sees it, where the
+    config's op_library_filename points (default: its absolute path here). force: replace a model folder that
+    holds files. Everything is checked before anything is written
+    (trt_engine.triton_onnxruntime.write_onnxruntime_repository)."""
+    from trt_engine.triton_onnxruntime import write_onnxruntime_repository as write
+
+    written = write(
+        onnx,
+        out,
+        name=name,
+        ort_library=ort_library,
+        max_batch_size=max_batch_size,
+        instances=instances,
+        instance_kind=instance_kind,
+        gpus=None if gpus is None else list(gpus),
+        preferred_batch_sizes=None if preferred_batch_sizes is None else list(preferred_batch_sizes),
+        max_queue_delay_us=max_queue_delay_us,
+        labels=labels,
+        server_path=server_path,
+        force=force,
+    )
+    return TritonRepository(
+        name=written["name"],
+        repository=Path(out),
+        model_dir=Path(written["model_dir"]),
+        config=Path(written["config"]),
+        config_text=written["config_text"],
+        serve_script=Path(written["serve"]),
+        max_batch_size=written["max_batch_size"],
+        note=written["note"],
+        ort_library=written["library"],
+        library_in_server=written["library_in_server"],
+        kind=written["kind"],
     )

@@ -1,20 +1,34 @@
-"""``wtconv-trt triton-repo --engine ENGINE --out DIR``: a Triton Inference Server model repository; the job is
-wtconv_trt.api.triton.write_triton_repository."""
+"""``wtconv-trt triton-repo --out DIR (--engine ENGINE | --onnx MODEL.onnx)``: a Triton Inference Server model
+repository, for its TensorRT backend (an engine; the job: wtconv_trt.api.triton.write_triton_repository) or its
+onnxruntime backend (the export itself with libwtconv_ort.so; wtconv_trt.api.triton.write_onnxruntime_repository)."""
 
 from wtconv_trt import arguments
 
-HELP = "write a Triton Inference Server model repository (config.pbtxt, engine, plugin, serve.sh) for an engine"
+HELP = (
+    "write a Triton Inference Server model repository (config.pbtxt, model, libraries, serve.sh): for an engine "
+    "(TensorRT backend) or an ONNX export (onnxruntime backend)"
+)
+
+# Options of one backend only (argparse destinations).
+ENGINE_ONLY = ("plugin_static",)
+ONNX_ONLY = ("ort_library", "max_batch_size", "instance_kind", "server_path")
 
 
 def add_arguments(parser):
-    parser.add_argument("--engine", required=True, help="engine built by 'wtconv-trt build' (with ENGINE.json)")
+    model = parser.add_mutually_exclusive_group(required=True)
+    model.add_argument(
+        "--engine", help="engine built by 'wtconv-trt build' (with ENGINE.json), for Triton's TensorRT backend"
+    )
+    model.add_argument(
+        "--onnx",
+        metavar="MODEL.onnx",
+        help="an export, served as it is by Triton's onnxruntime backend (its WTConv2d nodes on libwtconv_ort.so)",
+    )
     parser.add_argument("--out", required=True, metavar="DIR", help="model repository directory (created)")
-    parser.add_argument("--name", help="model name in the repository (default: the engine file's stem)")
     parser.add_argument(
-        "--plugin-static",
-        metavar="LIB",
-        help="the static-registration plugin library libwtconv_trt_plugin.so (default: beside the "
-        "dynamic library recorded in the manifest); copied into the repository",
+        "--name",
+        help="model name in the repository (default: the engine file's stem; for --onnx 'digits' for the "
+        "shipped model, else the file's stem)",
     )
     parser.add_argument(
         "--instances",
@@ -30,7 +44,8 @@ def add_arguments(parser):
         type=arguments.integer,
         action="append",
         metavar="N",
-        help="dynamic batching preferred batch size (repeatable; default: the profiles' opt batch and max batch)",
+        help="dynamic batching preferred batch size (repeatable; default for an engine: the profiles' opt batch and "
+        "max batch; for --onnx none)",
     )
     parser.add_argument(
         "--max-queue-delay-us",
@@ -44,16 +59,43 @@ def add_arguments(parser):
         help="class labels, one per line (default: digits 0-9 for the shipped default model)",
     )
     parser.add_argument("--force", action="store_true", help="overwrite an existing model directory")
+    g = parser.add_argument_group("TensorRT backend (with --engine)")
+    g.add_argument(
+        "--plugin-static",
+        metavar="LIB",
+        help="the static-registration plugin library libwtconv_trt_plugin.so (default: beside the "
+        "dynamic library recorded in the manifest); copied into the repository",
+    )
+    g = parser.add_argument_group("onnxruntime backend (with --onnx)")
+    g.add_argument(
+        "--ort-library",
+        metavar="LIB",
+        help="libwtconv_ort.so for the WTConv2d nodes, copied into the repository (default: the one 'wtconv-trt "
+        "doctor' finds)",
+    )
+    g.add_argument(
+        "--max-batch-size",
+        type=arguments.integer,
+        help="Triton's max_batch_size for the export's dynamic batch axis (default 32)",
+    )
+    g.add_argument(
+        "--instance-kind",
+        choices=["auto", "gpu", "cpu"],
+        help="instance_group kind (default auto: gpu, or cpu when libwtconv_ort.so has no CUDA op)",
+    )
+    g.add_argument(
+        "--server-path",
+        metavar="DIR",
+        help="the repository's absolute path as the server sees it (e.g. /models in a container): config.pbtxt names "
+        "the library there (default: its absolute path here)",
+    )
 
 
 def run(args) -> int:
-    from wtconv_trt.api.triton import write_triton_repository
+    from wtconv_trt.api.triton import write_onnxruntime_repository, write_triton_repository
 
-    repo = write_triton_repository(
-        args.engine,
-        args.out,
+    common = dict(
         name=args.name,
-        plugin_static=args.plugin_static,
         instances=args.instances,
         gpus=args.gpus,
         preferred_batch_sizes=args.preferred_batch,
@@ -61,11 +103,32 @@ def run(args) -> int:
         labels=args.labels,
         force=args.force,
     )
-    print(f"model repository: {args.out} (model '{repo.name}', max_batch_size {repo.max_batch_size})")
+    if args.onnx:
+        arguments.only_with(args, "engine", ENGINE_ONLY, "it is the TensorRT backend's plugin")
+        repo = write_onnxruntime_repository(
+            args.onnx,
+            args.out,
+            ort_library=args.ort_library,
+            max_batch_size=args.max_batch_size,
+            instance_kind=args.instance_kind or "auto",
+            server_path=args.server_path,
+            **common,
+        )
+        backend = "onnxruntime backend"
+    else:
+        arguments.only_with(args, "onnx", ONNX_ONLY, "options of the onnxruntime backend's repository")
+        repo = write_triton_repository(args.engine, args.out, plugin_static=args.plugin_static, **common)
+        backend = "TensorRT backend"
+    print(f"model repository: {args.out} (model '{repo.name}', {backend}, max_batch_size {repo.max_batch_size})")
     if repo.note:
         print(f"note: {repo.note}")
     print(f"config: {repo.config}")
     print(repo.config_text, end="")
-    print(f"serve:  {repo.serve_script}   (tritonserver with the WTConv2d plugin preloaded)")
-    print(f"client: python samples/triton_client.py --model {repo.name} --url localhost:8001")
+    if args.onnx:
+        loads = f"; its onnxruntime backend loads {repo.library_in_server}" if repo.library_in_server else ""
+        print(f"serve:  {repo.serve_script}   (tritonserver{loads})")
+        print(f"client: python samples/triton_client.py --model {repo.name} --url localhost:8001 --onnx {args.onnx}")
+    else:
+        print(f"serve:  {repo.serve_script}   (tritonserver with the WTConv2d plugin preloaded)")
+        print(f"client: python samples/triton_client.py --model {repo.name} --url localhost:8001")
     return 0
