@@ -85,6 +85,11 @@ TWINS = {
     "validate/inputs-is-text": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], inputs=str(f["existing"])),
     "validate/inputs-int": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], inputs=str(f["npy_int"])),
     "validate/inputs-missing": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], inputs=str(f["missing"])),
+    "validate/device-unknown": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], device="tpu"),
+    "validate/device-index-huge": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], device="cuda:4096"),
+    "validate/device-cuda-without-the-ep": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], device=f["no_cuda_ep"]),
+    "validate/ort-library-missing": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], ort_library=f["missing"]),
+    "validate/ort-library-not-one": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], ort_library=f["existing"]),
     # --- validate --engine
     "validate-engine/missing": lambda f: wtconv_trt.validate_engine(f["missing"]),
     "validate-engine/is-dir": lambda f: wtconv_trt.validate_engine(f["dir"]),
@@ -179,6 +184,18 @@ TWINS = {
     "triton/plugin-static-missing": lambda f: wtconv_trt.write_triton_repository(f["engine"], f["work"] / "repo2"),
     "triton/out-unwritable": lambda f: wtconv_trt.write_triton_repository(f["engine"], f["ro"] / "repo"),
     "triton/out-existing": lambda f: wtconv_trt.write_triton_repository(f["engine_plain"], f["repo"], name="model"),
+    "triton/onnx-missing": lambda f: wtconv_trt.write_onnxruntime_repository(f["missing"], f["work"] / "repo2"),
+    "triton/onnx-is-an-engine": lambda f: wtconv_trt.write_onnxruntime_repository(f["engine"], f["work"] / "repo2"),
+    "triton/onnx-server-path-relative": lambda f: wtconv_trt.write_onnxruntime_repository(
+        f["d_onnx"], f["work"] / "repo2", server_path="models"
+    ),
+    "triton/onnx-ort-library-not-one": lambda f: wtconv_trt.write_onnxruntime_repository(
+        f["d_onnx"], f["work"] / "repo2", ort_library=f["existing"]
+    ),
+    "triton/onnx-max-batch-zero": lambda f: wtconv_trt.write_onnxruntime_repository(
+        f["d_onnx"], f["work"] / "repo2", max_batch_size=0
+    ),
+    "triton/onnx-out-existing": lambda f: wtconv_trt.write_onnxruntime_repository(f["relu1"], f["repo"], name="model"),
     # --- serve (the repository written for serving, or the whole serve)
     "serve/model-missing": lambda f: wtconv_trt.write_serving_repository(f["missing"], f["work"] / "served"),
     "serve/model-is-dir": lambda f: wtconv_trt.write_serving_repository(f["dir"], f["work"] / "served"),
@@ -196,11 +213,24 @@ TWINS = {
     "serve/runtime-impossible": lambda f: wtconv_trt.serve(f["d_onnx"], f["work"] / "served", runtime="tensorrt"),
     "serve/repo-is-file": lambda f: wtconv_trt.write_serving_repository(f["d_onnx"], f["existing"]),
     "serve/repo-unwritable": lambda f: wtconv_trt.write_serving_repository(f["d_onnx"], f["ro"] / "served"),
+    "serve/device-with-a-gpu-runtime": lambda f: wtconv_trt.write_serving_repository(
+        f["d_onnx"], f["work"] / "served", runtime="torch-cuda", device="cpu"
+    ),
+    "serve/device-cuda-without-the-ep": lambda f: wtconv_trt.serve(
+        f["d_onnx"], f["work"] / "served", runtime="onnxruntime", device=f["no_cuda_ep"]
+    ),
+    "serve/ort-library-not-one": lambda f: wtconv_trt.write_serving_repository(
+        f["d_onnx"], f["work"] / "served", ort_library=f["existing"]
+    ),
     # --- build-libs
     "build-libs/jobs-zero": lambda f: wtconv_trt.build_libraries(jobs=0),
     "build-libs/headers-missing": lambda f: wtconv_trt.build_libraries(f["missing_dir"]),
     "build-libs/headers-not-tensorrt": lambda f: wtconv_trt.build_libraries(f["dir"]),
     "build-libs/build-dir-is-file": lambda f: wtconv_trt.build_libraries(build_dir=f["existing"]),
+    "build-libs/onnxruntime-headers-missing": lambda f: wtconv_trt.build_libraries(
+        onnxruntime_headers=f["missing_dir"]
+    ),
+    "build-libs/no-cuda-with-tensorrt": lambda f: wtconv_trt.build_libraries(f["dir"], cuda=False),
 }
 
 # Cases that exist only on a command line, with why.
@@ -241,6 +271,13 @@ SYNTAX = {
     "serve/missing-model": "a required argument left out",
     "serve/runtime-choice": "a choice argparse refuses",
     "doctor/extra-argument": "an argument doctor does not take",
+    "doctor/ort-library-and-rtx-env": "two options argparse takes one of",
+    "validate/device-with-engine": "an ONNX Runtime option given to the engine validation (no such API parameter)",
+    "triton/onnx-and-engine": "two options argparse takes one of",
+    "triton/onnx-with-plugin-static": "an option of the other backend's repository (no such API parameter)",
+    "triton/engine-with-ort-library": "an option of the other backend's repository (no such API parameter)",
+    "triton/onnx-instance-kind": "a choice argparse refuses",
+    "serve/device-choice": "a choice argparse refuses",
 }
 
 BY_ID = {case_id: argv for case_id, argv, _ in CASES}

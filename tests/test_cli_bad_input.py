@@ -107,6 +107,11 @@ def files(tmp_path_factory):
     f["cwd"].mkdir()
     f["ro"] = _unwritable_dir(work)
     f["ls"] = Path("/usr/bin/ls") if Path("/usr/bin/ls").is_file() else None
+    # "cuda" where this onnxruntime has no CUDA execution provider (the CPU wheel): the rows refusing --device cuda
+    # for that reason run there and skip where onnxruntime-gpu offers it.
+    import onnxruntime
+
+    f["no_cuda_ep"] = None if "CUDAExecutionProvider" in onnxruntime.get_available_providers() else "cuda"
     busy = socket.socket()  # a port something listens on, for the whole module
     busy.bind(("127.0.0.1", 0))
     busy.listen()
@@ -236,6 +241,20 @@ CASES = [
     ("validate/inputs-is-text", ["validate", "{d_onnx}", "--inputs", "{existing}"], "--inputs"),
     ("validate/inputs-int", ["validate", "{d_onnx}", "--inputs", "{npy_int}"], "float"),
     ("validate/inputs-missing", ["validate", "{d_onnx}", "--inputs", "{missing}"], "does not exist"),
+    ("validate/device-unknown", ["validate", "{d_onnx}", "--device", "tpu"], "expected cpu, cuda or cuda:N"),
+    ("validate/device-index-huge", ["validate", "{d_onnx}", "--device", "cuda:4096"], "GPU index from 0 to 1023"),
+    (
+        "validate/device-cuda-without-the-ep",
+        ["validate", "{d_onnx}", "--device", "{no_cuda_ep}"],
+        "has no CUDAExecutionProvider",
+    ),
+    ("validate/device-with-engine", ["validate", "--engine", "{engine}", "--device", "cuda"], "only with MODEL.onnx"),
+    ("validate/ort-library-missing", ["validate", "{d_onnx}", "--ort-library", "{missing}"], "does not exist"),
+    (
+        "validate/ort-library-not-one",
+        ["validate", "{d_onnx}", "--ort-library", "{existing}"],
+        "is not libwtconv_ort.so",
+    ),
     # --- validate --engine
     ("validate-engine/missing", ["validate", "--engine", "{missing}"], "does not exist; build one"),
     ("validate-engine/is-dir", ["validate", "--engine", "{dir}"], "is a directory"),
@@ -409,6 +428,53 @@ CASES = [
         ["triton-repo", "--engine", "{engine_plain}", "--out", "{repo}", "--name", "model"],
         "pass --force",
     ),
+    # --- triton-repo --onnx (the onnxruntime backend)
+    ("triton/onnx-missing", ["triton-repo", "--onnx", "{missing}", "--out", "{work}/repo2"], "does not exist"),
+    (
+        "triton/onnx-is-an-engine",
+        ["triton-repo", "--onnx", "{engine}", "--out", "{work}/repo2"],
+        "give the exported ONNX model",
+    ),
+    (
+        "triton/onnx-and-engine",
+        ["triton-repo", "--onnx", "{d_onnx}", "--engine", "{engine}", "--out", "{work}/repo2"],
+        "not allowed with argument",
+    ),
+    (
+        "triton/onnx-with-plugin-static",
+        ["triton-repo", "--onnx", "{d_onnx}", "--out", "{work}/repo2", "--plugin-static", "{existing}"],
+        "applies only with --engine",
+    ),
+    (
+        "triton/engine-with-ort-library",
+        ["triton-repo", "--engine", "{engine}", "--out", "{work}/repo2", "--ort-library", "{existing}"],
+        "applies only with --onnx",
+    ),
+    (
+        "triton/onnx-server-path-relative",
+        ["triton-repo", "--onnx", "{d_onnx}", "--out", "{work}/repo2", "--server-path", "models"],
+        "absolute path",
+    ),
+    (
+        "triton/onnx-ort-library-not-one",
+        ["triton-repo", "--onnx", "{d_onnx}", "--out", "{work}/repo2", "--ort-library", "{existing}"],
+        "is not libwtconv_ort.so",
+    ),
+    (
+        "triton/onnx-max-batch-zero",
+        ["triton-repo", "--onnx", "{d_onnx}", "--out", "{work}/repo2", "--max-batch-size", "0"],
+        "--max-batch-size: expected an integer from 1 to",
+    ),
+    (
+        "triton/onnx-instance-kind",
+        ["triton-repo", "--onnx", "{d_onnx}", "--out", "{work}/repo2", "--instance-kind", "tpu"],
+        "invalid choice",
+    ),
+    (
+        "triton/onnx-out-existing",
+        ["triton-repo", "--onnx", "{relu1}", "--out", "{repo}", "--name", "model"],
+        "pass --force",
+    ),
 ]
 
 # serve: the checks made before a repository is written or a server started.
@@ -445,14 +511,39 @@ SERVE = [
         ["serve", "{d_onnx}", "--repo", "{work}/served", "--runtime", "tensorrt"],
         "runtime tensorrt cannot run here",
     ),
+    ("serve/device-choice", ["serve", "{d_onnx}", "--device", "tpu"], "invalid choice"),
+    (
+        "serve/device-with-a-gpu-runtime",
+        ["serve", "{d_onnx}", "--runtime", "torch-cuda", "--device", "cpu", "--repo", "{work}/served", "--write-only"],
+        "applies with --runtime onnxruntime",
+    ),
+    (
+        "serve/device-cuda-without-the-ep",
+        ["serve", "{d_onnx}", "--repo", "{work}/served", "--runtime", "onnxruntime", "--device", "{no_cuda_ep}"],
+        "runtime onnxruntime cannot run here: --device cuda: onnxruntime",
+    ),
+    (
+        "serve/ort-library-not-one",
+        ["serve", "{d_onnx}", "--ort-library", "{existing}", "--repo", "{work}/served", "--write-only"],
+        "is not libwtconv_ort.so",
+    ),
 ]
 BUILD_LIBS = [
     ("build-libs/jobs-zero", ["build-libs", "--jobs", "0"], "from 1 to"),
     ("build-libs/headers-missing", ["build-libs", "--tensorrt-headers", "{missing_dir}"], "NvInferRuntime.h"),
     ("build-libs/headers-not-tensorrt", ["build-libs", "--tensorrt-headers", "{dir}"], "NvInferRuntime.h"),
     ("build-libs/build-dir-is-file", ["build-libs", "--build-dir", "{existing}"], "is a file"),
+    (
+        "build-libs/onnxruntime-headers-missing",
+        ["build-libs", "--onnxruntime-headers", "{missing_dir}"],
+        "no onnxruntime_c_api.h there",
+    ),
+    ("build-libs/no-cuda-with-tensorrt", ["build-libs", "--no-cuda", "--tensorrt-headers", "{dir}"], "--no-cuda"),
 ]
-DOCTOR = [("doctor/extra-argument", ["doctor", "extra"], "unrecognized arguments")]
+DOCTOR = [
+    ("doctor/extra-argument", ["doctor", "extra"], "unrecognized arguments"),
+    ("doctor/ort-library-and-rtx-env", ["doctor", "--ort-library", "--rtx-env"], "not allowed with argument"),
+]
 _REGISTERED = {name for name, _ in cli.SUBCOMMANDS}
 CASES += [
     case
