@@ -223,7 +223,8 @@ def summarise(name, precision, batch, seconds) -> dict:
 
 def profile_breakdowns(runners: dict, runs: int) -> dict:
     """ONNX Runtime's profiles of `runs` runs of each runner after one warm-up, the runners taking turns (so a busy
-    spell of the machine falls on all alike): {name: {operator type: [ms per run, % of the run]}, "(model_run)"}."""
+    spell of the machine falls on all alike): {name: {operator type: [ms per run, % of the run]}}, each figure the
+    median over the runs (one slow run does not skew it); "(model_run)" is the run itself."""
     for run in runners.values():
         run()
     for _ in range(runs):
@@ -234,12 +235,19 @@ def profile_breakdowns(runners: dict, runs: int) -> dict:
         with open(runner.session.end_profiling()) as f:
             events = json.load(f)
         model_runs = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])[-runs:]
-        per_type = collections.Counter()
+        per_run = [collections.Counter() for _ in model_runs]
         for e in events:
-            if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time") and e["ts"] >= model_runs[0]["ts"]:
-                per_type[e["args"]["op_name"]] += e["dur"] / 1e3 / runs
-        total = statistics.mean(e["dur"] for e in model_runs) / 1e3
-        out[name] = {op: [round(ms, 3), round(100 * ms / total, 1)] for op, ms in per_type.most_common()}
+            if e.get("cat") != "Node" or not e.get("name", "").endswith("_kernel_time"):
+                continue
+            for i, r in enumerate(model_runs):
+                if r["ts"] <= e["ts"] <= r["ts"] + r["dur"]:
+                    per_run[i][e["args"]["op_name"]] += e["dur"] / 1e3
+                    break
+        total = statistics.median(r["dur"] / 1e3 for r in model_runs)
+        ops = {op: statistics.median(c[op] for c in per_run) for op in set().union(*per_run)}
+        out[name] = {
+            op: [round(ms, 3), round(100 * ms / total, 1)] for op, ms in sorted(ops.items(), key=lambda x: -x[1])
+        }
         out[name]["(model_run)"] = [round(total, 3), 100.0]
     return out
 
