@@ -1,0 +1,114 @@
+"""``serve --runtime onnxruntime`` with libwtconv_ort.so through a real Triton Inference Server (the nvidia-pytriton
+wheel's tritonserver, Python backend): the served model is the exported file itself in ONNX Runtime, its WTConv2d
+nodes on the native library the repository carries.
+
+Oracles: the server's own log (the backend stub says what runs the nodes), ONNX Runtime on the same file with the
+same library called directly in this process (bit-identical answers), the PyTorch model within the precision's
+tolerance, the held-out labels; the load test checks every answer against the same runtime run directly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+tritonclient = pytest.importorskip("tritonclient.grpc")
+
+import tritonclient.grpc as grpcclient  # noqa: E402
+
+import wtconv_trt  # noqa: E402
+from trt_engine.serving.runtimes import OnnxRuntimeRunner  # noqa: E402
+from trt_engine.serving.server import INSTALL_HINT, TritonServer, find_server  # noqa: E402
+from wtconv_export.errors import ConfigurationError  # noqa: E402
+from wtconv_export.models import load_default_model, load_heldout_digits  # noqa: E402
+from wtconv_trt import cli  # noqa: E402
+
+pytestmark = pytest.mark.slow  # real tritonserver processes: about a minute; CI runs them
+
+MODELS = {"digits": "fp32", "digits_fp16": "fp16"}
+TOLERANCE = {"digits": 1e-5, "digits_fp16": 2e-2}
+NATIVE = "ONNX Runtime CPU EP, 5 WTConv2d nodes on libwtconv_ort.so"
+
+
+@pytest.fixture(scope="module")
+def install():
+    try:
+        return find_server()
+    except ConfigurationError:
+        pytest.skip("tritonserver is not installed: " + INSTALL_HINT)
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    out = tmp_path_factory.mktemp("onnx")
+    for name, precision in MODELS.items():
+        wtconv_trt.export_onnx(out / f"{name}.onnx", precision=precision)
+    return {name: out / f"{name}.onnx" for name in MODELS}
+
+
+@pytest.fixture(scope="module")
+def served(install, exports, ort_library, tmp_path_factory):
+    repo = tmp_path_factory.mktemp("repo")
+    for name, path in exports.items():
+        written = wtconv_trt.write_serving_repository(
+            path, repo, name=name, runtime="onnxruntime", device="cpu", ort_library=ort_library, threads=1
+        )
+        assert (written.model_dir / "libwtconv_ort.so").read_bytes() == ort_library.read_bytes()
+    server = TritonServer(
+        repo,
+        http_port=0,
+        grpc_port=0,
+        model_control="explicit",
+        load_models=list(MODELS),
+        log_file=repo.parent / "server.log",
+        install=install,
+    )
+    try:
+        server.start(timeout=240)
+        yield server
+    finally:
+        server.stop()
+
+
+def test_the_backend_runs_the_native_library(served):
+    """Each model's backend stub loaded the library the repository carries (its log line), never the Python op."""
+    log = served.log_text()
+    for name in MODELS:
+        assert f"{name}: runtime onnxruntime, {NATIVE}, input input" in log, log[-3000:]
+    assert "onnxruntime-extensions Python op" not in log and "libwtconv_ort.so not found" not in log
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_heldout_digits_match_the_export_run_directly(served, exports, ort_library, name):
+    model, config = load_default_model()
+    x, labels = load_heldout_digits(config)
+    with torch.no_grad():
+        reference = model(x).numpy()
+    direct = OnnxRuntimeRunner(exports[name], library=ort_library)
+    assert direct.description == NATIVE
+    client = grpcclient.InferenceServerClient(served.grpc_url)
+    got, expected = [], []
+    for start in range(0, len(x), 32):
+        batch = x[start : start + 32].numpy().astype(direct.input_dtype)
+        tensor = grpcclient.InferInput("input", list(batch.shape), "FP16" if batch.dtype == np.float16 else "FP32")
+        tensor.set_data_from_numpy(batch)
+        got.append(client.infer(name, [tensor]).as_numpy("output"))
+        expected.append(direct(batch))
+    got, expected = np.concatenate(got), np.concatenate(expected)
+    assert np.array_equal(got, expected), "the served answers are not ONNX Runtime's on the same file and library"
+    assert np.abs(got.astype(np.float64) - reference).max() <= TOLERANCE[name] * np.abs(reference).max()
+    assert (got.argmax(1) == labels.numpy()).mean() == pytest.approx(config["heldout_accuracy"], abs=1e-9)
+
+
+def test_serve_with_a_load_test(install, exports, ort_library, tmp_path, capsys):
+    """``wtconv-trt serve --runtime onnxruntime --load-test``: the runtime line says the library runs the nodes, and
+    every request is answered and matched (none lost)."""
+    argv = ["serve", str(exports["digits_fp16"]), "--repo", str(tmp_path / "repo"), "--runtime", "onnxruntime"]
+    argv += ["--ort-library", str(ort_library), "--device", "cpu", "--threads", "1", "--http-port", "0"]
+    argv += ["--grpc-port", "0", "--load-test", "400", "--concurrency", "8", "--log", str(tmp_path / "server.log")]
+    capsys.readouterr()
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"serving on this machine: runtime onnxruntime (--runtime onnxruntime): {NATIVE}\n" in out
+    assert "400 ok, 0 failed, 0 lost, 0 mismatched" in out and "OK: every request answered and matched" in out
