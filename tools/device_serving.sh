@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# tools/device_serving.sh — Triton serving on a GPU machine, fp16, PyTorch on our CUDA kernels inside the server,
-# a bounded load test beside the throughput of calling the same model directly (docs/serving.md).
+# tools/device_serving.sh — Triton serving on a GPU machine, fp16, PyTorch on our CUDA kernels inside the server
+# (RUNTIME=onnxruntime: the exported file itself in onnxruntime-gpu's CUDA EP with libwtconv_ort.so), a bounded load
+# test beside the throughput of calling the same model directly (docs/serving.md).
 #
 #   tools/device_serving.sh pack   # where pip reaches PyPI: fills .whl/serving/ (about 29 MB): the tritonclient and
 #                                  # python-rapidjson wheels for Python 3.12, and tritonserver-py3.12.tar.xz, the
@@ -8,21 +9,32 @@
 #                                  # from the nvidia-pytriton wheel
 #   tools/device_serving.sh        # on a GPU machine (no network needed), repository root, .whl/serving present
 #
-# Stages (each logged under $OUT; a table is printed last): build the kernel library (sm_90), export the shipped
-# digits model and WTConvNeXt-T (random weights) to fp16 ONNX, then for each: `wtconv-trt serve --runtime
-# torch-cuda --load-test N` (starts tritonserver on loopback ports, checks every response against the same runtime
-# run directly, measures direct throughput per batch size, stops the server).
+# Stages (each logged under $OUT; a table and one result line per model are printed last): build the kernel
+# library (sm_90), export the shipped digits model and WTConvNeXt-T (random weights) to fp16 ONNX (plugin
+# exports: one WTConv2d node per layer), then for each: `wtconv-trt serve --runtime torch-cuda --load-test N` (starts
+# tritonserver on loopback ports, checks every response against the same runtime run directly, measures direct
+# throughput per batch size, stops the server).
+#
+# RUNTIME=onnxruntime: the build stage builds libwtconv_ort.so with its CUDA op (sm_90) instead, from ONNX Runtime's
+# C API headers ($ONNXRUNTIME_INCLUDE_DIR, else third_party/onnxruntime-headers/<version>/include: carry it), and
+# each model is served with `--runtime onnxruntime --device cuda --ort-library` that library: onnxruntime-gpu's CUDA
+# EP inside the server, TF32 off. onnxruntime-gpu must be importable with its CUDAExecutionProvider (e.g. unpacked in
+# /tmp/site, which is on PYTHONPATH below and which the served model's Python sees too); the script stops at once
+# when it is not.
 #
 # Knobs (defaults for the GPU machine): PYV (Python of the stub and wheels, 3.12), WHEELS (.whl/serving),
-# RUNTIME (torch-cuda), SKIP_BUILD (1: use the built kernels as they are), DIGITS_REQUESTS (2000),
-# TINY_REQUESTS (1000; 0 skips WTConvNeXt-T). With PYV=3.11 RUNTIME=onnxruntime SKIP_BUILD=1 the same script runs
-# on a CPU machine, which is how its shell logic was checked.
+# RUNTIME (torch-cuda), SKIP_BUILD (1: use the built library as it is), DIGITS_REQUESTS (2000),
+# TINY_REQUESTS (1000; 0 skips WTConvNeXt-T), CUDA_ARCHS (90). With PYV=3.11 RUNTIME=onnxruntime DEVICE=cpu the
+# same script runs on a CPU machine (DEVICE: serve's --device for onnxruntime, default cuda), which is how its shell
+# logic was checked.
 set -uo pipefail
 PYTRITON=0.7.0
 TRITONCLIENT=2.73.0
 PYV=${PYV:-3.12}
 WHEELS=${WHEELS:-.whl/serving}
 RUNTIME=${RUNTIME:-torch-cuda}
+DEVICE=${DEVICE:-cuda}
+ARCHS=${CUDA_ARCHS:-90}
 
 if [ "${1:-}" = pack ]; then
     set -e
@@ -92,7 +104,31 @@ import sys, sysconfig, torch
 print("python", sys.version.split()[0], "shared libpython:", sysconfig.get_config_var("Py_ENABLE_SHARED"),
       sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME"))
 print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else "")
+try:
+    import onnxruntime
+    print("onnxruntime", onnxruntime.__version__, onnxruntime.__file__, onnxruntime.get_available_providers())
+except ImportError as error:
+    print("onnxruntime: not importable:", error)
 PY
+ORT_ARGS=()
+if [ "$RUNTIME" = onnxruntime ]; then
+    if [ "$DEVICE" = cuda ] && ! grep -q "CUDAExecutionProvider" "$out/environment.log"; then
+        echo "RUNTIME=onnxruntime: this onnxruntime has no CUDAExecutionProvider; install onnxruntime-gpu (e.g. into"
+        echo "/tmp/site) first, or run with DEVICE=cpu"
+        exit 1
+    fi
+    if [ -z "${ONNXRUNTIME_INCLUDE_DIR:-}" ]; then
+        ONNXRUNTIME_INCLUDE_DIR=$(ls -d third_party/onnxruntime-headers/*/include 2>/dev/null | sort -V | tail -1)
+    fi
+    if [ "${SKIP_BUILD:-0}" != 1 ] && [ ! -f "${ONNXRUNTIME_INCLUDE_DIR:-}/onnxruntime_c_api.h" ]; then
+        echo "RUNTIME=onnxruntime: onnxruntime_c_api.h not found: set ONNXRUNTIME_INCLUDE_DIR or carry"
+        echo "third_party/onnxruntime-headers/<version>/include"
+        exit 1
+    fi
+    [ -n "${ONNXRUNTIME_INCLUDE_DIR:-}" ] && ONNXRUNTIME_INCLUDE_DIR=$(cd "$ONNXRUNTIME_INCLUDE_DIR" && pwd)
+    export WTCONV_ORT_LIB=${WTCONV_ORT_LIB:-$PWD/build/plugin/onnxruntime/libwtconv_ort.so}
+    ORT_ARGS=(--device "$DEVICE" --ort-library "$WTCONV_ORT_LIB")
+fi
 # The backend stub loads this Python's shared libpython; the launcher finds it through sysconfig. Where sysconfig
 # names none that exists, look for one and put its folder on LD_LIBRARY_PATH (the launcher keeps it).
 libpython=$(python3 -c 'from trt_engine.serving.server import python_library_dir as d; print(d() or "")')
@@ -105,9 +141,20 @@ LD_LIBRARY_PATH=${libpython:+$libpython:}${LD_LIBRARY_PATH:-} \
     ldd "/tmp/triton/pytriton/tritonserver/python_backend_stubs/$PYV/triton_python_backend_stub" |
     grep -E "python|not found" | tee -a "$out/environment.log"
 
-[ "${SKIP_BUILD:-0}" = 1 ] || stage build bash -c 'cmake -S plugin -B build/plugin -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
-                     cmake --build build/plugin -j --target wtconv_kernels_capi' ||
+if [ "$RUNTIME" = onnxruntime ]; then
+    build_args=(-DONNXRUNTIME_INCLUDE_DIR="${ONNXRUNTIME_INCLUDE_DIR:-}" -DWTCONV_BUILD_PLUGIN_HARNESS=OFF)
+    target=wtconv_ort
+else
+    build_args=()
+    target=wtconv_kernels_capi
+fi
+[ "${SKIP_BUILD:-0}" = 1 ] || stage build bash -c "cmake -S plugin -B build/plugin -G Ninja -DCMAKE_CUDA_ARCHITECTURES=$ARCHS \
+                     ${build_args[*]} >/dev/null && cmake --build build/plugin -j --target $target" ||
     { tar czf "$final_out/logs.tgz" -C "$out" .; printf '%s\n' "${summary[@]}"; exit 1; }
+if [ "$RUNTIME" = onnxruntime ]; then
+    python3 -c "from wtconv_export.libraries import ort_library_info as i; print('$WTCONV_ORT_LIB', i('$WTCONV_ORT_LIB'))" \
+        2>&1 | tee -a "$out/environment.log"
+fi
 stage export_digits python3 -m wtconv_trt export -o /tmp/digits_fp16.onnx --precision fp16 --force
 [ "${TINY_REQUESTS:-1000}" != 0 ] && stage export_tiny python3 -m wtconv_trt export -o /tmp/tiny_fp16.onnx --precision fp16 --arch wtconvnext_tiny \
     --random-weights --force
@@ -115,7 +162,8 @@ stage export_digits python3 -m wtconv_trt export -o /tmp/digits_fp16.onnx --prec
 serve() {  # name, onnx, requests, batch sizes, extra options...
     python3 -m wtconv_trt serve "$2" --repo "/tmp/repo_$1" --name "$1" --runtime "$RUNTIME" --force \
         --http-port 0 --grpc-port 0 --log "$out/server_$1.log" --timeout 180 \
-        --load-test "$3" --concurrency 16 --batch-sizes "$4" --protocol grpc --json "$final_out/load_$1.json" "${@:5}"
+        --load-test "$3" --concurrency 16 --batch-sizes "$4" --protocol grpc --json "$final_out/load_$1.json" \
+        "${ORT_ARGS[@]}" "${@:5}"
 }
 serve_kinds() {  # as serve; KIND_GPU instances first, KIND_CPU instances (model still on cuda:0) if that fails
     serve "$@" || { echo "--- retrying with --instance-kind cpu"; serve "$@" --instance-kind cpu; }
@@ -131,5 +179,20 @@ for name in digits tiny; do
     [ -f "$out/serve_$name.log" ] || continue
     echo "--- $name (fp16, runtime $RUNTIME inside Triton's Python backend, loopback gRPC, 16 clients)"
     sed -n '/^ *batch *images/,/^OK\|^FAILED/p' "$out/serve_$name.log"
+done
+echo
+for name in digits tiny; do  # one result line per model, from the load test's JSON
+    [ -f "$final_out/load_$name.json" ] || continue
+    python3 - "$final_out/load_$name.json" "$name" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+g = r["load"][0]
+direct = max(r["direct"], key=lambda d: d["batch"])
+print(f"RESULT {sys.argv[2]}: {r['runtime']} ({r.get('execution') or 'n/a'}), {r['input_dtype']}: {g['completed']} ok / "
+      f"{g['failed']} failed / {g['lost']} lost / {g['mismatched']} mismatched of {g['requests']} "
+      f"({g['bit_identical']} bit-identical); served {g['throughput_images_per_s']} images/s, p50 "
+      f"{g['latency_ms']['p50']} ms, p99 {g['latency_ms']['p99']} ms; direct batch {direct['batch']}: "
+      f"{direct['images_per_s']} images/s")
+PY
 done
 exit $status

@@ -492,6 +492,7 @@ class Served:
         report = {
             "machine": platform.platform(),
             "runtime": runner.name,
+            "execution": getattr(runner, "description", None),  # where ONNX Runtime ran it, for onnxruntime
             "model": str(repo.onnx),
             "input_dtype": str(runner.input_dtype),
             "load": [],
