@@ -15,25 +15,29 @@ from wtconv_export import contract
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = ROOT / "plugin" / "common" / "wtconvPluginContract.h"
 KERNEL_HEADER = ROOT / "plugin" / "kernels" / "wtconvKernel.h"
-PLUGIN_SOURCES = [
-    ROOT / "plugin" / "trt" / name
-    for name in (
-        "wtconvPlugin.cpp",
-        "wtconvPlugin.h",
-        "wtconvPluginEntry.cpp",
-        "wtconvPluginRegistration.cpp",
-        "wtconvPluginAbi.h",
-    )
-] + [
-    ROOT / "plugin" / "common" / name
-    for name in (
-        "wtconvPluginFields.cpp",
-        "wtconvPluginFields.h",
-        "wtconvPluginFieldsCapi.cpp",
-        "wtconvLayerFields.cpp",
-        "wtconvLayerFields.h",
-    )
-] + sorted((ROOT / "plugin" / "onnxruntime").glob("wtconvOrt*"))
+PLUGIN_SOURCES = (
+    [
+        ROOT / "plugin" / "trt" / name
+        for name in (
+            "wtconvPlugin.cpp",
+            "wtconvPlugin.h",
+            "wtconvPluginEntry.cpp",
+            "wtconvPluginRegistration.cpp",
+            "wtconvPluginAbi.h",
+        )
+    ]
+    + [
+        ROOT / "plugin" / "common" / name
+        for name in (
+            "wtconvPluginFields.cpp",
+            "wtconvPluginFields.h",
+            "wtconvPluginFieldsCapi.cpp",
+            "wtconvLayerFields.cpp",
+            "wtconvLayerFields.h",
+        )
+    ]
+    + sorted((ROOT / "plugin" / "onnxruntime").glob("wtconvOrt*"))
+)
 
 _STRING = re.compile(r'constexpr\s+char\s+const\s*\*\s*(k[A-Z0-9_]+)\s*=\s*"([^"]*)"\s*;')
 _INT = re.compile(r"constexpr\s+int32_t\s+(k[A-Za-z0-9_]+)\s*=\s*(-?\d+)\s*;")
