@@ -70,7 +70,10 @@ def exports(tmp_path_factory):
 def served(install, exports, tmp_path_factory):
     repo = tmp_path_factory.mktemp("repo")
     for name, path in exports.items():
-        write_python_repository(path, repo, name=name, runtime="onnxruntime", max_batch_size=BATCH, threads=1)
+        # On the CPU, as the direct runs it is compared with (a GPU with onnxruntime-gpu would take the CUDA EP).
+        write_python_repository(
+            path, repo, name=name, runtime="onnxruntime", device="cpu", max_batch_size=BATCH, threads=1
+        )
     server = TritonServer(
         repo,
         http_port=0,
