@@ -286,3 +286,22 @@ def test_serving_repository_carries_the_library(exports, ort_library, tmp_path):
     assert plain.ort_library is None and not (plain.model_dir / "libwtconv_ort.so").exists()
     assert "ort_library" not in plain.config_text
     shutil.rmtree(tmp_path / "repo")
+
+
+def test_without_the_library_or_onnxruntime_extensions(exports, monkeypatch, tmp_path, capsys):
+    """onnxruntime-extensions is needed only where the Python op must run the nodes: without it and without the
+    library, validate says both ways out in one line; a standard-op export validates without either."""
+    import importlib.util
+
+    no_library_anywhere(monkeypatch, tmp_path)
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime_extensions" else find_spec(name, *a)
+    )
+    paths, _ = exports
+    line = one_error_line(capsys, ["validate", str(paths["plugin"])])
+    assert line.endswith(
+        "the model has 5 WTConv2d nodes and no libwtconv_ort.so is built: build it with 'wtconv-trt build-libs', or "
+        "pip install onnxruntime-extensions for the slower Python op"
+    ), line
+    assert wtconv_trt.validate_onnx(paths["standard"]).passed

@@ -3,10 +3,10 @@
 # (RUNTIME=onnxruntime: the exported file itself in onnxruntime-gpu's CUDA EP with libwtconv_ort.so), a bounded load
 # test beside the throughput of calling the same model directly (docs/serving.md).
 #
-#   tools/device_serving.sh pack   # where pip reaches PyPI: fills .whl/serving/ (about 29 MB): the tritonclient and
-#                                  # python-rapidjson wheels for Python 3.12, and tritonserver-py3.12.tar.xz, the
-#                                  # server binary, Python backend, 3.12 stub and the libraries they load, cut
-#                                  # from the nvidia-pytriton wheel
+#   tools/device_serving.sh pack   # where pip reaches PyPI: fills .whl/serving/ (about 30 MB): the tritonclient,
+#                                  # python-rapidjson and polygraphy (for validate) wheels for Python 3.12, and
+#                                  # tritonserver-py3.12.tar.xz, the server binary, Python backend, 3.12 stub and the
+#                                  # libraries they load, cut from the nvidia-pytriton wheel
 #   tools/device_serving.sh        # on a GPU machine (no network needed), repository root, .whl/serving present
 #
 # Stages (each logged under $OUT; a table and one result line per model are printed last): build the kernel
@@ -24,12 +24,14 @@
 #
 # Knobs (defaults for the GPU machine): PYV (Python of the stub and wheels, 3.12), WHEELS (.whl/serving),
 # RUNTIME (torch-cuda), SKIP_BUILD (1: use the built library as it is), DIGITS_REQUESTS (2000),
-# TINY_REQUESTS (1000; 0 skips WTConvNeXt-T), CUDA_ARCHS (90). With PYV=3.11 RUNTIME=onnxruntime DEVICE=cpu the
-# same script runs on a CPU machine (DEVICE: serve's --device for onnxruntime, default cuda), which is how its shell
-# logic was checked.
+# TINY_REQUESTS (1000; 0 skips WTConvNeXt-T), CUDA_ARCHS (90), DEVICE (serve's and validate's --device for
+# onnxruntime, default cuda), VALIDATE (1: with RUNTIME=onnxruntime, also `wtconv-trt validate --device` of the
+# exports, WTConvNeXt-T in fp16 and fp32, and the integration's GPU tests). With PYV=3.11 RUNTIME=onnxruntime
+# DEVICE=cpu the same script runs on a CPU machine, which is how its shell logic was checked.
 set -uo pipefail
 PYTRITON=0.7.0
 TRITONCLIENT=2.73.0
+POLYGRAPHY=0.53.6
 PYV=${PYV:-3.12}
 WHEELS=${WHEELS:-.whl/serving}
 RUNTIME=${RUNTIME:-torch-cuda}
@@ -43,7 +45,7 @@ if [ "${1:-}" = pack ]; then
     python3 -m pip download -q --no-deps -d "$tmp" "nvidia-pytriton==$PYTRITON"
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$PYV" --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-        -d "$WHEELS" "tritonclient==$TRITONCLIENT" python-rapidjson
+        -d "$WHEELS" "tritonclient==$TRITONCLIENT" python-rapidjson "polygraphy==$POLYGRAPHY"
     (cd "$tmp" && python3 -m zipfile -e nvidia_pytriton-*.whl unpacked)
     u=$tmp/unpacked
     t=pytriton/tritonserver
@@ -170,6 +172,19 @@ serve_kinds() {  # as serve; KIND_GPU instances first, KIND_CPU instances (model
 }
 stage serve_digits serve_kinds digits /tmp/digits_fp16.onnx "${DIGITS_REQUESTS:-2000}" 1,2,4,8
 [ "${TINY_REQUESTS:-1000}" != 0 ] && stage serve_tiny serve_kinds tiny /tmp/tiny_fp16.onnx "${TINY_REQUESTS:-1000}" 1,2,4,8
+if [ "$RUNTIME" = onnxruntime ] && [ "${VALIDATE:-1}" = 1 ]; then
+    # The same library on the same EP against PyTorch: validate --device (fp32 compared with TF32 off), and the
+    # GPU tests of the integration (tests/test_onnxruntime_integration.py: validate --device cuda on the CUDA op).
+    valid=(--device "$DEVICE" --ort-library "$WTCONV_ORT_LIB")
+    stage validate_digits python3 -m wtconv_trt validate /tmp/digits_fp16.onnx "${valid[@]}"
+    if [ "${TINY_REQUESTS:-1000}" != 0 ]; then
+        stage validate_tiny_fp16 python3 -m wtconv_trt validate /tmp/tiny_fp16.onnx "${valid[@]}"
+        stage export_tiny_fp32 python3 -m wtconv_trt export -o /tmp/tiny_fp32.onnx --arch wtconvnext_tiny \
+            --random-weights --force
+        stage validate_tiny_fp32 python3 -m wtconv_trt validate /tmp/tiny_fp32.onnx "${valid[@]}"
+    fi
+    stage test_gpu python3 -m pytest -q -rs -p no:cacheprovider tests/test_onnxruntime_integration.py -k "gpu or device"
+fi
 tar czf "$final_out/logs.tgz" -C "$out" .
 
 echo
@@ -179,6 +194,9 @@ for name in digits tiny; do
     [ -f "$out/serve_$name.log" ] || continue
     echo "--- $name (fp16, runtime $RUNTIME inside Triton's Python backend, loopback gRPC, 16 clients)"
     sed -n '/^ *batch *images/,/^OK\|^FAILED/p' "$out/serve_$name.log"
+done
+for name in validate_digits validate_tiny_fp16 validate_tiny_fp32 test_gpu; do
+    [ -f "$out/$name.log" ] && echo "$name: $(grep -E '^(PASSED|FAILED)|passed|failed|error:' "$out/$name.log" | tail -1)"
 done
 echo
 for name in digits tiny; do  # one result line per model, from the load test's JSON

@@ -64,15 +64,12 @@ __all__ = [
 
 
 def require_validation_packages() -> None:
-    """ConfigurationError with the install command when ONNX Runtime, onnxruntime-extensions or Polygraphy is
-    absent (all three are dependencies of wtconv-trt: an environment without them is a broken install)."""
+    """ConfigurationError with the install command when ONNX Runtime or Polygraphy is absent (dependencies of
+    wtconv-trt: an environment without them is a broken install). onnxruntime-extensions, the third, is needed only
+    where the Python op runs WTConv2d nodes (no libwtconv_ort.so): plan_ort_execution asks for it then."""
     missing = [
         name
-        for module, name in (
-            ("onnxruntime", "onnxruntime"),
-            ("onnxruntime_extensions", "onnxruntime-extensions"),
-            ("polygraphy", "polygraphy"),
-        )
+        for module, name in (("onnxruntime", "onnxruntime"), ("polygraphy", "polygraphy"))
         if importlib.util.find_spec(module) is None
     ]
     if missing:
@@ -210,6 +207,11 @@ def plan_ort_execution(model: Any, device: str = "cpu", library: str | os.PathLi
         if kind == "cpu":
             raise
         raise ConfigurationError(f"--device {shown}: the model's {nodes} WTConv2d nodes need {error}") from None
+    if how == "python" and importlib.util.find_spec("onnxruntime_extensions") is None:
+        raise ConfigurationError(
+            f"the model has {nodes} WTConv2d nodes and no libwtconv_ort.so is built: build it with 'wtconv-trt "
+            "build-libs', or pip install onnxruntime-extensions for the slower Python op"
+        )
     if kind == "cuda":
         from .libraries import ort_library_info
 
