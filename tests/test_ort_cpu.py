@@ -383,6 +383,7 @@ def test_tensor_attributes_are_read_as_the_tensorrt_parser_reads_them(ort_librar
     assert np.array_equal(y, session(ort_library, as_floats).run(None, {"x": x})[0])
 
 
+@pytest.mark.filterwarnings("ignore:Specified provider 'CUDAExecutionProvider':UserWarning")  # CPU-only ONNX Runtime
 def test_a_library_without_its_cuda_op_is_named_when_cuda_is_asked_for(ort_library, caplog):
     """Asking for the CUDA EP with a library built without its CUDA op still runs (ONNX Runtime places the nodes on
     the CPU), and the log says why and how to fix it."""
