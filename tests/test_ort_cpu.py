@@ -190,32 +190,37 @@ def test_empty_batch_gives_empty_output(ort_library):
     assert y.shape == (0, 3, 5, 4)
 
 
-def test_four_threads_running_one_session_agree(ort_library):
-    """Four threads call run() on one session (two intra-op threads) at once, each on its own input, repeatedly:
-    every output equals, bit for bit, the output of a single-threaded session for that input."""
-    folded = fold_wtconv(random_wtconv2d(96, 5, 5, 1, 3))
-    shared = session(ort_library, node_model(folded), threads=2)
-    alone = session(ort_library, node_model(folded), threads=1)
+def check_threads_agree(shared, alone, shapes, repeats):
+    """Four threads call shared.run() at once, each on its own input of one of `shapes`, `repeats` times: every
+    output must equal, bit for bit, what the session `alone` (used by one thread) gives for that input."""
     gen = np.random.default_rng(0)
-    inputs = [gen.standard_normal((b, 96, h, h)).astype(np.float32) for b, h in ((1, 56), (2, 31), (1, 57), (3, 20))]
+    inputs = [gen.standard_normal(shape).astype(np.float32) for shape in shapes]
     expected = [alone.run(None, {"x": x})[0] for x in inputs]
     failures = []
 
     def worker(i):
         try:
-            for _ in range(5):
+            for _ in range(repeats):
                 y = shared.run(None, {"x": inputs[i]})[0]
                 if not np.array_equal(y, expected[i]):
                     failures.append(f"thread {i}: max difference {np.abs(y - expected[i]).max()}")
         except Exception as error:  # noqa: BLE001 -- reported by the main thread
             failures.append(f"thread {i}: {error!r}")
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(inputs))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert not failures, failures
+
+
+def test_four_threads_running_one_session_agree(ort_library):
+    """Four threads run one session (two intra-op threads) at once: the same bits as a single-threaded session."""
+    folded = fold_wtconv(random_wtconv2d(96, 5, 5, 1, 3))
+    shared = session(ort_library, node_model(folded), threads=2)
+    alone = session(ort_library, node_model(folded), threads=1)
+    check_threads_agree(shared, alone, [(1, 96, 56, 56), (2, 96, 31, 31), (1, 96, 57, 57), (3, 96, 20, 20)], 5)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 
 import numpy as np
 import pytest
@@ -21,7 +20,7 @@ import torch
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from test_ort_cpu import check_against_spec, node_model, rel_error  # noqa: E402
+from test_ort_cpu import check_against_spec, check_threads_agree, node_model, rel_error  # noqa: E402
 
 from wtconv_export import contract  # noqa: E402
 from wtconv_export.folding import fold_wtconv  # noqa: E402
@@ -111,26 +110,7 @@ def test_four_threads_running_one_session_agree_on_cuda(ort_cuda):
     folded = fold_wtconv(random_wtconv2d(96, 5, 5, 1, 3))
     shared = cuda_session(ort_cuda, node_model(folded))
     alone = cuda_session(ort_cuda, node_model(folded))
-    gen = np.random.default_rng(0)
-    inputs = [gen.standard_normal((b, 96, h, h)).astype(np.float32) for b, h in ((16, 56), (3, 31), (32, 57), (1, 20))]
-    expected = [alone.run(None, {"x": x})[0] for x in inputs]
-    failures = []
-
-    def worker(i):
-        try:
-            for _ in range(20):
-                y = shared.run(None, {"x": inputs[i]})[0]
-                if not np.array_equal(y, expected[i]):
-                    failures.append(f"thread {i}: max difference {np.abs(y - expected[i]).max()}")
-        except Exception as error:  # noqa: BLE001 -- reported by the main thread
-            failures.append(f"thread {i}: {error!r}")
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures, failures
+    check_threads_agree(shared, alone, [(16, 96, 56, 56), (3, 96, 31, 31), (32, 96, 57, 57), (1, 96, 20, 20)], 20)
 
 
 def test_cuda_op_agrees_with_cpu_op_on_an_export(ort_cuda, tmp_path, error_report):
