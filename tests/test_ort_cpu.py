@@ -341,6 +341,9 @@ def test_make_ort_session_prefers_the_native_library(ort_library, monkeypatch, c
         resolve_wtconv_op("native")
     monkeypatch.delenv(libraries.ENV_VARS["ort"])
     pytest.importorskip("onnxruntime_extensions")
+    from wtconv_export import onnx_ort
+
+    monkeypatch.setattr(onnx_ort, "_fallback_said", False)  # said once per process: maybe already, by another test
     with caplog.at_level("WARNING", logger="wtconv_export.onnx_ort"):
         python = make_ort_session(node_model(folded)).run(None, {"x": x})[0]
     assert "Python op" in caplog.text and "build-libs" in caplog.text
