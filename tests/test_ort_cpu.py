@@ -23,6 +23,10 @@ ort = pytest.importorskip("onnxruntime")
 from wtconv_export import contract, libraries  # noqa: E402
 from wtconv_export.folding import fold_wtconv  # noqa: E402
 from wtconv_export.fused_spec import fused_wtconv2d_spec  # noqa: E402
+
+# IR version 9 (ONNX 1.15): read by every ONNX Runtime the library supports (1.17 and newer); onnx.helper would
+# stamp its own newest IR version, which an older runtime refuses ("Unsupported model IR version").
+ORT_IR_VERSION = 9
 from wtconv_export.onnx_ort import make_ort_session, resolve_wtconv_op  # noqa: E402
 from wtconv_export.wtconv2d import random_wtconv2d  # noqa: E402
 
@@ -47,7 +51,7 @@ def node_model(folded, dtype=np.float32, name="wtconv_layer", channels=None, **o
         [onnx.helper.make_tensor_value_info("y", ELEM[dtype], None)],
     )
     opsets = [onnx.helper.make_opsetid("", 18), onnx.helper.make_opsetid(contract.ONNX_DOMAIN, 1)]
-    return onnx.helper.make_model(graph, opset_imports=opsets)
+    return onnx.helper.make_model(graph, opset_imports=opsets, ir_version=ORT_IR_VERSION)
 
 
 def session(library, model, threads=1):

@@ -27,6 +27,10 @@ from onnx import AttributeProto, TensorProto, helper, numpy_helper  # noqa: E402
 
 from wtconv_export import contract  # noqa: E402
 
+# IR version 9 (ONNX 1.15): read by every ONNX Runtime the library supports (1.17 and newer); onnx.helper would
+# stamp its own newest IR version, which an older runtime refuses ("Unsupported model IR version").
+ORT_IR_VERSION = 9
+
 C, K, L = 4, 3, 2
 NODE = "bad_layer"
 
@@ -87,7 +91,7 @@ def model(changes=None, elem=TensorProto.FLOAT, shape=("B", C, "H", "W"), cast_t
         [helper.make_tensor_value_info("y", cast_to or elem, None)],
     )
     opsets = [helper.make_opsetid("", 18), helper.make_opsetid(contract.ONNX_DOMAIN, 1)]
-    return helper.make_model(graph, opset_imports=opsets)
+    return helper.make_model(graph, opset_imports=opsets, ir_version=ORT_IR_VERSION)
 
 
 FLOAT_TYPE = "FLOATS (or a float32/float16 TENSOR)"
