@@ -252,6 +252,22 @@ def profile_breakdowns(runners: dict, runs: int) -> dict:
     return out
 
 
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def portable(arg) -> str:
+    """An argument as the committed results show it: paths inside the repository relative to its root, any other
+    absolute path by its last component (the results travel; the machine's folders do not)."""
+    text = str(arg)
+    if not text.startswith("/"):
+        return text
+    path = Path(text)
+    try:
+        return str(path.resolve().relative_to(REPOSITORY))
+    except ValueError:
+        return path.name
+
+
 def machine(device: str, library) -> dict:
     import onnxruntime as ort
 
@@ -259,7 +275,7 @@ def machine(device: str, library) -> dict:
 
     info = {
         "date": datetime.date.today().isoformat(),
-        "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
+        "command": "python " + " ".join(shlex.quote(portable(a)) for a in sys.argv),
         "python": platform.python_version(),
         "onnxruntime": ort.__version__,
         "providers": ort.get_available_providers(),
@@ -267,7 +283,7 @@ def machine(device: str, library) -> dict:
         "cpu_count": os.cpu_count(),
         # Other processes on a shared machine slow every model: the load before and after the timing is recorded.
         "load_average_1min": round(os.getloadavg()[0], 2),
-        "library": str(library) if library else None,
+        "library": portable(library) if library else None,
         "library_info": libraries.ort_library_info(library) if library else {},
     }
     try:
