@@ -22,7 +22,7 @@ import torch
 from conftest import REPO, ort_library_skip_reason
 
 import wtconv_trt
-from wtconv_export import libraries, onnx_ort
+from wtconv_export import libraries, library_build, onnx_ort
 from wtconv_export._version import __version__
 from wtconv_export.errors import ConfigurationError
 from wtconv_export.onnx_validate import plan_ort_execution
@@ -150,7 +150,8 @@ def test_build_libs_builds_installs_and_reports_the_library(exports, monkeypatch
     reason = ort_library_skip_reason()
     if reason:
         pytest.skip(reason)
-    build_dir = libraries.user_cache_dir() / "test-builds" / "build-libs-ort-cpu"  # reused across runs
+    # reused across runs, one per checkout: CMake refuses a build folder configured from another source tree
+    build_dir = library_build.default_build_dir(REPO / "plugin", "test-build-libs-ort-cpu")
     no_library_anywhere(monkeypatch, tmp_path)
     built = wtconv_trt.build_libraries(cuda=False, build_dir=build_dir, source=REPO / "plugin")
     installed = tmp_path / "empty-cache" / "lib" / "libwtconv_ort.so"
