@@ -46,8 +46,6 @@ import numpy as np
 
 ARCH = "wtconvnext_tiny"
 SHAPE = (3, 224, 224)
-TARGETS_CPU = "plugin <= 0.5x standard (B=1); plugin faster than PyTorch eager"
-TARGETS_CUDA = "plugin fp16 B=64 >= 3.5x standard and >= ConvNeXt-T (img/s); plugin fp16 B=1 <= ConvNeXt-T (ms)"
 
 
 def log(message: str) -> None:
