@@ -6,6 +6,7 @@ measurements themselves need a GPU (tools/bench_memory.py, tools/memory_snapshot
 import importlib.util
 from pathlib import Path
 
+import published_wtconv
 import torch.nn as nn
 
 from wtconv_export import memory_benchmark as mb
@@ -43,10 +44,12 @@ def test_peak_is_found_by_replaying_the_trace():
 
 
 def test_published_layers_are_replaced_by_class_name():
-    model = nn.Sequential(nn.Conv2d(4, 4, 1), nn.Sequential(WTConv2d(4, 4, kernel_size=3, wt_levels=2)))
+    published = published_wtconv.WTConv2d(8, 8, kernel_size=5, stride=2, wt_levels=1)
+    model = nn.Sequential(nn.Conv2d(4, 4, 1), nn.Sequential(WTConv2d(4, 4, kernel_size=3, wt_levels=2)), published)
     made = []
     mb.with_layers_replaced(model, lambda c, k, lv, s: made.append((c, k, lv, s)) or nn.Identity())
-    assert made == [(4, 3, 2, 1)] and isinstance(model[1][0], nn.Identity)
+    assert made == [(4, 3, 2, 1), (8, 5, 1, 2)]
+    assert isinstance(model[1][0], nn.Identity) and isinstance(model[2], nn.Identity)
 
 
 def test_report_ratios():

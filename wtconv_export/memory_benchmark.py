@@ -111,13 +111,15 @@ def load_published(root: Path | None):
 
 
 def with_layers_replaced(model, make):
-    """Every module named WTConv2d in ``model`` replaced (in place) by ``make(channels, k, levels, stride)``."""
-    for name, child in list(model.named_children()):
-        if type(child).__name__ == "WTConv2d":
-            k = child.base_conv.kernel_size[0]
-            setattr(model, name, make(child.in_channels, k, child.wt_levels, child.stride))
-        else:
-            with_layers_replaced(child, make)
+    """Every WTConv2d layer in ``model`` (ours or the published class: published.find_wtconv_layers) replaced in
+    place by ``make(channels, k, levels, stride)``; returns the model."""
+    from .published import find_wtconv_layers, replace_submodule, wtconv_layer_config
+
+    for path, layer in find_wtconv_layers(model):
+        config = wtconv_layer_config(layer, path)
+        model = replace_submodule(
+            model, path, make(config.channels, config.kernel_size, config.wt_levels, config.stride)
+        )
     return model
 
 
