@@ -294,7 +294,7 @@ def write_python_repository(
     ort_library=None,
 ) -> dict:
     """Write the repository; returns {"model_dir", "config", "config_text", "max_batch_size", "name",
-    "ort_device", "ort_library"}.
+    "ort_device", "ort_library", "description"} (description: the ONNX model's, describe_onnx).
 
     name: default default_model_name. device: where the onnxruntime runtime runs the model, "cpu", "cuda" (the
     instance's GPU, CUDA execution provider) or "auto" (cuda where onnxruntime-gpu and, for WTConv2d nodes, the
@@ -391,6 +391,7 @@ def write_python_repository(
         "name": name,
         "ort_device": ort_device,
         "ort_library": model_dir / parameters["ort_library"] if "ort_library" in parameters else None,
+        "description": description,
     }
 
 

@@ -112,7 +112,7 @@ class ServingPlan:
             max_batch_size=result["max_batch_size"],
             runtime=options["runtime"],
             onnx=self.onnx,
-            description=_describe(self.onnx),
+            description=result["description"],
             engine=None if options.get("engine") is None else Path(options["engine"]),
             plugin=None if options.get("plugin") is None else Path(options["plugin"]),
             threads=options.get("threads", 0),
@@ -521,9 +521,3 @@ class Served:
         if json_path:
             atomic_write_json(json_path, report)  # an interrupted run leaves no half-written file
         return LoadTestResult(reports, report["direct"], report, passed)
-
-
-def _describe(onnx: Path) -> dict:
-    from trt_engine.serving.repository import describe_onnx
-
-    return describe_onnx(onnx)
