@@ -142,6 +142,10 @@ def plugin_workspace_bytes(lib, dtype: str, shape: dict, channels_last: bool) ->
 
 
 def bench_layers(torch, dtypes, shapes, published_cls, fused_cls, device="cuda", on_row=None) -> list[dict]:
+    """One row per (dtype, shape): the input's bytes, the plugin's workspace per layout, and for each layer
+    available (ours; the published and the paper's classes when given) ``<name>_<layout>_extra`` (the call's peak
+    above input and output) and ``_left`` (still allocated after it), or ``_error``. ``on_row(rows)`` is called after
+    each row (the caller saves as it goes)."""
     from . import cuda_kernels
     from .fused_module import FusedWTConv2d
     from .wtconv2d import WTConv2d
@@ -231,6 +235,9 @@ def model_makers(torch, published_convnext, fused_cls) -> dict:
 def bench_models(
     torch, makers: dict, sizes=("t", "s", "b"), batches=MODEL_BATCHES, dtype_name="fp16", device="cuda"
 ) -> list[dict]:
+    """One row per (size, model, layout, batch) of model_makers' models at 224 x 224: the forward call's ``peak``
+    above what was allocated before it and what it ``left``, or ``error`` (a model that cannot be built or run is
+    recorded, not fatal). Channels-last is measured for our model only."""
     dtype = {"fp32": torch.float32, "fp16": torch.float16}[dtype_name]
     dev = torch.device(device)
     rows = []
@@ -289,6 +296,8 @@ def _ratio(a, b) -> str:
 
 
 def markdown(result: dict) -> str:
+    """The report (bench_memory.md) of run's result: the whole-model table, the per-layer table, and the
+    ``snapshots`` (tools/memory_snapshot.py's alive-at-the-peak lists) the result holds."""
     meta, layers, models = result["meta"], result["layers"], result["models"]
     out = [
         "# Memory: the fused WTConv layer and WTConvNeXt",
@@ -373,6 +382,10 @@ def markdown(result: dict) -> str:
 def run(
     out: Path, official: Path | None, quick: bool = False, command: str = "", parts=("models", "layers"), paper=True
 ) -> dict:
+    """Measure ``parts`` ("models", "layers") and write bench_memory.json and bench_memory.md into ``out``, saved
+    after each part (and each layer row); returns the result. ``official``: a BGU-CS-VIL/WTConv checkout for the
+    published and the paper's columns; ``paper=False`` leaves the paper's kernels out; ``quick``: WTConvNeXt-T and
+    fp16 layers only. ConfigurationError without a CUDA GPU."""
     import json
 
     import torch
