@@ -367,9 +367,13 @@ class LoadTestResult:
     batch size, and the JSON document (``report``) ``wtconv-trt serve --load-test --json`` writes."""
 
     reports: list
-    direct: list
     report: dict
     passed: bool
+
+    @property
+    def direct(self) -> list:
+        """The runtime's direct throughput and latency per batch size (the report's "direct" entries)."""
+        return self.report["direct"]
 
     def table(self) -> str:
         """Throughput and latency, direct and served, as ``wtconv-trt serve --load-test`` prints them."""
@@ -520,4 +524,4 @@ class Served:
         report["direct"] = [direct_throughput(runner, pool, batch) for batch in sorted(set(sizes))]
         if json_path:
             atomic_write_json(json_path, report)  # an interrupted run leaves no half-written file
-        return LoadTestResult(reports, report["direct"], report, passed)
+        return LoadTestResult(reports, report, passed)
