@@ -273,7 +273,12 @@ def make_runner(
         runtime, onnx_path=onnx_path, engine_path=engine_path, ort_device=ort_device, ort_library=ort_library
     )
     if runtime == "onnxruntime":
-        where, _ = resolve_ort_device(ort_device, onnx_path, ort_library)
+        # "cpu" needs no resolving, and "cuda" was resolved by select_runtime (unavailable_reason): the model is not
+        # read and checked for the GPU a second time.
+        if ort_device in ("cpu", "cuda"):
+            where = ort_device
+        else:
+            where, _ = resolve_ort_device(ort_device, onnx_path, ort_library)
         return OnnxRuntimeRunner(Path(onnx_path), threads=threads, ort_device=where, device=device, library=ort_library)
     if runtime == "torch-cuda":
         return TorchCudaRunner(Path(onnx_path), device=device)
