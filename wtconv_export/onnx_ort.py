@@ -189,12 +189,6 @@ def rewrite_for_ort(model: str | os.PathLike | bytes | Any) -> tuple[Any, int]:
     return out, count
 
 
-def native_library() -> Path | None:
-    """``libwtconv_ort.so`` in the lookup order of wtconv_export.libraries (``WTCONV_ORT_LIB``, the package, the
-    per-user cache where ``wtconv-trt build-libs`` installs, the build tree), or None."""
-    return libraries.ort_library()
-
-
 def resolve_wtconv_op(op: str = "auto", library: str | os.PathLike | None = None) -> tuple[str, Path | None]:
     """("native", library path) or ("python", None): how :func:`make_ort_session` will run WTConv2d nodes.
 
@@ -205,7 +199,7 @@ def resolve_wtconv_op(op: str = "auto", library: str | os.PathLike | None = None
         raise ValueError(f"op {op!r}: expected one of {', '.join(OPS)}")
     if op == "python":
         return "python", None
-    path = Path(library).expanduser() if library is not None else native_library()
+    path = Path(library).expanduser() if library is not None else libraries.ort_library()
     if path is not None and path.is_file():
         return "native", path
     if op == "native" or library is not None:
@@ -242,6 +236,21 @@ def _session(model_bytes_or_path, options, providers):
         if match is None:
             raise
         raise ModelError(match.group(0).strip()) from error
+
+
+def warn_python_op_fallback(count: int) -> None:
+    """Log that ``count`` WTConv2d nodes run on the onnxruntime-extensions Python op because libwtconv_ort.so was not
+    found: once per process, not once per session."""
+    global _fallback_said
+    if _fallback_said:
+        return
+    _fallback_said = True
+    log.warning(
+        "libwtconv_ort.so not found: the %d %s nodes run through the onnxruntime-extensions Python op (CPU only, "
+        "several times slower); build the native op with 'wtconv-trt build-libs'",
+        count,
+        contract.OP_TYPE,
+    )
 
 
 def make_ort_session(
@@ -290,15 +299,8 @@ def make_ort_session(
                 f"the model has {count} {contract.OP_TYPE} nodes; running them in ONNX Runtime needs libwtconv_ort.so "
                 "(wtconv-trt build-libs) or onnxruntime-extensions (pip install onnxruntime-extensions)"
             ) from error
-        global _fallback_said
-        if op == "auto" and not _fallback_said:
-            _fallback_said = True
-            log.warning(
-                "libwtconv_ort.so not found: the %d %s nodes run through the onnxruntime-extensions Python op (CPU "
-                "only, several times slower); build the native op with 'wtconv-trt build-libs'",
-                count,
-                contract.OP_TYPE,
-            )
+        if op == "auto":
+            warn_python_op_fallback(count)
         _register_python_op()
         options.register_custom_ops_library(get_library_path())
     return _session(rewritten.SerializeToString(), options, providers)

@@ -130,7 +130,12 @@ class OrtExecution:
     nodes: int  # WTConv2d nodes in the model
     op: str | None  # "native" (libwtconv_ort.so), "python" (onnxruntime-extensions), None: no WTConv2d node
     library: Path | None = None  # the native library, for "native"
-    fallback: bool = False  # the Python op because no library was found
+
+    @property
+    def fallback(self) -> bool:
+        """The Python op runs the nodes because no library was found (plan_ort_execution takes the library whenever
+        one is found, so the Python op is always the fallback)."""
+        return self.op == "python"
 
     def describe(self) -> str:
         """One phrase: the execution provider, and what runs the WTConv2d nodes."""
@@ -150,15 +155,14 @@ class OrtExecution:
         """An onnxruntime.InferenceSession of ``model`` (a path, bytes or ModelProto) as planned. On the GPU,
         ConfigurationError when ONNX Runtime could not start its CUDA execution provider (it falls back to the CPU
         with a logged error otherwise)."""
-        from .onnx_ort import make_ort_session
+        from .onnx_ort import make_ort_session, warn_python_op_fallback
 
         if self.device == "cuda":
             _import_cuda_libraries()
-        # op "auto" for the fallback: make_ort_session says once per process that the Python op runs them.
-        op = {"native": "native", "python": "auto" if self.fallback else "python"}.get(self.op, "python")
-        session = make_ort_session(
-            model, self.providers, session_options, op=op, library=self.library if op == "native" else None
-        )
+        if self.fallback:
+            warn_python_op_fallback(self.nodes)
+        # As planned, without a second lookup (op None: no WTConv2d node, nothing for either op to run).
+        session = make_ort_session(model, self.providers, session_options, op=self.op or "python", library=self.library)
         if self.device == "cuda" and "CUDAExecutionProvider" not in session.get_providers():
             raise ConfigurationError(
                 f"--device cuda:{self.device_id}: ONNX Runtime could not start its CUDA execution provider (its "
@@ -220,7 +224,7 @@ def plan_ort_execution(model: Any, device: str = "cpu", library: str | os.PathLi
                 f"--device {shown}: {path} has no CUDA op (it was built where nvcc was not found): rebuild it with "
                 "the CUDA toolkit present (wtconv-trt build-libs), or validate on the CPU"
             )
-    return OrtExecution(kind, index, providers, nodes, how, path, fallback=how == "python")
+    return OrtExecution(kind, index, providers, nodes, how, path)
 
 
 @dataclasses.dataclass
