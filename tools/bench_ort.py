@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
+import functools
 import json
 import os
 import platform
@@ -302,10 +303,15 @@ def machine(device: str, library) -> dict:
     return info
 
 
-def evaluate_targets(device: str, rows: list[dict]) -> list[tuple[str, str, bool | None]]:
-    def find(model, precision, batch):
-        return next((r for r in rows if (r["model"], r["precision"], r["batch"]) == (model, precision, batch)), None)
+def find_row(rows: list[dict], model: str, precision: str, batch: int) -> dict | None:
+    """The summarised row of (model, precision, batch), or None when that model was not timed."""
+    return next((r for r in rows if (r["model"], r["precision"], r["batch"]) == (model, precision, batch)), None)
 
+
+def evaluate_targets(device: str, rows: list[dict]) -> list[tuple[str, str, bool | None]]:
+    """(target, measured value, met) for each target whose models were timed: CPU, plugin against the standard-op
+    export and PyTorch eager at B=1; CUDA, plugin against the standard-op export and ConvNeXt-T (fp16)."""
+    find = functools.partial(find_row, rows)
     out = []
     if device == "cpu":
         plugin, standard, eager = find("plugin", "fp32", 1), find("standard", "fp32", 1), find("eager", "fp32", 1)
@@ -336,10 +342,7 @@ def layer_shares(rows: list[dict]) -> list[str]:
     for r in rows:
         if r["model"] != "plugin":
             continue
-        rest = next(
-            (x for x in rows if x["model"] == "rest" and x["precision"] == r["precision"] and x["batch"] == r["batch"]),
-            None,
-        )
+        rest = find_row(rows, "rest", r["precision"], r["batch"])
         if rest:
             layers = r["ms_median"] - rest["ms_median"]
             out.append(
@@ -425,6 +428,11 @@ def main(argv=None) -> int:
     providers = providers_for(device, args.tf32)
     args.out.mkdir(parents=True, exist_ok=True)
 
+    def ort_runner(name, key, x, profile_prefix=None):
+        # "plugin" on the native op; the others on the Python op ("python-op") or with no WTConv2d node at all.
+        op = "native" if name == "plugin" else "python"
+        return OrtRunner(paths[key], device, providers, library, x, op, profile_prefix=profile_prefix)
+
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.onnx_dir or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
@@ -444,8 +452,7 @@ def main(argv=None) -> int:
                     key = ("plugin", precision) if name == "python-op" else (name, precision)
                     if key not in paths:
                         continue
-                    op = "native" if name == "plugin" else "python"  # python: the Python op, or no WTConv2d node
-                    runners[name] = OrtRunner(paths[key], device, providers, library, xp, op)
+                    runners[name] = ort_runner(name, key, xp)
                     counts[name] = 3 if name == "python-op" else runs
                 eager = {n: runners.pop(n) for n in list(runners) if n == "eager"}
                 log(f"timing {precision} B={batch}: {', '.join(runners)}")
@@ -458,14 +465,8 @@ def main(argv=None) -> int:
                 rows += [summarise(name, precision, batch, times[name]) for name in runners]
                 if args.profile and device == "cpu":
                     profiled = {
-                        name: OrtRunner(
-                            paths[(name, precision)],
-                            device,
-                            providers,
-                            library,
-                            xp,
-                            "native" if name == "plugin" else "python",
-                            profile_prefix=str(Path(tmp) / f"profile_{name}_{precision}_b{batch}"),
+                        name: ort_runner(
+                            name, (name, precision), xp, str(Path(tmp) / f"profile_{name}_{precision}_b{batch}")
                         )
                         for name in ("plugin", "standard")
                         if name in runners
