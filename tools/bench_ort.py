@@ -388,19 +388,44 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+MODELS = ("plugin", "rest", "standard", "python-op", "eager", "convnext")
+
+
+def at_least(minimum: int):
+    """An argparse type: an integer >= ``minimum`` (a count below it would end in a traceback after the exports)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), required=True)
     parser.add_argument("--out", type=Path, required=True, help="folder for bench_ort_<device>.{json,md}")
     parser.add_argument("--library", type=Path, help="libwtconv_ort.so (default: wtconv_export.libraries lookup)")
-    parser.add_argument("--batches", type=int, nargs="+", help="default: 1 (cpu), 1 64 (cuda)")
+    parser.add_argument("--batches", type=at_least(1), nargs="+", help="default: 1 (cpu), 1 64 (cuda)")
     parser.add_argument("--precisions", nargs="+", choices=("fp32", "fp16"), help="default: fp32 (cpu), fp16 fp32")
     parser.add_argument(
-        "--models", nargs="+", help="default: plugin standard rest python-op eager (cpu), plugin standard rest convnext"
+        "--models",
+        nargs="+",
+        choices=MODELS,
+        help="default: plugin standard rest python-op eager (cpu), plugin standard rest convnext",
     )
-    parser.add_argument("--runs", type=int, default=0, help="timed runs per model (default 30 on cpu, 200 on cuda)")
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=0, help="CPU: intra-op / torch threads (default: all cores)")
+    parser.add_argument(
+        "--runs", type=at_least(0), default=0, help="timed runs per model (default 30 on cpu, 200 on cuda)"
+    )
+    parser.add_argument("--warmup", type=at_least(0), default=5)
+    parser.add_argument(
+        "--threads", type=at_least(0), default=0, help="CPU: intra-op / torch threads (default: all cores)"
+    )
     parser.add_argument("--tf32", choices=("default", "on", "off"), default="default", help="CUDA EP use_tf32")
     parser.add_argument("--profile", action="store_true", help="CPU: add ONNX Runtime's per-operator profile")
     parser.add_argument("--onnx-dir", type=Path, help="keep the exported models here (default: a temporary folder)")
