@@ -55,7 +55,7 @@ CLIENT_DTYPES = {
     "int8": "INT8",
     "bool": "BOOL",
 }
-_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+MODEL_NAME = re.compile(r"[A-Za-z0-9_.-]+")  # a model name Triton takes (fullmatch)
 # Each instance holds its own execution context and activation memory on every GPU it runs on; beyond a few the
 # instances only queue behind each other, and a large count exhausts GPU memory when Triton loads the model.
 MAX_INSTANCES = 64
@@ -132,7 +132,7 @@ def make_config(
     labels: bool = False,
 ) -> str:
     """config.pbtxt text for the engine described by ``manifest``."""
-    if not _NAME.match(name):
+    if not MODEL_NAME.fullmatch(name):
         raise InputError(f"model name {name!r}: use letters, digits, '_', '-', '.' only")
     if instances < 1:
         raise InputError(f"--instances must be >= 1, got {instances}")
@@ -393,6 +393,7 @@ __all__ = [
     "write_repository",
     "serve_script",
     "check_gpus",
+    "MODEL_NAME",
     "TRITON_DTYPES",
     "CLIENT_DTYPES",
 ]

@@ -30,7 +30,6 @@ model_config.proto) before anything is written.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import stat
 from pathlib import Path
@@ -44,7 +43,7 @@ from trt_engine.serving.repository import (
     pbtxt_string,
     plan_from_onnx,
 )
-from trt_engine.triton import MAX_INSTANCES, MAX_QUEUE_DELAY_US, TRITON_DTYPES, check_gpus
+from trt_engine.triton import MAX_INSTANCES, MAX_QUEUE_DELAY_US, MODEL_NAME, TRITON_DTYPES, check_gpus
 from wtconv_export.errors import ConfigurationError, InputError
 from wtconv_export.inputs import MAX_INT32, check_choice, check_int
 
@@ -208,7 +207,7 @@ def write_onnxruntime_repository(
                 "with nvcc serves on the GPU"
             )
     name = name or default_model_name(onnx, description["metadata"])
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+    if not MODEL_NAME.fullmatch(name):
         raise InputError(f"--name {name!r}: use letters, digits, '_', '-', '.' only")
     out = Path(out)
     model_dir = out / name
