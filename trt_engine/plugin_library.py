@@ -270,6 +270,18 @@ def default_plugin(static: bool = False, abi: str | None = None) -> Path | None:
     return libraries.find(kind, abi, accept=_record_matches(abi))
 
 
+def static_plugin_for(manifest: dict) -> Path | None:
+    """The static-registration library for an engine whose manifest records a plugin (for Polygraphy's --plugins
+    and Triton's LD_PRELOAD): libwtconv_trt_plugin.so beside the dynamic library the manifest names (build-libs
+    installs both together), else the one default_plugin finds for the manifest's ABI; None when neither exists or
+    the engine uses no plugin."""
+    plugin = manifest.get("plugin")
+    if not plugin:
+        return None
+    beside = Path(plugin["library"]).with_name("libwtconv_trt_plugin.so")
+    return beside if beside.is_file() else default_plugin(static=True, abi=plugin.get("abi"))
+
+
 # -------------------------------------------------------------------------------------------------------------
 # GPU targets: the code a plugin library carries vs the compute capabilities a TensorRT-RTX engine is built for
 # -------------------------------------------------------------------------------------------------------------

@@ -282,11 +282,9 @@ def write_repository(
     if model_dir.exists() and any(model_dir.iterdir()) and not force:
         raise InputError(f"{model_dir} already exists and is not empty; pass --force to overwrite it")
     if manifest.get("plugin") and not plugin_static:
-        from trt_engine.plugin_library import default_plugin
+        from trt_engine.plugin_library import static_plugin_for
 
-        guess = Path(manifest["plugin"]["library"]).with_name("libwtconv_trt_plugin.so")
-        if not guess.is_file():
-            guess = default_plugin(static=True)
+        guess = static_plugin_for(manifest)
         if guess is not None:
             plugin_static = str(guess)
         else:

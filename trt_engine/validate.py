@@ -23,7 +23,6 @@ import logging
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -270,13 +269,9 @@ def replay_command(
 ) -> str:
     """The ``polygraphy run`` command that replays a saved comparison: the static-registration plugin library beside
     the engine's dynamic one, else the one the lookup finds (build-libs installs both), else its file name."""
-    from trt_engine.plugin_library import default_plugin
+    from trt_engine.plugin_library import static_plugin_for
 
-    static_lib = None
-    if manifest.get("plugin"):
-        beside = Path(manifest["plugin"]["library"]).with_name("libwtconv_trt_plugin.so")
-        abi = manifest["plugin"].get("abi")
-        static_lib = beside if beside.is_file() else default_plugin(static=True, abi=abi) or "libwtconv_trt_plugin.so"
+    static_lib = static_plugin_for(manifest) or "libwtconv_trt_plugin.so"
     parts = [f"polygraphy run {engine} --model-type engine --trt"]
     if manifest.get("plugin"):
         parts.append(f"--plugins {static_lib}")
