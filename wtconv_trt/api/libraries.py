@@ -100,9 +100,9 @@ def build_libraries(
     if build_dir:
         check_output_dir(build_dir, option="--build-dir", force=True)
     root = libraries.package_lib_dir() if into_package else None
-    ort_note = None if find_ort_headers(None, source) else f"no libwtconv_ort.so built: {NO_ORT_HEADERS}"
-    if onnxruntime_headers is not None:
-        ort_note = None
+    ort_note = None
+    if onnxruntime_headers is None and find_ort_headers(None, source) is None:  # given ones were checked above
+        ort_note = f"no libwtconv_ort.so built: {NO_ORT_HEADERS}"
     # What will not be built is said before the minutes of compiling, not only after them.
     if not cuda:
         log.info("--no-cuda: building libwtconv_ort.so with its CPU op alone")
