@@ -117,6 +117,8 @@ def make_onnxruntime_config(
 
 
 def serve_script(name: str, library_in_server: str | None) -> str:
+    """serve.sh: the tritonserver command for the repository (beside it), with how to run it in Triton's container
+    and, when the model has WTConv2d nodes, where the config loads libwtconv_ort.so from (``library_in_server``)."""
     lines = [
         "#!/usr/bin/env bash",
         f"# Serve the '{name}' model repository with Triton Inference Server's onnxruntime backend, e.g. inside its",

@@ -54,6 +54,7 @@ class OnnxRuntimeRunner:
 
     @property
     def description(self) -> str:
+        """Where ONNX Runtime runs the model and what runs its WTConv2d nodes (OrtExecution.describe)."""
         return self.execution.describe()
 
     def __call__(self, x: np.ndarray) -> np.ndarray:

@@ -402,18 +402,22 @@ class Served:
 
     @property
     def name(self) -> str:
+        """The model's name in the repository."""
         return self.repository.name
 
     @property
     def http_url(self) -> str:
+        """The server's HTTP endpoint, host:port."""
         return self.server.http_url
 
     @property
     def grpc_url(self) -> str:
+        """The server's gRPC endpoint, host:port."""
         return self.server.grpc_url
 
     @property
     def log_file(self) -> Path:
+        """The server's log file."""
         return self.server.log_file
 
     def client_command(self) -> str:
