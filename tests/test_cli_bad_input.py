@@ -598,6 +598,13 @@ def test_every_subcommand_has_bad_input_cases():
     assert registered <= covered, f"no bad-input cases for {sorted(registered - covered)}"
 
 
+def interruptible() -> None:
+    """preexec_fn: the child starts with SIGINT at its default, so Python turns it into KeyboardInterrupt. A test
+    run started in the background by a non-interactive shell (``pytest &``) ignores SIGINT, and a child inherits
+    an ignored signal: Ctrl-C would then never reach the command under test."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_export_exits_130_with_one_line(tmp_path):
     """SIGINT while the export runs: exit status 130, one line on stderr, no output file or temporary left."""
     output = tmp_path / "m.onnx"
@@ -617,6 +624,7 @@ def test_ctrl_c_during_export_exits_130_with_one_line(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     # Wait until the command is running (PyTorch loaded, so inside wtconv_trt.cli.main), then interrupt.
     maps = Path(f"/proc/{process.pid}/maps")

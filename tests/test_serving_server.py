@@ -28,6 +28,7 @@ pytest.importorskip("tritonclient.http")
 
 import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
+from test_cli_bad_input import interruptible  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from trt_engine.serving import load  # noqa: E402
@@ -401,7 +402,9 @@ def test_serve_of_a_model_of_ones_own_client_line_and_ctrl_c(install, tmp_path):
         per_image = list(unet(torch.zeros(1, 3, 32, 32)).shape[1:])
     argv = [sys.executable, "-m", "wtconv_trt", "serve", str(onnx_path), "--repo", str(tmp_path / "repo")]
     argv += ["--http-port", "0", "--grpc-port", "0", "--log", str(tmp_path / "server.log")]
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, preexec_fn=interruptible
+    )
     try:
         lines = []
         for line in process.stdout:
