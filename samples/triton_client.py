@@ -68,7 +68,8 @@ def fill_dynamic(sample, shape_option, metadata, model):
     if shape_option:
         parts = shape_option.replace("x", ",").split(",")
         given = [int(d) for d in parts if d.strip().isdigit()]
-        if len(given) != 3 or len(parts) != 3 or any(s not in (-1, g) for s, g in zip(sample, given, strict=True)):
+        fits = len(given) == 3 and len(parts) == 3 and min(given) > 0
+        if not fits or any(s not in (-1, g) for s, g in zip(sample, given, strict=True)):
             raise Stop(f"--shape {shape_option}: expected C,H,W fitting the served input {sample} (-1: any size)")
         return given
     if -1 not in sample:

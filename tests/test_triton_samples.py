@@ -69,3 +69,37 @@ def test_triton_client_without_a_server():
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "triton_client: error: cannot reach Triton at 127.0.0.1:1" in lines[0], done.stderr
+
+
+def load_client_module():
+    """samples/triton_client.py as a module (it is a script, not part of the package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("triton_client", ROOT / "samples" / "triton_client.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_triton_client_sizes_a_dynamic_input():
+    """A served input with dynamic height and width (a TensorRT repository of a dynamic engine: dims -1) takes its
+    size from --shape (C,H,W or CxHxW), else from the ONNX file's export size; a fixed dimension must be given as
+    it is served, and a dynamic one without either source is refused naming both."""
+    client = load_client_module()
+    fill = client.fill_dynamic
+    assert fill([3, -1, -1], "3,40,48", {}, "m") == [3, 40, 48]
+    assert fill([3, -1, -1], "3x41x17", {}, "m") == [3, 41, 17]
+    assert fill([-1, 64, -1], "5,64,9", {}, "m") == [5, 64, 9]
+    assert fill([3, -1, -1], None, {"input_shape": "1,3,224,192"}, "m") == [3, 224, 192]
+    assert fill([1, 32, 32], None, {}, "m") == [1, 32, 32]
+    for sample, shape in (
+        ([3, -1, -1], "1,40,48"),
+        ([3, -1, -1], "3,40"),
+        ([3, -1, -1], "3,40,0x"),
+        ([3, -1, -1], "3,0,48"),
+        ([1, 8, 8], "1,8,9"),
+    ):
+        with pytest.raises(client.Stop, match=f"--shape {shape}: expected C,H,W fitting the served input"):
+            fill(sample, shape, {}, "m")
+    with pytest.raises(client.Stop, match=r"dynamic dimensions \[3, -1, -1\].*give --shape C,H,W, or --onnx"):
+        fill([3, -1, -1], None, {}, "m")
