@@ -34,7 +34,7 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 from trt_engine.serving import load  # noqa: E402
 from trt_engine.serving.repository import write_python_repository  # noqa: E402
 from trt_engine.serving.runtimes import OnnxRuntimeRunner  # noqa: E402
-from trt_engine.serving.server import INSTALL_HINT, TritonServer, find_server  # noqa: E402
+from trt_engine.serving.server import INSTALL_HINT, TritonServer, find_server, loading_phase  # noqa: E402
 from wtconv_export.errors import ConfigurationError, ServingError  # noqa: E402
 from wtconv_export.models import load_default_model, load_heldout_digits  # noqa: E402
 
@@ -384,6 +384,61 @@ def test_cli_serves_until_sigterm(install, tmp_path):
             process.wait()
 
 
+def check_client_shape_and_images(command: list[str], tmp_path: Path) -> None:
+    """The printed client line's other inputs against the served U-Net (its repository fixes the export's size,
+    3x32x32): --shape of that size runs, another size is refused in one line before any request; two pictures
+    (--images, one resized to the export's size) are answered as ONNX Runtime answers them."""
+    from PIL import Image
+
+    client = [sys.executable, *command[1:]]
+    done = subprocess.run([*client, "--shape", "3,40,48"], capture_output=True, text=True, cwd=tmp_path, timeout=240)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "triton_client: error: --shape 3,40,48: expected C,H,W fitting the served input [3, 32, 32] (-1: any size)"
+    ), done.stderr
+    done = subprocess.run(
+        [*client, "--shape", "3x32x32", "--count", "5", "--batch", "2"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "5 images through" in done.stdout and "batches of 2" in done.stdout, done.stdout
+    assert done.stdout.rstrip().endswith("PASSED"), done.stdout
+
+    rng = np.random.default_rng(7)
+    pictures = []
+    for i, size in enumerate(((50, 30), (32, 32))):  # (width, height): one resized, one as exported
+        pictures.append(tmp_path / f"picture{i}.png")
+        Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8), "RGB").save(pictures[-1])
+    done = subprocess.run(
+        [*client, "--images", *map(str, pictures)], capture_output=True, text=True, cwd=tmp_path, timeout=240
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 images through" in done.stdout and "input 'input' FP32 [3, 32, 32]" in done.stdout, done.stdout
+    assert done.stdout.rstrip().endswith("PASSED"), done.stdout
+
+
+def check_loading_phases(log_text: str, model: str) -> None:
+    """loading_phase, which serve prints while it waits, read on a real server's log cut at each step: before the
+    model's loading line, after it, after our backend's 'runtime ... loaded' line (the config's warm-up requests
+    then run), and the whole log."""
+    lines = log_text.splitlines(keepends=True)
+
+    def upto(marker: str) -> str:
+        index = next(i for i, line in enumerate(lines) if marker in line)
+        return "".join(lines[: index + 1])
+
+    loading = upto(f'"loading: {model}:')
+    assert loading_phase(loading[: loading.rindex("\n", 0, len(loading) - 1) + 1]) == "starting"
+    assert loading_phase(loading) == f"loading '{model}' (its runtime and model files)"
+    warming = loading_phase(upto(f'"{model}: runtime '))
+    assert warming.startswith(f"warming up '{model}' (runtime onnxruntime, loaded in "), warming
+    assert f"successfully loaded '{model}'" in log_text
+    assert loading_phase(log_text) == "models loaded, starting the endpoints"
+
+
 def test_serve_of_a_model_of_ones_own_client_line_and_ctrl_c(install, tmp_path):
     """``wtconv-trt serve unet.onnx`` for a network built on the published WTConv2d (three channels, an image-shaped
     output): the runtime it serves on is said before the wait; the client line it prints runs as printed and
@@ -422,6 +477,7 @@ def test_serve_of_a_model_of_ones_own_client_line_and_ctrl_c(install, tmp_path):
         assert "input 'input' FP32 [3, 32, 32]" in done.stdout and f"output 'output' {[32, *per_image]}" in done.stdout
         assert "bit-identical" in done.stdout and done.stdout.rstrip().endswith("PASSED"), done.stdout
         grpc_port = int(command[command.index("--url") + 1].rsplit(":", 1)[1])
+        check_client_shape_and_images(command, tmp_path)
 
         process.send_signal(signal.SIGINT)
         assert process.wait(60) == 130
@@ -429,6 +485,7 @@ def test_serve_of_a_model_of_ones_own_client_line_and_ctrl_c(install, tmp_path):
         assert err[-1] == "wtconv-trt serve: interrupted", err
         with socket.socket() as probe:  # the server went with it
             assert probe.connect_ex(("127.0.0.1", grpc_port)) != 0
+        check_loading_phases((tmp_path / "server.log").read_text(), "unet")
     finally:
         if process.poll() is None:  # SIGTERM first: serve stops its server (a killed serve would leave it running)
             process.terminate()
