@@ -280,6 +280,18 @@ def ort_cuda(ort_library):
     return ort_library
 
 
+@pytest.fixture(scope="session")
+def install():
+    """The tritonserver install the serving tests start (pytriton's), or a skip naming how to get one."""
+    from trt_engine.serving.server import INSTALL_HINT, find_server
+    from wtconv_export.errors import ConfigurationError
+
+    try:
+        return find_server()
+    except ConfigurationError:
+        pytest.skip("tritonserver is not installed: " + INSTALL_HINT)
+
+
 @pytest.fixture
 def no_tensorrt(monkeypatch):
     """Neither TensorRT nor TensorRT-RTX, whatever is installed: the backend lookup finds none and ``import

@@ -19,8 +19,7 @@ import tritonclient.grpc as grpcclient  # noqa: E402
 
 import wtconv_trt  # noqa: E402
 from trt_engine.serving.runtimes import OnnxRuntimeRunner  # noqa: E402
-from trt_engine.serving.server import INSTALL_HINT, TritonServer, find_server  # noqa: E402
-from wtconv_export.errors import ConfigurationError  # noqa: E402
+from trt_engine.serving.server import TritonServer  # noqa: E402
 from wtconv_export.models import load_default_model, load_heldout_digits  # noqa: E402
 from wtconv_trt import cli  # noqa: E402
 
@@ -29,14 +28,6 @@ pytestmark = pytest.mark.slow  # real tritonserver processes: about a minute; CI
 MODELS = {"digits": "fp32", "digits_fp16": "fp16"}
 TOLERANCE = {"digits": 1e-5, "digits_fp16": 2e-2}
 NATIVE = "ONNX Runtime CPU EP, 5 WTConv2d nodes on libwtconv_ort.so"
-
-
-@pytest.fixture(scope="module")
-def install():
-    try:
-        return find_server()
-    except ConfigurationError:
-        pytest.skip("tritonserver is not installed: " + INSTALL_HINT)
 
 
 @pytest.fixture(scope="module")

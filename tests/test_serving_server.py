@@ -34,8 +34,8 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 from trt_engine.serving import load  # noqa: E402
 from trt_engine.serving.repository import write_python_repository  # noqa: E402
 from trt_engine.serving.runtimes import OnnxRuntimeRunner  # noqa: E402
-from trt_engine.serving.server import INSTALL_HINT, TritonServer, find_server, loading_phase  # noqa: E402
-from wtconv_export.errors import ConfigurationError, ServingError  # noqa: E402
+from trt_engine.serving.server import TritonServer, loading_phase  # noqa: E402
+from wtconv_export.errors import ServingError  # noqa: E402
 from wtconv_export.models import load_default_model, load_heldout_digits  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a real tritonserver per module: about a minute; CI runs them
@@ -43,14 +43,6 @@ pytestmark = pytest.mark.slow  # a real tritonserver per module: about a minute;
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = {"digits": ("plugin", "fp32"), "digits_fp16": ("plugin", "fp16"), "digits_std": ("standard", "fp32")}
 BATCH = 32
-
-
-@pytest.fixture(scope="module")
-def install():
-    try:
-        return find_server()
-    except ConfigurationError:
-        pytest.skip("tritonserver is not installed: " + INSTALL_HINT)
 
 
 @pytest.fixture(scope="module")

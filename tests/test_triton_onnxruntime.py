@@ -19,22 +19,11 @@ import onnx
 import onnxruntime
 import pytest
 import torch
+from test_triton_config import model_config_pb2, parse  # the schema check (skips without tritonclient[grpc])
 
 import wtconv_trt
 from wtconv_export import libraries
 from wtconv_export.errors import ConfigurationError, InputError
-
-model_config_pb2 = pytest.importorskip(
-    "tritonclient.grpc.model_config_pb2",
-    reason="tritonclient[grpc] is not installed (pip install 'tritonclient[grpc]')",
-)
-text_format = pytest.importorskip("google.protobuf.text_format")
-
-
-def parse(text):
-    config = model_config_pb2.ModelConfig()
-    text_format.Parse(text, config)  # raises ParseError on any field or enum not in Triton's schema
-    return config
 
 
 @pytest.fixture(scope="module")
