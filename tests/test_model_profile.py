@@ -478,6 +478,9 @@ def test_markdown_of_a_partial_result():
 
 
 def tool(*args, env=None):
+    """The command line in a child process that finds this checkout's package (as tools/device_kernels.sh runs it)."""
+    env = dict(env or os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, str(ROOT / "tools" / "profile_models.py"), *args],
         cwd=ROOT,
