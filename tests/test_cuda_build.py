@@ -52,3 +52,16 @@ def test_kernels_compile(tmp_path):
     assert result.returncode == 0, f"build failed:\n{result.stdout[-6000:]}\n{result.stderr[-4000:]}"
     assert (build / "libwtconv_kernels_capi.so").is_file()
     assert (build / "libwtconv_kernels.a").is_file()
+    # Only the C API leaves the shared library (plugin/kernels/exports/wtconv_kernels_capi.map): exported C++
+    # template statics are merged across libraries by the loader (STB_GNU_UNIQUE), so a second copy of the
+    # kernels in the process would share, and trust, the first one's per-kernel shared-memory records.
+    if shutil.which("nm"):
+        listing = subprocess.run(
+            ["nm", "-D", "--defined-only", str(build / "libwtconv_kernels_capi.so")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        exported = [line.split()[-1] for line in listing.splitlines() if line.strip()]
+        assert exported and all(name.startswith("wtconv_") for name in exported), exported
+        assert "wtconv_plan_forward" in exported

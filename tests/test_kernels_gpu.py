@@ -663,3 +663,45 @@ def test_kernels_run_with_the_shared_memory_of_an_rtx_card(kernels, rtx_shared_m
         for h, w in ((64, 64), (65, 64)):
             seed = torch.randint(0, 2**31 - 1, ()).item()
             check_case(1, 8, h, w, k, levels, 1, torch.float32, seed, error_report)
+
+
+def test_two_copies_of_the_library_in_one_process_each_launch(kernels, tmp_path):
+    """Two builds of the library loaded side by side (tools/ab_kernels.py does this; so does a process holding
+    the package's library and another copy) both launch every path: each keeps its own per-kernel shared-memory
+    record because the library exports its C API only (plugin/kernels/exports/wtconv_kernels_capi.map). The
+    cases need more than 48 KB of shared memory per block (raised per kernel), and the two copies alternate."""
+    import shutil
+
+    source = cuda_kernels.library_path()
+    libs = []
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        copy = tmp_path / name / source.name
+        shutil.copyfile(source, copy)
+        libs.append(cuda_kernels.open_library(copy))
+    cases = [  # (B, C, H, W, k, levels, layout): whole plane, its cluster mode (channels-last), tiled
+        (1, 2, 64, 64, 5, 4, NCHW),
+        (1, 8, 64, 64, 5, 4, cuda_kernels.NHWC),
+        (1, 2, 160, 96, 7, 2, NCHW),
+    ]
+    for b, c, h, w, k, levels, layout in cases:
+        whole, shared = _launch_info(kernels, 0, b, c, h, w, k, levels, 1, layout)
+        assert shared > 48 * 1024, (h, w, k, levels, shared)
+        layer = random_wtconv2d(c, k, levels, 1, h + k)
+        folded = fold_wtconv(layer)
+        weights = folded.tensors(device="cuda", dtype=torch.float32)
+        x = torch.randn(b, c, h, w, device="cuda").contiguous(memory_format=cuda_kernels.memory_format(layout))
+        expected = fused_wtconv2d_spec(
+            x.double(), *fold_wtconv(layer, dtype=torch.float64).tensors(device="cuda"), k, levels, 1
+        )
+        outs = []
+        for lib in (*libs, *libs):
+            plan = cuda_kernels.Plan(lib, 0, x.shape, k, levels, 1, layout, tuple(t.data_ptr() for t in weights))
+            workspace = torch.empty(max(plan.need, 1), dtype=torch.uint8, device="cuda")
+            out = torch.full_like(x, float("nan"))
+            plan.forward(x.data_ptr(), out.data_ptr(), workspace.data_ptr(), torch.cuda.current_stream().cuda_stream)
+            torch.cuda.synchronize()
+            outs.append(out)
+        for out in outs:
+            assert rel_error(out, expected) <= 1e-6, (b, c, h, w, k, levels, layout, whole)
+            assert torch.equal(out, outs[0])

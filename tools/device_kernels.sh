@@ -4,7 +4,7 @@
 # racecheck on the standalone runner, and the layer / model benchmark. Logs go to ${OUT:-device_out}/logs.tgz,
 # benchmark results to ${OUT}/bench_layer.{json,md,png}; a short summary is printed last.
 #   STAGES="build test sanitize bench" BENCH_ARGS="--quick" tools/device_kernels.sh
-# Optional stages: ab (a second build with AB_FLAGS, the faster one is used after), profile (ncu).
+# Optional stages: ab (our build against AB_REF_LIB or an AB_FLAGS build, tools/ab_kernels.py), profile (ncu).
 # The official fused kernels join the benchmark when a checkout of BGU-CS-VIL/WTConv is at
 # ${OFFICIAL:-third_party/WTConv} (never committed: /third_party/ is ignored).
 set -uo pipefail
@@ -37,29 +37,31 @@ if [[ " $STAGES " == *" build "* ]]; then
   summary+=("build: ok ($((SECONDS - start)) s); spills: $(grep -c '[1-9][0-9]* bytes spill' "$LOGS/build.log" || true)")
 fi
 
-# ab: a second build with AB_FLAGS (CUDA compiler flags, e.g. a -D of a compile-time knob you are trying),
-# both timed at the WTConvNeXt-T stage shapes (tools/compare_builds.py); the later stages use the faster build.
+# ab: our build against another, both timed interleaved in one process on the held A/B set (tools/ab_kernels.py:
+# stage shapes, tiled shapes, small batches; docs/bench/README.md). The other build is AB_REF_LIB (a library built
+# from the code before the change) or, with AB_FLAGS (CUDA compiler flags, e.g. a -D of a compile-time knob), a
+# second build of this code; with AB_FLAGS the later stages use the faster build (geometric mean over the set).
 if [[ " $STAGES " == *" ab "* ]]; then
   start=$SECONDS
-  { cmake -S plugin -B build/plugin_b -G Ninja -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" -DWTCONV_PTXAS_VERBOSE=ON \
-      -DCMAKE_CUDA_FLAGS="${AB_FLAGS:?ab needs AB_FLAGS}" && cmake --build build/plugin_b -j; } > "$LOGS/build_b.log" 2>&1 \
-    || { echo "BUILD B FAILED"; tail -20 "$LOGS/build_b.log"; }
-  WTCONV_KERNELS_LIB=$PWD/build/plugin/libwtconv_kernels_capi.so python3 tools/compare_builds.py default > "$LOGS/ab.jsonl" 2>"$LOGS/ab.err"
-  WTCONV_KERNELS_LIB=$PWD/build/plugin_b/libwtconv_kernels_capi.so python3 tools/compare_builds.py "b:${AB_FLAGS}" >> "$LOGS/ab.jsonl" 2>>"$LOGS/ab.err"
-  winner=$(python3 - "$LOGS/ab.jsonl" <<'PY'
-import json, sys
-runs = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
-total = {}
-for run in runs:
-    for label, cases in run.items():
-        total[label] = sum(cases.values())
-        print(label, " ".join(f"{k}={v:.4f}" for k, v in cases.items()), f"total={total[label]:.4f}", file=sys.stderr)
-print("b" if len(total) == 2 and min(total, key=total.get).startswith("b:") else "default")
-PY
-  )
-  cat "$LOGS/ab.err" | tail -4
-  if [[ "$winner" == "b" ]]; then BUILD=build/plugin_b; fi
-  summary+=("ab ($((SECONDS - start)) s): using $BUILD")
+  before=${AB_REF_LIB:-}
+  after=$PWD/build/plugin/libwtconv_kernels_capi.so
+  if [[ -z "$before" ]]; then
+    { cmake -S plugin -B build/plugin_b -G Ninja -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" -DWTCONV_PTXAS_VERBOSE=ON \
+        -DCMAKE_CUDA_FLAGS="${AB_FLAGS:?ab needs AB_REF_LIB or AB_FLAGS}" && cmake --build build/plugin_b -j; } \
+      > "$LOGS/build_b.log" 2>&1 || { echo "BUILD B FAILED"; tail -20 "$LOGS/build_b.log"; }
+    before=$after
+    after=$PWD/build/plugin_b/libwtconv_kernels_capi.so
+  fi
+  python3 tools/ab_kernels.py --lib "before=$before" --lib "after=$after" --json "$OUT/ab.json" \
+    --markdown "$OUT/ab.md" ${AB_ARGS:-} > "$LOGS/ab.log" 2>&1 || status=1
+  grep -E "^- " "$OUT/ab.md" 2>/dev/null
+  if [[ -n "${AB_FLAGS:-}" && -z "${AB_REF_LIB:-}" ]] && python3 -c "
+import json, math, sys
+rows = json.load(open(sys.argv[1]))['rows']
+sys.exit(0 if sum(math.log(r['ratio']) for r in rows) < 0 else 1)" "$OUT/ab.json"; then
+    BUILD=build/plugin_b
+  fi
+  summary+=("ab ($((SECONDS - start)) s): $OUT/ab.md; later stages use $BUILD")
 fi
 export WTCONV_KERNELS_LIB=$PWD/$BUILD/libwtconv_kernels_capi.so
 

@@ -40,7 +40,7 @@ _PLAN_CACHE_SIZE = 256
 
 _library = None
 _registered = False
-_plans: "OrderedDict[tuple, _Plan]" = OrderedDict()
+_plans: "OrderedDict[tuple, Plan]" = OrderedDict()
 # Written by the C library only when a call fails (the message is read right after); shared by all calls.
 _message = ctypes.create_string_buffer(_MESSAGE_BYTES)
 
@@ -67,6 +67,14 @@ def load_library() -> ctypes.CDLL:
     path = library_path()
     if not path.is_file():
         raise FileNotFoundError(f"wtconv CUDA kernels library not found at {path}; {BUILD_HINT}")
+    _library = open_library(path)
+    return _library
+
+
+def open_library(path: Path) -> ctypes.CDLL:
+    """Load the C API library at ``path`` with its functions declared. Each call loads that file on its own
+    handle, so two builds can be timed side by side in one process (tools/ab_kernels.py); the op uses
+    load_library()'s one."""
     lib = ctypes.CDLL(str(path))
     i32, i64, size, ptr, text = ctypes.c_int32, ctypes.c_int64, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_char_p
     shape = [i32, i64, i64, i64, i64, i32, i32, i32, i32, i64]  # dtype, B, C, H, W, k, L, stride, layout, pitch
@@ -86,7 +94,6 @@ def load_library() -> ctypes.CDLL:
     lib.wtconv_plan_destroy.restype = None
     lib.wtconv_error_name.argtypes = [ctypes.c_int]
     lib.wtconv_error_name.restype = ctypes.c_char_p
-    _library = lib
     return lib
 
 
@@ -124,8 +131,9 @@ def _raise(lib, code: int) -> None:
     raise RuntimeError(f"wtconv CUDA kernels failed ({name}): {_message.value.decode()}")
 
 
-class _Plan:
-    """A C plan (sizes, layout, weight pointers) and what a call needs besides: the workspace size."""
+class Plan:
+    """A C plan of ``lib`` (sizes, layout, weight pointers, validated once) and what a call needs besides: the
+    workspace size ``need`` in bytes."""
 
     __slots__ = ("handle", "need", "lib")
 
@@ -139,17 +147,25 @@ class _Plan:
             raise RuntimeError(f"wtconv CUDA kernels: {_message.value.decode()}")
         self.need = int(lib.wtconv_plan_workspace_bytes(self.handle))
 
+    def forward(self, x_ptr: int, out_ptr: int, workspace_ptr: int, stream: int) -> None:
+        """Launch on ``stream``; RuntimeError with the library's message when the launch fails."""
+        code = self.lib.wtconv_plan_forward(
+            self.handle, x_ptr, out_ptr, workspace_ptr or None, self.need, stream, _message, _MESSAGE_BYTES
+        )
+        if code:
+            _raise(self.lib, code)
+
     def __del__(self):
         if getattr(self, "handle", None):
             self.lib.wtconv_plan_destroy(self.handle)
             self.handle = None
 
 
-def _plan(x: torch.Tensor, layout: int, weights: tuple[int, int, int], k: int, levels: int, stride: int) -> _Plan:
+def _plan(x: torch.Tensor, layout: int, weights: tuple[int, int, int], k: int, levels: int, stride: int) -> Plan:
     key = (x.shape, x.dtype, layout, weights, k, levels, stride)
     plan = _plans.get(key)
     if plan is None:
-        plan = _plans[key] = _Plan(load_library(), DTYPES[x.dtype], x.shape, k, levels, stride, layout, weights)
+        plan = _plans[key] = Plan(load_library(), DTYPES[x.dtype], x.shape, k, levels, stride, layout, weights)
         if len(_plans) > _PLAN_CACHE_SIZE:
             _plans.popitem(last=False)
     return plan
@@ -188,18 +204,7 @@ def launch(
         if workspace is None or workspace.numel() < need:
             workspace = torch.empty(need, dtype=torch.uint8, device=x.device)
         ws_ptr = workspace.data_ptr()
-    code = plan.lib.wtconv_plan_forward(
-        plan.handle,
-        x.data_ptr(),
-        out.data_ptr(),
-        ws_ptr or None,
-        need,
-        _current_stream(x.get_device()),
-        _message,
-        _MESSAGE_BYTES,
-    )
-    if code:
-        _raise(plan.lib, code)
+    plan.forward(x.data_ptr(), out.data_ptr(), ws_ptr, _current_stream(x.get_device()))
 
 
 def forward_into(
@@ -372,16 +377,5 @@ def module_call(
     else:
         out = torch.empty(output_shape(x, stride), dtype=x.dtype, device=x.device, memory_format=memory_format(layout))
     workspace = torch.empty(plan.need, dtype=torch.uint8, device=x.device) if plan.need else None
-    code = plan.lib.wtconv_plan_forward(
-        plan.handle,
-        x.data_ptr(),
-        out.data_ptr(),
-        workspace.data_ptr() if plan.need else None,
-        plan.need,
-        _current_stream(device),
-        _message,
-        _MESSAGE_BYTES,
-    )
-    if code:
-        _raise(plan.lib, code)
+    plan.forward(x.data_ptr(), out.data_ptr(), workspace.data_ptr() if plan.need else 0, _current_stream(device))
     return out

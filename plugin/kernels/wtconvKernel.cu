@@ -522,9 +522,6 @@ cudaError_t tiledPipeline(WTConvParams const& p, TiledBuffers const& buf, cudaSt
         }
         pa.planes = planes;
         pa.total = planes * g.h[s + m] * g.w[s + m];
-        pa.channels = channels;
-        pa.srcStrides = s == 0 ? ioStrides(p, g.h[0], g.w[0]) : planarStrides(channels, g.h[s], g.w[s]);
-        pa.planeFastest = s == 0 && p.layout == Layout::kNHWC;
         cudaError_t const e = s == 0 ? launchPool<T>(pa, m, stream) : launchPool<float>(pa, m, stream);
         if (e != cudaSuccess)
         {
@@ -542,9 +539,6 @@ cudaError_t tiledPipeline(WTConvParams const& p, TiledBuffers const& buf, cudaSt
         a.out = d[l - 1];
         a.levelWeight = p.waveletWeight + static_cast<int64_t>(l - 1) * 4 * p.channels * p.kernelSize * p.kernelSize;
         a.vecStore = false;
-        a.srcStrides = planarStrides(channels, g.h[l - 1], g.w[l - 1]);
-        a.outStrides = a.srcStrides;
-        a.planeFastest = false;
         cudaError_t const e = launchLevel<float, float, false>(a, stream);
         if (e != cudaSuccess)
         {
@@ -560,9 +554,6 @@ cudaError_t tiledPipeline(WTConvParams const& p, TiledBuffers const& buf, cudaSt
     a.baseWeight = p.baseWeight;
     a.baseBias = p.baseBias;
     a.levelWeight = p.waveletWeight;
-    a.srcStrides = ioStrides(p, p.height, p.width);
-    a.outStrides = ioStrides(p, a.ho, a.wo);
-    a.planeFastest = p.layout == Layout::kNHWC;
     a.vecStore = p.layout == Layout::kNCHW && p.stride == 1 && a.wo % 4 == 0
         && reinterpret_cast<uintptr_t>(p.output) % (4 * sizeof(T)) == 0;
     return launchLevel<T, T, true>(a, stream);

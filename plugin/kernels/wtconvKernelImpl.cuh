@@ -40,15 +40,6 @@ struct IoStrides
     int64_t pixel;
 };
 
-// Offset of plane (batch b0, channel c0 + p) with c0 + p possibly past the last channel (it wraps into the
-// following batch items): 32-bit arithmetic after one 64-bit division per block.
-__device__ __forceinline__ int64_t planeOffset(IoStrides const& s, int64_t b0, int c0, int p, int channels)
-{
-    int const c = c0 + p;
-    int const q = c / channels;
-    return (b0 + q) * s.batch + static_cast<int64_t>(c - q * channels) * s.channel;
-}
-
 inline int64_t gridFor(int64_t blocks)
 {
     int64_t constexpr kMaxGrid = (int64_t{1} << 31) - 1;
@@ -195,7 +186,10 @@ __device__ __forceinline__ void convMicro(
     }
 }
 
-// Geometry of one level pass (host-computed, passed by value).
+// Geometry of one level pass (host-computed, passed by value). The tiled path reads and writes planar (NCHW)
+// tensors only: channels-last input reaches it transposed (wtconvTranspose.cuh). Run-time layout strides here
+// cost every tile load its own 64-bit address arithmetic (+64 % instructions in the load loop) and made the
+// path 12-19 % slower (docs/bench/README.md, "The tiled path").
 struct LevelArgs
 {
     void const* src;          // (planes, hs, ws): x (level 1, I/O dtype) or LL_{l-1} (fp32 workspace)
@@ -216,16 +210,12 @@ struct LevelArgs
     int32_t planesPerBlock;   // P (> 1 only when one tile covers a plane)
     int64_t blocks;           // total work groups (grid-stride loop over them)
     // shared-memory layout (floats), per plane
-    int32_t sOff;         // leading pad columns of the source tile, so the base-conv windows are 16-byte aligned
-    int32_t sh, sp;       // source tile rows, pitch
-    int32_t bh, bp;       // band tile rows, pitch (4 bands)
-    int32_t tch, tcw;     // cells per tile (th / 2, tw / 2)
-    int32_t perPlane;     // floats per plane: source + 4 bands + 4 G + weights
-    bool vecStore;        // output rows allow aligned 4-wide stores
-    IoStrides srcStrides; // src element offsets (x: its layout; LL_{l-1}: planar)
-    IoStrides outStrides; // out element offsets (BASE: y's layout; else planar)
-    bool planeFastest;    // P == 1: neighbouring blocks take the same tile of neighbouring planes
-                          // (channels-last: they share the DRAM sectors of their pixels in L2)
+    int32_t sOff;     // leading pad columns of the source tile, so the base-conv windows are 16-byte aligned
+    int32_t sh, sp;   // source tile rows, pitch
+    int32_t bh, bp;   // band tile rows, pitch (4 bands)
+    int32_t tch, tcw; // cells per tile (th / 2, tw / 2)
+    int32_t perPlane; // floats per plane: source + 4 bands + 4 G + weights
+    bool vecStore;    // output rows allow aligned 4-wide stores
 };
 
 // One level pass over a tile of the source grid (level l-1), for P planes at once.
@@ -261,25 +251,14 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
         }
         else
         {
-            int t;
-            if (a.planeFastest)
-            {
-                int64_t const tile = blk / a.planes;
-                plane0 = blk - tile * a.planes;
-                t = static_cast<int>(tile);
-            }
-            else
-            {
-                plane0 = blk / tilesPerPlane;
-                t = static_cast<int>(blk - plane0 * tilesPerPlane);
-            }
+            plane0 = blk / tilesPerPlane;
+            int const t = static_cast<int>(blk - plane0 * tilesPerPlane);
             ty = t / a.tilesX;
             tx = t - ty * a.tilesX;
         }
         int const np = static_cast<int>(min(static_cast<int64_t>(P), a.planes - plane0));
-        int64_t const b0 = plane0 / a.channels; // one 64-bit division per group; int32 after
-        int const c0 = static_cast<int>(plane0 - b0 * a.channels);
-        int const y0 = ty * a.th; // even
+        int const c0 = static_cast<int>(plane0 % a.channels); // one 64-bit division per group; int32 after
+        int const y0 = ty * a.th;                             // even
         int const x0 = tx * a.tw;
 
         __syncthreads(); // the previous group's reads of shared memory are done
@@ -339,8 +318,7 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
                     bool const rowOk = row < rows;
                     bool const y0ok = rowOk && gy >= 0 && gy < a.hs;
                     bool const y1ok = rowOk && gy + 1 >= 0 && gy + 1 < a.hs;
-                    TIn const* plane = src + planeOffset(a.srcStrides, b0, c0, p, a.channels);
-                    int64_t const px = a.srcStrides.pixel;
+                    TIn const* plane = src + (plane0 + p) * static_cast<int64_t>(a.hs) * a.ws;
 #pragma unroll
                     for (int cc = 0; cc < kColChunks; ++cc)
                     {
@@ -349,12 +327,11 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
                         bool const colOk = bj < cellsW;
                         bool const x0ok = colOk && gx >= 0 && gx < a.ws;
                         bool const x1ok = colOk && gx + 1 >= 0 && gx + 1 < a.ws;
-                        int64_t const o0 = (static_cast<int64_t>(gy) * a.ws + gx) * px;
-                        int64_t const down = static_cast<int64_t>(a.ws) * px;
+                        int64_t const o0 = static_cast<int64_t>(gy) * a.ws + gx;
                         v[u][cc][0] = (y0ok && x0ok) ? toFloat(plane[o0]) : 0.f;
-                        v[u][cc][1] = (y0ok && x1ok) ? toFloat(plane[o0 + px]) : 0.f;
-                        v[u][cc][2] = (y1ok && x0ok) ? toFloat(plane[o0 + down]) : 0.f;
-                        v[u][cc][3] = (y1ok && x1ok) ? toFloat(plane[o0 + down + px]) : 0.f;
+                        v[u][cc][1] = (y0ok && x1ok) ? toFloat(plane[o0 + 1]) : 0.f;
+                        v[u][cc][2] = (y1ok && x0ok) ? toFloat(plane[o0 + a.ws]) : 0.f;
+                        v[u][cc][3] = (y1ok && x1ok) ? toFloat(plane[o0 + a.ws + 1]) : 0.f;
                     }
                 }
 #pragma unroll
@@ -453,8 +430,7 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
                     float acc[kMicro][kMicro] = {};
                     convMicro<K>(base + (py + r) * a.sp + px + r + a.sOff, a.sp, wsm + 4 * kk, k, acc);
                     float const* g = base + sPlane + 4 * bPlane;
-                    TOut* o = out + planeOffset(a.outStrides, b0, c0, p, a.channels);
-                    int64_t const opx = a.outStrides.pixel;
+                    TOut* o = out + (plane0 + p) * static_cast<int64_t>(a.ho) * a.wo;
 #pragma unroll
                     for (int oy = 0; oy < kMicro; ++oy)
                     {
@@ -475,10 +451,10 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
                         int const gx = x0 + px;
                         if (gy < a.ho)
                         {
-                            TOut* orow = o + (static_cast<int64_t>(gy) * a.wo + gx) * opx;
+                            TOut* orow = o + static_cast<int64_t>(gy) * a.wo + gx;
                             if (a.vecStore && gx + kMicro <= a.wo)
                             {
-                                store4(orow, v); // vecStore implies pixel stride 1
+                                store4(orow, v);
                             }
                             else
                             {
@@ -487,7 +463,7 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
                                 {
                                     if (gx + ox < a.wo)
                                     {
-                                        orow[ox * opx] = fromFloat<TOut>(v[ox]);
+                                        orow[ox] = fromFloat<TOut>(v[ox]);
                                     }
                                 }
                             }
@@ -530,9 +506,8 @@ __global__ void __launch_bounds__(kThreads, 3) levelKernel(LevelArgs const a)
                     float const sy = (ly & 1) ? -1.f : 1.f, sx = (lx & 1) ? -1.f : 1.f;
                     int const gi = (ly >> 1) * a.tcw + (lx >> 1);
                     float const t = g[gi] + sy * g[gi + gPlane] + sx * (g[gi + 2 * gPlane] + sy * g[gi + 3 * gPlane]);
-                    out[planeOffset(a.outStrides, b0, c0, p, a.channels)
-                        + (static_cast<int64_t>(oyI) * a.wo + oxI) * a.outStrides.pixel] = fromFloat<TOut>(acc
-                        + 0.5f * t);
+                    out[(plane0 + p) * static_cast<int64_t>(a.ho) * a.wo + static_cast<int64_t>(oyI) * a.wo + oxI]
+                        = fromFloat<TOut>(acc + 0.5f * t);
                 }
             }
         }
@@ -578,10 +553,7 @@ struct PoolArgs
     float* dst[kPoolMaxLevels];                           // (planes, h_j, w_j), fp32, j = 1..M
     int32_t h[kPoolMaxLevels + 1], w[kPoolMaxLevels + 1]; // h[0] = hs
     int64_t planes;
-    int64_t total;        // planes * h[M] * w[M]
-    int32_t channels;     // C (planes = B * C)
-    IoStrides srcStrides; // src element offsets (x: its layout; LL: planar)
-    bool planeFastest;    // consecutive threads take the same cell of consecutive planes (channels-last)
+    int64_t total; // planes * h[M] * w[M]
 };
 
 template <typename TIn, int M>
@@ -593,24 +565,11 @@ __global__ void __launch_bounds__(kThreads) poolKernel(PoolArgs const a)
         idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
     {
         int64_t const hw = static_cast<int64_t>(a.h[M]) * a.w[M];
-        int64_t plane;
-        int cell;
-        if (a.planeFastest)
-        {
-            int64_t const q = idx / a.planes;
-            plane = idx - q * a.planes;
-            cell = static_cast<int>(q);
-        }
-        else
-        {
-            plane = idx / hw;
-            cell = static_cast<int>(idx - plane * hw);
-        }
+        int64_t const plane = idx / hw;
+        int const cell = static_cast<int>(idx - plane * hw);
         int const ci = cell / a.w[M], cj = cell - (cell / a.w[M]) * a.w[M];
         float v[E][E];
-        int64_t const b = plane / a.channels;
-        TIn const* s = src + b * a.srcStrides.batch + (plane - b * a.channels) * a.srcStrides.channel;
-        int64_t const px = a.srcStrides.pixel;
+        TIn const* s = src + plane * static_cast<int64_t>(a.h[0]) * a.w[0];
 #pragma unroll
         for (int y = 0; y < E; ++y)
         {
@@ -619,8 +578,7 @@ __global__ void __launch_bounds__(kThreads) poolKernel(PoolArgs const a)
             for (int x = 0; x < E; ++x)
             {
                 int const gx = cj * E + x;
-                v[y][x] = (gy < a.h[0] && gx < a.w[0]) ? toFloat(s[(static_cast<int64_t>(gy) * a.w[0] + gx) * px])
-                                                       : 0.f;
+                v[y][x] = (gy < a.h[0] && gx < a.w[0]) ? toFloat(s[static_cast<int64_t>(gy) * a.w[0] + gx]) : 0.f;
             }
         }
 #pragma unroll
