@@ -287,6 +287,16 @@ SmallArgs smallGeometry(WTConvParams const& p)
         }
     }
     a.totalFloats = off;
+    for (int l = 0; l <= L; ++l)
+    {
+        int const m = stripRows(std::max(l, 1));
+        int const pairs = ceilDiv(a.w[l], 2);
+        a.cellsPerPlane[l] = FastDivisor::of(static_cast<uint32_t>(a.h[l] * a.w[l]));
+        a.cellsPerRow[l] = FastDivisor::of(static_cast<uint32_t>(a.w[l]));
+        a.stripsPerPlane[l] = FastDivisor::of(static_cast<uint32_t>(pairs * ceilDiv(a.h[l], m)));
+        a.stripsPerRow[l] = FastDivisor::of(static_cast<uint32_t>(pairs));
+    }
+    a.outPerPlane = FastDivisor::of(static_cast<uint32_t>(a.ho * a.wo));
     return a;
 }
 

@@ -5,6 +5,8 @@
 
 #include "wtconvKernelImpl.cuh"
 
+#include <utility>
+
 namespace wtconv
 {
 namespace detail
@@ -63,6 +65,31 @@ __host__ __device__ constexpr int paddedTaps(int k)
     return (k * k + 3) / 4 * 4;
 }
 
+// Division by a divisor fixed for the launch as a multiply-high, an add and a shift (the round-up method of
+// Granlund and Montgomery, as PyTorch's IntDivider): exact for 0 <= n < 2^31 and 1 <= d < 2^31. The phases below
+// split flat indices into plane / row / column with these: a 32-bit division by a run-time value is ~15
+// instructions, and the integer pipe was the kernel's busiest (docs/bench/README.md, the whole-plane kernel).
+struct FastDivisor
+{
+    uint32_t mul, shift;
+
+    static FastDivisor of(uint32_t d)
+    {
+        uint32_t s = 0;
+        while (s < 31 && (uint32_t{1} << s) < d)
+        {
+            ++s;
+        }
+        uint64_t const m = ((uint64_t{1} << 32) * ((uint64_t{1} << s) - d)) / d + 1;
+        return FastDivisor{static_cast<uint32_t>(m), s};
+    }
+    __device__ __forceinline__ int div(int n) const
+    {
+        uint32_t const u = static_cast<uint32_t>(n);
+        return static_cast<int>((__umulhi(u, mul) + u) >> shift);
+    }
+};
+
 struct SmallArgs
 {
     void const* src;            // x (planes, H, W), TIn
@@ -97,6 +124,11 @@ struct SmallArgs
     int32_t stageOff;                  // channels-last cluster mode: the output staged as fp32, P x ho x wo,
                                        // in a region dead during the output phase (deep bands, LL)
     int32_t totalFloats;
+    // the phases' index splits, per level l = 0..L (level 0: x itself): cells of a plane (h_l * w_l) and of a
+    // row (w_l), strips of a plane and of a row; and the output's pixels per plane
+    FastDivisor cellsPerPlane[kMaxLevels + 1], cellsPerRow[kMaxLevels + 1];
+    FastDivisor stripsPerPlane[kMaxLevels + 1], stripsPerRow[kMaxLevels + 1];
+    FastDivisor outPerPlane;
     bool clusterOk; // channels-last and aligned for cluster mode (launchSmallKernel
                     // also needs a device and binary with thread-block clusters)
 };
@@ -429,13 +461,26 @@ __global__ void __launch_bounds__(kPlaneMaxThreads, WTCONV_PLANE_MIN_BLOCKS) sma
 
         // ---- 0. zero X and every level's band planes (their halos stay zero), load the weights --------
         //         (1 + 4L sets of `taps` floats: base, then level-major bands; the padding taps are zero)
+        for (int i = threadIdx.x; i < a.zeroFloats / 4; i += nt)
         {
-            float4* z = reinterpret_cast<float4*>(smem);
-            float4 const zero = make_float4(0.f, 0.f, 0.f, 0.f);
-            for (int i = threadIdx.x; i < a.zeroFloats / 4; i += nt)
+            reinterpret_cast<float4*>(smem)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        // cluster mode: this thread's part of X is zero; the others may write into it once the whole cluster is
+        // here (phase 1 waits), while this block loads its weights
+        [[maybe_unused]] auto xZeroed = [&]
+        {
+            if constexpr (CLUSTER)
             {
-                z[i] = zero;
+                return cooperative_groups::this_cluster().barrier_arrive();
             }
+            else
+            {
+                return 0;
+            }
+        }();
+#endif
+        {
             int const nw = a.wPer;
             for (int i0 = threadIdx.x; i0 < nw; i0 += 8 * nt)
             {
@@ -481,16 +526,16 @@ __global__ void __launch_bounds__(kPlaneMaxThreads, WTCONV_PLANE_MIN_BLOCKS) sma
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
             namespace cg = cooperative_groups;
             cg::cluster_group cluster = cg::this_cluster();
-            cluster.sync(); // every block of the cluster has zeroed its X
+            cluster.barrier_wait(std::move(xZeroed)); // every block of the cluster has zeroed its X
             int const rank = static_cast<int>(cluster.block_rank());
             int const hw = H * W;
             int const n = np * hw;
             TIn const* s0 = src + b0 * a.inStrides.batch + (c - rank); // channel stride 1 (channels-last)
             for (int i = rank * nt + threadIdx.x; i < n; i += kCluster * nt)
             {
-                int const p = i / hw;
+                int const p = a.cellsPerPlane[0].div(i);
                 int const j = i - p * hw;
-                int const y = j / W, x = j - (j / W) * W;
+                int const y = a.cellsPerRow[0].div(j), x = j - y * W;
                 float v[kCluster];
                 load8(s0 + p * planeStride + static_cast<int64_t>(j) * px, v);
                 int const off = a.xOff + p * a.xPlane + (y + r) * a.xPitch + x + r;
@@ -506,9 +551,9 @@ __global__ void __launch_bounds__(kPlaneMaxThreads, WTCONV_PLANE_MIN_BLOCKS) sma
             int const bs = P * a.bandPlane[1];
             for (int i = threadIdx.x; i < np * hw1; i += nt)
             {
-                int const p = i / hw1;
+                int const p = a.cellsPerPlane[1].div(i);
                 int const j = i - p * hw1;
-                int const y = j / w1, x = j - (j / w1) * w1;
+                int const y = a.cellsPerRow[1].div(j), x = j - y * w1;
                 // beyond the plane (odd H or W) X holds its zero halo
                 float const* xs = smem + a.xOff + p * a.xPlane + (2 * y + r) * a.xPitch + 2 * x + r;
                 float const v00 = xs[0], v01 = xs[1], v10 = xs[a.xPitch], v11 = xs[a.xPitch + 1];
@@ -545,9 +590,9 @@ __global__ void __launch_bounds__(kPlaneMaxThreads, WTCONV_PLANE_MIN_BLOCKS) sma
                     v[u][0] = v[u][1] = v[u][2] = v[u][3] = 0.f;
                     if (i < n)
                     {
-                        int const p = i / hw1;
+                        int const p = a.cellsPerPlane[1].div(i);
                         int const j = i - p * hw1;
-                        int const y = j / w1, x = j - (j / w1) * w1;
+                        int const y = a.cellsPerRow[1].div(j), x = j - y * w1;
                         TIn const* sp = s0 + p * planeStride + (static_cast<int64_t>(2 * y) * W + 2 * x) * px;
                         bool const x1 = 2 * x + 1 < W, y1 = 2 * y + 1 < H;
                         int64_t const down = W * px;
@@ -563,9 +608,9 @@ __global__ void __launch_bounds__(kPlaneMaxThreads, WTCONV_PLANE_MIN_BLOCKS) sma
                     int const i = i0 + u * nt;
                     if (i < n)
                     {
-                        int const p = i / hw1;
+                        int const p = a.cellsPerPlane[1].div(i);
                         int const j = i - p * hw1;
-                        int const y = j / w1, x = j - (j / w1) * w1;
+                        int const y = a.cellsPerRow[1].div(j), x = j - y * w1;
                         float const v00 = v[u][0], v01 = v[u][1], v10 = v[u][2], v11 = v[u][3];
                         // out-of-plane patch entries are 0 and land in X's zero halo: harmless
                         float* xs = smem + a.xOff + p * a.xPlane + (2 * y + r) * a.xPitch + 2 * x + r;
@@ -598,9 +643,9 @@ __global__ void __launch_bounds__(kPlaneMaxThreads, WTCONV_PLANE_MIN_BLOCKS) sma
             int const bs = P * a.bandPlane[l];
             for (int i = threadIdx.x; i < n; i += nt)
             {
-                int const p = i / hwl;
+                int const p = a.cellsPerPlane[l].div(i);
                 int const j = i - p * hwl;
-                int const y = j / wl, x = j - (j / wl) * wl;
+                int const y = a.cellsPerRow[l].div(j), x = j - y * wl;
                 int const sy = 2 * y, sx = 2 * x;
                 float const* ls = smem + a.llOff[l - 1] + p * hs * ws + sy * ws + sx;
                 float const v00 = ls[0];
@@ -636,9 +681,9 @@ __global__ void __launch_bounds__(kPlaneMaxThreads, WTCONV_PLANE_MIN_BLOCKS) sma
             float const* wl4 = smem + a.wOff + (1 + 4 * (l - 1)) * taps;
             for (int i = threadIdx.x; i < n; i += nt)
             {
-                int const p = i / perPlane;
+                int const p = a.stripsPerPlane[l].div(i);
                 int const j = i - p * perPlane;
-                int const sr = j / pairs;
+                int const sr = a.stripsPerRow[l].div(j);
                 int const cy0 = sr * M, cx = (j - sr * pairs) * 2;
                 float q[2 * M][4] = {};
                 levelStrip<K, M>(smem + a.bandOff[l] + p * a.bandPlane[l] + cy0 * bp + cx, bs, bp, wl4, taps, k,
@@ -669,9 +714,9 @@ __global__ void __launch_bounds__(kPlaneMaxThreads, WTCONV_PLANE_MIN_BLOCKS) sma
             float const bias = __ldg(a.baseBias + c);
             for (int i = threadIdx.x; i < n; i += nt)
             {
-                int const p = i / perPlane;
+                int const p = a.stripsPerPlane[1].div(i);
                 int const j = i - p * perPlane;
-                int const sr = j / pairs;
+                int const sr = a.stripsPerRow[1].div(j);
                 int const cy0 = sr * M, cx = (j - sr * pairs) * 2;
                 float acc[2 * M][4];
 #pragma unroll
@@ -723,7 +768,7 @@ __global__ void __launch_bounds__(kPlaneMaxThreads, WTCONV_PLANE_MIN_BLOCKS) sma
                 for (int oy = 0; oy < 2 * M; ++oy)
                 {
                     int const y = y0 + oy;
-                    if (y >= H || y % a.stride != 0)
+                    if (y >= H || (a.stride != 1 && y % a.stride != 0))
                     {
                         continue;
                     }
@@ -736,11 +781,12 @@ __global__ void __launch_bounds__(kPlaneMaxThreads, WTCONV_PLANE_MIN_BLOCKS) sma
                     for (int ox = 0; ox < 4; ++ox)
                     {
                         int const x = x0 + ox;
-                        if (x >= W || x % a.stride != 0)
+                        if (x >= W || (a.stride != 1 && x % a.stride != 0))
                         {
                             continue;
                         }
-                        int const oj = (y / a.stride) * a.wo + x / a.stride;
+                        // stride 1 (every WTConvNeXt layer): no division per pixel
+                        int const oj = a.stride == 1 ? y * a.wo + x : (y / a.stride) * a.wo + x / a.stride;
                         if constexpr (CLUSTER)
                         {
                             smem[a.stageOff + p * a.ho * a.wo + oj] = acc[oy][ox];
@@ -767,7 +813,7 @@ __global__ void __launch_bounds__(kPlaneMaxThreads, WTCONV_PLANE_MIN_BLOCKS) sma
             TIn* o0 = out + b0 * a.outStrides.batch + (c - rank);
             for (int i = rank * nt + threadIdx.x; i < np * hwo; i += kCluster * nt)
             {
-                int const p = i / hwo;
+                int const p = a.outPerPlane.div(i);
                 int const j = i - p * hwo;
                 float v[kCluster];
 #pragma unroll
