@@ -14,6 +14,7 @@ is reported, with after / before and a flag where the later build is more than 3
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 from datetime import datetime, timezone
@@ -182,6 +183,13 @@ def markdown(rows: list[dict], names: list[str], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def recorded_command(args: list[str]) -> str:
+    """The command line as the results record it: the device run's output folder ($OUT) written as OUT."""
+    line = "python3 tools/ab_kernels.py " + " ".join(args)
+    out = os.environ.get("OUT")
+    return line.replace(out.rstrip("/"), "OUT") if out else line
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lib", action="append", required=True, help="NAME=PATH of a build (give two: before, after)")
@@ -206,7 +214,7 @@ def main(argv=None) -> int:
     meta = dict(
         **gpu_info(torch),
         date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        command="python3 tools/ab_kernels.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        command=recorded_command(argv if argv is not None else sys.argv[1:]),
         rounds=args.rounds,
         replays=args.replays,
         libs={name: str(item.partition("=")[2]) for name, item in zip(libs, args.lib, strict=True)},
