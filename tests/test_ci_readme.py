@@ -40,5 +40,5 @@ def test_test_extra_installs_what_the_tests_import():
     test_extra = " ".join(meta["project"]["optional-dependencies"]["test"]).lower()
     for package in ("pytest", "pywavelets", "scikit-learn"):
         assert package in test_extra
-    assert meta["project"]["scripts"]["wtconv-trt"] == "wtconv_trt.cli:main"
+    assert meta["project"]["scripts"]["wtconv-trt"] == "wtconv_trt.cli:run_command"
     assert "data/*" in meta["tool"]["setuptools"]["package-data"]["wtconv_export"]

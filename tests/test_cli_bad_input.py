@@ -646,6 +646,41 @@ def test_ctrl_c_during_export_exits_130_with_one_line(tmp_path):
     assert list(tmp_path.iterdir()) == [], "the interrupted export left a file behind"
 
 
+def test_repeated_ctrl_c_still_exits_130_with_one_line(tmp_path):
+    """Ctrl-C pressed again and again (a user waiting for the command to stop): still exit status 130, one line, no
+    traceback and nothing left behind. The first interrupt is handled; the ones after it, arriving while the
+    command winds down and the interpreter shuts down (PyTorch's exit handlers), must not end it a second time."""
+    output = tmp_path / "m.onnx"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "wtconv_trt", "export", "-o", str(output), "--arch", "wtconvnext_tiny"]
+        + ["--random-weights"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=interruptible,
+    )
+    maps = Path(f"/proc/{process.pid}/maps")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if "libtorch_cpu" in maps.read_text() or "libtorch_cuda" in maps.read_text():
+                break
+        except OSError:
+            pass
+        time.sleep(0.1)
+    time.sleep(1.0)
+    assert process.poll() is None, "the export ended before it could be interrupted"
+    while process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.002)
+    out, err = process.communicate(timeout=60)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert process.returncode == 130, (process.returncode, err[-2000:])
+    assert lines == ["wtconv-trt export: interrupted"], err[-2000:]
+    assert list(tmp_path.iterdir()) == [], "the interrupted export left a file behind"
+
+
 def test_static_export_then_validate_passes_quietly(tmp_path, capsys):
     """'export --static' then 'validate' (both documented): the default inputs are cut to the fixed batch, and
     validate prints one verdict line (Polygraphy's report only with -v)."""

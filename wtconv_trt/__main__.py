@@ -1,7 +1,5 @@
 """``python -m wtconv_trt`` runs the ``wtconv-trt`` command."""
 
-import sys
+from wtconv_trt.cli import run_command
 
-from wtconv_trt.cli import main
-
-sys.exit(main())
+run_command()

@@ -12,11 +12,14 @@ exit status 130 (128 + SIGINT, as shells report it). Any other exception is a bu
 import argparse
 import importlib
 import os
+import signal
 import sys
 
 from wtconv_export.errors import WtconvTrtError
 from wtconv_export.progress import show_progress
 from wtconv_trt.arguments import UsageError
+
+INTERRUPTED = 130  # exit status after Ctrl-C: 128 + SIGINT, as shells report it
 
 # (subcommand, module). Keep in the order of the user workflow.
 SUBCOMMANDS = [
@@ -78,8 +81,37 @@ def main(argv=None) -> int:
         print(f"{command}: error: {_one_line(error)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        _ignore_further_interrupts()
         print(f"\n{command}: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
+
+
+def run_command() -> None:
+    """The process entry point (the ``wtconv-trt`` script, ``python -m wtconv_trt``): main()'s status becomes the
+    exit status. After Ctrl-C the process leaves with os._exit(130) once the output is flushed: CPython (3.11, 3.12)
+    remembers a KeyboardInterrupt that passed through Python code run by ``PyRun_*`` (PyTorch's C++ runs some that
+    way) even when main() caught it, and at exit it would then kill itself with SIGINT instead of exiting with 130.
+    The command has cleaned up by then (its ``finally`` blocks ran before main() returned)."""
+    code = main()
+    if code == INTERRUPTED:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    sys.exit(code)
+
+
+def _ignore_further_interrupts() -> None:
+    """After the first Ctrl-C the command only winds down: another one (a user pressing it again) would interrupt
+    the interpreter's shutdown (PyTorch's exit handlers, threading's) with a traceback and a death by SIGINT
+    instead of exit status 130. Only the main thread may set a handler; elsewhere (main() called from a thread)
+    nothing is changed."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:
+        pass
 
 
 def _one_line(error: BaseException) -> str:
