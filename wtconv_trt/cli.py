@@ -88,10 +88,12 @@ def main(argv=None) -> int:
 
 def run_command() -> None:
     """The process entry point (the ``wtconv-trt`` script, ``python -m wtconv_trt``): main()'s status becomes the
-    exit status. After Ctrl-C the process leaves with os._exit(130) once the output is flushed: CPython (3.11, 3.12)
-    remembers a KeyboardInterrupt that passed through Python code run by ``PyRun_*`` (PyTorch's C++ runs some that
-    way) even when main() caught it, and at exit it would then kill itself with SIGINT instead of exiting with 130.
-    The command has cleaned up by then (its ``finally`` blocks ran before main() returned)."""
+    exit status. After Ctrl-C the process leaves with os._exit(130) once the output is flushed: an export
+    interrupted once was seen to print its line and then die by SIGINT instead of exiting with 130. CPython kills
+    itself with SIGINT at exit when its "unhandled KeyboardInterrupt" flag is set, and it sets that flag when the
+    interrupt passes through code run by ``PyRun_*`` (as PyTorch's C++ can) even if main() catches it later; that is
+    our reading, not a traced cause. The command has cleaned up by then (its ``finally`` blocks ran before main()
+    returned)."""
     code = main()
     if code == INTERRUPTED:
         for stream in (sys.stdout, sys.stderr):
