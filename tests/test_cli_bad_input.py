@@ -605,54 +605,10 @@ def interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_ctrl_c_during_export_exits_130_with_one_line(tmp_path):
-    """SIGINT while the export runs: exit status 130, one line on stderr, no output file or temporary left."""
-    output = tmp_path / "m.onnx"
+def running_export(tmp_path) -> subprocess.Popen:
+    """An export started in a child process and running: PyTorch loaded, so inside wtconv_trt.cli.main."""
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "wtconv_trt",
-            "export",
-            "-o",
-            str(output),
-            "--arch",
-            "wtconvnext_tiny",
-            "--random-weights",
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=interruptible,
-    )
-    # Wait until the command is running (PyTorch loaded, so inside wtconv_trt.cli.main), then interrupt.
-    maps = Path(f"/proc/{process.pid}/maps")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if "libtorch_cpu" in maps.read_text() or "libtorch_cuda" in maps.read_text():
-                break
-        except OSError:
-            pass
-        time.sleep(0.1)
-    time.sleep(1.0)
-    assert process.poll() is None, "the export ended before it could be interrupted"
-    process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=60)
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert process.returncode == 130, (process.returncode, err[-2000:])
-    assert lines == ["wtconv-trt export: interrupted"], err[-2000:]
-    assert list(tmp_path.iterdir()) == [], "the interrupted export left a file behind"
-
-
-def test_repeated_ctrl_c_still_exits_130_with_one_line(tmp_path):
-    """Ctrl-C pressed again and again (a user waiting for the command to stop): still exit status 130, one line, no
-    traceback and nothing left behind. The first interrupt is handled; the ones after it, arriving while the
-    command winds down and the interpreter shuts down (PyTorch's exit handlers), must not end it a second time."""
-    output = tmp_path / "m.onnx"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "wtconv_trt", "export", "-o", str(output), "--arch", "wtconvnext_tiny"]
+        [sys.executable, "-m", "wtconv_trt", "export", "-o", str(tmp_path / "m.onnx"), "--arch", "wtconvnext_tiny"]
         + ["--random-weights"],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
@@ -671,14 +627,34 @@ def test_repeated_ctrl_c_still_exits_130_with_one_line(tmp_path):
         time.sleep(0.1)
     time.sleep(1.0)
     assert process.poll() is None, "the export ended before it could be interrupted"
-    while process.poll() is None:
-        process.send_signal(signal.SIGINT)
-        time.sleep(0.002)
+    return process
+
+
+def assert_interrupted_cleanly(process: subprocess.Popen, tmp_path) -> None:
+    """Exit status 130, the one line on stderr, no output file or temporary left."""
     out, err = process.communicate(timeout=60)
     lines = [line for line in err.splitlines() if line.strip()]
     assert process.returncode == 130, (process.returncode, err[-2000:])
     assert lines == ["wtconv-trt export: interrupted"], err[-2000:]
     assert list(tmp_path.iterdir()) == [], "the interrupted export left a file behind"
+
+
+def test_ctrl_c_during_export_exits_130_with_one_line(tmp_path):
+    """SIGINT while the export runs: exit status 130, one line on stderr, no output file or temporary left."""
+    process = running_export(tmp_path)
+    process.send_signal(signal.SIGINT)
+    assert_interrupted_cleanly(process, tmp_path)
+
+
+def test_repeated_ctrl_c_still_exits_130_with_one_line(tmp_path):
+    """Ctrl-C pressed again and again (a user waiting for the command to stop): still exit status 130, one line, no
+    traceback and nothing left behind. The first interrupt is handled; the ones after it, arriving while the
+    command winds down and the interpreter shuts down (PyTorch's exit handlers), must not end it a second time."""
+    process = running_export(tmp_path)
+    while process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.002)
+    assert_interrupted_cleanly(process, tmp_path)
 
 
 def test_static_export_then_validate_passes_quietly(tmp_path, capsys):

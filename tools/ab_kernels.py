@@ -105,23 +105,19 @@ def calls_for(lib, case: dict, xs, outs, weights):
     return [call(x, o) for x, o in zip(xs, outs, strict=True)], (plan, workspace)
 
 
-def check_agree(libs, case, xs, weights) -> float:
+def check_agree(libs, case, xs, outs, weights) -> float:
     """Largest |difference| between the builds' outputs on one input, relative to the output's size (both builds
     must compute the same operator; the GPU tests hold each to the float64 spec)."""
-    outs = []
+    results = []
     for lib in libs.values():
-        out = torch.empty_like(xs[0]) if case["stride"] == 1 else None
-        if out is None:
-            ho, wo = cuda_kernels.output_shape(xs[0], case["stride"])[2:]
-            fmt = torch.channels_last if case["layout"] == "nhwc" else torch.contiguous_format
-            out = torch.empty(*xs[0].shape[:2], ho, wo, device="cuda", dtype=xs[0].dtype, memory_format=fmt)
+        out = torch.empty_like(outs[0])
         calls, keep = calls_for(lib, case, xs[:1], [out], weights)
         calls[0]()
         torch.cuda.synchronize()
-        outs.append(out.float())
+        results.append(out.float())
         del keep
-    scale = max(outs[0].abs().max().item(), 1e-30)
-    return max((o - outs[0]).abs().max().item() for o in outs[1:]) / scale
+    scale = max(results[0].abs().max().item(), 1e-30)
+    return max((r - results[0]).abs().max().item() for r in results[1:]) / scale
 
 
 def run(libs: dict, rounds: int, replays: int, groups: set | None) -> list[dict]:
@@ -138,7 +134,7 @@ def run(libs: dict, rounds: int, replays: int, groups: set | None) -> list[dict]
         clone_ms = time_graph(torch, [lambda x=x: x.clone(memory_format=torch.preserve_format) for x in xs], replays)
         row = dict(case=label(case), group=case["group"], clone_ms=clone_ms)
         row.update({f"{name}_ms": statistics.median(t) for name, t in times.items()})
-        row["agree"] = check_agree(libs, case, xs, weights)
+        row["agree"] = check_agree(libs, case, xs, outs, weights)
         names = list(libs)
         row["ratio"] = row[f"{names[-1]}_ms"] / row[f"{names[0]}_ms"]
         rows.append(row)
