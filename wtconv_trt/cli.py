@@ -81,19 +81,22 @@ def main(argv=None) -> int:
         print(f"{command}: error: {_one_line(error)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        _ignore_further_interrupts()
         print(f"\n{command}: interrupted", file=sys.stderr)
         return INTERRUPTED
 
 
 def run_command() -> None:
     """The process entry point (the ``wtconv-trt`` script, ``python -m wtconv_trt``): main()'s status becomes the
-    exit status. After Ctrl-C the process leaves with os._exit(130) once the output is flushed: an export
-    interrupted once was seen to print its line and then die by SIGINT instead of exiting with 130. CPython kills
-    itself with SIGINT at exit when its "unhandled KeyboardInterrupt" flag is set, and it sets that flag when the
-    interrupt passes through code run by ``PyRun_*`` (as PyTorch's C++ can) even if main() catches it later; that is
-    our reading, not a traced cause. The command has cleaned up by then (its ``finally`` blocks ran before main()
-    returned)."""
+    exit status. Ctrl-C is taken once: the first raises KeyboardInterrupt, which main() reports; later presses are
+    ignored while the command winds down (they would interrupt the interpreter's shutdown, PyTorch's and
+    threading's exit handlers, with a traceback and a death by SIGINT). After Ctrl-C the process leaves with
+    os._exit(130) once the output is flushed: an export interrupted once was seen to print its line and then die
+    by SIGINT instead of exiting with 130. CPython kills itself with SIGINT at exit when its "unhandled
+    KeyboardInterrupt" flag is set, and it sets that flag when the interrupt passes through code run by
+    ``PyRun_*`` (as PyTorch's C++ can) even if main() catches it later; that is our reading, not a traced cause.
+    The command has cleaned up by then (its ``finally`` blocks ran before main() returned). main() itself changes
+    no signal handling, so in-process callers keep theirs."""
+    signal.signal(signal.SIGINT, _interrupt_once)
     code = main()
     if code == INTERRUPTED:
         for stream in (sys.stdout, sys.stderr):
@@ -105,15 +108,10 @@ def run_command() -> None:
     sys.exit(code)
 
 
-def _ignore_further_interrupts() -> None:
-    """After the first Ctrl-C the command only winds down: another one (a user pressing it again) would interrupt
-    the interpreter's shutdown (PyTorch's exit handlers, threading's) with a traceback and a death by SIGINT
-    instead of exit status 130. Only the main thread may set a handler; elsewhere (main() called from a thread)
-    nothing is changed."""
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:
-        pass
+def _interrupt_once(signum, frame):
+    """SIGINT handler of the command's process: the first Ctrl-C interrupts, the ones after it are ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def _one_line(error: BaseException) -> str:
