@@ -24,14 +24,16 @@ PLUGIN_SOURCES = (
             "wtconvPluginEntry.cpp",
             "wtconvPluginRegistration.cpp",
             "wtconvPluginAbi.h",
+            "wtconvDeviceWeights.h",
+            "wtconvDeviceWeights.cpp",
+            "wtconvPluginFields.cpp",
+            "wtconvPluginFields.h",
+            "wtconvPluginFieldsCapi.cpp",
         )
     ]
     + [
         ROOT / "plugin" / "common" / name
         for name in (
-            "wtconvPluginFields.cpp",
-            "wtconvPluginFields.h",
-            "wtconvPluginFieldsCapi.cpp",
             "wtconvLayerFields.cpp",
             "wtconvLayerFields.h",
         )

@@ -1,5 +1,5 @@
 """Property-based test (Hypothesis) of the plugin's field decoding: generated PluginField sets, valid and broken one
-way at a time, through the C++ decoder createPlugin uses (plugin/common/wtconvPluginFields.cpp) behind its extern "C"
+way at a time, through the C++ decoder createPlugin uses (plugin/trt/wtconvPluginFields.cpp) behind its extern "C"
 entry (wtconvPluginFieldsCapi.cpp), called with ctypes. No TensorRT library and no GPU: the decoder is compiled
 here from the sources with the TensorRT headers.
 
@@ -57,10 +57,8 @@ def decoder(tmp_path_factory):
     if cuda is None or compiler is None:
         pytest.skip("a C++ compiler and the CUDA headers (cuda_runtime_api.h, included by TensorRT's) are needed")
     library = tmp_path_factory.mktemp("fields") / "libwtconv_plugin_fields.so"
-    common = REPO / "plugin" / "common"
-    sources = [
-        common / name for name in ("wtconvPluginFields.cpp", "wtconvLayerFields.cpp", "wtconvPluginFieldsCapi.cpp")
-    ]
+    common, trt = REPO / "plugin" / "common", REPO / "plugin" / "trt"
+    sources = [trt / "wtconvPluginFields.cpp", common / "wtconvLayerFields.cpp", trt / "wtconvPluginFieldsCapi.cpp"]
     build = subprocess.run(
         [
             compiler,
@@ -72,6 +70,7 @@ def decoder(tmp_path_factory):
             str(library),
             *map(str, sources),
             f"-I{common}",
+            f"-I{trt}",
             "-isystem",
             str(headers),
             "-isystem",

@@ -1,12 +1,13 @@
 // wtconvPlugin.cpp — TensorRT glue of the WTConv2d plugin (see wtconvPlugin.h).
 //
-// Error policy (as in TensorRT's own plugins, plugin/common): every noexcept method runs its body inside
+// Error policy (as in NVIDIA's TensorRT plugins): every noexcept method runs its body inside
 // try/catch; a failure is reported through the execution context's IErrorRecorder (once
 // attachToContext gave us one) and the library logger, and the method returns -1 / false / nullptr /
 // 0 as its contract says. Nothing throws out of the library and nothing aborts. Checks throw
 // std::invalid_argument with a message naming the field or dimension, what was expected and what was
 // given; only the try blocks catch them.
 #include "wtconvPlugin.h"
+#include "wtconvDeviceWeights.h"
 #include "wtconvPluginFields.h"
 
 #include "wtconvKernel.h"
@@ -61,15 +62,6 @@ void logMessage(nvinfer1::ILogger::Severity severity, char const* message) noexc
 [[noreturn]] void fail(std::string const& message)
 {
     throw std::invalid_argument(std::string(kWHO) + ": " + message);
-}
-
-// A CUDA runtime failure the plugin has dealt with (reported, or to be retried): the error is taken off the
-// runtime's last-error record, or the kernels' launch check (cudaGetLastError after a launch) would report it
-// again after a later launch that succeeded, failing an enqueue that did nothing wrong. Returns "what: reason".
-std::string handledCudaFailure(char const* what, cudaError_t status)
-{
-    cudaGetLastError();
-    return std::string(what) + ": " + cudaGetErrorString(status);
 }
 
 // configurePlugin and attachToContext upload the weights early; when that cannot happen yet, enqueue retries.
@@ -257,32 +249,6 @@ void reportWarning(char const* message) noexcept
 {
     logMessage(nvinfer1::ILogger::Severity::kWARNING, message);
 }
-
-// ---------------------------------------------------------------------------------------------------
-// Device weights
-
-struct DeviceWeights
-{
-    int32_t device{-1};
-    void* memory{nullptr};
-    float const* baseWeight{nullptr};
-    float const* baseBias{nullptr};
-    float const* waveletWeight{nullptr};
-
-    DeviceWeights() = default;
-    DeviceWeights(DeviceWeights const&) = delete;
-    DeviceWeights& operator=(DeviceWeights const&) = delete;
-    ~DeviceWeights()
-    {
-        if (memory != nullptr)
-        {
-            if (cudaFree(memory) != cudaSuccess)
-            {
-                cudaGetLastError(); // nothing useful to do with it here; keep it off later launch checks
-            }
-        }
-    }
-};
 
 // ---------------------------------------------------------------------------------------------------
 // Plugin
@@ -579,7 +545,7 @@ int32_t WTConvPlugin::configurePlugin(
         // enqueue uploads them if still missing, outside any capture, and fails loudly otherwise.
         std::string error;
         bool noDevice = false;
-        if (!ensureDeviceWeights(error, nullptr, &noDevice))
+        if (!ensureDeviceWeights(mDevice, hostWeights(), error, nullptr, &noDevice))
         {
             reportDeferredUpload("configurePlugin", error, noDevice);
         }
@@ -618,139 +584,6 @@ char const* WTConvPlugin::getTimingCacheID() noexcept
     // Timing depends on (k, L, stride, C) besides the shapes and dtypes TensorRT keys on itself;
     // the weight values do not change the timing.
     return mTimingCacheId.c_str();
-}
-
-bool WTConvPlugin::ensureDeviceWeights(std::string& error, cudaStream_t const* copyStream, bool* noDevice) noexcept
-{
-    try
-    {
-        int32_t device = -1;
-        cudaError_t status = cudaGetDevice(&device);
-        if (status != cudaSuccess)
-        {
-            error = handledCudaFailure("cudaGetDevice failed", status);
-            if (noDevice != nullptr)
-            {
-                *noDevice = true;
-            }
-            return false;
-        }
-        if (mDevice != nullptr && mDevice->device == device)
-        {
-            return true;
-        }
-        // One allocation, each array starting at a 256-byte boundary.
-        auto roundUp = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-        size_t const baseWeightBytes = roundUp(mBaseWeight.size() * sizeof(float));
-        size_t const baseBiasBytes = roundUp(mBaseBias.size() * sizeof(float));
-        size_t const waveletBytes = mWaveletWeight.size() * sizeof(float);
-        auto weights = std::make_shared<DeviceWeights>();
-        status = cudaMalloc(&weights->memory, baseWeightBytes + baseBiasBytes + waveletBytes);
-        if (status != cudaSuccess)
-        {
-            weights->memory = nullptr;
-            error = handledCudaFailure("cudaMalloc of the weights failed", status);
-            return false;
-        }
-        weights->device = device;
-        char* base = static_cast<char*>(weights->memory);
-        weights->baseWeight = reinterpret_cast<float const*>(base);
-        weights->baseBias = reinterpret_cast<float const*>(base + baseWeightBytes);
-        weights->waveletWeight = reinterpret_cast<float const*>(base + baseWeightBytes + baseBiasBytes);
-        // From enqueue (not capturing) the copies go on the launch stream. Elsewhere (configurePlugin,
-        // attachToContext) on a stream of our own that does not synchronise with other streams: a synchronous
-        // cudaMemcpy runs on the legacy default stream, which waits for every blocking stream and so breaks
-        // another thread's CUDA-graph capture of one (cudaErrorStreamCaptureImplicit).
-        cudaStream_t ownStream = nullptr;
-        if (copyStream == nullptr)
-        {
-            status = cudaStreamCreateWithFlags(&ownStream, cudaStreamNonBlocking);
-            if (status != cudaSuccess)
-            {
-                error = handledCudaFailure("creating the stream for the weight upload failed", status);
-                return false;
-            }
-        }
-        cudaStream_t const stream = copyStream != nullptr ? *copyStream : ownStream;
-        auto copy = [stream](void* dst, void const* src, size_t bytes)
-        { return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream); };
-        status = copy(base, mBaseWeight.data(), mBaseWeight.size() * sizeof(float));
-        if (status == cudaSuccess)
-        {
-            status = copy(base + baseWeightBytes, mBaseBias.data(), mBaseBias.size() * sizeof(float));
-        }
-        if (status == cudaSuccess)
-        {
-            status = copy(base + baseWeightBytes + baseBiasBytes, mWaveletWeight.data(), waveletBytes);
-        }
-        if (status == cudaSuccess)
-        {
-            // Complete before the weights are shared: a clone may launch on another stream.
-            status = cudaStreamSynchronize(stream);
-        }
-        if (ownStream != nullptr)
-        {
-            cudaStreamDestroy(ownStream);
-        }
-        if (status != cudaSuccess)
-        {
-            error = handledCudaFailure("copying the weights to the device failed", status);
-            return false;
-        }
-        mDevice = std::move(weights);
-        return true;
-    }
-    catch (std::exception const& e)
-    {
-        error = e.what();
-    }
-    return false;
-}
-
-bool WTConvPlugin::weightsReadyForEnqueue(cudaStream_t stream, std::string& why) noexcept
-{
-    try
-    {
-        int32_t device = -1;
-        cudaError_t status = cudaGetDevice(&device);
-        if (status != cudaSuccess)
-        {
-            why = handledCudaFailure("cudaGetDevice failed", status);
-            return false;
-        }
-        if (mDevice != nullptr && mDevice->device == device)
-        {
-            return true;
-        }
-        // The fallback upload allocates and copies: never while the stream is being captured (the graph would
-        // record it, or, in global capture mode, the capture would be invalidated).
-        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-        status = cudaStreamIsCapturing(stream, &capture);
-        if (status != cudaSuccess)
-        {
-            why = handledCudaFailure("cudaStreamIsCapturing failed", status);
-            return false;
-        }
-        if (capture != cudaStreamCaptureStatusNone)
-        {
-            why = "the stream is being captured into a CUDA graph, where allocating and copying would break the "
-                  "capture; run the execution context once outside the capture first";
-            return false;
-        }
-        if (!ensureDeviceWeights(why, &stream))
-        {
-            return false;
-        }
-        reportWarning((std::string(kWHO) + ": enqueue: uploaded the weights to device " + std::to_string(device)
-            + " (attachToContext had not); later launches reuse them")
-                .c_str());
-        return true;
-    }
-    catch (std::exception const& e)
-    {
-        why = e.what();
-    }
-    return false;
 }
 
 int32_t WTConvPlugin::onShapeChange(
@@ -829,13 +662,20 @@ int32_t WTConvPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDes
             return 0; // empty tensor: nothing to compute
         }
         std::string whyNoWeights;
-        if (!weightsReadyForEnqueue(stream, whyNoWeights))
+        bool uploaded = false;
+        if (!weightsReadyForEnqueue(mDevice, hostWeights(), stream, whyNoWeights, uploaded))
         {
             report(std::string(kWHO)
                 + ": enqueue: the weights are not on the current device (attachToContext did "
                   "not run or could not upload them) and cannot be uploaded here: "
                 + whyNoWeights + "; nothing launched");
             return -1;
+        }
+        if (uploaded)
+        {
+            reportWarning((std::string(kWHO) + ": enqueue: uploaded the weights to device "
+                + std::to_string(mDevice->device) + " (attachToContext had not); later launches reuse them")
+                    .c_str());
         }
         WTConvParams p;
         if (!toKernelType(inputDesc[0].type, p.dtype) || outputDesc[0].type != inputDesc[0].type
@@ -891,7 +731,7 @@ IPluginV3* WTConvPlugin::attachToContext(nvinfer1::IPluginResourceContext* conte
         plugin->mErrorRecorder = context != nullptr ? context->getErrorRecorder() : nullptr;
         std::string error;
         bool noDevice = false;
-        if (!plugin->ensureDeviceWeights(error, nullptr, &noDevice))
+        if (!ensureDeviceWeights(plugin->mDevice, plugin->hostWeights(), error, nullptr, &noDevice))
         {
             // Not fatal here (a context may be created before its device is usable); enqueue retries
             // and fails loudly, enqueue refuses to launch.

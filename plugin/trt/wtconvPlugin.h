@@ -7,13 +7,11 @@
 //   output 0 y: (N, C, ceil(H/stride), ceil(W/stride)), the input's dtype
 //   fields   : wtconvPluginContract.h (kernel_size, wt_levels, stride, base_weight, base_bias, wavelet_weight)
 //
-// Lifetime of the folded weights: host copies live in the plugin (they are also what is serialized);
-// a device copy is made outside enqueue (configurePlugin at build time, attachToContext at run time) and shared
-// by clones on the same device, so enqueue normally never allocates, copies or synchronises. Only if that
-// upload failed does enqueue upload them itself, and never while its stream is being captured.
+// The folded weights: host copies in the plugin, a device copy shared by its clones (wtconvDeviceWeights.h).
 #pragma once
 
 #include "NvInferRuntime.h"
+#include "wtconvDeviceWeights.h"
 #include "wtconvPluginContract.h"
 
 #include <cstdint>
@@ -34,9 +32,6 @@ nvinfer1::ILogger* getPluginLogger() noexcept;
 // Reports an error through `recorder` (when given) and the library logger; never throws.
 void reportError(nvinfer1::IErrorRecorder* recorder, char const* message) noexcept;
 void reportWarning(char const* message) noexcept;
-
-// Folded weights on one device, shared by the clones of a plugin (read-only after upload).
-struct DeviceWeights;
 
 class WTConvPlugin : public nvinfer1::IPluginV3,
                      public nvinfer1::IPluginV3OneCore,
@@ -94,15 +89,10 @@ private:
     void report(std::string const& message) const noexcept;
     void report(char const* message) const noexcept;
     void reportCaught(char const* where, char const* what) const noexcept;
-    // Makes mDevice hold this plugin's weights on the current device (allocates and copies when needed; the
-    // copies go on *copyStream when given, else on a private non-blocking stream, which is then synchronised: never
-    // on the legacy default stream, which would break another thread's capture of a blocking stream).
-    // noDevice (optional) is set when the process has no usable CUDA device at all (cudaGetDevice fails).
-    bool ensureDeviceWeights(
-        std::string& error, cudaStream_t const* copyStream = nullptr, bool* noDevice = nullptr) noexcept;
-    // enqueue's check: true when the weights are on the current device, after uploading them on `stream` if
-    // they were not and the stream is not being captured; otherwise false with the reason in `why`.
-    bool weightsReadyForEnqueue(cudaStream_t stream, std::string& why) noexcept;
+    HostWeights hostWeights() const noexcept
+    {
+        return HostWeights{mBaseWeight, mBaseBias, mWaveletWeight};
+    }
 
     int32_t mKernelSize;
     int32_t mLevels;
