@@ -13,7 +13,7 @@ prints the line that runs this client for its model, or the TensorRT-backend rep
 It asks the server for the model's input name, shape and datatype (model metadata and config: FP16 for an fp16
 export or engine), sends the data in requests of ``--batch`` images (the server's dynamic batcher may merge
 concurrent requests) and, with ``--onnx``, runs the same inputs through that ONNX file in ONNX Runtime here
-(WTConv2d nodes through wtconv_export.onnx_ort.make_ort_session) and compares: element-wise within atol and
+(WTConv2d nodes through wtconv_ort.session.make_ort_session) and compares: element-wise within atol and
 rtol (default per datatype: the engine validation's, docs/engines.md), the largest difference relative to the
 output's scale, and the top-1 agreement of a classifier's logits (with the held-out labels' accuracy for the
 shipped digits model).
@@ -36,7 +36,7 @@ import sys
 import numpy as np
 
 DTYPES = {"FP16": np.float16, "FP32": np.float32}
-# The engine validation's element-wise tolerances per precision (trt_engine.validate.TOLERANCES): a served engine
+# The engine validation's element-wise tolerances per precision (wtconv_validate.engine.TOLERANCES): a served engine
 # computes with TF32 (fp32) or fp16 arithmetic; ONNX Runtime inside the server gives the local result exactly.
 TOLERANCE = {"FP16": 5e-2, "FP32": 1e-3}
 IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
@@ -127,9 +127,9 @@ def reference_session(onnx_path, name, datatype, sample):
     its input is not the served one."""
     import onnx
 
-    from wtconv_export.errors import WtconvTrtError
+    from wtconv_core.errors import WtconvTrtError
     from wtconv_export.onnx_export import read_metadata
-    from wtconv_export.onnx_ort import make_ort_session
+    from wtconv_ort.session import make_ort_session
 
     try:
         metadata = read_metadata(onnx.load(onnx_path, load_external_data=False))
@@ -230,8 +230,8 @@ def run(args) -> int:
     if args.images:
         x = load_images(args.images, channels, height, width, digits_config, args.mean, args.std)
     elif args.inputs:
-        from wtconv_export.errors import WtconvTrtError
-        from wtconv_export.inputs import load_inputs
+        from wtconv_core.errors import WtconvTrtError
+        from wtconv_core.inputs import load_inputs
 
         try:
             x = np.concatenate(load_inputs(args.inputs))

@@ -54,7 +54,7 @@ TENSORRT_HEADERS = REPO.parent / "shared" / "tensorrt-headers"
 RTX_HEADER_SET = "11.1"
 # One architecture keeps the test build short (about 20 s on two cores); the build phase runs no kernel. 8.0: its
 # machine code runs on 8.x and its PTX on newer GPUs, so every default TensorRT-RTX target can run the plugin
-# (trt_engine.plugin_library.runnable_targets refuses targets a plugin library has no code for).
+# (trt_engine.plugins.runnable_targets refuses targets a plugin library has no code for).
 TEST_CUDA_ARCHITECTURES = "80"
 
 
@@ -127,7 +127,7 @@ def tensorrt_rtx():
     if reason:
         pytest.skip(reason)
     from trt_engine import tensorrt_api
-    from wtconv_export.errors import ConfigurationError
+    from wtconv_core.errors import ConfigurationError
 
     try:
         tensorrt_api.use_backend("tensorrt-rtx")  # one backend per process: refused if TensorRT came first
@@ -156,8 +156,8 @@ def rtx_plugin(tensorrt_rtx):
     concurrent test runs from building the same folder twice)."""
     import fcntl
 
-    from wtconv_export import libraries
-    from wtconv_export.library_build import build_libraries, sources_digest
+    from wtconv_libs import lookup
+    from wtconv_libs.build import build_libraries, sources_digest
 
     reason = rtx_plugin_skip_reason()
     if reason:
@@ -169,9 +169,9 @@ def rtx_plugin(tensorrt_rtx):
         TEST_CUDA_ARCHITECTURES,
         (headers / "include" / "NvInferVersion.h").read_text(errors="replace"),
     )[:16]
-    folder = libraries.user_cache_dir() / "test-builds" / digest
+    folder = lookup.user_cache_dir() / "test-builds" / digest
     folder.mkdir(parents=True, exist_ok=True)
-    names = {kind: folder / "lib" / "trt11" / libraries.FILE_NAMES[kind] for kind in ("plugin", "plugin-static")}
+    names = {kind: folder / "lib" / "trt11" / lookup.FILE_NAMES[kind] for kind in ("plugin", "plugin-static")}
     with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not all(p.is_file() for p in names.values()):
@@ -192,7 +192,7 @@ ORT_TEST_CUDA_ARCHITECTURES = "native"
 
 
 def ort_library_skip_reason():
-    from wtconv_export.library_build import onnxruntime_headers
+    from wtconv_libs.build import onnxruntime_headers
 
     if os.environ.get(ORT_LIB_ENV):
         return (
@@ -219,8 +219,8 @@ def ort_library():
     building the same folder twice)."""
     import fcntl
 
-    from wtconv_export import libraries
-    from wtconv_export.library_build import build_libraries, nvcc_path, onnxruntime_headers, sources_digest
+    from wtconv_libs import lookup
+    from wtconv_libs.build import build_libraries, nvcc_path, onnxruntime_headers, sources_digest
 
     reason = ort_library_skip_reason()
     if reason:
@@ -237,9 +237,9 @@ def ort_library():
         (headers / "onnxruntime_c_api.h").read_text(errors="replace"),
         ORT_TEST_CUDA_ARCHITECTURES if cuda else "no-cuda",
     )[:16]
-    folder = libraries.user_cache_dir() / "test-builds" / f"ort-{digest}"
+    folder = lookup.user_cache_dir() / "test-builds" / f"ort-{digest}"
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "lib" / libraries.FILE_NAMES["ort"]
+    path = folder / "lib" / lookup.FILE_NAMES["ort"]
     with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not path.is_file():
@@ -256,7 +256,7 @@ def ort_library():
 
 
 def ort_cuda_skip_reason(library):
-    from wtconv_export import libraries
+    from wtconv_libs import lookup
 
     try:
         import onnxruntime
@@ -267,7 +267,7 @@ def ort_cuda_skip_reason(library):
             f"onnxruntime {onnxruntime.__version__} offers no CUDAExecutionProvider "
             f"({', '.join(onnxruntime.get_available_providers())}): install onnxruntime-gpu"
         )
-    if libraries.ort_library_info(library).get("cuda") != "yes":
+    if lookup.ort_library_info(library).get("cuda") != "yes":
         return f"{library} was built without its CUDA op (no nvcc where it was built)"
     return cuda_device_skip_reason()
 
@@ -283,8 +283,8 @@ def ort_cuda(ort_library):
 @pytest.fixture(scope="session")
 def install():
     """The tritonserver install the serving tests start (pytriton's), or a skip naming how to get one."""
-    from trt_engine.serving.server import INSTALL_HINT, find_server
-    from wtconv_export.errors import ConfigurationError
+    from wtconv_core.errors import ConfigurationError
+    from wtconv_serving.server import INSTALL_HINT, find_server
 
     try:
         return find_server()

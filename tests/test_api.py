@@ -105,7 +105,7 @@ def test_build_takes_the_exports_defaults_before_tensorrt(tmp_path):
 def test_build_from_python_refuses_what_the_command_line_refuses(tmp_path):
     """The checks that used to live in the build command, met by a direct call of trt_engine.build.build_engine."""
     from trt_engine.build import BuildOptions, build_engine
-    from wtconv_export.errors import InputError
+    from wtconv_core.errors import InputError
 
     onnx = tiny_onnx(
         tmp_path / "m.onnx", metadata={"source": "default", "input_shape": "1,1,32,32"}, dims=("batch", 1, "h", "w")

@@ -15,8 +15,8 @@ import pytest
 from conftest import REPO, ort_library_skip_reason
 
 import wtconv_trt
-from wtconv_export import library_build
-from wtconv_export.errors import ConfigurationError
+from wtconv_core.errors import ConfigurationError
+from wtconv_libs import build
 from wtconv_trt import cli
 
 
@@ -29,7 +29,7 @@ def test_missing_headers_are_said_before_compiling(tmp_path, monkeypatch, caplog
         said_before.extend(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
         return {"kernels": tmp_path / "libwtconv_kernels_capi.so"}
 
-    monkeypatch.setattr(library_build, "build_libraries", cmake_stand_in)
+    monkeypatch.setattr(build, "build_libraries", cmake_stand_in)
     with caplog.at_level(logging.INFO):
         built = wtconv_trt.build_libraries()
     assert len(said_before) == 1 and said_before[0].startswith("no --tensorrt-headers: building the kernel library")
@@ -46,17 +46,17 @@ def test_missing_headers_are_said_before_compiling(tmp_path, monkeypatch, caplog
 
 def test_each_source_tree_has_its_own_build_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("WTCONV_TRT_CACHE", str(tmp_path / "cache"))
-    first = library_build.default_build_dir(tmp_path / "clone1" / "plugin", "trt11")
+    first = build.default_build_dir(tmp_path / "clone1" / "plugin", "trt11")
     assert first.parent == tmp_path / "cache" / "build" and first.name.startswith("trt11-")
-    assert first == library_build.default_build_dir(tmp_path / "clone1" / "plugin", "trt11")
-    assert first != library_build.default_build_dir(tmp_path / "clone2" / "plugin", "trt11")
-    assert first != library_build.default_build_dir(tmp_path / "clone1" / "plugin", None)
+    assert first == build.default_build_dir(tmp_path / "clone1" / "plugin", "trt11")
+    assert first != build.default_build_dir(tmp_path / "clone2" / "plugin", "trt11")
+    assert first != build.default_build_dir(tmp_path / "clone1" / "plugin", None)
 
 
 @pytest.mark.slow
 def test_two_clones_build_with_one_cache(tmp_path, monkeypatch):
     reason = ort_library_skip_reason()
-    headers = library_build.onnxruntime_headers(source=REPO / "plugin")
+    headers = build.onnxruntime_headers(source=REPO / "plugin")
     if reason or headers is None:
         pytest.skip(reason or "ONNX Runtime C API headers not found: libwtconv_ort.so cannot be built")
     monkeypatch.setenv("WTCONV_TRT_CACHE", str(tmp_path / "cache"))
@@ -65,7 +65,7 @@ def test_two_clones_build_with_one_cache(tmp_path, monkeypatch):
         source = tmp_path / clone / "plugin"
         shutil.copytree(REPO / "plugin", source, ignore=shutil.ignore_patterns("build*", "__pycache__"))
         shutil.copy(REPO / "VERSION", source.parent / "VERSION")  # the libraries' version (plugin/CMakeLists.txt)
-        installed = library_build.build_libraries(
+        installed = build.build_libraries(
             source=source,
             kinds=["ort"],
             with_cuda=False,
@@ -73,14 +73,14 @@ def test_two_clones_build_with_one_cache(tmp_path, monkeypatch):
             install_root=tmp_path / clone / "lib",
         )
         assert installed["ort"].is_file()
-        built.append(library_build.default_build_dir(source, None))
+        built.append(build.default_build_dir(source, None))
     assert built[0] != built[1] and all((b / "CMakeCache.txt").is_file() for b in built)
     for folder, clone in zip(built, ("clone1", "clone2"), strict=True):
         cache = (folder / "CMakeCache.txt").read_text()
         assert f"{tmp_path / clone / 'plugin'}" in cache
     # What one shared folder gave the second clone (the earlier default): CMake refuses it.
     with pytest.raises(ConfigurationError, match="does not match the source"):
-        library_build.build_libraries(
+        build.build_libraries(
             source=tmp_path / "clone2" / "plugin",
             build_dir=built[0],
             kinds=["ort"],

@@ -4,7 +4,7 @@ plugin exports run on libwtconv_ort.so when it is found, else on the onnxruntime
 import pytest
 from test_onnxruntime_integration import FALLBACK, NATIVE_CPU, PYTHON_OP, no_library_anywhere
 
-from wtconv_export import libraries
+from wtconv_libs import lookup
 from wtconv_trt.cli import main
 
 
@@ -36,7 +36,7 @@ def test_demo_passes(capsys, tmp_path, monkeypatch):
 
 @pytest.mark.slow  # the whole demo's ONNX step
 def test_demo_runs_on_the_native_library(ort_library, capsys, tmp_path, monkeypatch):
-    monkeypatch.setenv(libraries.ENV_VARS["ort"], str(ort_library))
+    monkeypatch.setenv(lookup.ENV_VARS["ort"], str(ort_library))
     assert main(["demo", "--count", "8", "--onnx-dir", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
     assert out.count("PASSED: ONNX Runtime vs PyTorch") == 3 and out.count(NATIVE_CPU + "\n") == 2, out

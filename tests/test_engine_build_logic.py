@@ -20,7 +20,7 @@ from trt_engine.build import (
     plan_profiles,
     source_from_metadata,
 )
-from wtconv_export.errors import ConfigurationError, InputError
+from wtconv_core.errors import ConfigurationError, InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 

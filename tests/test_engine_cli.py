@@ -64,10 +64,10 @@ def test_build_without_tensorrt(tmp_path, run_cli):
 
 
 def test_build_input_errors(tmp_path, run_cli, monkeypatch):
-    from trt_engine import plugin_library
+    from wtconv_libs import lookup
 
-    monkeypatch.delenv(plugin_library.ENV_DYNAMIC, raising=False)
-    monkeypatch.setattr(plugin_library, "default_plugin", lambda **kwargs: None)  # none built anywhere
+    monkeypatch.delenv(lookup.ENV_VARS["plugin"], raising=False)
+    monkeypatch.setattr(lookup, "default_plugin", lambda **kwargs: None)  # none built anywhere
     status, _, err = run_cli("build", tmp_path / "missing.onnx")
     assert status == 2 and "does not exist; export one" in err
     with_nodes = tiny_onnx(tmp_path / "w.onnx", wtconv_nodes=2)
@@ -111,7 +111,7 @@ def test_bench_engine_errors(tmp_path, run_cli):
 @needs_no_tensorrt
 def test_engine_validation_without_tensorrt(tmp_path):
     from trt_engine.tensorrt_api import TensorRTUnavailable
-    from trt_engine.validate import validate_engine
+    from wtconv_validate.engine import validate_engine
 
     engine, _ = fake_engine(tmp_path)
     with pytest.raises(TensorRTUnavailable, match="TensorRT is not installed"):
@@ -231,7 +231,7 @@ def test_engine_gpu_problem_names_what_runs_where(monkeypatch):
 def test_replay_command_names_the_static_plugin_beside_the_engine_s(tmp_path):
     """The polygraphy line after 'validate --engine --save-*' loads the static-registration library installed beside
     the engine's dynamic one (build-libs installs both), not a build-tree path the user may not have."""
-    from trt_engine.validate import replay_command
+    from wtconv_validate.engine import replay_command
 
     _, manifest = fake_engine(tmp_path)
     static = tmp_path / "libwtconv_trt_plugin.so"  # beside the manifest's libwtconv_trt_plugin_dynamic.so

@@ -8,7 +8,7 @@ from engine_helpers import fake_engine
 
 from trt_engine import manifest as mf
 from trt_engine.profiles import parse_profile
-from wtconv_export.errors import EngineError
+from wtconv_core.errors import EngineError
 
 
 def test_round_trip_and_sha256(tmp_path):
@@ -160,8 +160,8 @@ def test_written_files_take_the_user_s_umask(tmp_path, umask):
 
     from engine_helpers import tiny_onnx
 
-    from trt_engine.serving.repository import write_python_repository
-    from trt_engine.triton import write_repository
+    from wtconv_serving.python_backend import write_python_repository
+    from wtconv_serving.tensorrt_backend import write_repository
 
     old = os.umask(umask)
     try:

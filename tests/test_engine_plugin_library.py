@@ -1,7 +1,7 @@
-"""Plugin library inspection without loading it (trt_engine.plugin_library, pyelftools): which kind (getCreators or
+"""Plugin library inspection without loading it (trt_engine.plugins, pyelftools): which kind (getCreators or
 static registration), which TensorRT it links, which ABI its record names; the refusals built on that (build,
 validate and bench through load_plugin, triton-repo through check_static_plugin); the library lookup order
-(wtconv_export.libraries). Real shared libraries are built with the C compiler."""
+(wtconv_libs.lookup). Real shared libraries are built with the C compiler."""
 
 import shutil
 import subprocess
@@ -10,9 +10,11 @@ import types
 import pytest
 from engine_helpers import fake_engine
 
-from trt_engine.plugin_library import check_library_for_tensorrt, default_plugin, inspect_library, parse_abi_record
-from wtconv_export import libraries
-from wtconv_export.errors import PluginError
+from trt_engine.plugins import check_library_for_tensorrt
+from wtconv_core.errors import PluginError
+from wtconv_libs import lookup
+from wtconv_libs.lookup import default_plugin
+from wtconv_libs.plugin_elf import inspect_library, parse_abi_record
 
 
 def _record(abi, library="dynamic", tensorrt=None):
@@ -189,7 +191,7 @@ def test_wrong_abi_refused_by_validate_and_bench_loading(libs, tmp_path, monkeyp
 def test_triton_static_plugin_checks(libs, tmp_path):
     """triton-repo --plugin-static: the dynamic library is refused (it would register nothing under LD_PRELOAD),
     so is a static library that does not link libnvinfer or links another major."""
-    from trt_engine.triton import check_static_plugin
+    from wtconv_serving.tensorrt_backend import check_static_plugin
 
     _, manifest10 = fake_engine(tmp_path, trt_version="10.16.0.72")
     check_static_plugin(libs["static10"], manifest10)
@@ -210,7 +212,7 @@ def test_triton_static_plugin_checks(libs, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Lookup order (wtconv_export.libraries): environment variable, package, per-user cache, build tree
+# Lookup order (wtconv_libs.lookup): environment variable, package, per-user cache, build tree
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -218,10 +220,10 @@ def test_triton_static_plugin_checks(libs, tmp_path):
 def places(tmp_path, monkeypatch):
     """Empty package, cache and build-tree folders standing in for the real ones."""
     package, cache, tree = tmp_path / "pkg" / "lib", tmp_path / "cache", tmp_path / "tree" / "build" / "plugin"
-    monkeypatch.setattr(libraries, "package_lib_dir", lambda: package)
-    monkeypatch.setenv(libraries.ENV_CACHE, str(cache))
-    monkeypatch.setattr(libraries, "build_tree_dir", lambda: tree)
-    for env in libraries.ENV_VARS.values():
+    monkeypatch.setattr(lookup, "package_lib_dir", lambda: package)
+    monkeypatch.setenv(lookup.ENV_CACHE, str(cache))
+    monkeypatch.setattr(lookup, "build_tree_dir", lambda: tree)
+    for env in lookup.ENV_VARS.values():
         monkeypatch.delenv(env, raising=False)
     return {"package": package, "cache": cache / "lib", "tree": tree}
 
@@ -233,7 +235,7 @@ def _put(src, dst):
 
 
 def test_lookup_order(libs, places, monkeypatch):
-    name = libraries.FILE_NAMES["plugin"]
+    name = lookup.FILE_NAMES["plugin"]
     assert default_plugin(abi="trt11") is None
     tree = _put(libs["dynamic11"], places["tree"] / "trt" / name)
     assert default_plugin(abi="trt11") == tree
@@ -242,19 +244,19 @@ def test_lookup_order(libs, places, monkeypatch):
     assert default_plugin(abi="trt11") == cached  # the cache comes before the build tree
     packaged = _put(libs["dynamic11"], places["package"] / "trt11" / name)
     assert default_plugin(abi="trt11") == packaged  # the package before the cache
-    monkeypatch.setenv(libraries.ENV_VARS["plugin"], str(libs["dynamic10"]))
+    monkeypatch.setenv(lookup.ENV_VARS["plugin"], str(libs["dynamic10"]))
     assert default_plugin(abi="trt11") == libs["dynamic10"]  # the environment variable wins, refused later by name
-    wheres = [c.where for c in libraries.candidates("plugin", "trt11")]
+    wheres = [c.where for c in lookup.candidates("plugin", "trt11")]
     assert wheres == ["environment WTCONV_TRT_PLUGIN", "package (trt11)", "user cache (trt11)", "build tree"]
 
 
 def test_kernel_library_uses_the_same_order(libs, places, monkeypatch):
-    kernels = libraries.FILE_NAMES["kernels"]
-    assert libraries.find("kernels") is None
+    kernels = lookup.FILE_NAMES["kernels"]
+    assert lookup.find("kernels") is None
     tree = _put(libs["dynamic"], places["tree"] / kernels)
-    assert libraries.find("kernels") == tree
+    assert lookup.find("kernels") == tree
     cached = _put(libs["dynamic"], places["cache"] / kernels)
-    assert libraries.find("kernels") == cached
+    assert lookup.find("kernels") == cached
     cuda_kernels = pytest.importorskip("wtconv_export.cuda_kernels")
     assert cuda_kernels.find_library() == cached
 
@@ -262,7 +264,7 @@ def test_kernel_library_uses_the_same_order(libs, places, monkeypatch):
 def test_doctor_shows_the_lookup_order_and_what_it_found(libs, places, capsys):
     from wtconv_trt import cli
 
-    _put(libs["dynamic11"], places["cache"] / "trt11" / libraries.FILE_NAMES["plugin"])
+    _put(libs["dynamic11"], places["cache"] / "trt11" / lookup.FILE_NAMES["plugin"])
     assert cli.main(["doctor"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()

@@ -12,7 +12,7 @@ from trt_engine.profiles import (
     parse_dims,
     parse_profile,
 )
-from wtconv_export.errors import InputError
+from wtconv_core.errors import InputError
 
 
 def test_named_profile():

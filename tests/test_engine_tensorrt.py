@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from trt_engine import plugin_library
+from wtconv_libs import lookup
 
 pytestmark = pytest.mark.tensorrt
 
@@ -17,13 +17,13 @@ def plugin_libs(require_tensorrt):
 
     tensorrt_api.use_backend("tensorrt")  # ConfigurationError if this process already uses TensorRT-RTX
     abi = f"trt{require_tensorrt.__version__.split('.')[0]}"
-    dynamic = plugin_library.default_plugin(abi=abi)
+    dynamic = lookup.default_plugin(abi=abi)
     if dynamic is None:
         pytest.skip(
             f"TensorRT plugin library for ABI {abi} not found: wtconv-trt build-libs --tensorrt-headers "
-            f"<TensorRT include dir>, or set {plugin_library.ENV_DYNAMIC}"
+            f"<TensorRT include dir>, or set {lookup.ENV_VARS['plugin']}"
         )
-    return dynamic, plugin_library.default_plugin(static=True, abi=abi)
+    return dynamic, lookup.default_plugin(static=True, abi=abi)
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def test_build_manifest(engines, precision):
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_validate(engines, precision, tmp_path):
-    from trt_engine.validate import validate_engine
+    from wtconv_validate.engine import validate_engine
 
     report = validate_engine(
         engines[precision].engine_path,
@@ -110,7 +110,7 @@ def test_validate(engines, precision, tmp_path):
 
 
 def test_shape_outside_profiles(engines):
-    from trt_engine.validate import validate_engine
+    from wtconv_validate.engine import validate_engine
 
     with pytest.raises(ValueError, match="outside every optimisation profile"):
         validate_engine(engines["fp16"].engine_path, shape="256x1x32x32")
@@ -119,7 +119,7 @@ def test_shape_outside_profiles(engines):
 def test_corrupt_engine_deserialization(engines, tmp_path):
     """Bytes that match their manifest but are not an engine: TensorRT's deserialize returns None -> clear error."""
     from trt_engine import manifest as mf
-    from trt_engine.validate import validate_engine
+    from wtconv_validate.engine import validate_engine
 
     source = engines["fp16"].engine_path
     bad = tmp_path / "bad.engine"
@@ -150,7 +150,7 @@ def test_triton_repository(engines, plugin_libs, tmp_path):
     model_config_pb2 = pytest.importorskip("tritonclient.grpc.model_config_pb2")
     from google.protobuf import text_format
 
-    from trt_engine.triton import write_repository
+    from wtconv_serving.tensorrt_backend import write_repository
 
     if plugin_libs[1] is None:
         pytest.skip("static-registration plugin library (libwtconv_trt_plugin.so) not built")
@@ -167,7 +167,7 @@ def test_tensorrt10_fp16_from_fp32_export(onnx_models, plugin_libs, tmp_path):
     import tensorrt as trt
 
     from trt_engine.build import BuildOptions, build_engine
-    from trt_engine.validate import validate_engine
+    from wtconv_validate.engine import validate_engine
 
     opts = BuildOptions(
         onnx=str(onnx_models["fp32"]),

@@ -12,9 +12,9 @@ import torch.nn as nn
 from engine_helpers import fake_engine
 
 from trt_engine.engine_file import check_engine_request
-from trt_engine.validate import MIN_TOP1_AGREEMENT, TOLERANCES, engine_tolerance, make_inputs, tolerances_for
-from wtconv_export.errors import EngineError
-from wtconv_export.validation import Tolerance, compare_runners, torch_runner_class
+from wtconv_core.errors import EngineError
+from wtconv_validate.core import Tolerance, compare_runners, torch_runner_class
+from wtconv_validate.engine import MIN_TOP1_AGREEMENT, TOLERANCES, engine_tolerance, make_inputs, tolerances_for
 
 
 def make_runner_class():

@@ -152,7 +152,7 @@ def test_fold_rejects_other_modules():
 def test_command_line_catches_only_project_errors(monkeypatch, capsys):
     """wtconv_trt.cli.main turns a WtconvTrtError into one line and exit status 2 (a multi-line message too), and
     lets every other exception through with its traceback: a bug that raises ValueError is not a user error."""
-    from wtconv_export.errors import InputError, ModelError
+    from wtconv_core.errors import InputError, ModelError
     from wtconv_trt import cli
     from wtconv_trt.commands import export
 

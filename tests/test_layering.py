@@ -1,8 +1,11 @@
-"""The layers of the Python code, read statically from the imports (docs/design.md, "Code layout").
+"""The layers of the Python code, read statically from the imports (docs/design.md §1, "Code layout").
 
-``wtconv_trt`` (the Python API in ``wtconv_trt.api`` and, on it, the command line) sits on top; ``trt_engine``
-below it; ``wtconv_export`` at the bottom. Every ``import`` statement counts, at module level or inside a function,
-so a lazy import cannot hide a dependency that runs back up.
+PACKAGES lists the packages bottom to top: ``wtconv_core`` (errors, paths, inputs: imports no other project
+package), ``wtconv_libs`` (the compiled libraries), ``wtconv_export`` (the PyTorch side), ``wtconv_ort`` (ONNX
+Runtime sessions), ``trt_engine`` (TensorRT engines), ``wtconv_validate`` (runtimes against PyTorch),
+``wtconv_serving`` (Triton), ``wtconv_bench`` (benchmarks and profiles), ``wtconv_trt`` (the Python API and, on it,
+the command line). A package imports only packages below it. Every ``import`` statement counts, at module level or
+inside a function, so a lazy import cannot hide a dependency that runs back up.
 
 The command modules are a thin shell: they reach the libraries only through ``wtconv_trt.api`` and hold no
 decision of their own — no ``raise`` statement (every refusal comes from a job, so a Python caller gets it too).
@@ -16,7 +19,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("wtconv_export", "trt_engine", "wtconv_trt")
+PACKAGES = (
+    "wtconv_core",
+    "wtconv_libs",
+    "wtconv_export",
+    "wtconv_ort",
+    "trt_engine",
+    "wtconv_validate",
+    "wtconv_serving",
+    "wtconv_bench",
+    "wtconv_trt",
+)
 
 
 def module_name(path: Path) -> str:
@@ -78,32 +91,35 @@ def layer(module: str) -> str:
 
 def test_the_reader_sees_the_imports(graph):
     """The graph is not empty by accident: a few imports that must be there are found."""
-    assert "wtconv_export.errors" in graph["wtconv_export.inputs"]
+    assert "wtconv_core.errors" in graph["wtconv_core.inputs"]
     assert "wtconv_trt.commands.export" in graph["wtconv_trt.commands.validate"]  # relative import
     assert any(layer(target) == "wtconv_export" for target in graph["trt_engine.build"])
     assert len(graph) > 30
 
 
-def test_libraries_never_import_the_command_line(graph):
-    upward = sorted(
-        f"{m} -> {t}"
-        for m, targets in graph.items()
-        if layer(m) != "wtconv_trt"
-        for t in targets
-        if layer(t) == "wtconv_trt"
-    )
-    assert upward == [], "a library imports the command-line package:\n" + "\n".join(upward)
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a package above the importing module's own (PACKAGES order)."""
+    rank = {package: i for i, package in enumerate(PACKAGES)}
+    return sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets if rank[layer(t)] > rank[layer(m)])
 
 
-def test_wtconv_export_never_imports_trt_engine(graph):
-    upward = sorted(
-        f"{m} -> {t}"
-        for m, targets in graph.items()
-        if layer(m) == "wtconv_export"
-        for t in targets
-        if layer(t) == "trt_engine"
-    )
-    assert upward == [], "wtconv_export imports trt_engine:\n" + "\n".join(upward)
+def test_every_package_is_in_the_order(graph):
+    assert {layer(m) for m in graph} == set(PACKAGES)
+    assert all(any(layer(m) == package for m in graph) for package in PACKAGES)
+
+
+def test_no_import_runs_up_the_layers(graph):
+    upward = upward_imports(graph)
+    assert upward == [], "an import runs up the layers (PACKAGES order):\n" + "\n".join(upward)
+
+
+def test_the_order_check_finds_an_upward_import():
+    """The check is not blind: a core module importing the command line, or the PyTorch side importing TensorRT
+    engines, is found."""
+    assert upward_imports({"wtconv_core.errors": {"wtconv_trt.cli"}}) == ["wtconv_core.errors -> wtconv_trt.cli"]
+    assert upward_imports(
+        {"wtconv_export.models": {"trt_engine.build"}, "trt_engine.build": {"wtconv_core.paths"}}
+    ) == ["wtconv_export.models -> trt_engine.build"]
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:

@@ -1,6 +1,6 @@
 """The memory benchmark's bookkeeping on the CPU: the allocator-trace replay that finds what is alive at the peak
 (tools/memory_snapshot.py), the replacement of published layers and the report's arithmetic
-(wtconv_export/memory_benchmark.py). The
+(wtconv_bench/memory.py). The
 measurements themselves need a GPU (tools/bench_memory.py, tools/memory_snapshot.py)."""
 
 import importlib.util
@@ -9,7 +9,7 @@ from pathlib import Path
 import published_wtconv
 import torch.nn as nn
 
-from wtconv_export import memory_benchmark as mb
+from wtconv_bench import memory as mb
 from wtconv_export.wtconv2d import WTConv2d
 
 _SPEC = importlib.util.spec_from_file_location(

@@ -1,4 +1,4 @@
-"""The pure parts of the model profile (wtconv_export/model_profile.py) on the CPU: the kernel classifier against
+"""The pure parts of the model profile (wtconv_bench/model_profile.py) on the CPU: the kernel classifier against
 real kernel names, the trace reading and per-image sums on a hand-built trace with totals worked out by hand, what
 runs around our kernels, the graph-break summary on a real torch._dynamo.explain of a small WTConvNeXt, the
 markdown tables, and the command line's refusals (the measurements themselves need a CUDA GPU)."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from wtconv_export import model_profile as mp
+from wtconv_bench import model_profile as mp
 
 ROOT = Path(__file__).resolve().parents[1]
 

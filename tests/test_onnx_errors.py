@@ -51,7 +51,7 @@ def test_layer_beyond_plugin_limits_names_layer_and_limit(config, limit, tmp_pat
 
 def test_standard_export_runs_what_the_plugin_cannot(tmp_path):
     pytest.importorskip("onnxruntime")
-    from wtconv_export.onnx_ort import make_ort_session
+    from wtconv_ort.session import make_ort_session
 
     model = small_model(kernel_size=17, wt_levels=2, stride=2)
     path = tmp_path / "big_standard.onnx"

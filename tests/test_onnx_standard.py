@@ -40,7 +40,7 @@ def test_standard_formulation_equals_spec_float64(levels, kernel_size, stride, e
 @pytest.mark.parametrize("dynamic", [True, False])
 def test_standard_onnx_matches_at_awkward_sizes(dynamic, tmp_path):
     pytest.importorskip("onnxruntime")
-    from wtconv_export.onnx_ort import make_ort_session
+    from wtconv_ort.session import make_ort_session
 
     layer = randomize_weights(WTConv2d(4, 4, 3, stride=2, wt_levels=3), 7).eval()
     model = torch.nn.Sequential(layer)

@@ -22,10 +22,11 @@ import torch
 from conftest import REPO, ort_library_skip_reason
 
 import wtconv_trt
-from wtconv_export import libraries, library_build, onnx_ort
-from wtconv_export._version import __version__
-from wtconv_export.errors import ConfigurationError
-from wtconv_export.onnx_validate import plan_ort_execution
+from wtconv_core.errors import ConfigurationError
+from wtconv_core.version import __version__
+from wtconv_libs import build, lookup
+from wtconv_ort import session
+from wtconv_ort.execution import plan_ort_execution
 from wtconv_trt import cli
 
 NATIVE_CPU = "ONNX Runtime CPU EP, 5 WTConv2d nodes on libwtconv_ort.so"
@@ -48,12 +49,12 @@ def exports(tmp_path_factory):
 
 def no_library_anywhere(monkeypatch, tmp_path) -> None:
     """This process finds no libwtconv_ort.so (as on a machine where it was never built), and has not yet said so."""
-    monkeypatch.delenv(libraries.ENV_VARS["ort"], raising=False)
-    monkeypatch.setenv(libraries.ENV_CACHE, str(tmp_path / "empty-cache"))
-    monkeypatch.setattr(libraries, "package_lib_dir", lambda: tmp_path / "no-package-lib")
-    monkeypatch.setattr(libraries, "build_tree_dir", lambda: tmp_path / "no-build-tree")
-    monkeypatch.setattr(onnx_ort, "_fallback_said", False)
-    assert libraries.ort_library() is None
+    monkeypatch.delenv(lookup.ENV_VARS["ort"], raising=False)
+    monkeypatch.setenv(lookup.ENV_CACHE, str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(lookup, "package_lib_dir", lambda: tmp_path / "no-package-lib")
+    monkeypatch.setattr(lookup, "build_tree_dir", lambda: tmp_path / "no-build-tree")
+    monkeypatch.setattr(session, "_fallback_said", False)
+    assert lookup.ort_library() is None
 
 
 def cpu_only_onnxruntime(monkeypatch) -> None:
@@ -74,13 +75,13 @@ def one_error_line(capsys, argv) -> str:
 
 
 def test_doctor_lists_the_library_and_onnx_runtime(ort_library, monkeypatch, capsys):
-    monkeypatch.setenv(libraries.ENV_VARS["ort"], str(ort_library))
+    monkeypatch.setenv(lookup.ENV_VARS["ort"], str(ort_library))
     capsys.readouterr()
     assert cli.main(["doctor"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "  ort (libwtconv_ort.so):" in lines
     [row] = [line for line in lines if "environment WTCONV_ORT_LIB" in line]
-    ops = "CPU and CUDA ops" if libraries.ort_library_info(ort_library)["cuda"] == "yes" else "CPU op only"
+    ops = "CPU and CUDA ops" if lookup.ort_library_info(ort_library)["cuda"] == "yes" else "CPU op only"
     assert row.strip().startswith("[found]") and str(ort_library) in row
     assert f"({ops}, version {__version__}, ONNX Runtime C API 17+)" in row
     [versions] = [line for line in lines if line.strip().startswith("[yes] ONNX Runtime ")]
@@ -114,7 +115,7 @@ def test_doctor_without_the_library(monkeypatch, tmp_path, capsys):
         wtconv_trt.ort_library()
     assert line.endswith(str(error.value))
     # A path the user named is never passed over for another one.
-    monkeypatch.setenv(libraries.ENV_VARS["ort"], str(tmp_path / "nowhere.so"))
+    monkeypatch.setenv(lookup.ENV_VARS["ort"], str(tmp_path / "nowhere.so"))
     assert f"WTCONV_ORT_LIB={tmp_path / 'nowhere.so'}: no such file" in one_error_line(
         capsys, ["doctor", "--ort-library"]
     )
@@ -123,7 +124,7 @@ def test_doctor_without_the_library(monkeypatch, tmp_path, capsys):
 def test_doctor_ort_library_prints_a_path_onnx_runtime_loads(ort_library, exports, monkeypatch, capsys):
     """The path alone on stdout, as anyone's code passes it to register_custom_ops_library: a session made so runs
     the plugin export and agrees with PyTorch."""
-    monkeypatch.setenv(libraries.ENV_VARS["ort"], str(ort_library))
+    monkeypatch.setenv(lookup.ENV_VARS["ort"], str(ort_library))
     capsys.readouterr()
     assert cli.main(["doctor", "--ort-library"]) == 0
     out, err = capsys.readouterr()
@@ -151,7 +152,7 @@ def test_build_libs_builds_installs_and_reports_the_library(exports, monkeypatch
     if reason:
         pytest.skip(reason)
     # reused across runs, one per checkout: CMake refuses a build folder configured from another source tree
-    build_dir = library_build.default_build_dir(REPO / "plugin", "test-build-libs-ort-cpu")
+    build_dir = build.default_build_dir(REPO / "plugin", "test-build-libs-ort-cpu")
     no_library_anywhere(monkeypatch, tmp_path)
     built = wtconv_trt.build_libraries(cuda=False, build_dir=build_dir, source=REPO / "plugin")
     installed = tmp_path / "empty-cache" / "lib" / "libwtconv_ort.so"
@@ -180,8 +181,8 @@ def test_validate_runs_plugin_exports_on_the_native_library(ort_library, exports
     def no_python_op(*args, **kwargs):
         raise AssertionError("the onnxruntime-extensions Python op was used although libwtconv_ort.so is there")
 
-    monkeypatch.setattr(onnx_ort, "rewrite_for_ort", no_python_op)
-    monkeypatch.setenv(libraries.ENV_VARS["ort"], str(ort_library))
+    monkeypatch.setattr(session, "rewrite_for_ort", no_python_op)
+    monkeypatch.setenv(lookup.ENV_VARS["ort"], str(ort_library))
     for argv in (["validate", str(paths["plugin"])], ["validate", str(paths["plugin_fp16"])]):
         capsys.readouterr()
         assert cli.main(argv) == 0
@@ -189,7 +190,7 @@ def test_validate_runs_plugin_exports_on_the_native_library(ort_library, exports
         [line] = out.splitlines()
         assert line.startswith("PASSED: ONNX Runtime vs PyTorch") and line.endswith(NATIVE_CPU), line
         assert FALLBACK not in err
-    monkeypatch.delenv(libraries.ENV_VARS["ort"])
+    monkeypatch.delenv(lookup.ENV_VARS["ort"])
     result = wtconv_trt.validate_onnx(paths["plugin"], ort_library=ort_library)
     assert result.passed and result.execution == NATIVE_CPU and result.errors[0] <= 1e-5
 
@@ -199,7 +200,7 @@ def test_validate_falls_back_to_the_python_op_and_says_so_once(exports, monkeypa
     validations here, as in the demo)."""
     no_library_anywhere(monkeypatch, tmp_path)
     paths, _ = exports
-    with caplog.at_level(logging.WARNING, logger="wtconv_export"):
+    with caplog.at_level(logging.WARNING, logger="wtconv_ort"):
         results = [wtconv_trt.validate_onnx(paths[k]) for k in ("plugin", "plugin_fp16", "plugin")]
     assert all(r.passed and r.execution == PYTHON_OP for r in results)
     said = [r.getMessage() for r in caplog.records if FALLBACK in r.getMessage()]
@@ -235,7 +236,7 @@ def test_device_cuda_needs_the_library_cuda_op(exports, ort_library, monkeypatch
     plan = plan_ort_execution(paths["standard"], "cuda:1")
     assert plan.providers == [("CUDAExecutionProvider", {"device_id": "1", "use_tf32": "0"}), "CPUExecutionProvider"]
     assert plan.op is None and plan.describe() == "ONNX Runtime CUDA EP (GPU 1, TF32 off)"
-    if libraries.ort_library_info(ort_library)["cuda"] != "yes":
+    if lookup.ort_library_info(ort_library)["cuda"] != "yes":
         line = one_error_line(
             capsys, ["validate", str(paths["plugin"]), "--device", "cuda", "--ort-library", str(ort_library)]
         )
@@ -276,7 +277,7 @@ def test_serving_repository_carries_the_library(exports, ort_library, tmp_path):
     config = written.config_text
     assert 'key: "ort_library"\n  value: { string_value: "libwtconv_ort.so" }' in config
     usable = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
-    usable &= libraries.ort_library_info(ort_library)["cuda"] == "yes"
+    usable &= lookup.ort_library_info(ort_library)["cuda"] == "yes"
     assert written.ort_device == ("cuda" if usable else "cpu")
     assert ("kind: KIND_GPU" if usable else "kind: KIND_CPU") in config
     asked = wtconv_trt.write_serving_repository(

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO, ort_library_skip_reason
 
-from wtconv_export import libraries
-from wtconv_export.errors import ConfigurationError
-from wtconv_export.library_build import build_libraries, onnxruntime_headers
+from wtconv_core.errors import ConfigurationError
+from wtconv_libs import lookup
+from wtconv_libs.build import build_libraries, onnxruntime_headers
 
 SANITIZERS = "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 
@@ -80,8 +80,8 @@ def test_clean_clone_builds_with_a_cxx_compiler_alone_and_runs_clean_under_sanit
         f"-DCMAKE_CXX_FLAGS={SANITIZERS}",
     )
     assert "CUDA op OFF" in log
-    library = build / "onnxruntime" / libraries.FILE_NAMES["ort"]
-    assert libraries.ort_library_info(library)["cuda"] == "no"
+    library = build / "onnxruntime" / lookup.FILE_NAMES["ort"]
+    assert lookup.ort_library_info(library)["cuda"] == "no"
 
     env = dict(os.environ)
     env.update(
@@ -144,14 +144,14 @@ def test_cuda_op_compiles(tmp_path):
 def test_build_libraries_says_what_cannot_be_built(monkeypatch, tmp_path):
     """Without nvcc the kernels and plugins are refused by name while the ONNX Runtime library stays buildable;
     without nvcc and without ONNX Runtime headers there is nothing to build, and the message says what is missing."""
-    from wtconv_export import library_build
+    from wtconv_libs import build
 
     if shutil.which("cmake") is None:
         pytest.skip("cmake is not on PATH")
-    monkeypatch.setattr(library_build, "nvcc_path", lambda: None)
+    monkeypatch.setattr(build, "nvcc_path", lambda: None)
     with pytest.raises(ConfigurationError, match="the kernels libraries need the CUDA toolkit"):
         build_libraries(source=REPO / "plugin", build_dir=tmp_path, kinds=["kernels"])
-    monkeypatch.setattr(library_build, "onnxruntime_headers", lambda given=None, source=None: None)
+    monkeypatch.setattr(build, "onnxruntime_headers", lambda given=None, source=None: None)
     with pytest.raises(ConfigurationError, match="nothing to build here: no CUDA toolkit"):
         build_libraries(source=REPO / "plugin", build_dir=tmp_path)
     with pytest.raises(ConfigurationError, match="ONNXRUNTIME_INCLUDE_DIR"):
@@ -160,7 +160,7 @@ def test_build_libraries_says_what_cannot_be_built(monkeypatch, tmp_path):
 
 
 def test_onnxruntime_headers_option_is_checked(tmp_path):
-    from wtconv_export.errors import InputError
+    from wtconv_core.errors import InputError
 
     with pytest.raises(InputError, match="no onnxruntime_c_api.h there"):
         onnxruntime_headers(tmp_path)

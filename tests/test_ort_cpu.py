@@ -20,15 +20,16 @@ import torch
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from wtconv_export import contract, libraries  # noqa: E402
+from wtconv_export import contract  # noqa: E402
 from wtconv_export.folding import fold_wtconv  # noqa: E402
 from wtconv_export.fused_spec import fused_wtconv2d_spec  # noqa: E402
+from wtconv_libs import lookup  # noqa: E402
 
 # IR version 9 (ONNX 1.15): read by every ONNX Runtime the library supports (1.17 and newer); onnx.helper would
 # stamp its own newest IR version, which an older runtime refuses ("Unsupported model IR version").
 ORT_IR_VERSION = 9
-from wtconv_export.onnx_ort import make_ort_session, resolve_wtconv_op  # noqa: E402
 from wtconv_export.wtconv2d import random_wtconv2d  # noqa: E402
+from wtconv_ort.session import make_ort_session, resolve_wtconv_op  # noqa: E402
 
 ISA_ENV = "WTCONV_ORT_CPU_ISA"
 UNIT_ROUNDOFF_FP16 = 2.0**-11
@@ -299,7 +300,7 @@ def test_library_exports_only_its_entry_point_and_needs_no_onnxruntime(ort_libra
     assert [s for s in symbols[2::3]] == ["RegisterCustomOps"], symbols
     needed = subprocess.run(["readelf", "-d", str(ort_library)], capture_output=True, text=True, check=True).stdout
     assert "onnxruntime" not in needed
-    info = libraries.ort_library_info(ort_library)
+    info = lookup.ort_library_info(ort_library)
     assert info["ort_api"] == "17" and info["cuda"] in ("yes", "no")
 
 
@@ -332,23 +333,23 @@ def test_registration_asks_for_api_17_first(ort_library):
 def test_make_ort_session_prefers_the_native_library(ort_library, monkeypatch, caplog):
     """op='auto': the library found through WTCONV_ORT_LIB runs the model as it is; without any library the
     Python op runs it and the log says so; op='native' without a library is a one-line ConfigurationError."""
-    from wtconv_export.errors import ConfigurationError
+    from wtconv_core.errors import ConfigurationError
 
-    monkeypatch.setenv(libraries.ENV_VARS["ort"], str(ort_library))
+    monkeypatch.setenv(lookup.ENV_VARS["ort"], str(ort_library))
     assert resolve_wtconv_op("auto") == ("native", ort_library)
     folded = fold_wtconv(random_wtconv2d(2, 3, 2, 1, 0))
     x = np.random.default_rng(0).standard_normal((1, 2, 9, 7)).astype(np.float32)
     native = make_ort_session(node_model(folded)).run(None, {"x": x})[0]
-    monkeypatch.setenv(libraries.ENV_VARS["ort"], str(ort_library) + ".missing")
-    monkeypatch.setattr(libraries, "ort_library", lambda: None)
+    monkeypatch.setenv(lookup.ENV_VARS["ort"], str(ort_library) + ".missing")
+    monkeypatch.setattr(lookup, "ort_library", lambda: None)
     with pytest.raises(ConfigurationError, match="libwtconv_ort.so"):
         resolve_wtconv_op("native")
-    monkeypatch.delenv(libraries.ENV_VARS["ort"])
+    monkeypatch.delenv(lookup.ENV_VARS["ort"])
     pytest.importorskip("onnxruntime_extensions")
-    from wtconv_export import onnx_ort
+    from wtconv_ort import session
 
-    monkeypatch.setattr(onnx_ort, "_fallback_said", False)  # said once per process: maybe already, by another test
-    with caplog.at_level("WARNING", logger="wtconv_export.onnx_ort"):
+    monkeypatch.setattr(session, "_fallback_said", False)  # said once per process: maybe already, by another test
+    with caplog.at_level("WARNING", logger="wtconv_ort.session"):
         python = make_ort_session(node_model(folded)).run(None, {"x": x})[0]
     assert "Python op" in caplog.text and "build-libs" in caplog.text
     assert rel_error(native, python) <= 1e-6
@@ -399,10 +400,10 @@ def test_tensor_attributes_are_read_as_the_tensorrt_parser_reads_them(ort_librar
 def test_a_library_without_its_cuda_op_is_named_when_cuda_is_asked_for(ort_library, caplog):
     """Asking for the CUDA EP with a library built without its CUDA op still runs (ONNX Runtime places the nodes on
     the CPU), and the log says why and how to fix it."""
-    if libraries.ort_library_info(ort_library).get("cuda") == "yes":
+    if lookup.ort_library_info(ort_library).get("cuda") == "yes":
         pytest.skip("this library has its CUDA op")
     folded = fold_wtconv(random_wtconv2d(2, 3, 1, 1, 0))
-    with caplog.at_level("WARNING", logger="wtconv_export.onnx_ort"):
+    with caplog.at_level("WARNING", logger="wtconv_ort.session"):
         sess = make_ort_session(
             node_model(folded), ["CUDAExecutionProvider", "CPUExecutionProvider"], op="native", library=ort_library
         )

@@ -310,7 +310,7 @@ CASES = [
 
 def _run_cases(spec_path: Path, library: str) -> None:
     """The child: every case in the spec, one JSON line per event on stdout."""
-    from wtconv_export.onnx_ort import make_ort_session
+    from wtconv_ort.session import make_ort_session
 
     for case in json.loads(spec_path.read_text()):
         print(json.dumps({"start": case["id"]}), flush=True)

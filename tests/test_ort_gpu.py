@@ -25,8 +25,8 @@ from test_ort_cpu import check_against_spec, check_threads_agree, node_model, re
 from wtconv_export import contract  # noqa: E402
 from wtconv_export.folding import fold_wtconv  # noqa: E402
 from wtconv_export.fused_spec import fused_wtconv2d_spec  # noqa: E402
-from wtconv_export.onnx_ort import cuda_provider, make_ort_session  # noqa: E402
 from wtconv_export.wtconv2d import random_wtconv2d  # noqa: E402
+from wtconv_ort.session import cuda_provider, make_ort_session  # noqa: E402
 
 
 def cuda_session(library, model, profile=False):

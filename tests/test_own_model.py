@@ -19,8 +19,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from wtconv_core.errors import ModelError, WtconvTrtError
 from wtconv_export import contract
-from wtconv_export.errors import ModelError, WtconvTrtError
 from wtconv_export.onnx_export import count_wtconv_nodes, export_onnx, find_wtconv_layers, read_metadata
 from wtconv_export.published import convert_published_wtconv, is_published_wtconv
 from wtconv_export.wtconv2d import WTConv2d as OurWTConv2d
@@ -287,7 +287,7 @@ def test_unet_exports_one_node_per_layer_with_the_folded_weights(unet, unet_expo
 
 def test_unet_runs_in_onnx_runtime_like_the_users_module(unet, unet_export, error_report):
     pytest.importorskip("onnxruntime")
-    from wtconv_export.onnx_validate import validate_onnx
+    from wtconv_validate.ort import validate_onnx
 
     path, _ = unet_export
     result = validate_onnx(path, copy.deepcopy(unet), random_inputs(UNET_INPUTS), polygraphy_report=False)
@@ -322,7 +322,7 @@ def test_unet_metadata_says_it_came_from_a_python_module(unet, unet_export, caps
 def test_unet_other_export_forms(ops, precision, tmp_path, error_report):
     """Standard ONNX ops (no WTConv2d node) and fp16 plugin nodes, each against the user's module."""
     pytest.importorskip("onnxruntime")
-    from wtconv_export.onnx_validate import TOLERANCES, validate_onnx
+    from wtconv_validate.ort import TOLERANCES, validate_onnx
 
     unet = make_unet(seed=2)
     path = tmp_path / f"unet_{ops}_{precision}.onnx"
@@ -336,7 +336,7 @@ def test_unet_other_export_forms(ops, precision, tmp_path, error_report):
 
 def test_a_published_layer_alone_exports(tmp_path):
     pytest.importorskip("onnxruntime")
-    from wtconv_export.onnx_ort import make_ort_session
+    from wtconv_ort.session import make_ort_session
 
     layer = randomize(published_wtconv.WTConv2d(4, 4, kernel_size=3, wt_levels=3, stride=2), 5).eval()
     path = tmp_path / "layer.onnx"
@@ -428,7 +428,7 @@ def test_other_wavelets_are_refused(tmp_path):
 def test_kernel_beyond_the_plugin_exports_with_standard_ops(tmp_path):
     """k = 17 > the plugin's limit: the plugin export names the layer and the way out, the standard one works."""
     pytest.importorskip("onnxruntime")
-    from wtconv_export.onnx_validate import validate_onnx
+    from wtconv_validate.ort import validate_onnx
 
     model = nn.Sequential(nn.Conv2d(3, 4, 1), randomize(published_wtconv.WTConv2d(4, 4, kernel_size=17), 6)).eval()
     with pytest.raises(ModelError, match=r"layer '1': kernel_size 17 exceeds the plugin's limit of 15.*ops='standard'"):
@@ -447,8 +447,8 @@ def test_drop_path_is_ignored_at_export_and_validation(tmp_path):
     """A WTConvNeXt built with stochastic depth and left in training mode exports the eval-mode network, has the
     same state_dict keys as one without, and validates against itself."""
     pytest.importorskip("onnxruntime")
-    from wtconv_export.onnx_validate import validate_onnx
     from wtconv_export.wtconvnext import WTConvNeXt
+    from wtconv_validate.ort import validate_onnx
 
     config = dict(in_chans=2, num_classes=7, depths=(1, 1), dims=(8, 16), wt_levels=(2, 1))
     torch.manual_seed(0)
@@ -497,7 +497,7 @@ def test_unet_through_the_python_api(unet, rtx_plugin, tmp_path, error_report):
     import json
 
     import wtconv_trt
-    from trt_engine.validate import load_source_model
+    from wtconv_validate.engine import load_source_model
 
     path = tmp_path / "unet.onnx"
     exported = wtconv_trt.export_onnx(path, copy.deepcopy(unet), input_shape="1,3,32,32")

@@ -11,7 +11,7 @@ import copy
 import pytest
 import torch
 
-from wtconv_export.errors import InputError, ModelError
+from wtconv_core.errors import InputError, ModelError
 from wtconv_export.models import wtconvnext_options_from_state_dict
 from wtconv_export.onnx_models import build_model, build_model_from_metadata
 from wtconv_export.wtconvnext import WTConvNeXt, create_wtconvnext
@@ -184,8 +184,8 @@ def test_fine_tuned_tiny_exports_with_its_head(tiny10):
 def test_fine_tuned_tiny_validates_from_its_metadata(tiny10, capsys, error_report):
     """``wtconv-trt validate tiny10.onnx``: the model rebuilt from the metadata alone; and the same comparison from
     Python against the user's own module."""
-    from wtconv_export.onnx_validate import validate_onnx
     from wtconv_trt.cli import main as cli_main
+    from wtconv_validate.ort import validate_onnx
 
     _, model, onnx_path = tiny10
     capsys.readouterr()
@@ -208,8 +208,8 @@ def cli_build_and_check(onnx_path, plugin, engine, model, shapes=None, layers=18
     from test_tensorrt_rtx_build import torch_output_shape
 
     from trt_engine import tensorrt_api
-    from trt_engine.validate import load_source_model
     from wtconv_trt.cli import main as cli_main
+    from wtconv_validate.engine import load_source_model
 
     argv = ["build", str(onnx_path), "--backend", "tensorrt-rtx", "--plugin", str(plugin), "-o", str(engine)]
     assert cli_main(argv + (["--shapes", shapes] if shapes else [])) == 0

@@ -1,6 +1,6 @@
-"""Property-based tests (Hypothesis) of what parses user text: the shape syntax (wtconv_export.inputs), the
+"""Property-based tests (Hypothesis) of what parses user text: the shape syntax (wtconv_core.inputs), the
 optimisation-profile syntax (trt_engine.profiles), the command line's argument types (wtconv_trt.arguments) and the
-jobs' checks of option values (wtconv_export.inputs).
+jobs' checks of option values (wtconv_core.inputs).
 
 Properties: formatting then parsing gives the value back (in both shape syntaxes, B,C,H,W and BxCxHxW); any text
 either parses to a value that satisfies the documented constraints or raises the documented error (InputError,
@@ -20,8 +20,8 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from trt_engine.profiles import InputRange, Profile, format_profile, parse_profile  # noqa: E402
-from wtconv_export.errors import InputError  # noqa: E402
-from wtconv_export.inputs import (  # noqa: E402
+from wtconv_core.errors import InputError  # noqa: E402
+from wtconv_core.inputs import (  # noqa: E402
     MAX_DIM,
     MAX_INT32,
     MAX_SEED,
@@ -140,7 +140,7 @@ def test_profile_parser_raises_only_input_error(text):
 
 
 # What the command line does with an option's text: the argument's syntax (wtconv_trt.arguments), then the job's
-# check of the value (wtconv_export.inputs), the same check a Python caller of the job gets.
+# check of the value (wtconv_core.inputs), the same check a Python caller of the job gets.
 INT_OPTIONS = [
     ("positive", lambda v: check_int(v, "--count", 1, MAX_INT32), 1, MAX_INT32),
     ("seed", lambda v: check_int(v, "--seed", 0, MAX_SEED), 0, MAX_SEED),
@@ -196,7 +196,7 @@ def test_value_checks_take_python_values_too(value):
     st.one_of(any_text, st.lists(st.integers(-5, 2000), min_size=1, max_size=5).map(lambda xs: ",".join(map(str, xs))))
 )
 def test_gpu_list_or_one_error(text):
-    from trt_engine.triton import check_gpus
+    from wtconv_serving.tensorrt_backend import check_gpus
 
     try:
         gpus = check_gpus(arguments.gpu_list(text))

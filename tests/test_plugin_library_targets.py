@@ -1,4 +1,4 @@
-"""What a plugin library can run on, and which library a registered creator came from (trt_engine.plugin_library).
+"""What a plugin library can run on, and which library a registered creator came from (trt_engine.plugins).
 
 - GPU code: the architectures are read from the library's ``.nv_fatbin`` section (oracle: libraries nvcc builds
   here for known ``-gencode`` lists). A TensorRT-RTX build refuses a requested compute capability the library has
@@ -17,8 +17,9 @@ import textwrap
 
 import pytest
 
-from trt_engine.plugin_library import check_creator_source, inspect_library, parse_fatbin, runnable_targets
-from wtconv_export.errors import PluginError
+from trt_engine.plugins import check_creator_source, runnable_targets
+from wtconv_core.errors import PluginError
+from wtconv_libs.plugin_elf import inspect_library, parse_fatbin
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found on PATH: no CUDA library can be built here")
@@ -94,7 +95,7 @@ def test_requested_targets_the_library_cannot_run_are_refused(cuda_libs):
 @needs_nvcc
 def test_default_targets_are_narrowed_with_a_warning(cuda_libs, caplog):
     defaults = ["7.5", "8.0", "8.6", "8.9", "12.0"]
-    with caplog.at_level(logging.WARNING, logger="trt_engine.plugin_library"):
+    with caplog.at_level(logging.WARNING, logger="trt_engine.plugins"):
         kept = runnable_targets(cuda_libs["cmake80"], defaults, requested=False)
     assert kept == ["8.0", "8.6", "8.9", "12.0"]
     assert "not for 7.5" in caplog.text
@@ -192,7 +193,7 @@ def test_tensorrt_rtx_load_plugin_refuses_a_creator_registered_by_another_librar
     script = textwrap.dedent(
         f"""
         from trt_engine import tensorrt_api
-        from wtconv_export.errors import PluginError
+        from wtconv_core.errors import PluginError
         tensorrt_api.use_backend("tensorrt-rtx")
         tensorrt_api.load_plugin({str(first)!r})
         tensorrt_api.load_plugin({str(same)!r})

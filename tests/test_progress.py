@@ -1,8 +1,8 @@
-"""Progress of long jobs through logging (wtconv_export/progress.py) and its display by the command line."""
+"""Progress of long jobs through logging (wtconv_core/progress.py) and its display by the command line."""
 
 import logging
 
-from wtconv_export.progress import Progress, show_progress, track
+from wtconv_core.progress import Progress, show_progress, track
 
 
 def test_steps_are_logged_with_counts(caplog):

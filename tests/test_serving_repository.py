@@ -15,8 +15,8 @@ from onnx import TensorProto, helper
 
 pytest.importorskip("tritonclient.grpc")
 
-from trt_engine.serving import load, repository, runtimes, server  # noqa: E402
-from wtconv_export.errors import ConfigurationError, ServingError  # noqa: E402
+from wtconv_core.errors import ConfigurationError, ServingError  # noqa: E402
+from wtconv_serving import load, python_backend, runtimes, server  # noqa: E402
 
 
 def tiny_onnx(path, dtype=TensorProto.FLOAT, batch="batch", metadata=None):
@@ -35,17 +35,17 @@ def tiny_onnx(path, dtype=TensorProto.FLOAT, batch="batch", metadata=None):
 
 
 def parsed(result):
-    return repository.parse_config(result["config_text"])
+    return python_backend.parse_config(result["config_text"])
 
 
 @pytest.mark.parametrize("dtype, wire", [(TensorProto.FLOAT, "TYPE_FP32"), (TensorProto.FLOAT16, "TYPE_FP16")])
 def test_config_follows_the_model(tmp_path, dtype, wire):
     """I/O names and types from the graph, dims from the metadata's native shape, batching, warm-up, the
     environment's site-packages for the stub; the written config parses as Triton's ModelConfig."""
-    result = repository.write_python_repository(
+    result = python_backend.write_python_repository(
         tiny_onnx(tmp_path / "m.onnx", dtype), tmp_path / "repo", name="tiny", runtime="onnxruntime", max_batch_size=16
     )
-    config = repository.parse_config((tmp_path / "repo" / "tiny" / "config.pbtxt").read_text())
+    config = python_backend.parse_config((tmp_path / "repo" / "tiny" / "config.pbtxt").read_text())
     assert config == parsed(result)
     assert config.backend == "python" and config.name == "tiny" and config.max_batch_size == 16
     from tritonclient.grpc import model_config_pb2 as pb
@@ -60,12 +60,12 @@ def test_config_follows_the_model(tmp_path, dtype, wire):
     assert params["runtime"] == "onnxruntime" and params["onnx_file"] == "model.onnx"
     assert any(p.endswith("site-packages") for p in params["site_packages"].split(":"))
     version = tmp_path / "repo" / "tiny" / "1"
-    assert (version / "model.py").read_text() == repository.MODEL_TEMPLATE.read_text()
+    assert (version / "model.py").read_text() == python_backend.MODEL_TEMPLATE.read_text()
     assert (version / "model.onnx").read_bytes() == (tmp_path / "m.onnx").read_bytes()
 
 
 def test_fixed_batch_means_no_triton_batching(tmp_path):
-    result = repository.write_python_repository(
+    result = python_backend.write_python_repository(
         tiny_onnx(tmp_path / "m.onnx", batch=None), tmp_path / "repo", name="fixed"
     )
     config = parsed(result)
@@ -75,30 +75,30 @@ def test_fixed_batch_means_no_triton_batching(tmp_path):
 
 def test_existing_model_folder_needs_force(tmp_path):
     onnx_path = tiny_onnx(tmp_path / "m.onnx")
-    repository.write_python_repository(onnx_path, tmp_path / "repo", name="m")
+    python_backend.write_python_repository(onnx_path, tmp_path / "repo", name="m")
     with pytest.raises(ServingError, match="already exists.*--force"):
-        repository.write_python_repository(onnx_path, tmp_path / "repo", name="m")
-    repository.write_python_repository(onnx_path, tmp_path / "repo", name="m", force=True)
+        python_backend.write_python_repository(onnx_path, tmp_path / "repo", name="m")
+    python_backend.write_python_repository(onnx_path, tmp_path / "repo", name="m", force=True)
 
 
 def test_invalid_repositories_are_refused_in_one_line(tmp_path):
     repo = tmp_path / "repo"
     with pytest.raises(ServingError, match="does not exist"):
-        repository.check_repository(repo)
+        python_backend.check_repository(repo)
     (repo / "m" / "1").mkdir(parents=True)
     (repo / "m" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\nmax_batch_size: eight\n')
     with pytest.raises(ServingError, match=r"config.pbtxt is not a valid Triton model config") as error:
-        repository.check_repository(repo)
+        python_backend.check_repository(repo)
     assert "\n" not in str(error.value)
     (repo / "m" / "config.pbtxt").write_text('name: "other"\nbackend: "python"\n')
     with pytest.raises(ServingError, match="names the model 'other' but its folder is 'm'"):
-        repository.check_repository(repo)
+        python_backend.check_repository(repo)
     (repo / "m" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\n')
-    assert repository.check_repository(repo) == ["m"]
+    assert python_backend.check_repository(repo) == ["m"]
 
 
 def test_taken_port_is_refused_before_the_server_starts(tmp_path):
-    repository.write_python_repository(tiny_onnx(tmp_path / "m.onnx"), tmp_path / "repo", name="m")
+    python_backend.write_python_repository(tiny_onnx(tmp_path / "m.onnx"), tmp_path / "repo", name="m")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -170,7 +170,7 @@ def test_cli_write_only_and_missing_model(tmp_path, capsys):
 
 
 def test_environment_paths_cover_this_interpreter():
-    paths = repository.environment_paths()
+    paths = python_backend.environment_paths()
     assert any(p.startswith(sys.prefix) for p in paths)
 
 
@@ -179,10 +179,10 @@ def test_engine_sets_the_batch_limit_and_travels_with_its_manifest(tmp_path):
     the engine is copied with its manifest, which still checks out (sha256) in the repository."""
     from engine_helpers import fake_engine
 
-    from trt_engine.validate import check_engine_request
+    from wtconv_validate.engine import check_engine_request
 
     engine, _ = fake_engine(tmp_path, precision="fp32", dtype="float32", profiles=["input:1x1x8x8/4x1x8x8/16x1x8x8"])
-    result = repository.write_python_repository(
+    result = python_backend.write_python_repository(
         tiny_onnx(tmp_path / "m.onnx"), tmp_path / "repo", name="m", engine=engine
     )
     config = parsed(result)

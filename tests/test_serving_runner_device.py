@@ -1,4 +1,4 @@
-"""The serving runners work on their instance's GPU (trt_engine.serving.runtimes): Triton gives each model instance a
+"""The serving runners work on their instance's GPU (wtconv_serving.runtimes): Triton gives each model instance a
 device id, and a backend process starts on device 0. TensorRT deserializes an engine and creates its execution
 context on the *current* device (and our plugin uploads its weights there), so the runner must make the instance's
 device current for all of that, not only for its stream and tensors.
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from trt_engine.serving import runtimes
+from wtconv_serving import runtimes
 
 
 class DeviceLog:

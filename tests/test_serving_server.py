@@ -31,12 +31,12 @@ import tritonclient.http as httpclient  # noqa: E402
 from test_cli_bad_input import interruptible  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
-from trt_engine.serving import load  # noqa: E402
-from trt_engine.serving.repository import write_python_repository  # noqa: E402
-from trt_engine.serving.runtimes import OnnxRuntimeRunner  # noqa: E402
-from trt_engine.serving.server import TritonServer, loading_phase  # noqa: E402
-from wtconv_export.errors import ServingError  # noqa: E402
+from wtconv_core.errors import ServingError  # noqa: E402
 from wtconv_export.models import load_default_model, load_heldout_digits  # noqa: E402
+from wtconv_serving import load  # noqa: E402
+from wtconv_serving.python_backend import write_python_repository  # noqa: E402
+from wtconv_serving.runtimes import OnnxRuntimeRunner  # noqa: E402
+from wtconv_serving.server import TritonServer, loading_phase  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a real tritonserver per module: about a minute; CI runs them
 

@@ -231,7 +231,7 @@ def test_wtconvnext_tiny_fp16_dynamic_batch_and_resolution(rtx_plugin, export_di
 
 def test_plugin_library_abi_record(rtx_plugin):
     """The libraries built for TensorRT-RTX say so in their ABI record, read without loading them."""
-    from trt_engine.plugin_library import inspect_library
+    from wtconv_libs.plugin_elf import inspect_library
 
     dynamic, static = (inspect_library(rtx_plugin[k]) for k in ("plugin", "plugin-static"))
     assert dynamic.abi == static.abi == "trt11"
@@ -294,8 +294,8 @@ def test_engine_commands_on_a_tensorrt_rtx_engine(rtx_plugin, shipped_exports, t
     refused."""
     from trt_engine.build import BuildOptions, build_engine
     from trt_engine.engine_file import check_engine_request, load_engine_for_run
-    from trt_engine.triton import write_repository
-    from wtconv_export.errors import ConfigurationError, ServingError
+    from wtconv_core.errors import ConfigurationError, ServingError
+    from wtconv_serving.tensorrt_backend import write_repository
 
     result = build_engine(
         BuildOptions(

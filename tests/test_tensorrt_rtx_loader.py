@@ -81,7 +81,7 @@ def test_importing_tensorrt_rtx_first_is_refused_not_aborted(tensorrt_rtx, plugi
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
     done = run_python(
         "import tensorrt_rtx_bindings\nfrom trt_engine import tensorrt_api\n"
-        "from wtconv_export.errors import ConfigurationError\n"
+        "from wtconv_core.errors import ConfigurationError\n"
         "tensorrt_api.use_backend('tensorrt-rtx')\n"
         "try:\n    tensorrt_api.import_tensorrt()\n"
         "except ConfigurationError as e:\n    print('refused:', e)\n",

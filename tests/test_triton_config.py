@@ -1,5 +1,6 @@
-"""Triton model repository (trt_engine.triton): config.pbtxt checked against Triton's model-configuration schema
-(tritonclient's model_config_pb2, parsed with google.protobuf.text_format), batching plan, repository layout."""
+"""Triton model repository for the TensorRT backend (wtconv_serving.tensorrt_backend): config.pbtxt checked against
+Triton's model-configuration schema (tritonclient's model_config_pb2, google.protobuf.text_format), batching plan,
+repository layout."""
 
 import shutil
 import subprocess
@@ -7,7 +8,7 @@ import subprocess
 import pytest
 from engine_helpers import fake_engine
 
-from trt_engine.triton import make_config, plan_batching, write_repository
+from wtconv_serving.tensorrt_backend import make_config, plan_batching, write_repository
 
 model_config_pb2 = pytest.importorskip(
     "tritonclient.grpc.model_config_pb2",
@@ -144,11 +145,11 @@ def test_write_repository(tmp_path):
 
 
 def test_repository_refuses_a_corrupt_engine_and_a_missing_plugin(tmp_path, monkeypatch):
-    from trt_engine import plugin_library
-    from wtconv_export.errors import EngineError, PluginError
+    from wtconv_core.errors import EngineError, PluginError
+    from wtconv_libs import lookup
 
-    monkeypatch.delenv(plugin_library.ENV_STATIC, raising=False)
-    monkeypatch.setattr(plugin_library, "default_plugin", lambda **kwargs: None)  # none built anywhere
+    monkeypatch.delenv(lookup.ENV_VARS["plugin-static"], raising=False)
+    monkeypatch.setattr(lookup, "default_plugin", lambda **kwargs: None)  # none built anywhere
     engine, _ = fake_engine(tmp_path)
     with pytest.raises(PluginError, match="--plugin-static"):
         write_repository(engine, tmp_path / "repo")

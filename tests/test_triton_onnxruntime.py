@@ -1,5 +1,5 @@
 """The repository for Triton's onnxruntime backend (``wtconv-trt triton-repo --onnx``,
-trt_engine/triton_onnxruntime.py): config.pbtxt checked against Triton's model-configuration schema (tritonclient's
+wtconv_serving/onnxruntime_backend.py): config.pbtxt checked against Triton's model-configuration schema (tritonclient's
 model_config_pb2, parsed with google.protobuf.text_format) and against the export it serves, and the files it names
 run as the backend runs them.
 
@@ -22,8 +22,8 @@ import torch
 from test_triton_config import model_config_pb2, parse  # the schema check (skips without tritonclient[grpc])
 
 import wtconv_trt
-from wtconv_export import libraries
-from wtconv_export.errors import ConfigurationError, InputError
+from wtconv_core.errors import ConfigurationError, InputError
+from wtconv_libs import lookup
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,7 @@ def test_plugin_export_config_and_files(exports, ort_library, tmp_path):
     assert copy.read_bytes() == ort_library.read_bytes()
     assert (repo.model_dir / "1" / "model.onnx").read_bytes() == exports["plugin"].read_bytes()
     [group] = config.instance_group
-    gpu = libraries.ort_library_info(ort_library)["cuda"] == "yes"
+    gpu = lookup.ort_library_info(ort_library)["cuda"] == "yes"
     assert group.count == 1
     assert group.kind == (
         model_config_pb2.ModelInstanceGroup.KIND_GPU if gpu else model_config_pb2.ModelInstanceGroup.KIND_CPU
@@ -152,8 +152,8 @@ def test_standard_export_needs_no_library(exports, tmp_path):
 
 def test_refusals(exports, ort_library, tmp_path, monkeypatch):
     """WTConv2d nodes and no library anywhere; a model folder that holds files; nothing written by either."""
-    monkeypatch.delenv(libraries.ENV_VARS["ort"], raising=False)
-    monkeypatch.setattr(libraries, "ort_library", lambda: None)
+    monkeypatch.delenv(lookup.ENV_VARS["ort"], raising=False)
+    monkeypatch.setattr(lookup, "ort_library", lambda: None)
     with pytest.raises(ConfigurationError, match="has 5 WTConv2d nodes, which Triton's onnxruntime backend runs with"):
         wtconv_trt.write_onnxruntime_repository(exports["plugin"], tmp_path / "models")
     assert not (tmp_path / "models").exists()

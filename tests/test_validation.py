@@ -1,4 +1,4 @@
-"""The validation core (wtconv_export/validation.py): every measure against an explicit-loop oracle, the meaning of
+"""The validation core (wtconv_validate/core.py): every measure against an explicit-loop oracle, the meaning of
 each bound, and the comparison of two Polygraphy runners deciding pass or fail by those bounds."""
 
 import itertools
@@ -10,8 +10,8 @@ import torch.nn as nn
 
 pytest.importorskip("polygraphy")
 
-from wtconv_export.errors import InputError  # noqa: E402
-from wtconv_export.validation import (  # noqa: E402
+from wtconv_core.errors import InputError  # noqa: E402
+from wtconv_validate.core import (  # noqa: E402
     Tolerance,
     compare_runners,
     measure,

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from wtconv_export.errors import InputError, ModelError
+from wtconv_core.errors import InputError, ModelError
 from wtconv_export.models import load_checkpoint, read_state_dict
 from wtconv_export.wtconvnext import WTCONVNEXT_CONFIGS, WTConvNeXt, create_wtconvnext, wtconvnext_tiny
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
+from wtconv_bench.layers import L2_BYTES, STAGES_T, gpu_info, time_graph
 from wtconv_export import cuda_kernels
-from wtconv_export.benchmark import L2_BYTES, STAGES_T, gpu_info, time_graph
 from wtconv_export.folding import fold_wtconv
 from wtconv_export.wtconv2d import WTConv2d
 

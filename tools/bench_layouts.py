@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from wtconv_bench.layers import L2_BYTES, STAGES_T, model_forward_ms
+from wtconv_bench.layers import time_graph as _time_graph
 from wtconv_export import cuda_kernels
-from wtconv_export.benchmark import L2_BYTES, STAGES_T, model_forward_ms
-from wtconv_export.benchmark import time_graph as _time_graph
 from wtconv_export.folding import fold_wtconv
 from wtconv_export.wtconv2d import WTConv2d
 

@@ -1,4 +1,4 @@
-"""Memory benchmark of the fused WTConv layer and the WTConvNeXt models on a CUDA GPU (wtconv_export/memory_benchmark.py
+"""Memory benchmark of the fused WTConv layer and the WTConvNeXt models on a CUDA GPU (wtconv_bench/memory.py
 says what is measured). Writes bench_memory.json and bench_memory.md into --out.
 
     python tools/bench_memory.py --out docs/bench --official third_party/WTConv [--quick]
@@ -9,7 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
-from wtconv_export.memory_benchmark import run
+from wtconv_bench.memory import run
 
 
 def main() -> int:

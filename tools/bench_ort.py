@@ -140,7 +140,7 @@ class OrtRunner:
     def __init__(self, path, device, providers, library, x, op, profile_prefix=None):
         import onnxruntime as ort
 
-        from wtconv_export.onnx_ort import make_ort_session
+        from wtconv_ort.session import make_ort_session
 
         options = ort.SessionOptions()
         if profile_prefix:
@@ -270,7 +270,7 @@ def portable(arg) -> str:
 def machine(device: str, library) -> dict:
     import onnxruntime as ort
 
-    from wtconv_export import libraries
+    from wtconv_libs import lookup
 
     info = {
         "date": datetime.date.today().isoformat(),
@@ -283,7 +283,7 @@ def machine(device: str, library) -> dict:
         # Other processes on a shared machine slow every model: the load before and after the timing is recorded.
         "load_average_1min": round(os.getloadavg()[0], 2),
         "library": portable(library) if library else None,
-        "library_info": libraries.ort_library_info(library) if library else {},
+        "library_info": lookup.ort_library_info(library) if library else {},
     }
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -410,7 +410,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), required=True)
     parser.add_argument("--out", type=Path, required=True, help="folder for bench_ort_<device>.{json,md}")
-    parser.add_argument("--library", type=Path, help="libwtconv_ort.so (default: wtconv_export.libraries lookup)")
+    parser.add_argument("--library", type=Path, help="libwtconv_ort.so (default: wtconv_libs.lookup lookup)")
     parser.add_argument("--batches", type=at_least(1), nargs="+", help="default: 1 (cpu), 1 64 (cuda)")
     parser.add_argument("--precisions", nargs="+", choices=("fp32", "fp16"), help="default: fp32 (cpu), fp16 fp32")
     parser.add_argument(
@@ -434,7 +434,7 @@ def main(argv=None) -> int:
 
     import onnxruntime as ort
 
-    from wtconv_export.onnx_ort import resolve_wtconv_op
+    from wtconv_ort.session import resolve_wtconv_op
 
     device = args.device
     if device == "cuda" and "CUDAExecutionProvider" not in ort.get_available_providers():

@@ -133,7 +133,7 @@ if [ "$RUNTIME" = onnxruntime ]; then
 fi
 # The backend stub loads this Python's shared libpython; the launcher finds it through sysconfig. Where sysconfig
 # names none that exists, look for one and put its folder on LD_LIBRARY_PATH (the launcher keeps it).
-libpython=$(python3 -c 'from trt_engine.serving.server import python_library_dir as d; print(d() or "")')
+libpython=$(python3 -c 'from wtconv_serving.server import python_library_dir as d; print(d() or "")')
 if [ -z "$libpython" ]; then
     found=$(find / -xdev -name "libpython$PYV.so.1.0" 2>/dev/null | head -1)
     echo "sysconfig names no shared libpython; found: ${found:-none}" | tee -a "$out/environment.log"
@@ -154,7 +154,7 @@ fi
                      ${build_args[*]} >/dev/null && cmake --build build/plugin -j --target $target" ||
     { tar czf "$final_out/logs.tgz" -C "$out" .; printf '%s\n' "${summary[@]}"; exit 1; }
 if [ "$RUNTIME" = onnxruntime ]; then
-    python3 -c "from wtconv_export.libraries import ort_library_info as i; print('$WTCONV_ORT_LIB', i('$WTCONV_ORT_LIB'))" \
+    python3 -c "from wtconv_libs.lookup import ort_library_info as i; print('$WTCONV_ORT_LIB', i('$WTCONV_ORT_LIB'))" \
         2>&1 | tee -a "$out/environment.log"
 fi
 stage export_digits python3 -m wtconv_trt export -o /tmp/digits_fp16.onnx --precision fp16 --force

@@ -45,7 +45,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from wtconv_export.benchmark import STAGES_T
+from wtconv_bench.layers import STAGES_T
 from wtconv_export.folding import FoldedWTConv, fold_wtconv
 from wtconv_export.fused_spec import fused_wtconv2d_spec, haar_analysis
 from wtconv_export.wtconv2d import WTConv2d, random_wtconv2d

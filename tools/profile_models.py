@@ -1,5 +1,5 @@
 """Per-kernel profile of WTConvNeXt-T on our CUDA kernels against timm's ConvNeXt-T, on a CUDA GPU
-(wtconv_export/model_profile.py says what is measured). Writes profile_models.json and profile_models.md into --out.
+(wtconv_bench/model_profile.py says what is measured). Writes profile_models.json and profile_models.md into --out.
 
     python tools/profile_models.py --out docs/bench [--parts compile profile throughput latency] [--batch 256] [--quick]
 
@@ -11,8 +11,8 @@ import logging
 import sys
 from pathlib import Path
 
-from wtconv_export.errors import WtconvTrtError
-from wtconv_export.model_profile import PARTS, Options, run
+from wtconv_bench.model_profile import PARTS, Options, run
+from wtconv_core.errors import WtconvTrtError
 
 
 def main(argv=None) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from wtconv_export.errors import ConfigurationError
+from wtconv_core.errors import ConfigurationError
 
 AUTO = "auto"
 TENSORRT = "tensorrt"

@@ -27,9 +27,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from trt_engine.profiles import Profile, format_shape
-from wtconv_export.errors import EngineError
-from wtconv_export.inputs import check_choice, check_int, check_number, shape_of
-from wtconv_export.progress import Progress
+from wtconv_core.errors import EngineError
+from wtconv_core.inputs import check_choice, check_int, check_number, shape_of
+from wtconv_core.progress import Progress
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def run_benchmark(
     from trt_engine.engine_file import check_engine_request, load_engine_for_run
     from trt_engine.profiles import find_profile
     from trt_engine.tensorrt_api import ExecutionSession
-    from wtconv_export.paths import check_input_file, check_output_file
+    from wtconv_core.paths import check_input_file, check_output_file
 
     iterations = check_int(iterations, "--iterations", 1, MAX_ITERATIONS)
     warmup_ms = check_number(warmup_ms, "--warmup", 0.0, MAX_WARMUP_MS, what=" ms")

@@ -30,10 +30,10 @@ from pathlib import Path
 
 from trt_engine import manifest as mf
 from trt_engine.profiles import check_profile_against_inputs, default_profile, parse_profile
+from wtconv_core.errors import ConfigurationError, InputError, ModelError, PluginError
+from wtconv_core.inputs import check_choice, check_int
 from wtconv_export import contract
 from wtconv_export.contract import METADATA_PREFIX
-from wtconv_export.errors import ConfigurationError, InputError, ModelError, PluginError
-from wtconv_export.inputs import check_choice, check_int
 
 log = logging.getLogger(__name__)
 
@@ -383,7 +383,7 @@ def default_shapes(info: OnnxInfo) -> tuple[list, str | None]:
     """(shapes, note) when none are given: for a single 4-D input with dynamic height and width, batch 1/8/32 at
     the export's example size (its ``input_shape`` metadata) and the line saying so; otherwise ([], None), which
     plan_profiles turns into batch 1/8/32 at the model's fixed size."""
-    from wtconv_export.inputs import parse_shape
+    from wtconv_core.inputs import parse_shape
 
     if len(info.inputs) != 1:
         return [], None
@@ -433,7 +433,7 @@ def check_profiles_fit_model(info: OnnxInfo, profiles: list) -> None:
 def check_dynamic_plugin(path) -> None:
     """``path`` must be the dynamic WTConv2d plugin library (it exports getCreators): TensorRT's
     loadLibrary registers nothing from the static-registration one or from another library."""
-    from trt_engine.plugin_library import inspect_library
+    from wtconv_libs.plugin_elf import inspect_library
 
     library = inspect_library(path)  # exists and is a shared library (PluginError otherwise)
     if not library.exports_get_creators:
@@ -460,7 +460,7 @@ def plan_build(opts: BuildOptions) -> BuildPlan:
     """The CPU side of a build: every option and file checked, every default taken, in the order a user fixes them
     (option values, the ONNX model, the profiles against it, the plugin library, the outputs). Nothing is written
     and TensorRT is not imported; WtconvTrtError subclasses say what to change."""
-    from wtconv_export.paths import check_input_file, check_output_file
+    from wtconv_core.paths import check_input_file, check_output_file
 
     if opts.precision is not None:
         check_choice(opts.precision, "--precision", PRECISIONS)
@@ -490,7 +490,7 @@ def plan_build(opts: BuildOptions) -> BuildPlan:
     if opts.timing_cache:
         check_output_file(opts.timing_cache, option="--timing-cache", force=True)  # a cache is meant to be rewritten
     if info.wtconv_nodes == 0 or not opts.plugin:
-        from trt_engine.plugin_library import default_plugin
+        from wtconv_libs.lookup import default_plugin
 
         if info.wtconv_nodes == 0 or default_plugin() is None:
             check_plugin_need(info, opts.plugin)  # warns (standard operators only) or says how to get the plugin
@@ -504,7 +504,8 @@ def build_engine(opts: BuildOptions) -> BuildResult:
     the engine and its manifest atomically. The notes on the defaults taken are logged (INFO) before the build
     starts and returned in the result."""
     from trt_engine import backends, tensorrt_api
-    from trt_engine.plugin_library import default_plugin, expected_abi, runnable_targets, runtime_name
+    from trt_engine.plugins import expected_abi, runnable_targets, runtime_name
+    from wtconv_libs.lookup import default_plugin
 
     start = time.monotonic()
     plan = plan_build(opts)

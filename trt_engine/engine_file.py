@@ -17,7 +17,7 @@ from typing import Any
 
 from trt_engine import manifest as mf
 from trt_engine.profiles import Profile, find_profile, parse_dims
-from wtconv_export.errors import ConfigurationError, EngineError, PluginError
+from wtconv_core.errors import ConfigurationError, EngineError, PluginError
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def load_engine_for_run(engine: str | os.PathLike, manifest: dict, plugin: str |
     mf.check_tensorrt_version(manifest, trt.__version__, tensorrt_api.backend_of(trt))
     library = plugin or (manifest.get("plugin") or {}).get("library")
     if manifest.get("plugin") and not plugin and not (library and Path(library).is_file()):
-        from trt_engine.plugin_library import default_plugin
+        from wtconv_libs.lookup import default_plugin
 
         library = default_plugin() or library
     if manifest.get("plugin"):

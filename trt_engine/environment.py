@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from trt_engine import backends
-from wtconv_export import libraries
+from wtconv_libs import lookup
 
 # GPUs TensorRT-RTX 1.7 runs engines on (its trt.ComputeCapability targets; docs/engines.md).
 RTX_RUNTIME_CAPABILITIES = {(7, 5), (8, 0), (8, 6), (8, 9), (12, 0), (12, 1)}
@@ -64,8 +64,8 @@ def _distribution_versions(prefix: str) -> dict:
 
 
 def _ort_library_note(path) -> str:
-    """What a libwtconv_ort.so found is: its ops and versions (its record, wtconv_export.libraries.ort_library_info)."""
-    info = libraries.ort_library_info(path)
+    """What a libwtconv_ort.so found is: its ops and versions (its record, wtconv_libs.lookup.ort_library_info)."""
+    info = lookup.ort_library_info(path)
     if not info:
         return "unusable: no wtconv_ort_info record (not built from plugin/onnxruntime)"
     ops = "CPU and CUDA ops" if info.get("cuda") == "yes" else "CPU op only"
@@ -88,14 +88,14 @@ def ort_cuda_problem(providers: list, library) -> str | None:
         return "this onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu in its place)"
     if library is None:
         return "no libwtconv_ort.so for the WTConv2d nodes (wtconv-trt build-libs, with nvcc present)"
-    if libraries.ort_library_info(library).get("cuda") != "yes":
+    if lookup.ort_library_info(library).get("cuda") != "yes":
         return f"{library} has no CUDA op (rebuild it with nvcc present: wtconv-trt build-libs)"
     return None
 
 
 def _plugin_note(path) -> str:
-    from trt_engine.plugin_library import inspect_library
-    from wtconv_export.errors import PluginError
+    from wtconv_core.errors import PluginError
+    from wtconv_libs.plugin_elf import inspect_library
 
     try:
         info = inspect_library(path)
@@ -154,9 +154,9 @@ def _nvcc_version() -> str | None:
 
 def survey() -> Survey:
     s = Survey()
-    for kind in libraries.KINDS:
+    for kind in lookup.KINDS:
         rows = []
-        for candidate in libraries.candidates(kind):
+        for candidate in lookup.candidates(kind):
             note = ""
             if candidate.exists:
                 note = (
@@ -208,7 +208,7 @@ def survey() -> Survey:
             s.onnxruntime is not None,
         )
     )
-    from wtconv_export.library_build import onnxruntime_headers
+    from wtconv_libs.build import onnxruntime_headers
 
     ort_headers = onnxruntime_headers()
     s.software.append(
@@ -242,9 +242,9 @@ def survey() -> Survey:
         )
     )
 
-    kernels = libraries.find("kernels")
+    kernels = lookup.find("kernels")
     s.can.append(Finding("export to ONNX and validate in ONNX Runtime", "always (CPU)", True))
-    s.ort_library = libraries.find("ort")
+    s.ort_library = lookup.find("ort")
     s.can.append(
         Finding(
             "run plugin exports in ONNX Runtime on the CPU (validate, serve, demo)",
@@ -275,7 +275,7 @@ def survey() -> Survey:
         if abi is None:
             major = next((int(v.split(".")[0]) for v in plain.values() if v[:1].isdigit()), None)
             abi = f"trt{major}" if major in (10, 11) else None
-        from trt_engine.plugin_library import default_plugin
+        from wtconv_libs.lookup import default_plugin
 
         plugin = default_plugin(abi=abi) if abi else None
         name = backends.display_name(backend)

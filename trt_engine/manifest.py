@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from trt_engine.profiles import Profile
-from wtconv_export._version import __version__
-from wtconv_export.errors import EngineError
+from wtconv_core.errors import EngineError
+from wtconv_core.version import __version__
 
 FORMAT = "wtconv-trt-engine-manifest"
 FORMAT_VERSION = 1

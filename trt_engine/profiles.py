@@ -9,7 +9,7 @@ Command-line form (one ``--shapes`` per profile, repeatable)::
     --shapes input:1x3x224x224/8x3x224x224/32x3x224x224
     --shapes 1x1x32x32/8x1x32x32/32x1x32x32           # name may be left out when the model has one input
     --shapes a:1x3x8x8/1x3x8x8/4x3x8x8,b:1x4/1x4/4x4   # several inputs: comma-separated
-    --shapes input:1,3,224,224/8,3,224,224/32,3,224,224  # B,C,H,W works too (wtconv_export.inputs.parse_dims)
+    --shapes input:1,3,224,224/8,3,224,224/32,3,224,224  # B,C,H,W works too (wtconv_core.inputs.parse_dims)
 
 A comma starts the next input only where a ``NAME:`` follows it, so both dimension syntaxes work with several
 inputs; input names containing ',' or '/' cannot be given here.
@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from wtconv_export.errors import InputError
-from wtconv_export.inputs import parse_dims as _parse_dims
+from wtconv_core.errors import InputError
+from wtconv_core.inputs import parse_dims as _parse_dims
 
 Shape = tuple[int, ...]
 

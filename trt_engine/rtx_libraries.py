@@ -15,7 +15,7 @@ parser's own folder is now the one with ``libtensorrt_rtx.so``; the bindings' la
 resolve to the copies already loaded (same file). RTLD_GLOBAL also lets a static-registration plugin resolve
 ``getPluginRegistry`` / ``getLogger`` (``polygraphy --plugins``).
 
-This only works before anything in the process has loaded the wheel's libraries. If something has
+This only works before anything in the process has loaded the wheel's lookup. If something has
 (``import tensorrt_rtx`` first), we check that the name is found another way (``LD_LIBRARY_PATH`` set when the
 process started, a link beside the library) and otherwise raise ConfigurationError with the fix, instead of
 letting the parser abort the process. A separate process (``polygraphy`` on the command line) gets the same
@@ -33,8 +33,8 @@ import os
 import sys
 from pathlib import Path
 
-from wtconv_export import libraries
-from wtconv_export.errors import ConfigurationError
+from wtconv_core.errors import ConfigurationError
+from wtconv_libs import lookup
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def wheel_lib_dir() -> Path | None:
 def link_dir(wheel_dir: Path) -> Path:
     """The per-user folder of links for this wheel (one per installation, as links point at its files)."""
     tag = hashlib.sha256(str(wheel_dir).encode()).hexdigest()[:12]
-    return libraries.user_cache_dir() / "tensorrt-rtx-links" / tag
+    return lookup.user_cache_dir() / "tensorrt-rtx-links" / tag
 
 
 def _link(target: Path, link: Path) -> None:
@@ -86,7 +86,7 @@ def make_links(wheel_dir: Path) -> Path:
     except OSError as error:
         raise ConfigurationError(
             f"cannot create TensorRT-RTX's loader links in {folder} ({error}); set "
-            f"{libraries.ENV_CACHE} to a writable folder"
+            f"{lookup.ENV_CACHE} to a writable folder"
         ) from None
     return folder
 
@@ -121,7 +121,7 @@ def prepare() -> Path | None:
         if _found_elsewhere(wheel_dir):
             return None
         raise ConfigurationError(
-            f"TensorRT-RTX was imported before wtconv-trt could prepare its libraries, and its ONNX parser would "
+            f"TensorRT-RTX was imported before wtconv-trt could prepare its lookup, and its ONNX parser would "
             f"abort the process on the first plugin node (it loads {UNVERSIONED}, which the wheel lacks). Import "
             f"trt_engine (or call trt_engine.tensorrt_api.import_tensorrt('tensorrt-rtx')) before tensorrt_rtx, or "
             f"start the process with LD_LIBRARY_PATH={folder}"

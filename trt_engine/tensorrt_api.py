@@ -40,9 +40,10 @@ from pathlib import Path
 
 from trt_engine import backends
 from trt_engine.manifest import parse_version
-from trt_engine.plugin_library import check_creator_source, check_library_for_tensorrt, inspect_library, runtime_name
+from trt_engine.plugins import check_creator_source, check_library_for_tensorrt, runtime_name
+from wtconv_core.errors import ConfigurationError, EngineError, PluginError
 from wtconv_export import contract
-from wtconv_export.errors import ConfigurationError, EngineError, PluginError
+from wtconv_libs.plugin_elf import inspect_library
 
 log = logging.getLogger(__name__)
 tensorrt_log = logging.getLogger("trt_engine.tensorrt")  # TensorRT's own messages (its ILogger)

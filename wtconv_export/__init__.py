@@ -7,7 +7,7 @@ imported lazily (PEP 562), so ``import wtconv_export`` and ``wtconv-trt --help``
 
 import importlib
 
-from ._version import __version__
+from wtconv_core.version import __version__
 
 _EXPORTS = {
     "WTConv2d": ".wtconv2d",

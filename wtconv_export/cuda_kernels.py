@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from .contract import MAX_KERNEL_SIZE as _MAX_KERNEL_SIZE
-from .contract import MAX_WT_LEVELS as _MAX_LEVELS
+from wtconv_export.contract import MAX_KERNEL_SIZE as _MAX_KERNEL_SIZE
+from wtconv_export.contract import MAX_WT_LEVELS as _MAX_LEVELS
 
 ENV_LIBRARY = "WTCONV_KERNELS_LIB"
 DEFAULT_LIBRARY = Path(__file__).resolve().parent.parent / "build" / "plugin" / "libwtconv_kernels_capi.so"
@@ -46,9 +46,9 @@ _message = ctypes.create_string_buffer(_MESSAGE_BYTES)
 
 
 def library_path() -> Path:
-    """The library to load: the first found in the package's lookup order (wtconv_export.libraries: environment
+    """The library to load: the first found in the package's lookup order (wtconv_libs.lookup: environment
     variable, package, per-user cache, build tree), else the path the environment variable or the build tree names."""
-    from .libraries import find
+    from wtconv_libs.lookup import find
 
     return find("kernels") or Path(os.environ.get(ENV_LIBRARY) or DEFAULT_LIBRARY)
 
@@ -258,8 +258,8 @@ def forward_into(
 def fused_wtconv2d_cuda(x, base_weight, base_bias, wavelet_weight, kernel_size, wt_levels, stride):
     """The CUDA kernel of the custom op: same arguments and result as fused_spec.fused_wtconv2d_spec; the
     output has x's layout (NCHW or channels-last)."""
-    from .fused_spec import fused_wtconv2d_spec
-    from .ops import check_arguments, output_memory_format, plugin_can_run
+    from wtconv_export.fused_spec import fused_wtconv2d_spec
+    from wtconv_export.ops import check_arguments, output_memory_format, plugin_can_run
 
     check_arguments(x, base_weight, base_bias, wavelet_weight, kernel_size, wt_levels, stride)
     if x.dtype not in DTYPES or plugin_can_run(kernel_size, wt_levels, stride) is not None:
@@ -297,7 +297,7 @@ def register() -> None:
     load_library()
     if _registered:
         return
-    from .ops import fused_wtconv2d
+    from wtconv_export.ops import fused_wtconv2d
 
     fused_wtconv2d.register_kernel("cuda")(fused_wtconv2d_cuda)
     _registered = True

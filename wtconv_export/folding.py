@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import torch
 
-from . import contract
-from .errors import ModelError
-from .wtconv2d import WTConv2d
+from wtconv_core.errors import ModelError
+from wtconv_export import contract
+from wtconv_export.wtconv2d import WTConv2d
 
 
 @dataclass(frozen=True)

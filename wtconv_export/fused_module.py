@@ -3,9 +3,9 @@
 import torch
 import torch.nn as nn
 
-from . import cuda_kernels
-from .folding import FoldedWTConv, fold_wtconv
-from .ops import fused_wtconv2d
+from wtconv_export import cuda_kernels
+from wtconv_export.folding import FoldedWTConv, fold_wtconv
+from wtconv_export.ops import fused_wtconv2d
 
 _FOLDED = ("base_weight", "base_bias", "wavelet_weight")
 
@@ -88,8 +88,8 @@ def fuse_wtconv_layers(model: nn.Module) -> nn.Module:
     """Replace every WTConv2d in ``model`` (in place) by a FusedWTConv2d; returns the model. A layer of the published
     code (a class named WTConv2d that is not ours) is refused, naming the conversion to call first, rather than left
     unfused without a word (published.py imports this module, so it cannot convert here)."""
-    from .errors import ModelError
-    from .wtconv2d import WTConv2d
+    from wtconv_core.errors import ModelError
+    from wtconv_export.wtconv2d import WTConv2d
 
     for name, child in list(model.named_children()):
         if not isinstance(child, (WTConv2d, FusedWTConv2d)) and "WTConv2d" in (c.__name__ for c in type(child).__mro__):

@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from .errors import InputError, ModelError
+from wtconv_core.errors import InputError, ModelError
 
 # The first-stage activation of an example input may take at most this many bytes (fp32). Tracing and a reference
 # forward pass hold several such tensors at once.
@@ -156,11 +156,11 @@ def architecture_of(metadata: dict):
     source = metadata.get("source")
     with torch.device("meta"):
         if source == "default":
-            from .models import build_model_from_config, read_default_config
+            from wtconv_export.models import build_model_from_config, read_default_config
 
             return build_model_from_config(read_default_config())
-        from .onnx_models import wtconvnext_options_from_metadata
-        from .wtconvnext import WTCONVNEXT_CONFIGS, create_wtconvnext
+        from wtconv_export.onnx_models import wtconvnext_options_from_metadata
+        from wtconv_export.wtconvnext import WTCONVNEXT_CONFIGS, create_wtconvnext
 
         if source in WTCONVNEXT_CONFIGS:  # with the recorded num_classes and in_chans (a fine-tuned model's)
             return create_wtconvnext(source, **wtconvnext_options_from_metadata(metadata))

@@ -13,12 +13,14 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .errors import ConfigurationError, InputError, ModelError
-from .wtconvnext import WTConvNeXt
+from wtconv_core.errors import ConfigurationError, InputError, ModelError
+from wtconv_core.inputs import parse_shape
+from wtconv_export.wtconvnext import WTConvNeXt
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_MODEL_WEIGHTS = DATA_DIR / "default_model.safetensors"
@@ -241,3 +243,15 @@ def accuracy(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, batch
     for i in range(0, len(labels), batch_size):
         correct += (model(inputs[i : i + batch_size]).argmax(1) == labels[i : i + batch_size]).sum().item()
     return correct / max(len(labels), 1)
+
+
+def default_inputs(description: dict, shape_text: str | None) -> list[np.ndarray]:
+    """The shipped held-out digits for the default model, else two seeded random batches (B and max(B, 3))."""
+    if shape_text is None and description.get("source") == "default":
+        images, _ = load_heldout_digits(count=9)
+        images = images.numpy()
+        return [images[:1], images[1:]]  # batch 1 and batch 8
+    shape = parse_shape(shape_text or description.get("input_shape", "1,3,224,224"))
+    rng = np.random.default_rng(0)
+    batch3 = (max(shape[0], 3),) + shape[1:]
+    return [rng.standard_normal(shape, dtype=np.float32), rng.standard_normal(batch3, dtype=np.float32)]

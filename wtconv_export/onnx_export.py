@@ -40,15 +40,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import contract
-from .contract import METADATA_PREFIX
-from .errors import InputError, ModelError
-from .folding import FoldedWTConv, fold_wtconv
-from .fused_module import FusedWTConv2d
-from .onnx_models import module_description
-from .ops import plugin_can_run
-from .progress import Progress
-from .published import (
+from wtconv_core.errors import InputError, ModelError
+from wtconv_core.progress import Progress
+from wtconv_export import contract
+from wtconv_export.contract import METADATA_PREFIX
+from wtconv_export.folding import FoldedWTConv, fold_wtconv
+from wtconv_export.fused_module import FusedWTConv2d
+from wtconv_export.onnx_models import module_description
+from wtconv_export.ops import plugin_can_run
+from wtconv_export.published import (
     find_wtconv_layers,
     is_published_wtconv,
     published_to_wtconv2d,

@@ -8,8 +8,8 @@ WTConv2d node. Arguments are the FoldedWTConv tensors plus the layer configurati
 
 import torch
 
-from . import contract
-from .fused_spec import fused_wtconv2d_spec
+from wtconv_export import contract
+from wtconv_export.fused_spec import fused_wtconv2d_spec
 
 OPERATOR = "wtconv::fused_wtconv2d"
 

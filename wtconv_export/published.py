@@ -29,10 +29,10 @@ import dataclasses
 import torch
 import torch.nn as nn
 
-from . import haar
-from .errors import ModelError
-from .fused_module import FusedWTConv2d
-from .wtconv2d import WTConv2d
+from wtconv_core.errors import ModelError
+from wtconv_export import haar
+from wtconv_export.fused_module import FusedWTConv2d
+from wtconv_export.wtconv2d import WTConv2d
 
 __all__ = [
     "PUBLISHED_CLASS_NAME",

@@ -10,8 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import haar
-from .errors import InputError, ModelError
+from wtconv_core.errors import InputError, ModelError
+from wtconv_export import haar
 
 
 def _check_positive_int(name: str, value, minimum: int) -> int:

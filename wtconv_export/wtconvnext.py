@@ -28,8 +28,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .errors import InputError, ModelError
-from .wtconv2d import WTConv2d
+from wtconv_core.errors import InputError, ModelError
+from wtconv_export.wtconv2d import WTConv2d
 
 __all__ = [
     "WTConvNeXt",

@@ -22,7 +22,7 @@ the libraries underneath; they never import this package.
 
 import importlib
 
-from wtconv_export._version import __version__
+from wtconv_core.version import __version__
 
 _EXPORTS = {
     # the workflow
@@ -43,15 +43,15 @@ _EXPORTS = {
     # the demonstration and the kernel benchmark
     "run_demo": ".api.demo",
     "benchmark_layers": ".api.bench_layer",
-    # the errors a user can fix (wtconv_export/errors.py)
-    "WtconvTrtError": "wtconv_export.errors",
-    "InputError": "wtconv_export.errors",
-    "ModelError": "wtconv_export.errors",
-    "ExportError": "wtconv_export.errors",
-    "ConfigurationError": "wtconv_export.errors",
-    "PluginError": "wtconv_export.errors",
-    "EngineError": "wtconv_export.errors",
-    "ServingError": "wtconv_export.errors",
+    # the errors a user can fix (wtconv_core/errors.py)
+    "WtconvTrtError": "wtconv_core.errors",
+    "InputError": "wtconv_core.errors",
+    "ModelError": "wtconv_core.errors",
+    "ExportError": "wtconv_core.errors",
+    "ConfigurationError": "wtconv_core.errors",
+    "PluginError": "wtconv_core.errors",
+    "EngineError": "wtconv_core.errors",
+    "ServingError": "wtconv_core.errors",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -4,7 +4,7 @@ Each type here is an argparse ``type=``: it turns the text into a value or raise
 expected (``--iterations many``: "expected an integer"), which argparse turns into one ``error:`` line and exit
 status 2 (see ``cli.OneLineParser``). Whether a value is in range (``--iterations 0``, ``--tolerance nan``,
 ``--seed 99999999999999999999``) is decided by the job the command calls, in the library
-(``wtconv_export.inputs.check_int`` and its kin): a Python caller gets the same check and the same message.
+(``wtconv_core.inputs.check_int`` and its kin): a Python caller gets the same check and the same message.
 Commands use these types, never a bare ``type=int`` / ``type=float``.
 
 ``UsageError`` and ``only_with`` cover what argparse cannot say itself: options that apply only with another one.
@@ -72,8 +72,8 @@ def word_list(text: str) -> tuple[str, ...]:
 
 def shape(text: str) -> tuple[int, int, int, int]:
     """An input shape B,C,H,W (or BxCxHxW): four positive integers."""
-    from wtconv_export.errors import InputError
-    from wtconv_export.inputs import parse_dims
+    from wtconv_core.errors import InputError
+    from wtconv_core.inputs import parse_dims
 
     try:
         return parse_dims(text, "", rank=4)  # type: ignore[return-value]
@@ -83,8 +83,8 @@ def shape(text: str) -> tuple[int, int, int, int]:
 
 def dims(text: str) -> tuple[int, ...]:
     """A shape of any rank, e.g. 8x1x32x32 or 8,1,32,32 (bench --shape, validate --engine --input-shape)."""
-    from wtconv_export.errors import InputError
-    from wtconv_export.inputs import parse_dims
+    from wtconv_core.errors import InputError
+    from wtconv_core.inputs import parse_dims
 
     try:
         return parse_dims(text, "")

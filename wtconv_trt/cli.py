@@ -5,7 +5,7 @@ the options onto one API call and prints its result (the job makes every check a
 Heavy imports (torch, onnx, tensorrt) happen inside the jobs, so ``wtconv-trt --help`` stays fast.
 
 Errors a user can fix end in one line on stderr and exit status 2: argument errors (argparse, through
-OneLineParser), and every ``wtconv_export.errors.WtconvTrtError`` the libraries raise. Ctrl-C ends in one line and
+OneLineParser), and every ``wtconv_core.errors.WtconvTrtError`` the libraries raise. Ctrl-C ends in one line and
 exit status 130 (128 + SIGINT, as shells report it). Any other exception is a bug and keeps its traceback.
 """
 
@@ -15,8 +15,8 @@ import os
 import signal
 import sys
 
-from wtconv_export.errors import WtconvTrtError
-from wtconv_export.progress import show_progress
+from wtconv_core.errors import WtconvTrtError
+from wtconv_core.progress import LIBRARY_PACKAGES, show_progress
 from wtconv_trt.arguments import UsageError
 
 INTERRUPTED = 130  # exit status after Ctrl-C: 128 + SIGINT, as shells report it
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     command = "wtconv-trt"
     try:
         args = build_parser().parse_args(argv)
-        show_progress(("wtconv_export", "trt_engine", "wtconv_trt.api"))  # the jobs' INFO records on stderr
+        show_progress((*LIBRARY_PACKAGES, "wtconv_trt.api"))  # the jobs' INFO records on stderr
         command = f"wtconv-trt {args.command}"
         code = int(args._run(args) or 0)
         sys.stdout.flush()  # a reader that went away (`... | head -1`) surfaces here, inside the handlers

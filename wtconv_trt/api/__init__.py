@@ -1,7 +1,7 @@
 """The Python API of wtconv-trt: one function per job, every check and default made inside it.
 
 ``import wtconv_trt`` gives these functions by name (wtconv_trt/__init__.py); docs/api.md lists them. Each takes
-typed keyword options, returns a result object, and raises a ``WtconvTrtError`` subclass (wtconv_export/errors.py)
+typed keyword options, returns a result object, and raises a ``WtconvTrtError`` subclass (wtconv_core/errors.py)
 with a one-line message for every mistake a user can fix, before any slow work starts and before anything is
 written. The ``wtconv-trt`` command line (wtconv_trt/cli.py, commands/) only maps its options onto these
 functions and prints their results, so a script and the command line get the same checks, defaults and

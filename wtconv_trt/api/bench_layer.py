@@ -1,5 +1,5 @@
 """``benchmark_layers``: the fused WTConv CUDA kernels against the official kernels, cuDNN depthwise and
-x.clone(), per layer shape and in whole models (``wtconv-trt bench-layer``; wtconv_export/benchmark.py,
+x.clone(), per layer shape and in whole models (``wtconv-trt bench-layer``; wtconv_bench/layers.py,
 docs/bench/README.md). Needs a CUDA GPU."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from wtconv_export.errors import InputError
-from wtconv_export.inputs import check_int
+from wtconv_core.errors import InputError
+from wtconv_core.inputs import check_int
 
 __all__ = ["DTYPES", "OUTPUT_FILES", "LayerBenchmark", "benchmark_layers"]
 
 DTYPES = ("fp32", "fp16", "bf16")
-# The files the benchmark writes into its output folder (wtconv_export.benchmark.run_benchmark).
+# The files the benchmark writes into its output folder (wtconv_bench.layers.run_benchmark).
 OUTPUT_FILES = ("bench_layer.json", "bench_layer.md", "bench_layer.png")
 MAX_REPLAYS = 100_000
 
@@ -52,8 +52,8 @@ def benchmark_layers(
     time the layer shapes, the whole models, the PyTorch reference module. official: a checkout of
     BGU-CS-VIL/WTConv whose fused kernels are timed too. replays: timed graph replays per method, 1 to 100000.
     command_line: the command recorded in the outputs."""
-    from wtconv_export.benchmark import Options, run_benchmark
-    from wtconv_export.paths import check_output_dir
+    from wtconv_bench.layers import Options, run_benchmark
+    from wtconv_core.paths import check_output_dir
 
     dtypes = tuple(dtypes)
     if not dtypes or any(d not in DTYPES for d in dtypes):

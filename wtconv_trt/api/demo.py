@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from wtconv_export.inputs import MAX_INT32, check_int, check_tolerance
+from wtconv_core.inputs import MAX_INT32, check_int, check_tolerance
 
 __all__ = ["DEFAULT_ONNX_DIR", "DemoComparison", "DemoResult", "ONNX_FILES", "run_demo"]
 
 DEFAULT_ONNX_DIR = "wtconv_trt_out"
-# The files the ONNX step writes (wtconv_export.onnx_validate.export_and_validate_default).
+# The files the ONNX step writes (wtconv_validate.ort.export_and_validate_default).
 ONNX_FILES = ("default_plugin_fp32.onnx", "default_plugin_fp16.onnx", "default_standard_fp32.onnx")
 
 
@@ -213,8 +213,8 @@ def next_step(onnx_dir: str) -> str:
     """The next command this machine can run: a TensorRT build where TensorRT is installed (of the plugin export
     when the plugin library is found, else of the standard-op export, which needs none), else the validation of an
     export in ONNX Runtime (which runs anywhere)."""
-    from trt_engine.plugin_library import default_plugin
     from trt_engine.tensorrt_api import tensorrt_available
+    from wtconv_libs.lookup import default_plugin
 
     if tensorrt_available():
         if default_plugin() is not None:
@@ -248,7 +248,7 @@ def run_demo(
 
     count: 1 to 2**31 - 1 held-out images (at most the split's size are used); tolerance: > 0. The values and
     ``onnx_dir`` (its earlier exports are replaced only with ``force``) are checked before anything runs."""
-    from wtconv_export.paths import check_output_dir
+    from wtconv_core.paths import check_output_dir
 
     check_int(count, "--count", 1, MAX_INT32)
     check_tolerance(tolerance)
@@ -260,7 +260,7 @@ def run_demo(
         on_comparison(comparison)
     result = DemoResult(comparison, None if skip_onnx else os.fspath(onnx_dir))
     if comparison.passed and not skip_onnx:
-        from wtconv_export.onnx_validate import export_and_validate_default
+        from wtconv_validate.ort import export_and_validate_default
 
         result.exports = export_and_validate_default(onnx_dir)
         result.next_step = next_step(os.fspath(onnx_dir))

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from trt_engine.build import BuildResult, NoPluginNodesWarning
-from trt_engine.validate import TOLERANCES as ENGINE_TOLERANCES
-from trt_engine.validate import check_validation_options
+from wtconv_validate.engine import TOLERANCES as ENGINE_TOLERANCES
+from wtconv_validate.engine import check_validation_options
 
 __all__ = [
     "ENGINE_TOLERANCES",
@@ -111,7 +111,7 @@ def validate_engine(
     force: bool = False,
 ):
     """Run the engine and its PyTorch model on the same inputs and compare them with Polygraphy; returns
-    wtconv_export.validation.ComparisonReport (``.passed``; ``.format()`` is what ``wtconv-trt validate --engine``
+    wtconv_validate.core.ComparisonReport (``.passed``; ``.format()`` is what ``wtconv-trt validate --engine``
     prints: every measure, the verdict, the Polygraphy command that replays saved files).
 
     The PyTorch model: ``model`` (a torch.nn.Module), else load_model(arch, checkpoint=..., random_weights=...,
@@ -121,15 +121,14 @@ def validate_engine(
     element-wise tolerances (default per precision); tolerance: bound on max |engine - torch| / max |torch|. save_inputs
     / save_outputs: Polygraphy JSON files (replaced only with ``force``).
 
-    Checked before TensorRT is imported (trt_engine.validate.validate_engine): the values, the engine and its
+    Checked before TensorRT is imported (wtconv_validate.engine.validate_engine): the values, the engine and its
     manifest, the files to save, the model's channels against the engine's, the inputs or shape against the
     model and the engine's profiles."""
-    from trt_engine.validate import DEFAULT_ITERATIONS
-    from trt_engine.validate import validate_engine as validate
-    from wtconv_export.inputs import MAX_SEED, check_int
-    from wtconv_export.paths import check_input_file
-
-    from .models import resolve_model
+    from wtconv_core.inputs import MAX_SEED, check_int
+    from wtconv_core.paths import check_input_file
+    from wtconv_trt.api.models import resolve_model
+    from wtconv_validate.engine import DEFAULT_ITERATIONS
+    from wtconv_validate.engine import validate_engine as validate
 
     check_int(seed, "--seed", 0, MAX_SEED)
     check_input_file(engine, what="engine", made_by="build one with 'wtconv-trt build MODEL.onnx'")

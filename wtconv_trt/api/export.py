@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from wtconv_export.inputs import MAX_SEED, check_choice, check_int, shape_of
+from wtconv_core.inputs import MAX_SEED, check_choice, check_int, shape_of
 
 __all__ = ["DEFAULT_INPUT_SHAPE", "MIN_OPSET", "OPS", "PRECISIONS", "export_onnx", "newest_opset"]
 
@@ -66,14 +66,13 @@ def export_onnx(
 
     import onnx
 
-    from wtconv_export.errors import ExportError
-    from wtconv_export.inputs import parse_shape
+    from wtconv_core.errors import ExportError
+    from wtconv_core.inputs import parse_shape
+    from wtconv_core.paths import check_output_file
     from wtconv_export.model_checks import check_input_shape
     from wtconv_export.onnx_export import DEFAULT_OPSET
     from wtconv_export.onnx_export import export_onnx as export_model
-    from wtconv_export.paths import check_output_file
-
-    from .models import resolve_model
+    from wtconv_trt.api.models import resolve_model
 
     check_choice(ops, "--ops", OPS)
     check_choice(precision, "--precision", PRECISIONS)

@@ -9,8 +9,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from wtconv_export.errors import InputError
-from wtconv_export.inputs import check_int
+from wtconv_core.errors import InputError
+from wtconv_core.inputs import check_int
 
 __all__ = ["DoctorReport", "LibrariesBuilt", "MAX_JOBS", "build_libraries", "doctor", "ort_library"]
 
@@ -46,10 +46,10 @@ class LibrariesBuilt:
 
     def describe(self, kind: str) -> str:
         """What the installed library of ``kind`` is, in a few words ("" when nothing is to be said): for the ONNX
-        Runtime library, its ops (its record, wtconv_export.libraries.ort_library_info)."""
+        Runtime library, its ops (its record, wtconv_libs.lookup.ort_library_info)."""
         if kind != "ort" or kind not in self.installed:
             return ""
-        from wtconv_export.libraries import ort_library_info
+        from wtconv_libs.lookup import ort_library_info
 
         info = ort_library_info(self.installed[kind])
         ops = "CPU and CUDA ops" if info.get("cuda") == "yes" else "CPU op only, built without nvcc"
@@ -68,7 +68,7 @@ def build_libraries(
     cuda: bool = True,
 ) -> LibrariesBuilt:
     """Build with CMake what this machine can, and install it where wtconv-trt looks for it (doctor shows the
-    order): the CUDA kernel library (where nvcc is found), with TensorRT headers the two plugin libraries, and with
+    order): the CUDA kernel library (where nvcc is found), with TensorRT headers the two plugin lookup, and with
     ONNX Runtime's C API headers the ONNX Runtime custom-op library libwtconv_ort.so (its CPU op needs only a C++
     compiler; its CUDA op is built where nvcc is found).
 
@@ -80,11 +80,11 @@ def build_libraries(
     package's lib/ folder instead of the per-user cache. source: the plugin/ folder of a checkout. build_dir:
     CMake's build folder (default in the per-user cache). jobs: 1 to 1024 (default: CPU count). The headers, the
     build folder and the values are checked before the (long) build starts."""
-    from wtconv_export import libraries
-    from wtconv_export.library_build import build_libraries as build
-    from wtconv_export.library_build import headers_abi, tensorrt_root
-    from wtconv_export.library_build import onnxruntime_headers as find_ort_headers
-    from wtconv_export.paths import check_output_dir
+    from wtconv_core.paths import check_output_dir
+    from wtconv_libs import lookup
+    from wtconv_libs.build import build_libraries as build
+    from wtconv_libs.build import headers_abi, tensorrt_root
+    from wtconv_libs.build import onnxruntime_headers as find_ort_headers
 
     if jobs is not None:
         check_int(jobs, "--jobs", 1, MAX_JOBS)
@@ -99,7 +99,7 @@ def build_libraries(
         find_ort_headers(onnxruntime_headers)  # InputError when onnxruntime_c_api.h is not there
     if build_dir:
         check_output_dir(build_dir, option="--build-dir", force=True)
-    root = libraries.package_lib_dir() if into_package else None
+    root = lookup.package_lib_dir() if into_package else None
     ort_note = None
     if onnxruntime_headers is None and find_ort_headers(None, source) is None:  # given ones were checked above
         ort_note = f"no libwtconv_ort.so built: {NO_ORT_HEADERS}"
@@ -145,7 +145,7 @@ class DoctorReport:
         and no plugin library built for that TensorRT's ABI."""
         from trt_engine.backends import choose_backend
         from trt_engine.build import inspect_onnx
-        from wtconv_export.errors import ConfigurationError
+        from wtconv_core.errors import ConfigurationError
 
         try:
             backend = choose_backend(backend)
@@ -189,9 +189,9 @@ def doctor() -> DoctorReport:
     """Survey this machine: the compiled libraries looked for (in lookup order) and found, TensorRT, TensorRT-RTX,
     CUDA and the GPU, and what can and cannot be done with them. Loads neither TensorRT nor a plugin."""
     from trt_engine.environment import survey
-    from wtconv_export import libraries
+    from wtconv_libs import lookup
 
-    return DoctorReport(survey(), libraries.ENV_CACHE, libraries.user_cache_dir(), dict(libraries.FILE_NAMES))
+    return DoctorReport(survey(), lookup.ENV_CACHE, lookup.user_cache_dir(), dict(lookup.FILE_NAMES))
 
 
 def ort_library() -> Path:
@@ -203,17 +203,17 @@ def ort_library() -> Path:
 
     ConfigurationError in one line when none is built, or when the environment variable WTCONV_ORT_LIB names a
     file that does not exist (a path the user named is never passed over for another)."""
-    from wtconv_export import libraries
-    from wtconv_export.errors import ConfigurationError
+    from wtconv_core.errors import ConfigurationError
+    from wtconv_libs import lookup
 
-    variable = libraries.ENV_VARS["ort"]
+    variable = lookup.ENV_VARS["ort"]
     named = os.environ.get(variable)
     if named and not Path(named).expanduser().is_file():
         raise ConfigurationError(
             f"{variable}={named}: no such file; point it at libwtconv_ort.so or unset it to use the one "
             "'wtconv-trt build-libs' installs"
         )
-    found = libraries.ort_library()
+    found = lookup.ort_library()
     if found is None:
         raise ConfigurationError(
             "libwtconv_ort.so is not built: 'wtconv-trt build-libs' builds and installs it (CMake, a C++ compiler "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wtconv_export.inputs import MAX_SEED, check_int
+from wtconv_core.inputs import MAX_SEED, check_int
 
 __all__ = [
     "BOTH_MESSAGE",
@@ -84,7 +84,7 @@ def resolve_model(
     given (description None), else load_model of the options when any is given, or with ``default`` always (the
     shipped default model), else (None, None): the job takes the model its input file records. InputError for a
     module and options both."""
-    from wtconv_export.errors import InputError
+    from wtconv_core.errors import InputError
 
     given = model_options_given(arch, checkpoint, random_weights, num_classes, in_chans)
     if model is not None:

@@ -29,7 +29,7 @@ def validate_onnx(
     ort_library: str | os.PathLike | None = None,
 ):
     """Compare ``onnx_path`` run by ONNX Runtime with its PyTorch model; returns
-    wtconv_export.onnx_validate.ValidationResult (``.passed``; ``.summary()`` is the verdict line ``wtconv-trt
+    wtconv_validate.ort.ValidationResult (``.passed``; ``.summary()`` is the verdict line ``wtconv-trt
     validate`` prints, ending with where it ran).
 
     The PyTorch model: ``model`` (a torch.nn.Module), else load_model(arch, checkpoint=..., random_weights=...,
@@ -51,16 +51,16 @@ def validate_onnx(
     import numpy as np
     import onnx
 
-    from wtconv_export.errors import InputError, ModelError
-    from wtconv_export.inputs import (
+    from wtconv_core.errors import InputError, ModelError
+    from wtconv_core.inputs import (
         MAX_SEED,
         check_int,
         check_tolerance,
-        default_inputs,
         format_dims,
         load_inputs,
         shape_of,
     )
+    from wtconv_core.paths import check_input_file
     from wtconv_export.model_checks import (
         check_arrays_fit_onnx,
         check_input_arrays,
@@ -69,13 +69,12 @@ def validate_onnx(
         fit_batches,
         onnx_input,
     )
+    from wtconv_export.models import default_inputs
     from wtconv_export.onnx_export import read_metadata
     from wtconv_export.onnx_models import build_model_from_metadata
-    from wtconv_export.onnx_validate import check_ort_library, parse_device, plan_ort_execution
-    from wtconv_export.onnx_validate import validate_onnx as compare_onnx
-    from wtconv_export.paths import check_input_file
-
-    from .models import resolve_model
+    from wtconv_ort.execution import check_ort_library, parse_device, plan_ort_execution
+    from wtconv_trt.api.models import resolve_model
+    from wtconv_validate.ort import validate_onnx as compare_onnx
 
     seed = check_int(seed, "--seed", 0, MAX_SEED)
     tolerance = None if tolerance is None else check_tolerance(tolerance)

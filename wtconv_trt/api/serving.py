@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wtconv_export.errors import InputError
-from wtconv_export.inputs import check_choice, check_int, check_number
+from wtconv_core.errors import InputError
+from wtconv_core.inputs import check_choice, check_int, check_number
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +98,8 @@ class ServingPlan:
     runtime_note: str | None = None
 
     def write_repository(self) -> ServingRepository:
-        """Write the model's folder into the repository (trt_engine.serving.repository.write_python_repository)."""
-        from trt_engine.serving.repository import write_python_repository
+        """Write the model's folder into the repository (wtconv_serving.python_backend.write_python_repository)."""
+        from wtconv_serving.python_backend import write_python_repository
 
         options = self.repository_options
         result = write_python_repository(self.onnx, self.repository, **options)
@@ -124,7 +124,7 @@ class ServingPlan:
     def start(self) -> Served:
         """Start tritonserver on the written repository, wait until the model is ready, and watch its backend
         stubs (a crashed one is reloaded); returns the running Served. ServingError in one line when it cannot."""
-        from trt_engine.serving.server import TritonServer, is_loopback
+        from wtconv_serving.server import TritonServer, is_loopback
 
         repository = self.written or self.write_repository()
         network_note = None
@@ -194,7 +194,7 @@ def plan_serving(
     the server options (ports 0 to 65535, 0 picks a free one; timeout 1 to 86400 s), that a runtime named with
     ``runtime`` can run on this machine, and the ports given are free. load_test, concurrency, batch_sizes,
     protocol: a load test to run once the server is ready (checked by check_load_test)."""
-    from trt_engine.serving.repository import check_repository_options
+    from wtconv_serving.python_backend import check_repository_options
 
     ports = {
         "http": check_int(http_port, "--http-port", 0, MAX_PORT, " (a TCP port; 0: any free port)"),
@@ -232,7 +232,7 @@ def plan_serving(
     )
     runtime_here = runtime_note = None
     if serving:
-        from trt_engine.serving.server import check_ports
+        from wtconv_serving.server import check_ports
 
         # The server runs on this machine: a runtime that cannot run here is refused now, in one line, rather than
         # as a model that fails to load inside the server; "auto" is resolved as the server will resolve it.
@@ -261,7 +261,7 @@ def runtime_choice(
     (a machine without a GPU serves the ONNX model instead); for onnxruntime, where ONNX Runtime runs it
     (``device``) and what runs the WTConv2d nodes. ConfigurationError when a runtime asked for cannot run here (for
     onnxruntime with device "cuda": no CUDA execution provider, or no CUDA op in libwtconv_ort.so), or none can."""
-    from trt_engine.serving.runtimes import RUNTIMES, select_runtime, unavailable_reason
+    from wtconv_serving.runtimes import RUNTIMES, select_runtime, unavailable_reason
 
     chosen = select_runtime(runtime, onnx_path=onnx, engine_path=engine, ort_device=device, ort_library=ort_library)
     if runtime != "auto":
@@ -284,11 +284,11 @@ def runtime_choice(
 def _onnxruntime_note(onnx: str, device: str, ort_library: str | None) -> str:
     """Where the onnxruntime runtime runs the model here and what runs its WTConv2d nodes, with why not on the GPU
     when ``device`` is "auto" and the GPU cannot be used."""
-    from trt_engine.serving.runtimes import resolve_ort_device
-    from wtconv_export import libraries
-    from wtconv_export.onnx_validate import plan_ort_execution
+    from wtconv_libs import lookup
+    from wtconv_ort.execution import plan_ort_execution
+    from wtconv_serving.runtimes import resolve_ort_device
 
-    library = ort_library or libraries.ort_library()  # what write_python_repository copies
+    library = ort_library or lookup.ort_library()  # what write_python_repository copies
     where, why = resolve_ort_device(device, onnx, library)
     note = plan_ort_execution(onnx, "cpu" if where == "cpu" else "cuda", library).describe()
     if where == "cpu" and device == "auto":
@@ -363,7 +363,7 @@ def serve(onnx: str | os.PathLike, repository: str | os.PathLike = DEFAULT_REPOS
 
 @dataclass
 class LoadTestResult:
-    """A load test: one trt_engine.serving.load.LoadReport per protocol, the runtime's direct throughput per
+    """A load test: one wtconv_serving.load.LoadReport per protocol, the runtime's direct throughput per
     batch size, and the JSON document (``report``) ``wtconv-trt serve --load-test --json`` writes."""
 
     reports: list
@@ -470,10 +470,10 @@ class Served:
         import numpy as np
 
         from trt_engine.manifest import atomic_write_json
-        from trt_engine.serving.load import direct_throughput, expected_outputs, input_pool, run_load
-        from trt_engine.serving.repository import plan_from_onnx
-        from trt_engine.serving.runtimes import make_runner
-        from wtconv_export.paths import check_output_file
+        from wtconv_core.paths import check_output_file
+        from wtconv_serving.load import direct_throughput, expected_outputs, input_pool, run_load
+        from wtconv_serving.python_backend import plan_from_onnx
+        from wtconv_serving.runtimes import make_runner
 
         sizes = check_load_test(requests, concurrency=concurrency, batch_sizes=batch_sizes, protocol=protocol)
         if json_path:

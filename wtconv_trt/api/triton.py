@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trt_engine.triton import MAX_INSTANCES
+from wtconv_serving.tensorrt_backend import MAX_INSTANCES
 
 __all__ = ["MAX_INSTANCES", "TritonRepository", "write_onnxruntime_repository", "write_triton_repository"]
 
@@ -57,8 +57,8 @@ def write_triton_repository(
     (default every visible GPU). preferred_batch_sizes: dynamic batching's (default the profiles' opt and max
     batch). max_queue_delay_us: 0 to 10**8. labels: class names, one per line (default digits 0-9 for the
     shipped model). force: replace a model folder that holds files. Everything is checked before anything is
-    written (trt_engine.triton.write_repository)."""
-    from trt_engine.triton import write_repository
+    written (wtconv_serving.tensorrt_backend.write_repository)."""
+    from wtconv_serving.tensorrt_backend import write_repository
 
     written = write_repository(
         engine,
@@ -112,8 +112,8 @@ def write_onnxruntime_repository(
     digits 0-9 for the shipped model). server_path: the repository's absolute path as the server sees it, where the
     config's op_library_filename points (default: its absolute path here). force: replace a model folder that
     holds files. Everything is checked before anything is written
-    (trt_engine.triton_onnxruntime.write_onnxruntime_repository)."""
-    from trt_engine.triton_onnxruntime import write_onnxruntime_repository as write
+    (wtconv_serving.onnxruntime_backend.write_onnxruntime_repository)."""
+    from wtconv_serving.onnxruntime_backend import write_onnxruntime_repository as write
 
     written = write(
         onnx,

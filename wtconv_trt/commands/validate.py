@@ -8,7 +8,7 @@ HELP = "compare an exported ONNX model (ONNX Runtime, CPU or GPU) or a TensorRT 
 
 
 def add_arguments(parser) -> None:
-    from .export import add_model_arguments
+    from wtconv_trt.commands.export import add_model_arguments
 
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("model", nargs="?", metavar="MODEL.onnx", help="the exported ONNX model to check")
@@ -106,7 +106,7 @@ def add_engine_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from .export import model_options
+    from wtconv_trt.commands.export import model_options
 
     if args.engine:
         from wtconv_trt.api.engine import validate_engine

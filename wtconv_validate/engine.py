@@ -3,7 +3,7 @@
 ``wtconv-trt validate --engine ENGINE`` and ``wtconv_trt.validate_engine`` call validate_engine, which makes every
 check (option values, the engine and its manifest, the model and the inputs against the engine, the files to save)
 before anything runs: Polygraphy's Comparator runs a TrtRunner on the
-engine and the PyTorch runner of wtconv_export.validation on the source model (rebuilt from the manifest: the
+engine and the PyTorch runner of wtconv_validate.core on the source model (rebuilt from the manifest: the
 shipped default model, or ARCH + checkpoint) on the same inputs, and the validation core compares every output
 (docs/engines.md, "Validation"; the meaning of each tolerance: docs/onnx_export.md, "Tolerances"):
 element-wise atol/rtol per precision, top-1 agreement of the logits, and, when given, a bound on
@@ -30,9 +30,9 @@ import numpy as np
 from trt_engine.build import is_default_source, parse_source_model
 from trt_engine.engine_file import check_engine_request, load_engine_for_run
 from trt_engine.profiles import find_profile, format_shape
-from wtconv_export.errors import EngineError, InputError, ModelError
-from wtconv_export.inputs import check_int, check_number, check_tolerance, format_dims, shape_of
-from wtconv_export.validation import ComparisonReport, Tolerance, compare_runners, torch_runner
+from wtconv_core.errors import EngineError, InputError, ModelError
+from wtconv_core.inputs import check_int, check_number, check_tolerance, format_dims, shape_of
+from wtconv_validate.core import ComparisonReport, Tolerance, compare_runners, torch_runner
 
 logger = logging.getLogger(__name__)
 
@@ -166,9 +166,9 @@ def validate_engine(
     from polygraphy.backend.trt import TrtRunner
 
     from trt_engine.manifest import read_manifest
-    from wtconv_export.inputs import load_inputs
+    from wtconv_core.inputs import load_inputs
+    from wtconv_core.paths import check_input_file, check_output_file
     from wtconv_export.model_checks import check_arrays_fit_onnx, check_input_arrays, check_input_shape
-    from wtconv_export.paths import check_input_file, check_output_file
 
     iterations, atol, rtol, tolerance = check_validation_options(iterations, atol, rtol, tolerance)
     shape = None if shape is None else shape_of(shape, "--input-shape")
@@ -269,7 +269,7 @@ def replay_command(
 ) -> str:
     """The ``polygraphy run`` command that replays a saved comparison: the static-registration plugin library beside
     the engine's dynamic one, else the one the lookup finds (build-libs installs both), else its file name."""
-    from trt_engine.plugin_library import static_plugin_for
+    from trt_engine.plugins import static_plugin_for
 
     static_lib = static_plugin_for(manifest) or "libwtconv_trt_plugin.so"
     parts = [f"polygraphy run {engine} --model-type engine --trt"]

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from wtconv_core.errors import InputError
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 The library behind ``tools/profile_models.py``; it writes ``profile_models.json`` (every number, the metadata and
 the full list of kernel names) and ``profile_models.md`` (short tables). Both models are built as the layer
-benchmark builds them (wtconv_export/benchmark.py, ``bench_models``): ``fuse_wtconv_layers(wtconvnext_tiny())``
+benchmark builds them (wtconv_bench/layers.py, ``bench_models``): ``fuse_wtconv_layers(wtconvnext_tiny())``
 and ``timm.create_model("convnext_tiny")`` with random weights, cast to the dtype; channels-last means
 ``model.to(memory_format=torch.channels_last)`` and a channels-last input. Inference runs under ``torch.no_grad``
 (the compiled models are compiled under it too, so no call changes their guards). Four parts, in this order:
@@ -345,7 +345,7 @@ def settings(opts: Options) -> dict:
 
 
 def check_options(opts: Options) -> None:
-    from .errors import InputError
+    from wtconv_core.errors import InputError
 
     unknown = [p for p in opts.parts if p not in PARTS]
     if unknown or not opts.parts:
@@ -383,8 +383,8 @@ class Models:
             torch = self.torch
             dev, dt = torch.device("cuda"), _dtype(torch, dtype_name)
             if name == OURS:
-                from .fused_module import fuse_wtconv_layers
-                from .wtconvnext import wtconvnext_tiny
+                from wtconv_export.fused_module import fuse_wtconv_layers
+                from wtconv_export.wtconvnext import wtconvnext_tiny
 
                 model = fuse_wtconv_layers(wtconvnext_tiny().eval().to(dev, dt))  # the folded weights stay fp32
             else:
@@ -542,7 +542,7 @@ def part_profile(torch, models: Models, s: dict) -> list[dict]:
 
 
 def part_throughput(torch, models: Models, s: dict) -> list[dict]:
-    from .benchmark import model_forward_ms
+    from wtconv_bench.layers import model_forward_ms
 
     cases = [("fp16", s["batch"], mode, layout) for mode in MODES for layout in LAYOUTS]
     cases += [("fp32", s["fp32_batch"], "eager", layout) for layout in LAYOUTS]
@@ -600,7 +600,7 @@ def layer_inputs(torch, model, layers, x) -> list:
 
 
 def part_latency(torch, models: Models, s: dict) -> dict:
-    from .benchmark import time_graph
+    from wtconv_bench.layers import time_graph
 
     graphs, layers_out = [], []
     for layout in LAYOUTS:
@@ -901,7 +901,7 @@ def run(opts: Options) -> dict:
     for bad options."""
     import torch
 
-    from .errors import ConfigurationError
+    from wtconv_core.errors import ConfigurationError
 
     check_options(opts)
     if not torch.cuda.is_available():
@@ -911,7 +911,7 @@ def run(opts: Options) -> dict:
             import timm  # noqa: F401 - ConvNeXt-T comes from timm
         except ImportError as error:
             raise ConfigurationError(f"profiling ConvNeXt-T needs timm ({error}): pip install timm") from error
-    from . import cuda_kernels
+    from wtconv_export import cuda_kernels
 
     try:
         cuda_kernels.register()

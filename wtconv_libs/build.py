@@ -1,8 +1,8 @@
-"""Build the compiled libraries with CMake and install them where the lookup finds them (wtconv_export.libraries).
+"""Build the compiled libraries with CMake and install them where the lookup finds them (wtconv_libs.lookup).
 
 Used by ``wtconv-trt build-libs`` and by the test suite's plugin fixture::
 
-    from wtconv_export.library_build import build_libraries
+    from wtconv_libs.build import build_libraries
     installed = build_libraries(tensorrt_headers="TensorRT-11/include")   # -> {"kernels": Path, "plugin": ...}
 
 CMake configures ``plugin/`` of the source checkout (the package's ``wtconv_export`` sits beside it in an
@@ -24,8 +24,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from wtconv_export import libraries
-from wtconv_export.errors import ConfigurationError, InputError
+from wtconv_core.errors import ConfigurationError, InputError
+from wtconv_libs import lookup
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ _CUDA_DEFAULT = Path("/usr/local/cuda/bin/nvcc")
 
 def default_source_dir() -> Path | None:
     """``plugin/`` of the checkout this package runs from, or None (an installed wheel has no sources)."""
-    folder = libraries.build_tree_dir().parent.parent / "plugin"
+    folder = lookup.build_tree_dir().parent.parent / "plugin"
     return folder if (folder / "CMakeLists.txt").is_file() else None
 
 
@@ -104,7 +104,7 @@ def headers_abi(root: Path) -> str:
     if not match:
         raise InputError(f"{root}/include/NvInferVersion.h does not define NV_TENSORRT_MAJOR: not TensorRT headers?")
     abi = f"trt{match.group(1)}"
-    if abi not in libraries.ABIS:
+    if abi not in lookup.ABIS:
         raise InputError(f"TensorRT {match.group(1)} headers in {root}: the plugin supports TensorRT 10 and 11")
     return abi
 
@@ -129,7 +129,7 @@ def default_build_dir(source: Path, abi: str | None) -> Path:
     configured from another source folder ("does not match the source ... used to generate cache"), so a second
     clone, or a checkout that moved, gets its own."""
     tree = hashlib.sha256(str(Path(source).resolve()).encode()).hexdigest()[:12]
-    return libraries.user_cache_dir() / "build" / f"{abi or 'kernels'}-{tree}"
+    return lookup.user_cache_dir() / "build" / f"{abi or 'kernels'}-{tree}"
 
 
 def _run(command: list[str], what: str, log_file: Path) -> None:
@@ -231,10 +231,10 @@ def build_libraries(
     )
     installed = {}
     for kind in kinds:
-        built = build_dir / libraries.build_subdir(kind) / libraries.FILE_NAMES[kind]
+        built = build_dir / lookup.build_subdir(kind) / lookup.FILE_NAMES[kind]
         if not built.is_file():
             raise ConfigurationError(f"CMake did not produce {built}; see {log_file}")
-        target_dir = libraries.install_dir(kind, None if kind in libraries.ABI_FREE else abi, install_root)
+        target_dir = lookup.install_dir(kind, None if kind in lookup.ABI_FREE else abi, install_root)
         target_dir.mkdir(parents=True, exist_ok=True)
         target = target_dir / built.name
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")

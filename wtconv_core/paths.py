@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from wtconv_export.errors import InputError
+from wtconv_core.errors import InputError
 
 
 def _probe_writable(directory: str) -> str | None:

@@ -35,7 +35,9 @@ import stat
 from pathlib import Path
 
 from trt_engine import manifest as mf
-from trt_engine.serving.repository import (
+from wtconv_core.errors import ConfigurationError, InputError
+from wtconv_core.inputs import MAX_INT32, check_choice, check_int
+from wtconv_serving.python_backend import (
     default_model_name,
     describe_onnx,
     parse_config,
@@ -43,9 +45,7 @@ from trt_engine.serving.repository import (
     pbtxt_string,
     plan_from_onnx,
 )
-from trt_engine.triton import MAX_INSTANCES, MAX_QUEUE_DELAY_US, MODEL_NAME, TRITON_DTYPES, check_gpus
-from wtconv_export.errors import ConfigurationError, InputError
-from wtconv_export.inputs import MAX_INT32, check_choice, check_int
+from wtconv_serving.tensorrt_backend import MAX_INSTANCES, MAX_QUEUE_DELAY_US, MODEL_NAME, TRITON_DTYPES, check_gpus
 
 INSTANCE_KINDS = {"auto": None, "gpu": "KIND_GPU", "cpu": "KIND_CPU"}
 MODEL_FILE = "model.onnx"
@@ -64,7 +64,7 @@ def make_onnxruntime_config(
     max_queue_delay_us: int = 100,
     labels: bool = False,
 ) -> str:
-    """config.pbtxt text for the export described by ``description`` (trt_engine.serving.repository.describe_onnx),
+    """config.pbtxt text for the export described by ``description`` (wtconv_serving.python_backend.describe_onnx),
     parsed with parse_config before it is returned. ``library_path``: op_library_filename (absolute)."""
     batch, input_dims, output_dims = plan_from_onnx(description, max_batch_size)
     inp, out = description["input"], description["output"]
@@ -162,9 +162,9 @@ def write_onnxruntime_repository(
     order; needed when the export has WTConv2d nodes), the labels, the repository folder (a model folder that holds
     files is replaced only with ``force``), ``server_path`` (absolute). ``instance_kind`` "auto": KIND_GPU, or
     KIND_CPU when the library has no CUDA op (said in ``note``)."""
-    from wtconv_export import libraries
-    from wtconv_export.onnx_validate import check_ort_library
-    from wtconv_export.paths import check_input_file, check_output_dir
+    from wtconv_core.paths import check_input_file, check_output_dir
+    from wtconv_libs import lookup
+    from wtconv_ort.execution import check_ort_library
 
     instances = check_int(instances, "--instances", 1, MAX_INSTANCES)
     gpus = check_gpus(gpus)
@@ -192,7 +192,7 @@ def write_onnxruntime_repository(
     nodes = description["wtconv_nodes"]
     library = None
     if nodes:
-        library = Path(ort_library) if ort_library is not None else libraries.ort_library()
+        library = Path(ort_library) if ort_library is not None else lookup.ort_library()
         if library is None:
             raise ConfigurationError(
                 f"--onnx {os.fspath(onnx)} has {nodes} WTConv2d nodes, which Triton's onnxruntime backend runs with "
@@ -202,7 +202,7 @@ def write_onnxruntime_repository(
     kind = INSTANCE_KINDS[instance_kind]
     if kind is None:
         kind = "KIND_GPU"
-        if library is not None and libraries.ort_library_info(library).get("cuda") != "yes":
+        if library is not None and lookup.ort_library_info(library).get("cuda") != "yes":
             kind = "KIND_CPU"
             note = (
                 f"{library} has no CUDA op (built without nvcc): instances on the CPU (KIND_CPU); a library built "

@@ -202,7 +202,7 @@ def load_official(path: Path | None):
         return None
     root = Path(path)
     if not (root / "fast_wtconv" / "wtconv_cuda.py").is_file():
-        from .errors import ConfigurationError
+        from wtconv_core.errors import ConfigurationError
 
         raise ConfigurationError(
             f"--official must be a checkout of BGU-CS-VIL/WTConv (with fast_wtconv/wtconv_cuda.py), got {root}"
@@ -220,7 +220,7 @@ def official_layer(official_cls, c: int, k: int, levels: int, stride: int):
 def replace_with_official(model, official_cls):
     """Every reference WTConv2d in ``model`` replaced (in place) by the official fused module of the same
     configuration (random weights: for timing)."""
-    from .wtconv2d import WTConv2d
+    from wtconv_export.wtconv2d import WTConv2d
 
     for name, child in list(model.named_children()):
         if isinstance(child, WTConv2d):
@@ -241,9 +241,9 @@ def replace_with_official(model, official_cls):
 def bench_layers(torch, opts: Options, info: dict, official_cls, on_row=None) -> list[dict]:
     import torch.nn as nn
 
-    from . import cuda_kernels
-    from .folding import fold_wtconv
-    from .wtconv2d import WTConv2d
+    from wtconv_export import cuda_kernels
+    from wtconv_export.folding import fold_wtconv
+    from wtconv_export.wtconv2d import WTConv2d
 
     cuda_kernels.register()
     rows = []
@@ -343,10 +343,10 @@ def bench_layers(torch, opts: Options, info: dict, official_cls, on_row=None) ->
 def bench_overhead(torch, opts: Options) -> list[dict]:
     """FusedWTConv2d(x) called eagerly back to back vs the CUDA-graph replay of the same calls, B = 1,
     96 x 56^2, L5 (input and output stay in L2 either way: the difference is the host's per-call cost)."""
-    from . import cuda_kernels
-    from .fused_module import FusedWTConv2d
-    from .ops import fused_wtconv2d
-    from .wtconv2d import WTConv2d
+    from wtconv_export import cuda_kernels
+    from wtconv_export.fused_module import FusedWTConv2d
+    from wtconv_export.ops import fused_wtconv2d
+    from wtconv_export.wtconv2d import WTConv2d
 
     cuda_kernels.register()
     rows = []
@@ -396,9 +396,9 @@ def bench_overhead(torch, opts: Options) -> list[dict]:
 def bench_models(torch, opts: Options, official_cls) -> list[dict]:
     import timm
 
-    from . import cuda_kernels
-    from .fused_module import fuse_wtconv_layers
-    from .wtconvnext import wtconvnext_tiny
+    from wtconv_export import cuda_kernels
+    from wtconv_export.fused_module import fuse_wtconv_layers
+    from wtconv_export.wtconvnext import wtconvnext_tiny
 
     cuda_kernels.register()
     dev = torch.device("cuda")
@@ -647,7 +647,7 @@ def run_benchmark(opts: Options) -> dict:
     import torch
 
     if not torch.cuda.is_available():
-        from .errors import ConfigurationError
+        from wtconv_core.errors import ConfigurationError
 
         raise ConfigurationError("bench-layer needs a CUDA GPU (torch.cuda.is_available() is False)")
     torch.backends.cudnn.benchmark = False

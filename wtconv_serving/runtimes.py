@@ -8,7 +8,7 @@ In order of preference (docs/serving.md):
 - ``onnxruntime``: the exported ONNX model itself in ONNX Runtime, WTConv2d nodes on the native op library
   libwtconv_ort.so (else, on the CPU, through the onnxruntime-extensions Python op): on a GPU through onnxruntime-gpu's
   CUDA execution provider (TF32 off) where it and the library's CUDA op exist, else on the CPU
-  (wtconv_export.onnx_validate.plan_ort_execution makes the choice and its checks).
+  (wtconv_validate.ort.plan_ort_execution makes the choice and its checks).
 
 Each runner maps a NumPy batch in the model's input dtype to a NumPy batch in its output dtype, so the served
 model and a test calling the runner directly compute the same thing.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wtconv_export.errors import ConfigurationError, ServingError
+from wtconv_core.errors import ConfigurationError, ServingError
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class OnnxRuntimeRunner:
     def __init__(self, onnx_path, threads: int = 0, *, ort_device: str = "cpu", device: int = 0, library=None):
         import onnxruntime as ort
 
-        from wtconv_export.onnx_validate import plan_ort_execution
+        from wtconv_ort.execution import plan_ort_execution
 
         self.execution = plan_ort_execution(str(onnx_path), _ort_device_text(ort_device, device), library)
         options = ort.SessionOptions()
@@ -74,7 +74,7 @@ def resolve_ort_device(ort_device: str, onnx_path, library=None) -> tuple[str, s
     """("cpu" or "cuda", why not "cuda" for "auto"): where the onnxruntime runtime runs the model. "cuda": the CUDA
     execution provider and, for WTConv2d nodes, libwtconv_ort.so's CUDA op must exist here (ConfigurationError
     saying which is missing); "auto": "cuda" when they do, else "cpu" with the reason."""
-    from wtconv_export.onnx_validate import plan_ort_execution
+    from wtconv_ort.execution import plan_ort_execution
 
     if ort_device == "cpu":
         return "cpu", None

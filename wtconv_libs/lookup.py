@@ -133,7 +133,7 @@ def ort_library() -> Path | None:
     Any ONNX Runtime session can use it::
 
         options = onnxruntime.SessionOptions()
-        options.register_custom_ops_library(str(wtconv_export.libraries.ort_library()))
+        options.register_custom_ops_library(str(wtconv_libs.lookup.ort_library()))
     """
     return find("ort")
 
@@ -152,6 +152,29 @@ def ort_library_info(path) -> dict[str, str]:
     end = data.find(b"\n", start)
     words = data[start + len(_ORT_INFO_MARK) : end if end > 0 else None].decode("ascii", "replace").split()
     return dict(word.split("=", 1) for word in words if "=" in word)
+
+
+def _record_matches(abi: str | None):
+    if abi is None:
+        return None
+
+    def accept(path: Path) -> bool:
+        from wtconv_core.errors import PluginError
+        from wtconv_libs.plugin_elf import inspect_library
+
+        try:
+            return inspect_library(path).abi in (abi, None)
+        except PluginError:
+            return False
+
+    return accept
+
+
+def default_plugin(static: bool = False, abi: str | None = None) -> Path | None:
+    """The plugin library found in the package's lookup order (environment variable, package, per-user cache,
+    build tree), for ABI ``abi`` when given; None when none is found."""
+    kind = "plugin-static" if static else "plugin"
+    return find(kind, abi, accept=_record_matches(abi))
 
 
 def build_subdir(kind: str) -> str:
@@ -181,6 +204,7 @@ __all__ = [
     "build_subdir",
     "build_tree_dir",
     "candidates",
+    "default_plugin",
     "find",
     "install_dir",
     "ort_library",

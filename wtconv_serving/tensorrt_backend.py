@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trt_engine import manifest as mf
-from wtconv_export.errors import InputError, ModelError, PluginError, ServingError
-from wtconv_export.inputs import MAX_INT32, check_int
+from wtconv_core.errors import InputError, ModelError, PluginError, ServingError
+from wtconv_core.inputs import MAX_INT32, check_int
 
 # NumPy dtype name -> Triton DataType (model_config.proto).
 TRITON_DTYPES = {
@@ -253,7 +253,7 @@ def write_repository(
     the counts and GPU indices, the engine, its manifest and its TensorRT backend, the plugin and labels files,
     the repository folder (a model folder that holds files is replaced only with ``force``)."""
     from trt_engine.engine_file import check_engine_request
-    from wtconv_export.paths import check_input_file, check_output_dir
+    from wtconv_core.paths import check_input_file, check_output_dir
 
     instances = check_int(instances, "--instances", 1, MAX_INSTANCES)
     gpus = check_gpus(gpus)
@@ -282,7 +282,7 @@ def write_repository(
     if model_dir.exists() and any(model_dir.iterdir()) and not force:
         raise InputError(f"{model_dir} already exists and is not empty; pass --force to overwrite it")
     if manifest.get("plugin") and not plugin_static:
-        from trt_engine.plugin_library import static_plugin_for
+        from trt_engine.plugins import static_plugin_for
 
         guess = static_plugin_for(manifest)
         if guess is not None:
@@ -333,7 +333,8 @@ def check_static_plugin(plugin_static, manifest: dict) -> None:
     register the creator from its static initialiser, which calls ``getPluginRegistry`` from libnvinfer: so it must
     be the static-registration library, link libnvinfer itself (nothing else provides the symbol at that point),
     and link the engine's TensorRT major. Its ABI record, when present, must be the engine's ABI too."""
-    from trt_engine.plugin_library import check_library_for_tensorrt, inspect_library
+    from trt_engine.plugins import check_library_for_tensorrt
+    from wtconv_libs.plugin_elf import inspect_library
 
     info = inspect_library(plugin_static)
     engine_trt = f"TensorRT {manifest['tensorrt']['version']}"

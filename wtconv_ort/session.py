@@ -4,7 +4,7 @@ Two ways to run a ``wtconv::WTConv2d`` node:
 
 - **the native library** (preferred): ``libwtconv_ort.so`` (plugin/onnxruntime), registered with
   ``SessionOptions.register_custom_ops_library``. The exported file runs as it is, on the CPU and, in a build with
-  CUDA, on onnxruntime-gpu's CUDA execution provider. ``wtconv_export.libraries.ort_library()`` finds it.
+  CUDA, on onnxruntime-gpu's CUDA execution provider. ``wtconv_libs.lookup.ort_library()`` finds it.
 - **the Python op** (the fallback when the library is not built): onnxruntime-extensions runs a Python function as
   an operator, but its Python ops read only scalar int/float/string attributes, so the model is rewritten for that
   runtime (in memory; the exported file is never changed): each WTConv2d node becomes
@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from . import contract, libraries
-from .errors import ConfigurationError, ModelError
+from wtconv_core.errors import ConfigurationError, ModelError
+from wtconv_export import contract
+from wtconv_libs import lookup
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def _register_python_op() -> None:
     import torch
     from onnxruntime_extensions import PyCustomOpDef, onnx_op
 
-    from .fused_spec import fused_wtconv2d_spec
+    from wtconv_export.fused_spec import fused_wtconv2d_spec
 
     @onnx_op(
         op_type=ORT_OP_TYPE,
@@ -199,7 +200,7 @@ def resolve_wtconv_op(op: str = "auto", library: str | os.PathLike | None = None
         raise ValueError(f"op {op!r}: expected one of {', '.join(OPS)}")
     if op == "python":
         return "python", None
-    path = Path(library).expanduser() if library is not None else libraries.ort_library()
+    path = Path(library).expanduser() if library is not None else lookup.ort_library()
     if path is not None and path.is_file():
         return "native", path
     if op == "native" or library is not None:
@@ -210,7 +211,7 @@ def resolve_wtconv_op(op: str = "auto", library: str | os.PathLike | None = None
         )
         raise ConfigurationError(
             f"the ONNX Runtime op library libwtconv_ort.so: {where}; build it with 'wtconv-trt build-libs' or set "
-            f"{libraries.ENV_VARS['ort']} to its path"
+            f"{lookup.ENV_VARS['ort']} to its path"
         )
     return "python", None
 
@@ -279,7 +280,7 @@ def make_ort_session(
             ) from error
         log.info("WTConv2d nodes run on the native ONNX Runtime op %s", path)
         wants_cuda = any((p[0] if isinstance(p, tuple) else p) == "CUDAExecutionProvider" for p in providers)
-        if wants_cuda and libraries.ort_library_info(path).get("cuda") != "yes":
+        if wants_cuda and lookup.ort_library_info(path).get("cuda") != "yes":
             log.warning(
                 "%s was built without its CUDA op (no nvcc where it was built): ONNX Runtime runs the %s nodes on "
                 "the CPU, copying their tensors to and from the GPU; rebuild it with the CUDA toolkit present",

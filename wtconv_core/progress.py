@@ -68,7 +68,20 @@ class _CurrentStderrHandler(logging.StreamHandler):
         pass
 
 
-def show_progress(packages: tuple[str, ...] = ("wtconv_export", "trt_engine")) -> None:
+# The library packages whose loggers show_progress shows by default (docs/design.md §1).
+LIBRARY_PACKAGES = (
+    "wtconv_core",
+    "wtconv_libs",
+    "wtconv_export",
+    "wtconv_ort",
+    "trt_engine",
+    "wtconv_validate",
+    "wtconv_serving",
+    "wtconv_bench",
+)
+
+
+def show_progress(packages: tuple[str, ...] = LIBRARY_PACKAGES) -> None:
     """Show the INFO records of the project's libraries (progress, summaries) on stderr, one message per line.
 
     For command-line programs; idempotent. Libraries never call it: a program embedding them configures logging

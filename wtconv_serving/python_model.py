@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 class ServedModel:
     def __init__(self, args: dict, config: dict, parameters: dict, pb_utils):
-        from trt_engine.serving.runtimes import make_runner
+        from wtconv_serving.runtimes import make_runner
 
         self.pb = pb_utils
         self.batching = int(config.get("max_batch_size", 0)) > 0

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .errors import InputError
+from wtconv_core.errors import InputError
 
 # Largest accepted dimension: TensorRT binds shapes as signed 32-bit values, and nothing larger is a real size.
 MAX_DIM = 2**31 - 1
@@ -127,17 +127,3 @@ def load_inputs(path: str) -> list[np.ndarray]:
         if a.ndim != 4 or not np.issubdtype(a.dtype, np.floating):
             raise InputError(f"--inputs {path}: each array must be a float (B, C, H, W) array, got {a.dtype} {a.shape}")
     return arrays
-
-
-def default_inputs(description: dict, shape_text: str | None) -> list[np.ndarray]:
-    """The shipped held-out digits for the default model, else two seeded random batches (B and max(B, 3))."""
-    if shape_text is None and description.get("source") == "default":
-        from .models import load_heldout_digits  # the shipped held-out digits, preprocessed
-
-        images, _ = load_heldout_digits(count=9)
-        images = images.numpy()
-        return [images[:1], images[1:]]  # batch 1 and batch 8
-    shape = parse_shape(shape_text or description.get("input_shape", "1,3,224,224"))
-    rng = np.random.default_rng(0)
-    batch3 = (max(shape[0], 3),) + shape[1:]
-    return [rng.standard_normal(shape, dtype=np.float32), rng.standard_normal(batch3, dtype=np.float32)]

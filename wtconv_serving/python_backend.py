@@ -5,20 +5,17 @@ Layout written under DIR (the model repository)::
     DIR/<name>/config.pbtxt     backend "python", max_batch_size, I/O names and types of the model (fp16 I/O for an
                                 fp16 export), dynamic batching, instance group, warm-up, parameters (runtime,
                                 file names, the environment's site-packages)
-    DIR/<name>/1/model.py       trt_engine/serving/model.py (hands over to trt_engine.serving.python_model)
+    DIR/<name>/1/model.py       wtconv_serving/model.py (hands over to wtconv_serving.python_model)
     DIR/<name>/1/model.onnx     the exported ONNX model (ONNX Runtime, and the PyTorch model's metadata)
     DIR/<name>/1/model.plan     the TensorRT engine and model.plan.json, its manifest, when given
     DIR/<name>/libwtconv_ort.so the ONNX Runtime op library for the WTConv2d nodes (runtime onnxruntime or auto), when
                                 one is found or given
     DIR/<name>/labels.txt       digit labels for the shipped default model
 
-The served model runs the best runtime present where the server runs (trt_engine/serving/runtimes.py) unless
+The served model runs the best runtime present where the server runs (wtconv_serving/runtimes.py) unless
 the config's ``runtime`` parameter names one; ``ort_device`` says where ONNX Runtime runs it (cpu, or cuda: the
 instance's GPU through the CUDA execution provider, with KIND_GPU instances). The config is parsed into Triton's
-ModelConfig protobuf (tritonclient's model_config_pb2, Triton's model_config.proto) before it is written, so a
-server never sees a config that does not parse. The TensorRT-backend repository (trt_engine/triton.py) and the
-onnxruntime-backend one (trt_engine/triton_onnxruntime.py) are the production recipes for a server with those
-backends.
+ModelConfig protobuf before it is written, so a server never sees a config that does not parse.
 """
 
 from __future__ import annotations
@@ -29,9 +26,9 @@ import site
 from pathlib import Path
 
 from trt_engine import manifest as mf
-from trt_engine.triton import MAX_INSTANCES, MAX_QUEUE_DELAY_US, TRITON_DTYPES, plan_batching
-from wtconv_export.errors import InputError, ModelError, ServingError
-from wtconv_export.inputs import MAX_INT32, check_choice, check_int
+from wtconv_core.errors import InputError, ModelError, ServingError
+from wtconv_core.inputs import MAX_INT32, check_choice, check_int
+from wtconv_serving.tensorrt_backend import MAX_INSTANCES, MAX_QUEUE_DELAY_US, TRITON_DTYPES, plan_batching
 
 DEFAULT_MAX_BATCH = 32
 MAX_THREADS = 1024  # ONNX Runtime intra-op threads
@@ -119,7 +116,7 @@ def describe_onnx(onnx_path) -> dict:
         dims = [int(d.dim_value) if d.HasField("dim_value") else -1 for d in kind.shape.dim]
         return {"name": value.name, "dtype": ONNX_TYPES[kind.elem_type], "shape": dims}
 
-    from wtconv_export.onnx_validate import wtconv_node_count
+    from wtconv_ort.execution import wtconv_node_count
 
     return {
         "input": tensor(proto.graph.input[0]),
@@ -249,9 +246,9 @@ def check_repository_options(
 ) -> dict:
     """The options of write_python_repository checked, in the order ``wtconv-trt serve`` reports them, before
     anything is read or written; returns the ONNX model's description (describe_onnx)."""
-    from trt_engine.serving.runtimes import ORT_DEVICES, RUNTIMES
-    from wtconv_export.onnx_validate import check_ort_library
-    from wtconv_export.paths import check_output_dir
+    from wtconv_core.paths import check_output_dir
+    from wtconv_ort.execution import check_ort_library
+    from wtconv_serving.runtimes import ORT_DEVICES, RUNTIMES
 
     if max_batch_size is not None:
         check_int(max_batch_size, "--max-batch-size", 1, MAX_INT32)
@@ -323,11 +320,11 @@ def write_python_repository(
         batch = plan.max_batch_size if max_batch_size is None else min(int(max_batch_size), plan.max_batch_size)
     ort_device = None
     if runtime in ("auto", "onnxruntime"):
-        from trt_engine.serving.runtimes import resolve_ort_device
-        from wtconv_export import libraries
+        from wtconv_libs import lookup
+        from wtconv_serving.runtimes import resolve_ort_device
 
         if description["wtconv_nodes"] and ort_library is None:
-            ort_library = libraries.ort_library()  # None: the stub falls back to the Python op (CPU), and says so
+            ort_library = lookup.ort_library()  # None: the stub falls back to the Python op (CPU), and says so
         ort_device = device if device != "auto" else resolve_ort_device("auto", onnx, ort_library)[0]
     if instance_kind == "auto":
         if runtime == "onnxruntime":

@@ -1,0 +1,1 @@
+"""Benchmarks and profiles: the layer benchmark, the memory benchmark, the model profile (docs/bench/README.md)."""
