@@ -11,7 +11,8 @@ import torch.nn as nn
 onnx = pytest.importorskip("onnx")
 
 from wtconv_export import contract  # noqa: E402
-from wtconv_export.onnx_export import NoWTConvWarning, count_wtconv_nodes, export_onnx  # noqa: E402
+from wtconv_export.contract import count_wtconv_nodes  # noqa: E402
+from wtconv_export.onnx_export import NoWTConvWarning, export_onnx  # noqa: E402
 from wtconv_export.onnx_models import build_model, randomize_weights  # noqa: E402
 from wtconv_export.wtconv2d import WTConv2d  # noqa: E402
 from wtconv_export.wtconvnext import create_wtconvnext  # noqa: E402

@@ -21,7 +21,8 @@ import torch.nn.functional as F
 
 from wtconv_core.errors import ModelError, WtconvTrtError
 from wtconv_export import contract
-from wtconv_export.onnx_export import count_wtconv_nodes, export_onnx, find_wtconv_layers, read_metadata
+from wtconv_export.contract import count_wtconv_nodes
+from wtconv_export.onnx_export import export_onnx, find_wtconv_layers, read_metadata
 from wtconv_export.published import convert_published_wtconv, is_published_wtconv
 from wtconv_export.wtconv2d import WTConv2d as OurWTConv2d
 

@@ -169,7 +169,8 @@ def tiny10(tmp_path_factory):
 def test_fine_tuned_tiny_exports_with_its_head(tiny10):
     import onnx
 
-    from wtconv_export.onnx_export import count_wtconv_nodes, read_metadata
+    from wtconv_export.contract import count_wtconv_nodes
+    from wtconv_export.onnx_export import read_metadata
 
     _, _, onnx_path = tiny10
     proto = onnx.load(str(onnx_path))

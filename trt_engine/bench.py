@@ -30,6 +30,7 @@ from trt_engine.profiles import Profile, format_shape
 from wtconv_core.errors import EngineError
 from wtconv_core.inputs import check_choice, check_int, check_number, shape_of
 from wtconv_core.progress import Progress
+from wtconv_core.stats import median, percentile
 
 logger = logging.getLogger(__name__)
 
@@ -38,25 +39,6 @@ MAX_ITERATIONS = 10**7  # timed inferences per case
 MAX_WARMUP_MS = 600_000.0  # warm-up per case: ten minutes
 # --cuda-graph: which modes are timed, in this order.
 CUDA_GRAPH_MODES = {"both": ("off", "on"), "on": ("on",), "off": ("off",)}
-
-
-def percentile(sorted_times: Sequence[float], p: float) -> float:
-    """trtexec's findPercentile on an ascending list."""
-    n = len(sorted_times)
-    if n == 0:
-        return math.inf
-    if not 0.0 <= p <= 100.0:
-        raise ValueError(f"percentile {p} is not in [0, 100]")
-    exclude = int((1.0 - p / 100.0) * n)
-    return sorted_times[max(n - 1 - exclude, 0)]
-
-
-def median(sorted_times: Sequence[float]) -> float:
-    n = len(sorted_times)
-    if n == 0:
-        return math.inf
-    m = n // 2
-    return sorted_times[m] if n % 2 else (sorted_times[m - 1] + sorted_times[m]) / 2.0
 
 
 def latency_stats(times_ms: Iterable[float]) -> dict[str, float]:
@@ -218,7 +200,7 @@ def _time(launch, stream, iterations: int, warmup_ms: float) -> dict:
 
 def write_json(result: dict, path: str | os.PathLike) -> None:
     """Write the result as JSON, atomically."""
-    from trt_engine.manifest import atomic_write_json
+    from wtconv_core.files import atomic_write_json
 
     atomic_write_json(path, result)
 

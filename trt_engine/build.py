@@ -31,6 +31,7 @@ from pathlib import Path
 from trt_engine import manifest as mf
 from trt_engine.profiles import check_profile_against_inputs, default_profile, parse_profile
 from wtconv_core.errors import ConfigurationError, InputError, ModelError, PluginError
+from wtconv_core.files import atomic_write_bytes
 from wtconv_core.inputs import check_choice, check_int
 from wtconv_export import contract
 from wtconv_export.contract import METADATA_PREFIX
@@ -597,7 +598,7 @@ def build_engine(opts: BuildOptions) -> BuildResult:
         io = loaded.io()
         del loaded
 
-    mf.atomic_write_bytes(engine_path, engine_bytes)
+    atomic_write_bytes(engine_path, engine_bytes)
     manifest = mf.make_manifest(
         engine_file=engine_path.name,
         engine_sha256=mf.sha256_bytes(engine_bytes),

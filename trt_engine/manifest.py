@@ -17,13 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trt_engine.profiles import Profile
 from wtconv_core.errors import EngineError
+from wtconv_core.files import atomic_write_json
 from wtconv_core.version import __version__
 
 FORMAT = "wtconv-trt-engine-manifest"
@@ -46,45 +46,6 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 def sha256_bytes(data: bytes | bytearray | memoryview) -> str:
     return hashlib.sha256(memoryview(data)).hexdigest()
-
-
-def user_file_mode() -> int:
-    """The mode a new file gets from open() here: 0o666 less the process's umask (read from /proc, else set and
-    restored). mkstemp's 0o600 would keep an engine, a manifest or a report from every other user, such as a
-    Triton container running as another user."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            umask = next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
-    except (OSError, StopIteration, ValueError, IndexError):
-        umask = os.umask(0o022)
-        os.umask(umask)
-    return 0o666 & ~umask
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes | bytearray | memoryview) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part; the file
-    gets the user's usual mode (user_file_mode), as any file the user writes."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(memoryview(data))
-            f.flush()
-            os.fchmod(f.fileno(), user_file_mode())
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-    """``obj`` as indented JSON, written atomically."""
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode("utf-8"))
 
 
 def parse_version(text: str) -> tuple[int, ...]:

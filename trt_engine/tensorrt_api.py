@@ -491,7 +491,7 @@ class NetworkBuilder:
                 f"for TensorRT's log"
             )
         if timing_cache is not None:
-            from trt_engine.manifest import atomic_write_bytes
+            from wtconv_core.files import atomic_write_bytes
 
             atomic_write_bytes(timing_cache, config.get_timing_cache().serialize())
         del monitor

@@ -34,3 +34,8 @@ MAX_WT_LEVELS = 8
 # "wtconv_trt.weights", "wtconv_trt.input_shape", "wtconv_trt.precision", ...): how a built engine finds the
 # PyTorch model it came from.
 METADATA_PREFIX = "wtconv_trt."
+
+
+def count_wtconv_nodes(model_proto) -> int:
+    """The WTConv2d nodes (op_type and domain above) in an ONNX ModelProto's main graph."""
+    return sum(1 for n in model_proto.graph.node if n.op_type == OP_TYPE and n.domain == ONNX_DOMAIN)

@@ -31,7 +31,6 @@ import copy
 import dataclasses
 import logging
 import os
-import tempfile
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -41,6 +40,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from wtconv_core.errors import InputError, ModelError
+from wtconv_core.files import atomic_path
 from wtconv_core.progress import Progress
 from wtconv_export import contract
 from wtconv_export.contract import METADATA_PREFIX
@@ -469,11 +469,6 @@ def _name_dynamic_axes(model_proto, dynamic: bool) -> None:
                 dim.dim_param = renames[dim.dim_param]
 
 
-def count_wtconv_nodes(model_proto: Any) -> int:
-    """The WTConv2d nodes (custom domain) in an ONNX ModelProto's main graph."""
-    return sum(1 for n in model_proto.graph.node if n.op_type == contract.OP_TYPE and n.domain == contract.ONNX_DOMAIN)
-
-
 def export_onnx(
     model: nn.Module,
     path: str | os.PathLike,
@@ -557,7 +552,7 @@ def export_onnx(
             f"the exporter emitted an ONNX local function named {contract.OP_TYPE}; "
             "TensorRT would import it instead of the plugin (docs/design.md §4)"
         )
-    num_nodes = count_wtconv_nodes(proto)
+    num_nodes = contract.count_wtconv_nodes(proto)
     expected = len(layers) if ops == "plugin" else 0
     if num_nodes != expected:
         raise RuntimeError(f"expected {expected} {contract.OP_TYPE} nodes in the exported graph, found {num_nodes}")
@@ -571,19 +566,8 @@ def export_onnx(
     onnx.checker.check_model(proto)
     progress.step("onnx.checker passed")
 
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + ".", dir=directory)
-    os.close(fd)
-    try:
-        onnx.save_model(proto, tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp:
+        onnx.save_model(proto, str(tmp))
     progress.step(f"written to {path}")
     return ExportResult(
         path=path,

@@ -25,6 +25,7 @@ import subprocess
 from pathlib import Path
 
 from wtconv_core.errors import ConfigurationError, InputError
+from wtconv_core.files import atomic_copy
 from wtconv_libs import lookup
 
 log = logging.getLogger(__name__)
@@ -237,9 +238,7 @@ def build_libraries(
         target_dir = lookup.install_dir(kind, None if kind in lookup.ABI_FREE else abi, install_root)
         target_dir.mkdir(parents=True, exist_ok=True)
         target = target_dir / built.name
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        shutil.copy2(built, tmp)
-        os.replace(tmp, target)  # atomic: a process loading the old file keeps its mapping
+        atomic_copy(built, target)  # a process that loaded the old file keeps its mapping
         installed[kind] = target
     return installed
 

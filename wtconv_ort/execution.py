@@ -16,7 +16,7 @@ from wtconv_export import contract
 DEVICES = ("cpu", "cuda")  # where ONNX Runtime runs an export: its CPU or CUDA execution provider
 MAX_GPU_INDEX = 1023
 
-__all__ = ["DEVICES", "OrtExecution", "check_ort_library", "parse_device", "plan_ort_execution", "wtconv_node_count"]
+__all__ = ["DEVICES", "OrtExecution", "check_ort_library", "parse_device", "plan_ort_execution"]
 
 
 def parse_device(device: str) -> tuple[str, int]:
@@ -43,11 +43,6 @@ def check_ort_library(path: str | os.PathLike, option: str = "--ort-library") ->
             f"{option} {os.fspath(path)} is not libwtconv_ort.so (it has no wtconv_ort_info record); {made_by}"
         )
     return Path(path)
-
-
-def wtconv_node_count(model_proto: Any) -> int:
-    """How many ``wtconv::WTConv2d`` nodes the model's graph has."""
-    return sum(n.op_type == contract.OP_TYPE and n.domain == contract.ONNX_DOMAIN for n in model_proto.graph.node)
 
 
 def _import_cuda_libraries() -> None:
@@ -129,7 +124,7 @@ def plan_ort_execution(model: Any, device: str = "cpu", library: str | os.PathLi
         import onnx
 
         model = onnx.load(os.fspath(model), load_external_data=False)
-    nodes = wtconv_node_count(model)
+    nodes = contract.count_wtconv_nodes(model)
     if kind == "cuda":
         import onnxruntime
 

@@ -16,15 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from wtconv_core.stats import percentile
+
 WIRE_TYPES = {np.dtype(np.float32): "FP32", np.dtype(np.float16): "FP16"}
-
-
-def percentile(sorted_values, p: float) -> float:
-    """Nearest-rank percentile of an ascending list (p in 0..100)."""
-    if not sorted_values:
-        return float("nan")
-    rank = max(1, int(np.ceil(p / 100.0 * len(sorted_values))))
-    return float(sorted_values[rank - 1])
 
 
 def request_plan(count: int, pool_size: int, batch_sizes) -> list:
@@ -271,7 +265,6 @@ __all__ = [
     "input_pool",
     "expected_outputs",
     "LoadReport",
-    "percentile",
     "rows",
     "matches",
 ]

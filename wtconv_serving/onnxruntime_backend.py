@@ -34,8 +34,8 @@ import shutil
 import stat
 from pathlib import Path
 
-from trt_engine import manifest as mf
 from wtconv_core.errors import ConfigurationError, InputError
+from wtconv_core.files import atomic_write_bytes
 from wtconv_core.inputs import MAX_INT32, check_choice, check_int
 from wtconv_serving.python_backend import (
     default_model_name,
@@ -243,10 +243,10 @@ def write_onnxruntime_repository(
     if library is not None:
         shutil.copyfile(library, model_dir / library.name)
     if label_lines is not None:
-        mf.atomic_write_bytes(model_dir / "labels.txt", ("\n".join(label_lines) + "\n").encode())
-    mf.atomic_write_bytes(model_dir / "config.pbtxt", config.encode())
+        atomic_write_bytes(model_dir / "labels.txt", ("\n".join(label_lines) + "\n").encode())
+    atomic_write_bytes(model_dir / "config.pbtxt", config.encode())
     serve = out / "serve.sh"
-    mf.atomic_write_bytes(serve, serve_script(name, library_in_server).encode())
+    atomic_write_bytes(serve, serve_script(name, library_in_server).encode())
     serve.chmod(serve.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return {
         "config": model_dir / "config.pbtxt",

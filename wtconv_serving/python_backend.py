@@ -27,6 +27,7 @@ from pathlib import Path
 
 from trt_engine import manifest as mf
 from wtconv_core.errors import InputError, ModelError, ServingError
+from wtconv_core.files import atomic_write_bytes, atomic_write_json
 from wtconv_core.inputs import MAX_INT32, check_choice, check_int
 from wtconv_serving.tensorrt_backend import MAX_INSTANCES, MAX_QUEUE_DELAY_US, TRITON_DTYPES, plan_batching
 
@@ -116,13 +117,13 @@ def describe_onnx(onnx_path) -> dict:
         dims = [int(d.dim_value) if d.HasField("dim_value") else -1 for d in kind.shape.dim]
         return {"name": value.name, "dtype": ONNX_TYPES[kind.elem_type], "shape": dims}
 
-    from wtconv_ort.execution import wtconv_node_count
+    from wtconv_export.contract import count_wtconv_nodes
 
     return {
         "input": tensor(proto.graph.input[0]),
         "output": tensor(proto.graph.output[0]),
         "metadata": read_metadata(proto),
-        "wtconv_nodes": wtconv_node_count(proto),
+        "wtconv_nodes": count_wtconv_nodes(proto),
     }
 
 
@@ -371,15 +372,15 @@ def write_python_repository(
     shutil.copyfile(onnx, version / "model.onnx")
     if engine:
         shutil.copyfile(engine, version / "model.plan")
-        mf.atomic_write_json(mf.manifest_path(version / "model.plan"), mf.read_manifest(engine))
+        atomic_write_json(mf.manifest_path(version / "model.plan"), mf.read_manifest(engine))
     if plugin:
         shutil.copyfile(plugin, model_dir / Path(plugin).name)
     if "ort_library" in parameters:
         shutil.copyfile(ort_library, model_dir / parameters["ort_library"])
     shutil.copyfile(MODEL_TEMPLATE, version / "model.py")
     if labels:
-        mf.atomic_write_bytes(model_dir / "labels.txt", ("\n".join(str(d) for d in range(10)) + "\n").encode())
-    mf.atomic_write_bytes(model_dir / "config.pbtxt", config.encode())
+        atomic_write_bytes(model_dir / "labels.txt", ("\n".join(str(d) for d in range(10)) + "\n").encode())
+    atomic_write_bytes(model_dir / "config.pbtxt", config.encode())
     return {
         "model_dir": model_dir,
         "config": model_dir / "config.pbtxt",

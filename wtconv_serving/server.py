@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -38,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wtconv_core.errors import ConfigurationError, ServingError
+from wtconv_core.files import atomic_copy
 
 log = logging.getLogger(__name__)
 
@@ -128,10 +128,7 @@ def prepare_backends(install: ServerInstall) -> Path:
     try:
         target.mkdir(parents=True, exist_ok=True)
         for src, dst in files:
-            tmp = dst.with_name(dst.name + f".tmp{os.getpid()}")
-            shutil.copyfile(src, tmp)
-            tmp.chmod(0o755)
-            os.replace(tmp, dst)
+            atomic_copy(src, dst, mode=0o755)
     except OSError as error:
         raise ConfigurationError(
             f"cannot prepare the Triton Python backend in {target_root}: {error}; set {ENV_CACHE} to a writable folder"

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from trt_engine import manifest as mf
 from wtconv_core.errors import InputError, ModelError, PluginError, ServingError
+from wtconv_core.files import atomic_write_bytes, atomic_write_json
 from wtconv_core.inputs import MAX_INT32, check_int
 
 # NumPy dtype name -> Triton DataType (model_config.proto).
@@ -306,17 +307,17 @@ def write_repository(
         labels=label_lines is not None,
     )
     (model_dir / "1").mkdir(parents=True, exist_ok=True)
-    mf.atomic_write_bytes(model_dir / "1" / "model.plan", Path(engine).read_bytes())
-    mf.atomic_write_bytes(model_dir / "config.pbtxt", config.encode())
-    mf.atomic_write_json(model_dir / "engine.json", manifest)
+    atomic_write_bytes(model_dir / "1" / "model.plan", Path(engine).read_bytes())
+    atomic_write_bytes(model_dir / "config.pbtxt", config.encode())
+    atomic_write_json(model_dir / "engine.json", manifest)
     if label_lines is not None:
-        mf.atomic_write_bytes(model_dir / "labels.txt", ("\n".join(label_lines) + "\n").encode())
+        atomic_write_bytes(model_dir / "labels.txt", ("\n".join(label_lines) + "\n").encode())
     plugin_rel = None
     if plugin_static:
         plugin_rel = f"{name}/{Path(plugin_static).name}"
         shutil.copyfile(plugin_static, out / plugin_rel)
     serve = out / "serve.sh"
-    mf.atomic_write_bytes(serve, serve_script(name, manifest, plugin_rel).encode())
+    atomic_write_bytes(serve, serve_script(name, manifest, plugin_rel).encode())
     serve.chmod(serve.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return {
         "config": model_dir / "config.pbtxt",

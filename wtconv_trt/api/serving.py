@@ -469,7 +469,7 @@ class Served:
 
         import numpy as np
 
-        from trt_engine.manifest import atomic_write_json
+        from wtconv_core.files import atomic_write_json
         from wtconv_core.paths import check_output_file
         from wtconv_serving.load import direct_throughput, expected_outputs, input_pool, run_load
         from wtconv_serving.python_backend import plan_from_onnx
