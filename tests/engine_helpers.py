@@ -58,7 +58,8 @@ def fake_engine(
     input_shape=(-1, 1, 32, 32),
     output_shape=(-1, 10),
 ):
-    """An 'engine' file (arbitrary bytes) with a valid manifest: enough for every check made before TensorRT."""
+    """An 'engine' file (arbitrary bytes) with a valid manifest (returned as the EngineManifest written): enough for
+    every check made before TensorRT."""
     from trt_engine import manifest as mf
     from trt_engine.profiles import parse_profile
 
@@ -66,18 +67,18 @@ def fake_engine(
     engine.write_bytes(payload)
     profiles = profiles or ["input:1x1x32x32/8x1x32x32/32x1x32x32"]
     plugin_record = (
-        {
-            "library": os.fspath(tmp_path / "libwtconv_trt_plugin_dynamic.so"),
-            "kind": "dynamic",
-            "name": "WTConv2d",
-            "version": "1",
-            "namespace": "",
-            "tensorrt_major": 10,
-        }
+        mf.PluginRecord(
+            name="WTConv2d",
+            version="1",
+            namespace="",
+            library=os.fspath(tmp_path / "libwtconv_trt_plugin_dynamic.so"),
+            kind="dynamic",
+            tensorrt_major=10,
+        )
         if plugin
         else None
     )
-    manifest = mf.make_manifest(
+    manifest = mf.EngineManifest(
         engine_file=engine.name,
         engine_sha256=mf.sha256_bytes(payload),
         engine_bytes=len(payload),
@@ -94,8 +95,8 @@ def fake_engine(
         tf32=True,
         profiles=[parse_profile(p) for p in profiles],
         io=[
-            {"name": "input", "mode": "input", "shape": list(input_shape), "dtype": dtype},
-            {"name": "output", "mode": "output", "shape": list(output_shape), "dtype": dtype},
+            mf.TensorIO("input", "input", tuple(input_shape), dtype),
+            mf.TensorIO("output", "output", tuple(output_shape), dtype),
         ],
     )
     mf.write_manifest(engine, manifest)

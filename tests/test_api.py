@@ -115,7 +115,7 @@ def test_build_from_python_refuses_what_the_command_line_refuses(tmp_path):
     with pytest.raises(InputError, match="elements, more than TensorRT's 2147483647"):
         build_engine(BuildOptions(onnx=onnx, shapes=["input:1x1x32x32/1x1x32x32/2097152x1x32x32"]))
     (tmp_path / "m.fp32.engine").write_bytes(b"earlier")
-    with pytest.raises(InputError, match="already exists; pass --force"):
+    with pytest.raises(InputError, match="already exists; pass force=True"):
         build_engine(BuildOptions(onnx=onnx))
     assert (tmp_path / "m.fp32.engine").read_bytes() == b"earlier"
 
@@ -131,11 +131,13 @@ def test_triton_repository_result(tmp_path):
 def test_serving_plan_checks_everything_before_writing(tmp_path):
     pytest.importorskip("tritonclient.grpc")
     onnx = tiny_onnx(tmp_path / "m.onnx")
-    with pytest.raises(wtconv_trt.InputError, match="--concurrency"):
-        api.serving.plan_serving(onnx, tmp_path / "repo", concurrency=0)
+    from wtconv_trt.api import serving
+
+    with pytest.raises(wtconv_trt.InputError, match="^concurrency: expected"):
+        serving.plan_serving(onnx, tmp_path / "repo", concurrency=0)
     if not __import__("torch").cuda.is_available():  # with a GPU, torch-cuda may run here
         with pytest.raises(wtconv_trt.ConfigurationError, match="runtime torch-cuda cannot run here"):
-            api.serving.plan_serving(onnx, tmp_path / "repo", runtime="torch-cuda")
+            serving.plan_serving(onnx, tmp_path / "repo", runtime="torch-cuda")
     assert not (tmp_path / "repo").exists()
     written = wtconv_trt.write_serving_repository(onnx, tmp_path / "repo", runtime="onnxruntime")
     assert written.name == "m" and written.config.is_file() and 'backend: "python"' in written.config_text

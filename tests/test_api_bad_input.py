@@ -1,9 +1,10 @@
 """The bad-input table's API twin: every case of tests/test_cli_bad_input.py that is not about the command line's
 own syntax, run through the Python API (``import wtconv_trt``) with the values the command line would hand it.
 
-Each call must raise a ``WtconvTrtError`` subclass whose message is exactly the command line's error line (after
-``wtconv-trt CMD: error: ``), and write nothing: the checks live in the jobs, not in the command modules, so both
-callers meet the same check. The command line's line is taken by running the same case through ``cli.main``.
+Each call must raise a ``WtconvTrtError`` subclass and write nothing: the checks live in the jobs, not in the command
+modules, so both callers meet the same check. The API's message is in the API's words (no command-line option in
+it), and the command line's error line (after ``wtconv-trt CMD: error: ``, taken by running the same case through
+``cli.main``) is exactly that message with the parameters named by their options (cli.command_line_message).
 
 SYNTAX lists the cases left out, each for a reason that only exists on a command line (text that does not parse as
 the option's type, a missing or unknown option, a choice argparse refuses, an option of another subcommand).
@@ -313,5 +314,36 @@ def test_api_raises_the_same_error_and_writes_nothing(case_id, files, capsys, mo
     before = _snapshot(files["work"])
     with pytest.raises(wtconv_trt.WtconvTrtError) as error:
         TWINS[case_id](files)
-    assert " ".join(str(error.value).split()) == expected
     assert _snapshot(files["work"]) == before, "a file was created, changed or removed"
+    api_message = " ".join(str(error.value).split())
+    typed = [a for a in argv if re.fullmatch(r"--?[a-z][a-z-]*", a)]
+    named = [o for o in typed if re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", _outside_commands(api_message))]
+    assert not named, f"the API's message names the command-line option {named}: {api_message}"
+    options = cli.build_parser().parse_args([a.format(**files) for a in argv])._options
+    assert cli.command_line_message(error.value, options) == expected
+
+
+def _outside_commands(message: str) -> str:
+    """The message without the commands it quotes for the user to run ('wtconv-trt build-libs --tensorrt-headers ..."""
+    return re.sub(r"'?wtconv-trt [a-z-]+[^;'()]*'?", "", message)
+
+
+def test_the_command_line_and_the_api_word_the_same_refusal():
+    """One refusal, two wordings: the API names its parameter, the command line the option that sets it."""
+    with pytest.raises(wtconv_trt.WtconvTrtError) as error:
+        wtconv_trt.write_triton_repository("model.engine", "repo", instances=0)
+    assert str(error.value) == "instances: expected an integer from 1 to 64, got 0"
+    assert error.value.parameter == "instances"
+    options = cli.build_parser().parse_args(["triton-repo", "--engine", "m.engine", "--out", "r"])._options
+    assert (
+        cli.command_line_message(error.value, options)
+        == "argument --instances: expected an integer from 1 to 64, got 0"
+    )
+    error = wtconv_trt.WtconvTrtError("out /x already exists; pass force=True to overwrite it", parameter="out")
+    assert cli.command_line_message(error, options) == "--out /x already exists; pass --force to overwrite it"
+    error = wtconv_trt.WtconvTrtError("cuda=False: needs nvcc; leave out tensorrt_headers or pass ort_library=LIB")
+    libs = cli.build_parser().parse_args(["build-libs"])._options
+    assert (
+        cli.command_line_message(error, libs)
+        == "--no-cuda: needs nvcc; leave out tensorrt_headers or pass ort_library=LIB"
+    )

@@ -32,7 +32,7 @@ def test_missing_headers_are_said_before_compiling(tmp_path, monkeypatch, caplog
     monkeypatch.setattr(build, "build_libraries", cmake_stand_in)
     with caplog.at_level(logging.INFO):
         built = wtconv_trt.build_libraries()
-    assert len(said_before) == 1 and said_before[0].startswith("no --tensorrt-headers: building the kernel library")
+    assert len(said_before) == 1 and said_before[0].startswith("no TensorRT headers given: building the kernel library")
     assert "github.com/NVIDIA/TensorRT" in said_before[0] and "--tensorrt-headers DIR" in said_before[0]
     assert built.note.startswith("no TensorRT plugin built: ") and "11.x for TensorRT 11 and TensorRT-RTX" in built.note
 
@@ -41,7 +41,7 @@ def test_missing_headers_are_said_before_compiling(tmp_path, monkeypatch, caplog
     out, err = capsys.readouterr()
     assert out.split() == ["kernels", str(tmp_path / "libwtconv_kernels_capi.so")]
     lines = err.strip().splitlines()
-    assert lines[0].startswith("no --tensorrt-headers") and lines[-1].startswith("(no TensorRT plugin built: ")
+    assert lines[0].startswith("no TensorRT headers given") and lines[-1].startswith("(no TensorRT plugin built: ")
 
 
 def test_each_source_tree_has_its_own_build_folder(tmp_path, monkeypatch):

@@ -520,7 +520,7 @@ SERVE = [
     (
         "serve/device-cuda-without-the-ep",
         ["serve", "{d_onnx}", "--repo", "{work}/served", "--runtime", "onnxruntime", "--device", "{no_cuda_ep}"],
-        "runtime onnxruntime cannot run here: --device cuda: onnxruntime",
+        "--runtime onnxruntime cannot run here: device cuda: onnxruntime",
     ),
     (
         "serve/ort-library-not-one",

@@ -46,9 +46,9 @@ def test_decide_typing_errors():
     with pytest.raises(ValueError, match="TensorRT 11 has no FP16 builder flag.*export --precision fp16"):
         decide_typing(11, "fp16", "float32")
     for major in (10, 11):
-        with pytest.raises(ValueError, match="--precision fp32 was asked but the ONNX model is fp16"):
+        with pytest.raises(ValueError, match="precision fp32 was asked but the ONNX model is fp16"):
             decide_typing(major, "fp32", "float16")
-    with pytest.raises(ValueError, match="--precision must be one of"):
+    with pytest.raises(ValueError, match="precision must be one of"):
         decide_typing(10, "int8", "float32")
     with pytest.raises(ValueError, match="input is float64"):
         decide_typing(10, "fp32", "float64")

@@ -2,6 +2,7 @@
 handling and every error path that can be reached without TensorRT (exit status 2, one clear line)."""
 
 import argparse
+import types
 
 import pytest
 from engine_helpers import fake_engine, tiny_onnx
@@ -213,9 +214,7 @@ def test_engine_gpu_problem_names_what_runs_where(monkeypatch):
 
     def problem(gpu, backend, targets=None):
         monkeypatch.setattr(environment, "_gpu", lambda: gpu)
-        return environment.engine_gpu_problem(
-            {"tensorrt": {"backend": backend}, "build": {"compute_capabilities": targets}}
-        )
+        return environment.engine_gpu_problem(types.SimpleNamespace(backend=backend, compute_capabilities=targets))
 
     h200, ada = ("NVIDIA H200", (9, 0)), ("NVIDIA L4", (8, 9))
     assert "no GPU that can run engines" in problem((None, None), "tensorrt")

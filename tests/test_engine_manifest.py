@@ -1,4 +1,4 @@
-"""Engine manifest: round trip, sha256, atomic writes, integrity and version checks (CPU only)."""
+"""Engine manifest: round trip through its file, sha256, integrity and version checks (CPU only)."""
 
 import hashlib
 import json
@@ -9,6 +9,7 @@ from engine_helpers import fake_engine
 from trt_engine import manifest as mf
 from trt_engine.profiles import parse_profile
 from wtconv_core.errors import EngineError
+from wtconv_core.files import atomic_write_json
 
 
 def test_round_trip_and_sha256(tmp_path):
@@ -16,22 +17,16 @@ def test_round_trip_and_sha256(tmp_path):
     path = mf.manifest_path(engine)
     assert path.name == "model.fp16.engine.json"
     read = mf.read_manifest(engine)
-    assert read == json.loads(json.dumps(written))
-    assert read["engine"]["sha256"] == hashlib.sha256(engine.read_bytes()).hexdigest()
-    assert mf.sha256_file(engine) == read["engine"]["sha256"]
-    assert read["tensorrt"] == {"version": "10.16.0.72", "major": 10, "backend": "tensorrt"}
-    assert read["plugin"]["name"] == "WTConv2d" and read["plugin"]["version"] == "1"
-    assert mf.profiles_of(read) == [parse_profile("input:1x1x32x32/8x1x32x32/32x1x32x32")]
-    assert {t["name"]: t["dtype"] for t in read["io"]} == {"input": "float16", "output": "float16"}
+    assert read == written
+    on_disk = json.loads(path.read_text())
+    assert on_disk["engine"]["sha256"] == hashlib.sha256(engine.read_bytes()).hexdigest() == read.engine_sha256
+    assert mf.sha256_file(engine) == read.engine_sha256
+    assert on_disk["tensorrt"] == {"version": "10.16.0.72", "major": 10, "backend": "tensorrt"}
+    assert on_disk["plugin"]["name"] == "WTConv2d" and on_disk["plugin"]["version"] == "1"
+    assert read.plugin.name == "WTConv2d" and read.plugin.tensorrt_major == 10
+    assert read.profiles == [parse_profile("input:1x1x32x32/8x1x32x32/32x1x32x32")]
+    assert {t["name"]: t["dtype"] for t in on_disk["io"]} == {"input": "float16", "output": "float16"}
     mf.check_engine_file(engine, read)
-
-
-def test_atomic_write_leaves_no_temporary(tmp_path):
-    target = tmp_path / "a.json"
-    mf.atomic_write_json(target, {"x": 1})
-    mf.atomic_write_json(target, {"x": 2})
-    assert json.loads(target.read_text()) == {"x": 2}
-    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
 
 
 def test_truncated_and_corrupt_engines_are_caught(tmp_path):
@@ -64,8 +59,8 @@ def test_missing_and_malformed_manifests(tmp_path):
         mf.read_manifest(engine)
 
 
-def test_tensorrt_version_check():
-    manifest = {"tensorrt": {"version": "10.16.0.72", "major": 10}, "precision": "fp16", "model": {"onnx": "m.onnx"}}
+def test_tensorrt_version_check(tmp_path):
+    _, manifest = fake_engine(tmp_path, trt_version="10.16.0.72")
     mf.check_tensorrt_version(manifest, "10.16.0.72")
     with pytest.raises(
         EngineError,
@@ -90,19 +85,19 @@ def test_version_is_checked_before_deserialization(tmp_path, monkeypatch):
     import types
 
     from trt_engine import tensorrt_api
-    from trt_engine.engine_file import check_engine_request, load_engine_for_run
+    from trt_engine.engine_file import load_engine_for_run, open_engine
 
     engine, _ = fake_engine(tmp_path, trt_version="10.16.0.72")
     monkeypatch.setattr(tensorrt_api, "import_tensorrt", lambda: types.SimpleNamespace(__version__="11.1.0.5"))
     with pytest.raises(EngineError, match="built with TensorRT 10.16.0.72, this machine has TensorRT 11.1.0.5"):
-        load_engine_for_run(engine, check_engine_request(engine).manifest)
+        load_engine_for_run(open_engine(engine))
 
 
 def test_typed_manifest_round_trip(tmp_path):
     """The typed form (EngineManifest) and the file's JSON form carry the same content."""
     engine, written = fake_engine(tmp_path)
-    info = mf.load_manifest(engine)
-    assert info.to_json() == json.loads(json.dumps(written))
+    info = mf.read_manifest(engine)
+    assert info == written and info.to_json() == json.loads(mf.manifest_path(engine).read_text())
     assert mf.EngineManifest.from_json(info.to_json()) == info
     assert (info.precision, info.tensorrt_major, info.backend) == ("fp16", 10, "tensorrt")
     assert [t.name for t in info.inputs] == ["input"] and [t.name for t in info.outputs] == ["output"]
@@ -110,31 +105,31 @@ def test_typed_manifest_round_trip(tmp_path):
     assert info.profiles == [parse_profile("input:1x1x32x32/8x1x32x32/32x1x32x32")]
     from wtconv_export import __version__
 
-    assert written["wtconv_trt"] == {"version": __version__} and info.wtconv_trt_version == __version__
+    assert info.to_json()["wtconv_trt"] == {"version": __version__} and info.wtconv_trt_version == __version__
 
 
 def test_manifest_written_before_the_version_and_backend_entries_still_reads(tmp_path):
     engine, written = fake_engine(tmp_path)
-    older = json.loads(json.dumps(written))
+    older = written.to_json()
     del older["wtconv_trt"], older["tensorrt"]["backend"]
-    mf.write_manifest(engine, older)
-    info = mf.load_manifest(engine)
+    atomic_write_json(mf.manifest_path(engine), older)
+    info = mf.read_manifest(engine)
     assert info.backend == "tensorrt" and info.wtconv_trt_version is None
     assert info.to_json() == older | {"tensorrt": {**older["tensorrt"], "backend": "tensorrt"}}
 
 
 def test_malformed_entries_are_named(tmp_path):
     engine, written = fake_engine(tmp_path)
-    bad = json.loads(json.dumps(written))
+    bad = written.to_json()
     bad["io"][0]["mode"] = "sideways"
-    mf.write_manifest(engine, bad)
+    atomic_write_json(mf.manifest_path(engine), bad)
     with pytest.raises(EngineError, match="malformed entry.*io entry"):
         mf.read_manifest(engine)
-    bad = json.loads(json.dumps(written))
+    bad = written.to_json()
     del bad["engine"]["sha256"]
-    mf.write_manifest(engine, bad)
+    atomic_write_json(mf.manifest_path(engine), bad)
     with pytest.raises(EngineError, match="malformed entry.*sha256"):
-        mf.load_manifest(engine)
+        mf.read_manifest(engine)
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])
@@ -146,23 +141,25 @@ def test_written_files_take_the_user_s_umask(tmp_path, umask):
 
     from engine_helpers import tiny_onnx
 
-    from wtconv_core.files import atomic_write_bytes, atomic_write_json
-    from wtconv_serving.python_backend import write_python_repository
-    from wtconv_serving.tensorrt_backend import write_repository
+    from wtconv_core.files import atomic_write_bytes
+    from wtconv_serving.python_backend import check_python_repository, write_python_repository
+    from wtconv_serving.tensorrt_backend import write_tensorrt_repository
 
     old = os.umask(umask)
     try:
         atomic_write_bytes(tmp_path / "plan.engine", b"engine bytes")
         atomic_write_json(tmp_path / "bench.json", {"results": []})
         engine, _ = fake_engine(tmp_path, plugin=False)  # its manifest written by write_manifest
-        triton = write_repository(engine, tmp_path / "triton")
-        served = write_python_repository(tiny_onnx(tmp_path / "m.onnx"), tmp_path / "served", engine=engine)
+        triton = write_tensorrt_repository(engine, tmp_path / "triton")
+        served = write_python_repository(
+            check_python_repository(tiny_onnx(tmp_path / "m.onnx"), tmp_path / "served", engine=engine)
+        )
     finally:
         os.umask(old)
     expected = 0o666 & ~umask
     files = [tmp_path / "plan.engine", tmp_path / "bench.json", mf.manifest_path(engine)]
-    files += [triton["model_dir"] / "1" / "model.plan", triton["model_dir"] / "engine.json", triton["config"]]
-    files += [served["model_dir"] / "1" / "model.plan.json", served["config"]]
+    files += [triton.model_dir / "1" / "model.plan", triton.model_dir / "engine.json", triton.config]
+    files += [served.model_dir / "1" / "model.plan.json", served.config]
     modes = {path.name: oct(stat.S_IMODE(path.stat().st_mode)) for path in files}
     assert modes == {path.name: oct(expected) for path in files}
-    assert stat.S_IMODE(triton["serve"].stat().st_mode) == expected | 0o111
+    assert stat.S_IMODE(triton.serve_script.stat().st_mode) == expected | 0o111

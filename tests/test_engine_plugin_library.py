@@ -177,7 +177,7 @@ def test_wrong_abi_refused_by_validate_and_bench_loading(libs, tmp_path, monkeyp
     """The engine-run path (validate, bench: engine_file.load_engine_for_run) refuses a plugin of another ABI by
     name, before deserializing anything."""
     from trt_engine import tensorrt_api
-    from trt_engine.engine_file import check_engine_request, load_engine_for_run
+    from trt_engine.engine_file import load_engine_for_run, open_engine
 
     engine, _ = fake_engine(tmp_path, trt_version="11.1.0.5")
     _stand_in_tensorrt(monkeypatch, "11.1.0.5")
@@ -185,13 +185,13 @@ def test_wrong_abi_refused_by_validate_and_bench_loading(libs, tmp_path, monkeyp
     with pytest.raises(
         PluginError, match="built for ABI trt10 .* TensorRT 11.1.0.5 needs a plugin built for ABI trt11"
     ):
-        load_engine_for_run(engine, check_engine_request(engine).manifest, plugin=libs["dynamic10"])
+        load_engine_for_run(open_engine(engine), plugin=libs["dynamic10"])
 
 
 def test_triton_static_plugin_checks(libs, tmp_path):
     """triton-repo --plugin-static: the dynamic library is refused (it would register nothing under LD_PRELOAD),
     so is a static library that does not link libnvinfer or links another major."""
-    from wtconv_serving.tensorrt_backend import check_static_plugin
+    from trt_engine.plugins import check_static_plugin
 
     _, manifest10 = fake_engine(tmp_path, trt_version="10.16.0.72")
     check_static_plugin(libs["static10"], manifest10)

@@ -78,7 +78,7 @@ def test_default_profile():
     p = default_profile({"input": (-1, 1, 32, 32)})
     assert p.inputs["input"] == InputRange((1, 1, 32, 32), (8, 1, 32, 32), (32, 1, 32, 32))
     assert default_profile({"input": (2, 1, 32, 32)}).inputs["input"].opt == (2, 1, 32, 32)
-    with pytest.raises(ValueError, match="--shapes input:MIN/OPT/MAX"):
+    with pytest.raises(ValueError, match="shapes=input:MIN/OPT/MAX"):
         default_profile({"input": (-1, 3, -1, -1)})
 
 
@@ -89,7 +89,9 @@ def test_find_profile_and_out_of_range_message():
     ]
     assert find_profile(profiles, {"input": (4, 3, 64, 64)}) == 0
     assert find_profile(profiles, {"input": (32, 3, 224, 224)}) == 1
-    with pytest.raises(ValueError, match="outside every optimisation profile.*rebuild the engine with --shapes"):
+    with pytest.raises(
+        ValueError, match="outside every optimisation profile.*rebuild the engine with profiles covering"
+    ):
         find_profile(profiles, {"input": (64, 3, 224, 224)})
 
 

@@ -80,13 +80,14 @@ def test_build_manifest(engines, precision):
 
     result = engines[precision]
     m = mf.read_manifest(result.engine_path)
+    assert m == result.manifest
     mf.check_engine_file(result.engine_path, m)
-    assert m["tensorrt"]["version"] == trt.__version__ and m["tensorrt"]["backend"] == "tensorrt"
-    assert m["plugin"]["name"] == "WTConv2d" and m["plugin"]["version"] == "1"
-    assert m["model"]["wtconv_nodes"] == m["build"]["plugin_layers"] > 0
-    assert m["model"]["source"]["source"] == "default"
-    assert len(m["profiles"]) == 2
-    dtypes = {t["name"]: t["dtype"] for t in m["io"]}
+    assert m.tensorrt_version == trt.__version__ and m.backend == "tensorrt"
+    assert m.plugin.name == "WTConv2d" and m.plugin.version == "1"
+    assert m.wtconv_nodes == m.build["plugin_layers"] > 0
+    assert m.source_model["source"] == "default"
+    assert len(m.profiles) == 2
+    dtypes = {t.name: t.dtype for t in m.io}
     assert dtypes == (
         {"input": "float16", "output": "float16"} if precision == "fp16" else {"input": "float32", "output": "float32"}
     )
@@ -118,6 +119,8 @@ def test_shape_outside_profiles(engines):
 
 def test_corrupt_engine_deserialization(engines, tmp_path):
     """Bytes that match their manifest but are not an engine: TensorRT's deserialize returns None -> clear error."""
+    import dataclasses
+
     from trt_engine import manifest as mf
     from wtconv_validate.engine import validate_engine
 
@@ -126,8 +129,7 @@ def test_corrupt_engine_deserialization(engines, tmp_path):
     data = bytearray(source.read_bytes())
     data[:64] = b"\0" * 64  # the plan's header: TensorRT must refuse it
     bad.write_bytes(bytes(data))
-    m = mf.read_manifest(source)
-    m["engine"]["sha256"] = mf.sha256_bytes(bytes(data))
+    m = dataclasses.replace(mf.read_manifest(source), engine_sha256=mf.sha256_bytes(bytes(data)))
     mf.write_manifest(bad, m)
     with pytest.raises(Exception, match="could not deserialize|rebuild"):
         validate_engine(bad, iterations=1)
@@ -150,14 +152,14 @@ def test_triton_repository(engines, plugin_libs, tmp_path):
     model_config_pb2 = pytest.importorskip("tritonclient.grpc.model_config_pb2")
     from google.protobuf import text_format
 
-    from wtconv_serving.tensorrt_backend import write_repository
+    from wtconv_serving.tensorrt_backend import write_tensorrt_repository
 
     if plugin_libs[1] is None:
         pytest.skip("static-registration plugin library (libwtconv_trt_plugin.so) not built")
-    result = write_repository(
+    result = write_tensorrt_repository(
         engines["fp16"].engine_path, tmp_path / "repo", name="digits", plugin_static=plugin_libs[1]
     )
-    config = text_format.Parse(result["config_text"], model_config_pb2.ModelConfig())
+    config = text_format.Parse(result.config_text, model_config_pb2.ModelConfig())
     assert config.max_batch_size == 128 and config.input[0].data_type == model_config_pb2.TYPE_FP16
 
 
@@ -184,6 +186,6 @@ def test_tensorrt10_fp16_from_fp32_export(onnx_models, plugin_libs, tmp_path):
         return
     result = build_engine(opts)
     m = result.manifest
-    assert (m["strongly_typed"], m["fp16_flag"]) == (False, True)
-    assert {t["dtype"] for t in m["io"]} == {"float32"}
+    assert (m.strongly_typed, m.fp16_flag) == (False, True)
+    assert {t.dtype for t in m.io} == {"float32"}
     assert validate_engine(result.engine_path, iterations=1).passed

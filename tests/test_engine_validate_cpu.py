@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 from engine_helpers import fake_engine
 
-from trt_engine.engine_file import check_engine_request
+from trt_engine.engine_file import open_engine
 from wtconv_core.errors import EngineError
 from wtconv_validate.core import Tolerance, compare_runners, torch_runner_class
 from wtconv_validate.engine import MIN_TOP1_AGREEMENT, TOLERANCES, engine_tolerance, make_inputs, tolerances_for
@@ -139,13 +139,13 @@ def test_default_model_inputs_are_real_digits():
 
 def test_engine_request_checks(tmp_path):
     engine, _ = fake_engine(tmp_path)
-    check = check_engine_request(engine)
-    assert check.shape == (8, 1, 32, 32) and check.profile_index == 0 and check.input_dtype == "float16"
-    assert check_engine_request(engine, "32x1x32x32").shape == (32, 1, 32, 32)
+    opened = open_engine(engine)
+    assert opened.place(None) == (0, (8, 1, 32, 32)) and opened.input.dtype == "float16"
+    assert opened.place((32, 1, 32, 32)) == (0, (32, 1, 32, 32))
     with pytest.raises(ValueError, match="outside every optimisation profile"):
-        check_engine_request(engine, "64x1x32x32")
+        opened.place((64, 1, 32, 32))
     with pytest.raises(ValueError, match="outside every optimisation profile"):
-        check_engine_request(engine, "8x1x64x64")
+        opened.place((8, 1, 64, 64))
 
 
 @pytest.mark.parametrize("offset, expected_status", [(0.0, 0), (0.5, 1)])

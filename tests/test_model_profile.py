@@ -501,8 +501,8 @@ def test_help_names_the_options():
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--batch", "0"], "--batch must be a whole number >= 1, got 0"),
-        (["--parts", "profile", "speed"], "--parts must be one or more of compile, profile, throughput, latency"),
+        (["--batch", "0"], "batch must be a whole number >= 1, got 0"),
+        (["--parts", "profile", "speed"], "parts must be one or more of compile, profile, throughput, latency"),
         ([], "needs a CUDA GPU"),
     ],
 )

@@ -165,7 +165,7 @@ def test_build_libs_builds_installs_and_reports_the_library(exports, monkeypatch
     assert cli.main(argv) == 0
     out, err = capsys.readouterr()
     assert out == f"ort            {installed}  (CPU op only, built without nvcc; ONNX Runtime C API 17+)\n", out
-    assert "--no-cuda: building libwtconv_ort.so with its CPU op alone" in err
+    assert "without CUDA: building libwtconv_ort.so with its CPU op alone" in err
     result = wtconv_trt.validate_onnx(exports[0]["plugin"])
     assert result.passed and result.execution == NATIVE_CPU
 
@@ -221,7 +221,7 @@ def test_device_cuda_is_refused_on_a_cpu_only_onnxruntime(exports, monkeypatch, 
         assert line.startswith(f"wtconv-trt validate: error: {expected}"), line
         with pytest.raises(ConfigurationError, match="has no CUDAExecutionProvider"):
             wtconv_trt.validate_onnx(paths["standard"], device=device)
-    with pytest.raises(ConfigurationError, match="runtime onnxruntime cannot run here: --device cuda: onnxruntime"):
+    with pytest.raises(ConfigurationError, match="runtime onnxruntime cannot run here: device cuda: onnxruntime"):
         wtconv_trt.serve(paths["plugin"], runtime="onnxruntime", device="cuda", http_port=0, grpc_port=0)
 
 

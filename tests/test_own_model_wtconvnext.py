@@ -54,12 +54,10 @@ def test_given_options_must_agree_with_the_checkpoint(gray_checkpoint):
     model, _ = build_model("wtconvnext_tiny", checkpoint=str(path), num_classes=10, in_chans=1)
     assert_same_state(model, saved)
     with pytest.raises(
-        InputError, match=r"--num-classes 1000 was asked for, but checkpoint .*head.fc.weight has 10 rows"
+        InputError, match=r"num_classes 1000 was asked for, but checkpoint .*head.fc.weight has 10 rows"
     ):
         build_model("wtconvnext_tiny", checkpoint=str(path), num_classes=1000)
-    with pytest.raises(
-        InputError, match=r"--in-chans 3 was asked for, but checkpoint .*stem.0.weight takes 1 channels"
-    ):
+    with pytest.raises(InputError, match=r"in_chans 3 was asked for, but checkpoint .*stem.0.weight takes 1 channels"):
         build_model("wtconvnext_tiny", checkpoint=str(path), in_chans=3)
 
 
@@ -106,7 +104,7 @@ def test_bad_options_are_refused(kwargs, pattern):
 
 
 def test_options_do_not_apply_to_the_default_model_and_bad_metadata_is_named():
-    with pytest.raises(InputError, match="--num-classes / --in-chans need --arch"):
+    with pytest.raises(InputError, match="num_classes=N / in_chans=N need arch=ARCH"):
         build_model("default", num_classes=10)
     with pytest.raises(ModelError, match=r"wtconv_trt.num_classes metadata 'ten' is not an integer"):
         build_model_from_metadata({"source": "wtconvnext_tiny", "weights": "random:0", "num_classes": "ten"})
@@ -135,7 +133,7 @@ def test_a_moved_checkpoint_is_named_as_the_metadata_s(tmp_path):
         build_model_from_metadata({"source": "wtconvnext_tiny", "weights": f"checkpoint:{moved}"})
     message = str(error.value)
     assert f"{moved} (recorded in its metadata" in message
-    assert message.endswith("give it with --arch wtconvnext_tiny --checkpoint NEWPATH")
+    assert message.endswith("give it with arch=wtconvnext_tiny checkpoint=NEWPATH")
 
 
 # --------------------------------------------------------------------------------------------------------------

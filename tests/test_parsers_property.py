@@ -49,9 +49,9 @@ any_text = st.one_of(shape_like, st.text(max_size=40))
 @given(shapes, st.sampled_from([",", "x", "X", " , ", " x "]))
 def test_shape_round_trip(shape, separator):
     text = separator.join(str(d) for d in shape)
-    assert parse_dims(text, "--shape") == shape
-    assert parse_dims(format_dims(shape), "--shape") == shape
-    assert parse_dims(format_dims(shape, "x"), "--shape") == shape
+    assert parse_dims(text, "shape") == shape
+    assert parse_dims(format_dims(shape), "shape") == shape
+    assert parse_dims(format_dims(shape, "x"), "shape") == shape
 
 
 @given(st.tuples(dims, dims, dims, dims), st.sampled_from([",", "x"]))
@@ -62,9 +62,9 @@ def test_input_shape_round_trip(shape, separator):
 @given(any_text)
 def test_shape_parser_accepts_only_positive_integers(text):
     try:
-        shape = parse_dims(text, "--shape")
+        shape = parse_dims(text, "shape")
     except InputError as error:
-        assert str(error).startswith("--shape: ") and "\n" not in str(error)
+        assert str(error).startswith("shape: ") and error.parameter == "shape" and "\n" not in str(error)
         return
     assert shape and all(isinstance(d, int) and 1 <= d <= MAX_DIM for d in shape)
     # Independent oracle: ASCII digit groups with optional spaces, one separator kind ('x' or ','), and the
@@ -80,7 +80,7 @@ def test_input_shape_parser_is_rank_four_or_input_error(text):
     try:
         shape = parse_shape(text)
     except InputError as error:
-        assert "--input-shape" in str(error) and "B,C,H,W" in str(error)
+        assert str(error).startswith("input_shape: ") and "B,C,H,W" in str(error)
         return
     assert len(shape) == 4 and min(shape) >= 1
 
@@ -132,7 +132,7 @@ def test_profile_parser_raises_only_input_error(text):
     try:
         profile = parse_profile(text)
     except InputError as error:
-        assert "--shapes" in str(error) and "\n" not in str(error)
+        assert str(error).startswith("shapes") and error.parameter == "shapes" and "\n" not in str(error)
         return
     for r in profile.inputs.values():
         assert len(r.min) == len(r.opt) == len(r.max)
@@ -142,10 +142,10 @@ def test_profile_parser_raises_only_input_error(text):
 # What the command line does with an option's text: the argument's syntax (wtconv_trt.arguments), then the job's
 # check of the value (wtconv_core.inputs), the same check a Python caller of the job gets.
 INT_OPTIONS = [
-    ("positive", lambda v: check_int(v, "--count", 1, MAX_INT32), 1, MAX_INT32),
-    ("seed", lambda v: check_int(v, "--seed", 0, MAX_SEED), 0, MAX_SEED),
-    ("port", lambda v: check_int(v, "--http-port", 1, 65535), 1, 65535),
-    ("non_negative", lambda v: check_int(v, "--threads", 0, MAX_INT32), 0, MAX_INT32),
+    ("positive", lambda v: check_int(v, "count", 1, MAX_INT32), 1, MAX_INT32),
+    ("seed", lambda v: check_int(v, "seed", 0, MAX_SEED), 0, MAX_SEED),
+    ("port", lambda v: check_int(v, "http_port", 1, 65535), 1, 65535),
+    ("non_negative", lambda v: check_int(v, "threads", 0, MAX_INT32), 0, MAX_INT32),
 ]
 
 
@@ -163,9 +163,9 @@ def test_integer_options_in_range_or_one_error(name, check, low, high, text):
 
 
 FLOAT_OPTIONS = [
-    ("positive", lambda v: check_number(v, "--x", 0.0, above=True), 0.0),
+    ("positive", lambda v: check_number(v, "x", 0.0, above=True), 0.0),
     ("tolerance", check_tolerance, 0.0),
-    ("non_negative", lambda v: check_number(v, "--atol", 0.0), None),
+    ("non_negative", lambda v: check_number(v, "atol", 0.0), None),
 ]
 
 
@@ -185,9 +185,10 @@ def test_float_options_finite_and_in_range_or_one_error(name, check, minimum, te
 def test_value_checks_take_python_values_too(value):
     """From Python a job gets values, not text: a bool, a string, NaN or an infinity is refused in one line."""
     try:
-        got = check_number(value, "--warmup", 0.0, 600_000.0)
+        got = check_number(value, "warmup_ms", 0.0, 600_000.0)
     except InputError as error:
-        assert str(error).startswith("argument --warmup: expected") and "\n" not in str(error)
+        assert str(error).startswith("warmup_ms: expected") and error.parameter == "warmup_ms"
+        assert "\n" not in str(error)
         return
     assert not isinstance(value, (bool, str)) and math.isfinite(got) and 0 <= got <= 600_000
 
@@ -196,7 +197,7 @@ def test_value_checks_take_python_values_too(value):
     st.one_of(any_text, st.lists(st.integers(-5, 2000), min_size=1, max_size=5).map(lambda xs: ",".join(map(str, xs))))
 )
 def test_gpu_list_or_one_error(text):
-    from wtconv_serving.tensorrt_backend import check_gpus
+    from wtconv_serving.triton_config import check_gpus
 
     try:
         gpus = check_gpus(arguments.gpu_list(text))

@@ -81,7 +81,7 @@ def test_a_damaged_fat_binary_is_an_error_not_a_guess():
 
 @needs_nvcc
 def test_requested_targets_the_library_cannot_run_are_refused(cuda_libs):
-    with pytest.raises(PluginError, match=r"--compute-capability 7\.5: .*sm_80, sm_86 \(\+ PTX compute_86\).*drop it"):
+    with pytest.raises(PluginError, match=r"compute_capabilities 7\.5: .*sm_80, sm_86 \(\+ PTX compute_86\).*drop it"):
         runnable_targets(cuda_libs["ampere"], ["7.5", "8.6"], requested=True)
     assert runnable_targets(cuda_libs["ampere"], ["8.9", "12.0", "current"], requested=True) == [
         "8.9",
@@ -115,7 +115,7 @@ def test_tensorrt_rtx_build_refuses_a_target_before_building(rtx_plugin, tmp_pat
     onnx_path = tmp_path / "digits.onnx"
     export_onnx(model, onnx_path, ops="plugin", precision="fp16", input_shape=(1, 1, 32, 32))
     monkeypatch.setattr(tensorrt_api, "NetworkBuilder", None)  # reaching the builder would fail differently
-    with pytest.raises(PluginError, match=r"--compute-capability 7\.5: plugin library .* has code for sm_"):
+    with pytest.raises(PluginError, match=r"compute_capabilities 7\.5: plugin library .* has code for sm_"):
         build_engine(
             BuildOptions(
                 onnx=str(onnx_path),

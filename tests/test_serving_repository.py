@@ -15,8 +15,9 @@ from onnx import TensorProto, helper
 
 pytest.importorskip("tritonclient.grpc")
 
-from wtconv_core.errors import ConfigurationError, ServingError  # noqa: E402
-from wtconv_serving import load, python_backend, runtimes, server  # noqa: E402
+from wtconv_core.errors import ConfigurationError, InputError, ServingError  # noqa: E402
+from wtconv_serving import load, python_backend, repository, runtimes, server  # noqa: E402
+from wtconv_serving.triton_config import parse_config  # noqa: E402
 
 
 def tiny_onnx(path, dtype=TensorProto.FLOAT, batch="batch", metadata=None):
@@ -34,18 +35,23 @@ def tiny_onnx(path, dtype=TensorProto.FLOAT, batch="batch", metadata=None):
     return path
 
 
+def write(onnx, out, **options):
+    """check_python_repository then write_python_repository, as wtconv-trt serve --write-only does."""
+    return python_backend.write_python_repository(python_backend.check_python_repository(onnx, out, **options))
+
+
 def parsed(result):
-    return python_backend.parse_config(result["config_text"])
+    return parse_config(result.config_text)
 
 
 @pytest.mark.parametrize("dtype, wire", [(TensorProto.FLOAT, "TYPE_FP32"), (TensorProto.FLOAT16, "TYPE_FP16")])
 def test_config_follows_the_model(tmp_path, dtype, wire):
     """I/O names and types from the graph, dims from the metadata's native shape, batching, warm-up, the
     environment's site-packages for the stub; the written config parses as Triton's ModelConfig."""
-    result = python_backend.write_python_repository(
+    result = write(
         tiny_onnx(tmp_path / "m.onnx", dtype), tmp_path / "repo", name="tiny", runtime="onnxruntime", max_batch_size=16
     )
-    config = python_backend.parse_config((tmp_path / "repo" / "tiny" / "config.pbtxt").read_text())
+    config = parse_config((tmp_path / "repo" / "tiny" / "config.pbtxt").read_text())
     assert config == parsed(result)
     assert config.backend == "python" and config.name == "tiny" and config.max_batch_size == 16
     from tritonclient.grpc import model_config_pb2 as pb
@@ -65,9 +71,7 @@ def test_config_follows_the_model(tmp_path, dtype, wire):
 
 
 def test_fixed_batch_means_no_triton_batching(tmp_path):
-    result = python_backend.write_python_repository(
-        tiny_onnx(tmp_path / "m.onnx", batch=None), tmp_path / "repo", name="fixed"
-    )
+    result = write(tiny_onnx(tmp_path / "m.onnx", batch=None), tmp_path / "repo", name="fixed")
     config = parsed(result)
     assert config.max_batch_size == 0 and list(config.input[0].dims) == [4, 1, 8, 8]
     assert not config.HasField("dynamic_batching")
@@ -75,30 +79,30 @@ def test_fixed_batch_means_no_triton_batching(tmp_path):
 
 def test_existing_model_folder_needs_force(tmp_path):
     onnx_path = tiny_onnx(tmp_path / "m.onnx")
-    python_backend.write_python_repository(onnx_path, tmp_path / "repo", name="m")
-    with pytest.raises(ServingError, match="already exists.*--force"):
-        python_backend.write_python_repository(onnx_path, tmp_path / "repo", name="m")
-    python_backend.write_python_repository(onnx_path, tmp_path / "repo", name="m", force=True)
+    write(onnx_path, tmp_path / "repo", name="m")
+    with pytest.raises(InputError, match="already exists.*force=True"):
+        write(onnx_path, tmp_path / "repo", name="m")
+    write(onnx_path, tmp_path / "repo", name="m", force=True)
 
 
 def test_invalid_repositories_are_refused_in_one_line(tmp_path):
     repo = tmp_path / "repo"
     with pytest.raises(ServingError, match="does not exist"):
-        python_backend.check_repository(repo)
+        repository.check_repository(repo)
     (repo / "m" / "1").mkdir(parents=True)
     (repo / "m" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\nmax_batch_size: eight\n')
     with pytest.raises(ServingError, match=r"config.pbtxt is not a valid Triton model config") as error:
-        python_backend.check_repository(repo)
+        repository.check_repository(repo)
     assert "\n" not in str(error.value)
     (repo / "m" / "config.pbtxt").write_text('name: "other"\nbackend: "python"\n')
     with pytest.raises(ServingError, match="names the model 'other' but its folder is 'm'"):
-        python_backend.check_repository(repo)
+        repository.check_repository(repo)
     (repo / "m" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\n')
-    assert python_backend.check_repository(repo) == ["m"]
+    assert repository.check_repository(repo) == ["m"]
 
 
 def test_taken_port_is_refused_before_the_server_starts(tmp_path):
-    python_backend.write_python_repository(tiny_onnx(tmp_path / "m.onnx"), tmp_path / "repo", name="m")
+    write(tiny_onnx(tmp_path / "m.onnx"), tmp_path / "repo", name="m")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -173,18 +177,16 @@ def test_engine_sets_the_batch_limit_and_travels_with_its_manifest(tmp_path):
     the engine is copied with its manifest, which still checks out (sha256) in the repository."""
     from engine_helpers import fake_engine
 
-    from wtconv_validate.engine import check_engine_request
+    from trt_engine.engine_file import open_engine
 
     engine, _ = fake_engine(tmp_path, precision="fp32", dtype="float32", profiles=["input:1x1x8x8/4x1x8x8/16x1x8x8"])
-    result = python_backend.write_python_repository(
-        tiny_onnx(tmp_path / "m.onnx"), tmp_path / "repo", name="m", engine=engine
-    )
+    result = write(tiny_onnx(tmp_path / "m.onnx"), tmp_path / "repo", name="m", engine=engine)
     config = parsed(result)
     assert config.max_batch_size == 16
     assert {k: v.string_value for k, v in config.parameters.items()}["engine_file"] == "model.plan"
     copied = tmp_path / "repo" / "m" / "1" / "model.plan"
     assert copied.read_bytes() == engine.read_bytes()
-    assert check_engine_request(copied).manifest["profiles"] == check_engine_request(engine).manifest["profiles"]
+    assert open_engine(copied).manifest == open_engine(engine).manifest
 
 
 def test_the_runtime_line_says_what_serves_and_why(tmp_path, monkeypatch):

@@ -78,21 +78,22 @@ def gpus(monkeypatch):
 
         def io(self):
             return [
-                {"name": "input", "mode": "input", "dtype": "float32"},
-                {"name": "output", "mode": "output", "dtype": "float32"},
+                TensorIO("input", "input", (-1, 1, 8, 8), "float32"),
+                TensorIO("output", "output", (-1, 10), "float32"),
             ]
 
-    def load_engine_for_run(engine_path, manifest, plugin):
+    def load_engine_for_run(engine, plugin):
         log.record("deserialize")  # where load_plugin + deserialize_cuda_engine run (and the plugin uploads)
         return Loaded()
 
     from trt_engine import engine_file, profiles
+    from trt_engine.manifest import TensorIO
 
     monkeypatch.setattr(torch.cuda, "device", log.device)
     monkeypatch.setattr(torch.cuda, "Stream", Stream)
     monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
     monkeypatch.setattr(
-        engine_file, "check_engine_request", lambda path: types.SimpleNamespace(manifest={}, profiles=["p"])
+        engine_file, "open_engine", lambda path: types.SimpleNamespace(manifest=types.SimpleNamespace(profiles=["p"]))
     )
     monkeypatch.setattr(engine_file, "load_engine_for_run", load_engine_for_run)
     monkeypatch.setattr(profiles, "find_profile", lambda profiles, shapes: 1)

@@ -34,7 +34,7 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 from wtconv_core.errors import ServingError  # noqa: E402
 from wtconv_export.models import load_default_model, load_heldout_digits  # noqa: E402
 from wtconv_serving import load  # noqa: E402
-from wtconv_serving.python_backend import write_python_repository  # noqa: E402
+from wtconv_serving.python_backend import check_python_repository, write_python_repository  # noqa: E402
 from wtconv_serving.runtimes import OnnxRuntimeRunner  # noqa: E402
 from wtconv_serving.server import TritonServer, loading_phase  # noqa: E402
 
@@ -64,9 +64,10 @@ def served(install, exports, tmp_path_factory):
     repo = tmp_path_factory.mktemp("repo")
     for name, path in exports.items():
         # On the CPU, as the direct runs it is compared with (a GPU with onnxruntime-gpu would take the CUDA EP).
-        write_python_repository(
+        plan = check_python_repository(
             path, repo, name=name, runtime="onnxruntime", device="cpu", max_batch_size=BATCH, threads=1
         )
+        write_python_repository(plan)
     server = TritonServer(
         repo,
         http_port=0,

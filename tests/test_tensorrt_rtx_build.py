@@ -101,12 +101,12 @@ def build_and_check(
     build_times[label] = time.monotonic() - start
     manifest = result.manifest
     plan = result.engine_path.read_bytes()
-    assert manifest["tensorrt"]["backend"] == "tensorrt-rtx"
-    assert manifest["engine"]["bytes"] == len(plan) > 0
-    assert manifest["build"]["plugin_layers"] == wtconv_layers
-    assert manifest["build"]["compute_capabilities"]  # the default: every target this TensorRT-RTX has
+    assert manifest.backend == "tensorrt-rtx"
+    assert manifest.engine_bytes == len(plan) > 0
+    assert manifest.build["plugin_layers"] == wtconv_layers
+    assert manifest.compute_capabilities  # the default: every target this TensorRT-RTX has
     if plugin:
-        assert manifest["plugin"]["abi"] == "trt11" and manifest["plugin"]["kind"] == "dynamic"
+        assert manifest.plugin.abi == "trt11" and manifest.plugin.kind == "dynamic"
 
     network = tensorrt_api.NetworkBuilder(strongly_typed=True)
     network.parse(onnx_path)
@@ -144,8 +144,8 @@ def test_shipped_model_plugin_export(precision, rtx_plugin, shipped_model, shipp
         label=f"shipped model, plugin {precision}",
     )
     dtype = {"fp32": "float32", "fp16": "float16"}[precision]
-    assert [t["dtype"] for t in manifest["io"]] == [dtype, dtype]
-    assert manifest["io"][0]["shape"] == [-1, 1, -1, -1]
+    assert [t.dtype for t in manifest.io] == [dtype, dtype]
+    assert manifest.io[0].shape == (-1, 1, -1, -1)
 
 
 def test_shipped_model_standard_ops(rtx_plugin, shipped_model, shipped_exports, tmp_path, build_times):
@@ -164,7 +164,7 @@ def test_shipped_model_standard_ops(rtx_plugin, shipped_model, shipped_exports, 
             build_times=build_times,
             label="shipped model, standard ops fp32",
         )
-    assert manifest["plugin"] is None
+    assert manifest.plugin is None
 
 
 # (label, channels, kernel_size, wt_levels, stride, profile): odd and non-square sizes, sizes below 2^L at min.
@@ -226,7 +226,7 @@ def test_wtconvnext_tiny_fp16_dynamic_batch_and_resolution(rtx_plugin, export_di
         build_times=build_times,
         label="WTConvNeXt-T fp16, batch 1-4, 64-224 px",
     )
-    assert manifest["io"][0]["shape"] == [-1, 3, -1, -1] and manifest["io"][1]["shape"] == [-1, 1000]
+    assert manifest.io[0].shape == (-1, 3, -1, -1) and manifest.io[1].shape == (-1, 1000)
 
 
 def test_plugin_library_abi_record(rtx_plugin):
@@ -293,9 +293,9 @@ def test_engine_commands_on_a_tensorrt_rtx_engine(rtx_plugin, shipped_exports, t
     to run (validate, bench) says that no GPU here can, before deserialization; Triton's TensorRT backend is
     refused."""
     from trt_engine.build import BuildOptions, build_engine
-    from trt_engine.engine_file import check_engine_request, load_engine_for_run
+    from trt_engine.engine_file import load_engine_for_run, open_engine
     from wtconv_core.errors import ConfigurationError, ServingError
-    from wtconv_serving.tensorrt_backend import write_repository
+    from wtconv_serving.tensorrt_backend import write_tensorrt_repository
 
     result = build_engine(
         BuildOptions(
@@ -309,10 +309,10 @@ def test_engine_commands_on_a_tensorrt_rtx_engine(rtx_plugin, shipped_exports, t
             compute_capabilities=["8.9"],
         )
     )
-    assert result.manifest["build"]["compute_capabilities"] == ["8.9"]
+    assert result.manifest.compute_capabilities == ["8.9"]
     with pytest.raises(ServingError, match="built by TensorRT-RTX, whose engines Triton's TensorRT backend cannot"):
-        write_repository(result.engine_path, tmp_path / "repo")
+        write_tensorrt_repository(result.engine_path, tmp_path / "repo")
     if torch.cuda.is_available() and torch.cuda.get_device_capability() == (8, 9):
         pytest.skip("a GPU this engine runs on is present")
     with pytest.raises(ConfigurationError, match="no GPU that can run (TensorRT-RTX )?engines|built for compute"):
-        load_engine_for_run(result.engine_path, check_engine_request(result.engine_path).manifest)
+        load_engine_for_run(open_engine(result.engine_path))

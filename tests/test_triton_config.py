@@ -1,14 +1,26 @@
-"""Triton model repository for the TensorRT backend (wtconv_serving.tensorrt_backend): config.pbtxt checked against
-Triton's model-configuration schema (tritonclient's model_config_pb2, google.protobuf.text_format), batching plan,
-repository layout."""
+"""The one Triton model-configuration writer (wtconv_serving.triton_config), tested once for every backend: each
+field rendered and parsed with Triton's own schema (tritonclient's model_config_pb2, google.protobuf.text_format),
+and the decisions it alone makes (batching, preferred sizes, warm-up, instance groups, labels) with the same refusal
+from the Python, onnxruntime and TensorRT backends' configs."""
 
-import shutil
-import subprocess
+from __future__ import annotations
 
 import pytest
 from engine_helpers import fake_engine
 
-from wtconv_serving.tensorrt_backend import make_config, plan_batching, write_repository
+from wtconv_core.errors import InputError
+from wtconv_serving.repository import write_model_config
+from wtconv_serving.triton_config import (
+    DynamicBatching,
+    InstanceGroup,
+    ModelConfig,
+    TensorConfig,
+    check_gpus,
+    check_model_name,
+    dynamic_batching,
+    label_lines,
+    warmup_batch_sizes,
+)
 
 model_config_pb2 = pytest.importorskip(
     "tritonclient.grpc.model_config_pb2",
@@ -18,149 +30,153 @@ text_format = pytest.importorskip("google.protobuf.text_format")
 
 
 def parse(text):
+    """Triton's schema check: raises ParseError on any field or enum not in model_config.proto."""
     config = model_config_pb2.ModelConfig()
-    text_format.Parse(text, config)  # raises ParseError on any field or enum not in Triton's schema
+    text_format.Parse(text, config)
     return config
 
 
-def test_fp16_config_against_the_schema(tmp_path):
-    _, manifest = fake_engine(tmp_path)
-    config = parse(make_config(manifest, name="wtconvnext", instances=2, gpus=[0, 1], labels=True))
-    assert config.name == "wtconvnext" and config.platform == "tensorrt_plan"
-    assert config.max_batch_size == 32
-    assert config.default_model_filename == "model.plan"
-    [inp] = config.input
-    assert inp.name == "input" and inp.data_type == model_config_pb2.TYPE_FP16 and list(inp.dims) == [1, 32, 32]
-    [out] = config.output
-    assert out.name == "output" and out.data_type == model_config_pb2.TYPE_FP16 and list(out.dims) == [10]
-    assert out.label_filename == "labels.txt"
-    assert list(config.dynamic_batching.preferred_batch_size) == [8, 32]
-    assert config.dynamic_batching.max_queue_delay_microseconds == 100
-    [group] = config.instance_group
-    assert group.count == 2 and group.kind == model_config_pb2.ModelInstanceGroup.KIND_GPU
-    assert list(group.gpus) == [0, 1] and list(group.profile) == []
-
-
-def test_fp32_engine_has_fp32_io(tmp_path):
-    _, manifest = fake_engine(tmp_path, precision="fp32", dtype="float32")
-    config = parse(make_config(manifest, name="m"))
-    assert config.input[0].data_type == model_config_pb2.TYPE_FP32
-    assert config.output[0].data_type == model_config_pb2.TYPE_FP32
-
-
-def test_several_profiles_and_dynamic_resolution(tmp_path):
-    _, manifest = fake_engine(
-        tmp_path,
-        input_shape=(-1, 3, -1, -1),
-        profiles=["input:1x3x224x224/4x3x224x224/8x3x224x224", "input:8x3x224x224/32x3x224x224/64x3x256x256"],
+def test_every_field_renders_as_triton_reads_it():
+    config = ModelConfig(
+        name="digits",
+        backend="onnxruntime",
+        max_batch_size=16,
+        default_model_filename="model.onnx",
+        inputs=(TensorConfig("input", "float16", (1, 32, 32)),),
+        outputs=(TensorConfig("output", "float16", (10,), "labels.txt"),),
+        dynamic_batching=DynamicBatching((4, 16), 250),
+        instance_group=InstanceGroup(count=2, kind="KIND_GPU", gpus=(0, 1), profiles=(0, 1)),
+        warmup_batch_sizes=(1, 16),
+        parameters=(("runtime", "onnxruntime"), ("quoted", 'a "b" \\c')),
+        op_libraries=("/models/digits/libwtconv_ort.so",),
+        cuda_accelerator=(("use_tf32", "0"),),
     )
-    plan = plan_batching(manifest)
-    assert plan.max_batch_size == 64 and plan.profiles == [0, 1] and plan.input_dims == [3, -1, -1]
-    config = parse(make_config(manifest, name="m"))
-    assert list(config.input[0].dims) == [3, -1, -1]
-    assert list(config.instance_group[0].profile) == ["0", "1"]
-    assert list(config.dynamic_batching.preferred_batch_size) == [4, 32, 64]
-
-
-def test_gap_between_profiles_limits_max_batch(tmp_path):
-    _, manifest = fake_engine(
-        tmp_path, profiles=["input:1x1x32x32/4x1x32x32/8x1x32x32", "input:16x1x32x32/32x1x32x32/64x1x32x32"]
+    parsed = parse(config.render())
+    assert (parsed.name, parsed.backend, parsed.max_batch_size) == ("digits", "onnxruntime", 16)
+    assert parsed.default_model_filename == "model.onnx" and parsed.platform == ""
+    [inp], [out] = parsed.input, parsed.output
+    assert (inp.name, inp.data_type, list(inp.dims)) == ("input", model_config_pb2.TYPE_FP16, [1, 32, 32])
+    assert (out.name, list(out.dims), out.label_filename) == ("output", [10], "labels.txt")
+    assert list(parsed.dynamic_batching.preferred_batch_size) == [4, 16]
+    assert parsed.dynamic_batching.max_queue_delay_microseconds == 250
+    [group] = parsed.instance_group
+    assert (group.count, group.kind, list(group.gpus), list(group.profile)) == (
+        2,
+        model_config_pb2.ModelInstanceGroup.KIND_GPU,
+        [0, 1],
+        ["0", "1"],
     )
-    plan = plan_batching(manifest)
-    assert plan.max_batch_size == 8 and plan.profiles == [0] and "gap" in plan.note
-    assert list(parse(make_config(manifest, name="m")).instance_group[0].profile) == ["0"]
+    assert [(w.name, w.batch_size) for w in parsed.model_warmup] == [("warmup_batch_1", 1), ("warmup_batch_16", 16)]
+    assert all(w.inputs["input"].zero_data and list(w.inputs["input"].dims) == [1, 32, 32] for w in parsed.model_warmup)
+    assert {k: v.string_value for k, v in parsed.parameters.items()} == {
+        "runtime": "onnxruntime",
+        "quoted": 'a "b" \\c',
+    }
+    assert list(parsed.model_operations.op_library_filename) == ["/models/digits/libwtconv_ort.so"]
+    [accelerator] = parsed.optimization.execution_accelerators.gpu_execution_accelerator
+    assert accelerator.name == "cuda" and dict(accelerator.parameters) == {"use_tf32": "0"}
 
 
-def test_profile_must_start_at_batch_one(tmp_path):
-    _, manifest = fake_engine(tmp_path, profiles=["input:4x1x32x32/8x1x32x32/32x1x32x32"])
-    with pytest.raises(
-        ValueError,
-        match="no optimisation profile starts at batch 1.*any batch from 1 to max_batch_size.*rebuild with --shapes",
-    ):
-        plan_batching(manifest)
-
-
-def test_fixed_batch_engine_disables_triton_batching(tmp_path):
-    _, manifest = fake_engine(
-        tmp_path, input_shape=(4, 1, 32, 32), output_shape=(4, 10), profiles=["input:4x1x32x32/4x1x32x32/4x1x32x32"]
+def test_the_least_config_and_a_platform():
+    parsed = parse(
+        ModelConfig(
+            name="m",
+            platform="tensorrt_plan",
+            inputs=(TensorConfig("x", "float32", (4, 1, 8, 8)),),
+            outputs=(TensorConfig("y", "float32", (4, 10)),),
+        ).render()
     )
-    config = parse(make_config(manifest, name="m"))
-    assert config.max_batch_size == 0
-    assert list(config.input[0].dims) == [4, 1, 32, 32] and list(config.output[0].dims) == [4, 10]
-    assert not config.HasField("dynamic_batching")
+    assert parsed.platform == "tensorrt_plan" and parsed.max_batch_size == 0
+    assert not parsed.HasField("dynamic_batching") and not parsed.model_warmup and not parsed.parameters
+    assert parsed.instance_group[0].count == 1 and list(parsed.instance_group[0].gpus) == []
 
 
-def test_config_argument_errors(tmp_path):
-    _, manifest = fake_engine(tmp_path)
-    with pytest.raises(ValueError, match="model name"):
-        make_config(manifest, name="bad name")
-    with pytest.raises(ValueError, match="instances"):
-        make_config(manifest, name="m", instances=0)
-    with pytest.raises(ValueError, match="outside 1..32"):
-        make_config(manifest, name="m", preferred_batch_sizes=[64])
+def test_batching_is_decided_in_one_place():
+    assert dynamic_batching(0, [4], 100) is None  # a fixed batch: Triton does not batch
+    assert dynamic_batching(32, [8, 32, 8], 100) == DynamicBatching((8, 32), 100)
+    assert dynamic_batching(32, None, 7) == DynamicBatching((), 7)
+    with pytest.raises(InputError, match=r"^preferred_batch_sizes \[0, 64\]: outside 1..32 \(max_batch_size\)$"):
+        dynamic_batching(32, [0, 8, 64], 100)
 
 
-def _static_plugin(tmp_path):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler to build a stand-in plugin library")
-    # A stand-in libnvinfer.so.10: Triton needs the static-registration library to link the engine's libnvinfer.
-    nvinfer = tmp_path / "libnvinfer.so.10"
-    (tmp_path / "nvinfer.c").write_text("int getPluginRegistry(void) { return 0; }\n")
-    subprocess.run(
-        [cc, "-shared", "-fPIC", "-o", str(nvinfer), str(tmp_path / "nvinfer.c"), "-Wl,-soname,libnvinfer.so.10"],
-        check=True,
+def _preferred_64(backend, tmp_path):
+    """Each backend's config of a model that batches up to 32, asked to prefer batches of 64."""
+    if backend == "tensorrt":
+        from wtconv_serving.tensorrt_backend import tensorrt_config
+
+        _, manifest = fake_engine(tmp_path)
+        return tensorrt_config(manifest, name="m", preferred_batch_sizes=[64])
+    description = {
+        "input": {"name": "input", "dtype": "float32", "shape": [-1, 1, 32, 32]},
+        "output": {"name": "output", "dtype": "float32", "shape": [-1, 10]},
+        "metadata": {},
+    }
+    if backend == "onnxruntime":
+        from wtconv_serving.onnxruntime_backend import onnxruntime_config
+
+        return onnxruntime_config(description, name="m", max_batch_size=32, preferred_batch_sizes=[64])
+    from wtconv_serving.python_backend import python_config
+
+    return python_config(
+        description,
+        name="m",
+        max_batch_size=32,
+        input_dims=[1, 32, 32],
+        output_dims=[10],
+        parameters={},
+        preferred_batch_sizes=[64],
     )
-    src = tmp_path / "p.c"
-    src.write_text(
-        "extern int getPluginRegistry(void);\n"
-        "__attribute__((constructor)) static void reg(void) { getPluginRegistry(); }\n"
+
+
+@pytest.mark.parametrize("backend", ["python", "onnxruntime", "tensorrt"])
+def test_every_backend_refuses_a_preferred_batch_outside_its_range_alike(backend, tmp_path):
+    """The Python backend used to drop such a size without a word; now all three refuse it with one message."""
+    with pytest.raises(InputError) as error:
+        _preferred_64(backend, tmp_path)
+    assert str(error.value) == "preferred_batch_sizes [64]: outside 1..32 (max_batch_size)"
+    assert error.value.parameter == "preferred_batch_sizes"
+
+
+def test_warmup_sizes():
+    assert warmup_batch_sizes(16, [1, 32, 32]) == (1, 16)
+    assert warmup_batch_sizes(1, [1, 32, 32]) == (1,)
+    assert warmup_batch_sizes(0, [4, 1, 32, 32]) == (0,)  # no batching: one request of the fixed shape
+    assert warmup_batch_sizes(16, [1, -1, -1]) == ()  # a dynamic dimension: no shape to send
+    assert warmup_batch_sizes(16, [1, 32, 32], warmup=False) == ()
+
+
+def test_labels_are_written_beside_the_config(tmp_path):
+    given = tmp_path / "classes.txt"
+    given.write_text("cat\ndog\n")
+    assert label_lines(given) == ("cat", "dog")
+    assert label_lines(None, default_model=True) == tuple(str(d) for d in range(10))
+    assert label_lines(None) is None
+    model_dir = tmp_path / "m"
+    model_dir.mkdir()
+    config = ModelConfig(
+        name="m",
+        inputs=(TensorConfig("x", "float32", (8,)),),
+        outputs=(TensorConfig("y", "float32", (2,), "labels.txt"),),
+        labels=label_lines(given),
     )
-    lib = tmp_path / "libwtconv_trt_plugin.so"
-    subprocess.run(
-        [cc, "-shared", "-fPIC", "-o", str(lib), str(src), f"-L{tmp_path}", "-l:libnvinfer.so.10"], check=True
-    )
-    return lib
+    assert parse(write_model_config(model_dir, config)).output[0].label_filename == "labels.txt"
+    assert (model_dir / "labels.txt").read_text() == "cat\ndog\n"
+    assert parse((model_dir / "config.pbtxt").read_text()) == parse(config.render())
 
 
-def test_write_repository(tmp_path):
-    engine, manifest = fake_engine(tmp_path)
-    plugin = _static_plugin(tmp_path)
-    repo = tmp_path / "repo"
-    result = write_repository(engine, repo, name="wtconvnext", plugin_static=plugin, instances=2)
-    model = repo / "wtconvnext"
-    assert (model / "1" / "model.plan").read_bytes() == engine.read_bytes()
-    assert parse((model / "config.pbtxt").read_text()).max_batch_size == 32
-    assert (model / "labels.txt").read_text().split() == [str(d) for d in range(10)]
-    assert (model / "libwtconv_trt_plugin.so").is_file()
-    serve = (repo / "serve.sh").read_text()
-    assert 'LD_PRELOAD="$PLUGIN${LD_PRELOAD:+:$LD_PRELOAD}" exec tritonserver --model-repository="$HERE"' in serve
-    assert '--backend-config=tensorrt,plugins="$PLUGIN"' in serve
-    assert manifest["tensorrt"]["version"] in serve
-    subprocess.run(["bash", "-n", str(repo / "serve.sh")], check=True)
-    assert result["plan"].max_batch_size == 32
-    with pytest.raises(ValueError, match="already exists"):
-        write_repository(engine, repo, name="wtconvnext", plugin_static=plugin)
-    write_repository(engine, repo, name="wtconvnext", plugin_static=plugin, force=True)
+def test_names_and_gpus_are_checked():
+    assert check_model_name("wtconvnext_tiny-1.0") == "wtconvnext_tiny-1.0"
+    with pytest.raises(InputError, match="name 'bad name': use letters"):
+        check_model_name("bad name")
+    assert check_gpus(None) == () and check_gpus([1, 0]) == (1, 0)
+    for bad in ([], [0, 0], [-1], [True], [1024]):
+        with pytest.raises(InputError, match="gpus: expected distinct GPU indices"):
+            check_gpus(bad)
 
 
-def test_repository_refuses_a_corrupt_engine_and_a_missing_plugin(tmp_path, monkeypatch):
-    from wtconv_core.errors import EngineError, PluginError
-    from wtconv_libs import lookup
+def test_a_type_triton_does_not_take_is_refused():
+    from wtconv_core.errors import ServingError
 
-    monkeypatch.delenv(lookup.ENV_VARS["plugin-static"], raising=False)
-    monkeypatch.setattr(lookup, "default_plugin", lambda **kwargs: None)  # none built anywhere
-    engine, _ = fake_engine(tmp_path)
-    with pytest.raises(PluginError, match="--plugin-static"):
-        write_repository(engine, tmp_path / "repo")
-    engine.write_bytes(b"x" + engine.read_bytes()[1:])
-    with pytest.raises(EngineError, match="corrupt"):
-        write_repository(engine, tmp_path / "repo2", plugin_static=_static_plugin(tmp_path))
-
-
-def test_repository_without_plugin(tmp_path):
-    engine, _ = fake_engine(tmp_path, plugin=False, source={})
-    write_repository(engine, tmp_path / "repo", name="m")
-    serve = (tmp_path / "repo" / "serve.sh").read_text()
-    assert "LD_PRELOAD" not in serve and 'exec tritonserver --model-repository="$HERE"' in serve
-    assert not (tmp_path / "repo" / "m" / "labels.txt").exists()
+    config = ModelConfig(name="m", inputs=(TensorConfig("x", "complex64", (2,)),), outputs=())
+    with pytest.raises(ServingError, match="dtype complex64"):
+        config.render()

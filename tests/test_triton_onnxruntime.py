@@ -159,7 +159,7 @@ def test_refusals(exports, ort_library, tmp_path, monkeypatch):
     assert not (tmp_path / "models").exists()
     wtconv_trt.write_onnxruntime_repository(exports["plugin"], tmp_path / "models", ort_library=ort_library)
     before = (tmp_path / "models" / "digits" / "config.pbtxt").read_bytes()
-    with pytest.raises(InputError, match="already exists and is not empty; pass --force"):
+    with pytest.raises(InputError, match="already exists and is not empty; pass force=True"):
         wtconv_trt.write_onnxruntime_repository(
             exports["plugin"], tmp_path / "models", ort_library=ort_library, max_batch_size=8
         )

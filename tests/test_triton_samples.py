@@ -43,8 +43,9 @@ def test_end_to_end_script_with_tensorrt_rtx(rtx_plugin, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     skipped = [line.strip() for line in done.stderr.splitlines() if line.strip().startswith("skipped:")]
     from trt_engine.environment import engine_gpu_problem
+    from trt_engine.manifest import read_manifest
 
-    runs_here = engine_gpu_problem(json.loads((out / "digits_fp16.engine.json").read_text())) is None
+    runs_here = engine_gpu_problem(read_manifest(out / "digits_fp16.engine")) is None
     assert len(skipped) == (1 if runs_here else 2), done.stderr
     if not runs_here:
         assert skipped[0].startswith("skipped: 4-6, engine validation") and "GPU" in skipped[0]

@@ -65,7 +65,7 @@ def choose_backend(requested: str | None = None) -> str:
     saying what to install when it is not there."""
     requested = requested or AUTO
     if requested not in CHOICES:
-        raise ConfigurationError(f"--backend {requested!r}: expected one of {', '.join(CHOICES)}")
+        raise ConfigurationError(f"backend {requested!r}: expected one of {', '.join(CHOICES)}", parameter="backend")
     present = installed_backends()
     if requested == AUTO:
         if not present:
@@ -77,9 +77,10 @@ def choose_backend(requested: str | None = None) -> str:
         return present[0]  # TensorRT first when both are there; --backend tensorrt-rtx picks the other
     if requested not in present:
         info = BACKENDS[requested]
-        others = f" ({', '.join(present)} is installed; pass --backend {present[0]})" if present else ""
+        others = f" ({', '.join(present)} is installed; pass backend={present[0]})" if present else ""
         raise ConfigurationError(
-            f"--backend {requested}: {info.display} is not installed: pip install {info.packages}{others}"
+            f"backend {requested}: {info.display} is not installed: pip install {info.packages}{others}",
+            parameter="backend",
         )
     return requested
 

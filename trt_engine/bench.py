@@ -90,28 +90,28 @@ def run_benchmark(
     TensorRT is imported."""
     import torch
 
-    from trt_engine.engine_file import check_engine_request, load_engine_for_run
+    from trt_engine.engine_file import load_engine_for_run, open_engine
     from trt_engine.profiles import find_profile
     from trt_engine.tensorrt_api import ExecutionSession
-    from wtconv_core.paths import check_input_file, check_output_file
+    from wtconv_core.paths import check_output_file
 
-    iterations = check_int(iterations, "--iterations", 1, MAX_ITERATIONS)
-    warmup_ms = check_number(warmup_ms, "--warmup", 0.0, MAX_WARMUP_MS, what=" ms")
+    iterations = check_int(iterations, "iterations", 1, MAX_ITERATIONS)
+    warmup_ms = check_number(warmup_ms, "warmup_ms", 0.0, MAX_WARMUP_MS, what=" ms")
     if isinstance(cuda_graph, str):
-        cuda_graph = CUDA_GRAPH_MODES[check_choice(cuda_graph, "--cuda-graph", tuple(CUDA_GRAPH_MODES))]
+        cuda_graph = CUDA_GRAPH_MODES[check_choice(cuda_graph, "cuda_graph", tuple(CUDA_GRAPH_MODES))]
     for mode in cuda_graph:
-        check_choice(mode, "--cuda-graph", ("off", "on"))
-    user_shapes = [shape_of(s, "--shape") for s in shapes or []]
-    check_input_file(engine, what="engine", made_by="build one with 'wtconv-trt build MODEL.onnx'")
+        check_choice(mode, "cuda_graph", ("off", "on"))
+    user_shapes = [shape_of(s, "shapes") for s in shapes or []]
+    opened = open_engine(engine)
     if json_path:
-        check_output_file(json_path, option="--json", force=force)
-    check = check_engine_request(engine)
-    info = check.info
+        check_output_file(json_path, option="json_path", force=force)
+    info = opened.manifest
+    input_name = opened.input.name
     if user_shapes:
-        cases = [(find_profile(check.profiles, {check.input_name: s}), "user", s) for s in user_shapes]
+        cases = [(find_profile(info.profiles, {input_name: s}), "user", s) for s in user_shapes]
     else:
-        cases = bench_shapes(check.profiles, check.input_name)
-    loaded = load_engine_for_run(engine, check.manifest, plugin)
+        cases = bench_shapes(info.profiles, input_name)
+    loaded = load_engine_for_run(opened, plugin)
     if not torch.cuda.is_available():
         raise EngineError(
             "bench needs PyTorch with CUDA (it uses torch.cuda streams, events and graphs); this "
@@ -121,7 +121,7 @@ def run_benchmark(
     stream = torch.cuda.Stream()
     progress = Progress(logger, "bench", len(cases) * len(cuda_graph))
     for profile_index, label, shape in cases:
-        session = ExecutionSession(loaded, {check.input_name: shape}, profile_index, stream)
+        session = ExecutionSession(loaded, {input_name: shape}, profile_index, stream)
         for mode in cuda_graph:
             launch = _graph_launcher(session, stream) if mode == "on" else session.enqueue
             r = _time(launch, stream, iterations, warmup_ms)

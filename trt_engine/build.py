@@ -71,7 +71,7 @@ def decide_typing(trt_major: int, precision: str, onnx_dtype: str, backend: str 
       and keeps fp32 I/O. fp32 is built strongly typed.
     """
     if precision not in PRECISIONS:
-        raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}", parameter="precision")
     if onnx_dtype not in ("float32", "float16"):
         raise ModelError(
             f"the ONNX model's input is {onnx_dtype}; expected float32 or float16 (export it with "
@@ -85,8 +85,9 @@ def decide_typing(trt_major: int, precision: str, onnx_dtype: str, backend: str 
         )
     if precision == "fp32" and onnx_dtype == "float16":
         raise ModelError(
-            "--precision fp32 was asked but the ONNX model is fp16: build it with --precision fp16, or "
-            "build the fp32 export (wtconv-trt export --precision fp32)"
+            "precision fp32 was asked but the ONNX model is fp16: build it with precision=fp16, or "
+            "build the fp32 export (wtconv-trt export --precision fp32)",
+            parameter="precision",
         )
     if trt_major >= 11:
         if precision == "fp16" and onnx_dtype != "float16":
@@ -311,20 +312,20 @@ class BuildOptions:
 class BuildResult:
     engine_path: Path
     manifest_path: Path
-    manifest: dict
+    manifest: mf.EngineManifest
     seconds: float
     notes: list = field(default_factory=list)  # the defaults taken (precision, profile), one line each
 
     def summary(self) -> str:
         """What was built, as ``wtconv-trt build`` prints it: the engine, its manifest and its I/O tensors."""
         m = self.manifest
-        runtime = "TensorRT-RTX" if m["tensorrt"].get("backend") == "tensorrt-rtx" else "TensorRT"
+        runtime = mf.RUNTIME_NAMES.get(m.backend, m.backend)
         lines = [
-            f"engine:   {self.engine_path} ({m['engine']['bytes'] / 2**20:.1f} MiB, {runtime} "
-            f"{m['tensorrt']['version']}, {m['precision']}, built in {self.seconds:.1f} s)",
+            f"engine:   {self.engine_path} ({m.engine_bytes / 2**20:.1f} MiB, {runtime} "
+            f"{m.tensorrt_version}, {m.precision}, built in {self.seconds:.1f} s)",
             f"manifest: {self.manifest_path}",
         ]
-        lines += [f"  {t['mode']:6} {t['name']}: {t['dtype']} {t['shape']}" for t in m["io"]]
+        lines += [f"  {t.mode:6} {t.name}: {t.dtype} {list(t.shape)}" for t in m.io]
         return "\n".join(lines)
 
 
@@ -408,9 +409,10 @@ def check_profile_sizes(profiles: list) -> None:
                 elements *= d
             if elements > MAX_INPUT_ELEMENTS:
                 raise InputError(
-                    f"--shapes {name}: the max shape {'x'.join(map(str, r.max))} has {elements} "
+                    f"shapes {name}: the max shape {'x'.join(map(str, r.max))} has {elements} "
                     f"elements, more than TensorRT's {MAX_INPUT_ELEMENTS} per tensor; give a smaller "
-                    f"max batch or size"
+                    f"max batch or size",
+                    parameter="shapes",
                 )
 
 
@@ -428,7 +430,7 @@ def check_profiles_fit_model(info: OnnxInfo, profiles: list) -> None:
             if len(r.min) != 4:
                 continue
             for which, shape in (("min", r.min), ("opt", r.opt), ("max", r.max)):
-                check_input_shape(model, shape, f"--shapes {name} {which}", limit_memory=False, suggest=False)
+                check_input_shape(model, shape, f"shapes {name} {which}", limit_memory=False, suggest=False)
 
 
 def check_dynamic_plugin(path) -> None:
@@ -439,8 +441,9 @@ def check_dynamic_plugin(path) -> None:
     library = inspect_library(path)  # exists and is a shared library (PluginError otherwise)
     if not library.exports_get_creators:
         raise PluginError(
-            f"--plugin {path} is a shared library but not the dynamic WTConv2d plugin (it "
-            f"exports no getCreators); pass build/plugin/trt/libwtconv_trt_plugin_dynamic.so"
+            f"plugin {path} is a shared library but not the dynamic WTConv2d plugin (it "
+            f"exports no getCreators); pass build/plugin/trt/libwtconv_trt_plugin_dynamic.so",
+            parameter="plugin",
         )
 
 
@@ -464,12 +467,12 @@ def plan_build(opts: BuildOptions) -> BuildPlan:
     from wtconv_core.paths import check_input_file, check_output_file
 
     if opts.precision is not None:
-        check_choice(opts.precision, "--precision", PRECISIONS)
-    check_choice(opts.backend, "--backend", BACKENDS)
+        check_choice(opts.precision, "precision", PRECISIONS)
+    check_choice(opts.backend, "backend", BACKENDS)
     if opts.workspace_mib is not None:
-        check_int(opts.workspace_mib, "--workspace", 1, MAX_WORKSPACE_MIB, " MiB")
+        check_int(opts.workspace_mib, "workspace_mib", 1, MAX_WORKSPACE_MIB, " MiB")
     if opts.optimization_level is not None:
-        check_int(opts.optimization_level, "--optimization-level", *OPTIMIZATION_LEVELS)
+        check_int(opts.optimization_level, "optimization_level", *OPTIMIZATION_LEVELS)
     check_input_file(opts.onnx, what="ONNX model", made_by="export one with 'wtconv-trt export -o MODEL.onnx'")
     info = inspect_onnx(opts.onnx)
     notes = []
@@ -486,10 +489,10 @@ def plan_build(opts: BuildOptions) -> BuildPlan:
         check_dynamic_plugin(opts.plugin)
     check_profiles_fit_model(info, profiles)
     engine = opts.engine or str(default_engine_path(opts.onnx, precision))
-    check_output_file(engine, option="-o", force=opts.force)
-    check_output_file(engine + ".json", option="-o (its manifest)", force=opts.force)
+    check_output_file(engine, option="engine", force=opts.force)
+    check_output_file(engine + ".json", option="engine (its manifest)", force=opts.force)
     if opts.timing_cache:
-        check_output_file(opts.timing_cache, option="--timing-cache", force=True)  # a cache is meant to be rewritten
+        check_output_file(opts.timing_cache, option="timing_cache", force=True)  # a cache is meant to be rewritten
     if info.wtconv_nodes == 0 or not opts.plugin:
         from wtconv_libs.lookup import default_plugin
 
@@ -517,8 +520,9 @@ def build_engine(opts: BuildOptions) -> BuildResult:
     backend = tensorrt_api.use_backend(opts.backend)  # ConfigurationError when it is not installed
     if opts.compute_capabilities and backend != backends.TENSORRT_RTX:
         raise InputError(
-            "--compute-capability is a TensorRT-RTX setting; TensorRT builds for the GPU it runs on "
-            "(drop the option, or pass --backend tensorrt-rtx)"
+            "compute_capabilities is a TensorRT-RTX setting; TensorRT builds for the GPU it runs on "
+            "(leave it out, or pass backend=tensorrt-rtx)",
+            parameter="compute_capabilities",
         )
     trt = tensorrt_api.import_tensorrt()
     trt_version = trt.__version__
@@ -532,7 +536,7 @@ def build_engine(opts: BuildOptions) -> BuildResult:
             raise PluginError(
                 f"the ONNX model has {info.wtconv_nodes} {contract.OP_TYPE} nodes and the plugin "
                 f"libraries found are not built for {runtime} (ABI {abi}): build one with wtconv-trt "
-                f"build-libs --tensorrt-headers <TensorRT {abi[3:]}.x include dir>, or pass --plugin"
+                f"build-libs --tensorrt-headers <TensorRT {abi[3:]}.x include dir>, or pass plugin=LIBRARY"
             )
         log.info("using the plugin library %s", found)
         opts.plugin = str(found)
@@ -545,15 +549,16 @@ def build_engine(opts: BuildOptions) -> BuildResult:
         unknown = [c for c in compute_capabilities if c != "current" and c not in known]
         if unknown:
             raise InputError(
-                f"--compute-capability {', '.join(unknown)}: {runtime} compiles for "
-                f"{', '.join(known)} (or 'current', the GPU of this machine)"
+                f"compute_capabilities {', '.join(unknown)}: {runtime} compiles for "
+                f"{', '.join(known)} (or 'current', the GPU of this machine)",
+                parameter="compute_capabilities",
             )
         compute_capabilities = runnable_targets(opts.plugin, compute_capabilities, bool(opts.compute_capabilities))
 
     plugin_record = None
     if opts.plugin:
         plugin_record = tensorrt_api.load_plugin(opts.plugin)
-        plugin_record["library_sha256"] = mf.sha256_file(opts.plugin)
+        plugin_record = dataclasses.replace(plugin_record, library_sha256=mf.sha256_file(opts.plugin))
     builder = tensorrt_api.NetworkBuilder(strongly_typed, verbose=opts.verbose)
     builder.parse(opts.onnx)
     # The parser's view of the inputs is authoritative (it may fold shapes): re-check the profiles against it.
@@ -599,7 +604,7 @@ def build_engine(opts: BuildOptions) -> BuildResult:
         del loaded
 
     atomic_write_bytes(engine_path, engine_bytes)
-    manifest = mf.make_manifest(
+    manifest = mf.EngineManifest(
         engine_file=engine_path.name,
         engine_sha256=mf.sha256_bytes(engine_bytes),
         engine_bytes=len(engine_bytes),

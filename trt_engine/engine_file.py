@@ -1,11 +1,5 @@
-"""Opening an engine file for a run: the checks made before TensorRT is asked, then loading it.
-
-Shared by validation (validate.py), benchmarking (bench.py) and the Triton repository writer (triton.py):
-the manifest beside the engine is read and checked (format, sha256 of the engine bytes), the requested input
-shape is placed in an optimisation profile, and only then is TensorRT imported, its version checked against the
-manifest's (engines load only in the TensorRT that built them), the plugin library loaded and the engine
-deserialized.
-"""
+"""Opening an engine file: the checks made before TensorRT is asked (the file, its manifest, the sha256 of its bytes,
+each once), then loading it (docs/engines.md, "2. Build")."""
 
 from __future__ import annotations
 
@@ -16,64 +10,69 @@ from pathlib import Path
 from typing import Any
 
 from trt_engine import manifest as mf
-from trt_engine.profiles import Profile, find_profile, parse_dims
+from trt_engine.profiles import find_profile
 from wtconv_core.errors import ConfigurationError, EngineError, PluginError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EngineCheck", "check_engine_request", "load_engine_for_run"]
+__all__ = ["OpenedEngine", "load_engine_for_run", "open_engine"]
 
 
-@dataclass
-class EngineCheck:
-    """What validate and bench need before running: manifest (its JSON form and the typed ``info``), profiles,
-    chosen shape and profile."""
+@dataclass(frozen=True)
+class OpenedEngine:
+    """An engine file whose manifest has been read and whose bytes match it (open_engine)."""
 
-    manifest: dict
-    info: mf.EngineManifest
-    profiles: list[Profile]
-    input_name: str
-    input_dtype: str
-    shape: tuple[int, ...]
-    profile_index: int
+    path: Path
+    manifest: mf.EngineManifest
+
+    @property
+    def input(self) -> mf.TensorIO:
+        """The engine's one input; EngineError when it has several (validate, bench and serving take one)."""
+        inputs = self.manifest.inputs
+        if len(inputs) != 1:
+            raise EngineError(f"the engine has {len(inputs)} inputs; wtconv-trt handles single-input models")
+        return inputs[0]
+
+    def place(self, shape) -> tuple[int, tuple[int, ...]]:
+        """(profile index, shape) for an input ``shape`` (default: the first profile's opt shape); InputError when no
+        profile takes it."""
+        name = self.input.name
+        shape = tuple(int(d) for d in shape) if shape is not None else tuple(self.manifest.profiles[0].inputs[name].opt)
+        return find_profile(self.manifest.profiles, {name: shape}), shape
 
 
-def check_engine_request(engine: str | os.PathLike, shape_text: str | None = None) -> EngineCheck:
-    """CPU-side checks of an engine and a requested input shape: manifest present and well-formed, engine bytes
-    match its sha256, the shape inside a profile (default: the first profile's opt shape). Raises with cause and
-    fix (EngineError, InputError)."""
+def open_engine(engine: str | os.PathLike) -> OpenedEngine:
+    """The engine file checked once before anything uses it: an existing non-empty file, its manifest present and
+    well-formed, its bytes matching the manifest's size and sha256. Raises with cause and fix (InputError,
+    EngineError)."""
+    from wtconv_core.paths import check_input_file
+
+    check_input_file(engine, what="engine", made_by="build one with 'wtconv-trt build MODEL.onnx'")
     manifest = mf.read_manifest(engine)
     mf.check_engine_file(engine, manifest)
-    info = mf.EngineManifest.from_json(manifest, str(mf.manifest_path(engine)))
-    if len(info.inputs) != 1:
-        raise EngineError(f"the engine has {len(info.inputs)} inputs; validate and bench handle single-input models")
-    name = info.inputs[0].name
-    shape = parse_dims(shape_text, "--shape") if shape_text else tuple(info.profiles[0].inputs[name].opt)
-    index = find_profile(info.profiles, {name: shape})
-    return EngineCheck(manifest, info, info.profiles, name, info.inputs[0].dtype, tuple(shape), index)
+    return OpenedEngine(Path(engine), manifest)
 
 
-def load_engine_for_run(engine: str | os.PathLike, manifest: dict, plugin: str | os.PathLike | None = None) -> Any:
-    """TensorRT side of loading: version check (before deserialization), plugin library, deserialize.
-
-    ``plugin``: the plugin library to load (default: the one recorded in the manifest, else the one built in this
-    checkout). Returns tensorrt_api's loaded engine."""
+def load_engine_for_run(engine: OpenedEngine, plugin: str | os.PathLike | None = None) -> Any:
+    """TensorRT side of loading an opened engine: version check (before deserialization), plugin library, GPU,
+    deserialize. ``plugin``: the plugin library to load (default: the manifest's, else the one found for this
+    TensorRT). Returns tensorrt_api's loaded engine."""
     from trt_engine import tensorrt_api
 
-    tensorrt_api.prefer_backend(mf.backend_of(manifest))
+    manifest = engine.manifest
+    tensorrt_api.prefer_backend(manifest.backend)
     trt = tensorrt_api.import_tensorrt()
     mf.check_tensorrt_version(manifest, trt.__version__, tensorrt_api.backend_of(trt))
-    library = plugin or (manifest.get("plugin") or {}).get("library")
-    if manifest.get("plugin") and not plugin and not (library and Path(library).is_file()):
+    library = plugin or (manifest.plugin.library if manifest.plugin else None)
+    if manifest.plugin and not plugin and not (library and Path(library).is_file()):
         from wtconv_libs.lookup import default_plugin
 
         library = default_plugin() or library
-    if manifest.get("plugin"):
+    if manifest.plugin:
         if not library or not Path(library).is_file():
             raise PluginError(
-                f"the engine uses the {manifest['plugin']['name']} plugin and its library {library!r} is not there; "
-                f"pass --plugin PATH/TO/libwtconv_trt_plugin_dynamic.so built for TensorRT "
-                f"{manifest['tensorrt']['major']}"
+                f"the engine uses the {manifest.plugin.name} plugin and its library {library!r} is not there; "
+                f"pass plugin=PATH/TO/libwtconv_trt_plugin_dynamic.so built for TensorRT {manifest.tensorrt_major}"
             )
         logger.debug("loading plugin library %s", library)
         tensorrt_api.load_plugin(library)
@@ -89,4 +88,4 @@ def load_engine_for_run(engine: str | os.PathLike, manifest: dict, plugin: str |
             f"{problem}: run the engine on a machine whose GPU can ('wtconv-trt doctor' says what runs here); "
             f"here, validate the ONNX model instead: wtconv-trt validate MODEL.onnx"
         )
-    return tensorrt_api.deserialize_engine(Path(engine).read_bytes(), f"engine {engine}")
+    return tensorrt_api.deserialize_engine(engine.path.read_bytes(), f"engine {engine.path}")

@@ -13,9 +13,13 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from trt_engine import backends
 from wtconv_libs import lookup
+
+if TYPE_CHECKING:
+    from trt_engine.manifest import EngineManifest
 
 # GPUs TensorRT-RTX 1.7 runs engines on (its trt.ComputeCapability targets; docs/engines.md).
 RTX_RUNTIME_CAPABILITIES = {(7, 5), (8, 0), (8, 6), (8, 9), (12, 0), (12, 1)}
@@ -116,14 +120,14 @@ def _gpu() -> tuple[str | None, tuple | None]:
     return torch.cuda.get_device_name(0), tuple(torch.cuda.get_device_capability(0))
 
 
-def engine_gpu_problem(manifest: dict) -> str | None:
+def engine_gpu_problem(manifest: EngineManifest) -> str | None:
     """Why no GPU here can run the engine of ``manifest`` (None: GPU 0 can), for validate --engine and bench to say
     at once instead of a failed deserialization: no CUDA GPU at all, a GPU TensorRT-RTX does not run engines on, or
     one outside the compute capabilities a TensorRT-RTX engine was built for."""
     gpu, capability = _gpu()
     if gpu is None:
         return "this machine has no GPU that can run engines (no CUDA GPU visible to PyTorch)"
-    if manifest["tensorrt"].get("backend") != backends.TENSORRT_RTX:
+    if manifest.backend != backends.TENSORRT_RTX:
         return None
     here = f"{capability[0]}.{capability[1]}"
     if capability not in RTX_RUNTIME_CAPABILITIES:
@@ -131,7 +135,7 @@ def engine_gpu_problem(manifest: dict) -> str | None:
             f"this machine has no GPU that can run TensorRT-RTX engines: its {gpu} has compute capability {here}, "
             f"and TensorRT-RTX runs engines on 7.5, 8.0, 8.6, 8.9 and 12.x only"
         )
-    targets = (manifest.get("build") or {}).get("compute_capabilities")
+    targets = manifest.compute_capabilities
     if targets and "current" not in targets and here not in targets:
         return (
             f"the engine was built for compute capability {', '.join(targets)} and this {gpu} has {here}: rebuild it "

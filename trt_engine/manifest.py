@@ -1,16 +1,5 @@
-"""The engine's sidecar manifest: ``model.engine`` -> ``model.engine.json``.
-
-A TensorRT engine is opaque and tied to the TensorRT version (and GPU) that built it, and to the plugin
-library it was built with. The manifest records what is needed to use it safely and to rebuild it:
-TensorRT version, plugin identity and library, precision and typing mode, optimisation profiles, I/O
-tensors, the source PyTorch model, and sha256 of the ONNX model and of the engine (so a truncated or
-replaced engine is caught before TensorRT is asked to deserialize it), and the wtconv-trt version that wrote it.
-``EngineManifest`` is the typed form; the file holds its ``to_json()`` (format "wtconv-trt-engine-manifest",
-version 1; entries added since, ``wtconv_trt`` and ``tensorrt.backend``, are optional when read).
-
-Written atomically (temporary file in the same folder, fsync, os.replace), like the engine itself.
-No TensorRT here: this module runs and is tested on the CPU.
-"""
+"""The engine's sidecar manifest, ``model.engine`` -> ``model.engine.json``, typed from read to use: what is needed to
+load the engine safely and to rebuild it (docs/engines.md, "2. Build"). No TensorRT here."""
 
 from __future__ import annotations
 
@@ -81,6 +70,38 @@ class TensorIO:
 
 
 @dataclass
+class PluginRecord:
+    """The plugin library an engine was built with (tensorrt_api.load_plugin), as the manifest records it."""
+
+    name: str
+    version: str
+    namespace: str
+    library: str  # the dynamic library's absolute path where the engine was built
+    kind: str = "dynamic"
+    tensorrt_major: int | None = None
+    abi: str | None = None  # "trt10" / "trt11": the library's ABI record
+    library_sha256: str | None = None
+    extra: dict = field(default_factory=dict)  # entries this version does not know, kept as read
+
+    _KEYS = ("name", "version", "namespace", "library", "kind", "tensorrt_major", "abi", "library_sha256")
+
+    def to_json(self) -> dict:
+        obj = {key: getattr(self, key) for key in self._KEYS if getattr(self, key) is not None}
+        return obj | self.extra
+
+    @staticmethod
+    def from_json(obj: Any) -> PluginRecord:
+        if not isinstance(obj, dict):
+            raise ValueError(f"the plugin entry must be an object, got {obj!r}")
+        known = {key: obj[key] for key in PluginRecord._KEYS if key in obj}
+        for key in ("name", "version", "namespace", "library"):
+            known[key] = str(obj[key])
+        if known.get("tensorrt_major") is not None:
+            known["tensorrt_major"] = int(known["tensorrt_major"])
+        return PluginRecord(**known, extra={k: v for k, v in obj.items() if k not in PluginRecord._KEYS})
+
+
+@dataclass
 class EngineManifest:
     """Everything the manifest records, typed. ``to_json`` gives the file's format (FORMAT, FORMAT_VERSION);
     ``from_json`` reads it back, including manifests written before the ``wtconv_trt`` and ``backend`` entries."""
@@ -94,7 +115,7 @@ class EngineManifest:
     onnx_input_dtype: str
     source_model: dict | None
     tensorrt_version: str
-    plugin: dict | None  # name, version, namespace, library, kind, ... (None: no plugin layer)
+    plugin: PluginRecord | None  # None: no plugin layer
     precision: str  # "fp32" | "fp16"
     strongly_typed: bool
     fp16_flag: bool
@@ -108,6 +129,11 @@ class EngineManifest:
     @property
     def tensorrt_major(self) -> int:
         return parse_version(self.tensorrt_version)[0]
+
+    @property
+    def compute_capabilities(self) -> list[str] | None:
+        """The TensorRT-RTX targets the engine was built for (None: TensorRT, or all the builder has)."""
+        return self.build.get("compute_capabilities")
 
     @property
     def inputs(self) -> list[TensorIO]:
@@ -132,7 +158,7 @@ class EngineManifest:
                     "source": self.source_model,
                 },
                 "tensorrt": {"version": self.tensorrt_version, "major": self.tensorrt_major, "backend": self.backend},
-                "plugin": self.plugin,
+                "plugin": None if self.plugin is None else self.plugin.to_json(),
                 "precision": self.precision,
                 "strongly_typed": bool(self.strongly_typed),
                 "fp16_flag": bool(self.fp16_flag),
@@ -160,7 +186,7 @@ class EngineManifest:
                 onnx_input_dtype=str(model.get("input_dtype", "")),
                 source_model=model.get("source"),
                 tensorrt_version=str(trt["version"]),
-                plugin=obj.get("plugin"),
+                plugin=None if obj.get("plugin") is None else PluginRecord.from_json(obj["plugin"]),
                 precision=str(obj["precision"]),
                 strongly_typed=bool(obj.get("strongly_typed", True)),
                 fp16_flag=bool(obj.get("fp16_flag", False)),
@@ -177,61 +203,16 @@ class EngineManifest:
             ) from None
 
 
-def make_manifest(
-    *,
-    engine_file: str,
-    engine_sha256: str,
-    engine_bytes: int,
-    onnx_file: str,
-    onnx_sha256: str,
-    wtconv_nodes: int,
-    onnx_input_dtype: str,
-    source_model: dict | None,
-    tensorrt_version: str,
-    plugin: dict | None,
-    precision: str,
-    strongly_typed: bool,
-    fp16_flag: bool,
-    tf32: bool,
-    profiles: list,
-    io: list,
-    build: dict | None = None,
-    backend: str = "tensorrt",
-) -> dict:
-    """The manifest as a JSON-able dict (EngineManifest.to_json). ``profiles``: list of Profile; ``io``: list of
-    {"name", "mode": "input"|"output", "shape": [..., -1 for dynamic], "dtype": "float16"|...}."""
-    return EngineManifest(
-        engine_file=engine_file,
-        engine_sha256=engine_sha256,
-        engine_bytes=int(engine_bytes),
-        onnx_file=onnx_file,
-        onnx_sha256=onnx_sha256,
-        wtconv_nodes=int(wtconv_nodes),
-        onnx_input_dtype=onnx_input_dtype,
-        source_model=source_model,
-        tensorrt_version=tensorrt_version,
-        plugin=plugin,
-        precision=precision,
-        strongly_typed=bool(strongly_typed),
-        fp16_flag=bool(fp16_flag),
-        tf32=bool(tf32),
-        profiles=[p if isinstance(p, Profile) else Profile.from_json(p) for p in profiles],
-        io=[t if isinstance(t, TensorIO) else TensorIO.from_json(t) for t in io],
-        build=build or {},
-        backend=backend,
-    ).to_json()
-
-
-def write_manifest(engine_path: str | os.PathLike, manifest: dict) -> Path:
-    """Write ``manifest`` (its JSON form) beside the engine, atomically; returns its path."""
+def write_manifest(engine_path: str | os.PathLike, manifest: EngineManifest) -> Path:
+    """Write ``manifest`` beside the engine, atomically; returns its path."""
     path = manifest_path(engine_path)
-    atomic_write_json(path, manifest)
+    atomic_write_json(path, manifest.to_json())
     return path
 
 
-def read_manifest(engine_path: str | os.PathLike) -> dict:
-    """Read and check the manifest beside ``engine_path`` (the JSON form; load_manifest gives the typed one);
-    EngineError with the fix."""
+def read_manifest(engine_path: str | os.PathLike) -> EngineManifest:
+    """The manifest beside ``engine_path``, read and checked once (format, version, every entry); EngineError with
+    the fix."""
     path = manifest_path(engine_path)
     if not path.is_file():
         raise EngineError(
@@ -241,79 +222,64 @@ def read_manifest(engine_path: str | os.PathLike) -> dict:
         )
     try:
         with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
+            obj = json.load(f)
     except json.JSONDecodeError as error:
         raise EngineError(
             f"manifest {path}: not valid JSON ({error}); rebuild the engine with wtconv-trt build"
         ) from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise EngineError(f'{path}: not a wtconv-trt engine manifest (expected "format": "{FORMAT}")')
-    if manifest.get("format_version") != FORMAT_VERSION:
+    if obj.get("format_version") != FORMAT_VERSION:
         raise EngineError(
-            f"{path}: manifest format version {manifest.get('format_version')!r}, this wtconv-trt reads "
+            f"{path}: manifest format version {obj.get('format_version')!r}, this wtconv-trt reads "
             f"version {FORMAT_VERSION}; rebuild the engine with this wtconv-trt"
         )
     for key in ("engine", "tensorrt", "precision", "profiles", "io"):
-        if key not in manifest:
+        if key not in obj:
             raise EngineError(f"{path}: manifest has no {key!r} entry; rebuild the engine with wtconv-trt build")
-    EngineManifest.from_json(manifest, str(path))  # every entry well-formed
-    return manifest
+    return EngineManifest.from_json(obj, str(path))
 
 
-def load_manifest(engine_path: str | os.PathLike) -> EngineManifest:
-    """The manifest beside ``engine_path``, read and checked (read_manifest), as an EngineManifest."""
-    return EngineManifest.from_json(read_manifest(engine_path), str(manifest_path(engine_path)))
-
-
-def profiles_of(manifest: dict) -> list[Profile]:
-    """The optimisation profiles recorded in a manifest's JSON form."""
-    return [Profile.from_json(p) for p in manifest["profiles"]]
-
-
-def check_engine_file(engine_path: str | os.PathLike, manifest: dict) -> None:
+def check_engine_file(engine_path: str | os.PathLike, manifest: EngineManifest) -> None:
     """The engine must exist and match the manifest's size and sha256 (a truncated copy, a partial download or
     an engine rebuilt without its manifest are caught here, before TensorRT sees the bytes)."""
     engine_path = Path(engine_path)
     if not engine_path.is_file():
         raise EngineError(f"engine {engine_path} does not exist; build it with wtconv-trt build")
     size = engine_path.stat().st_size
-    want = manifest["engine"]
-    if size != want.get("bytes"):
+    if size != manifest.engine_bytes:
         raise EngineError(
-            f"engine {engine_path.name} is {size} bytes, its manifest says {want.get('bytes')}: the file "
+            f"engine {engine_path.name} is {size} bytes, its manifest says {manifest.engine_bytes}: the file "
             f"is truncated, corrupt or was replaced; rebuild it with wtconv-trt build"
         )
     digest = sha256_file(engine_path)
-    if digest != want.get("sha256"):
+    if digest != manifest.engine_sha256:
         raise EngineError(
             f"engine {engine_path.name} has sha256 {digest[:16]}…, its manifest says "
-            f"{str(want.get('sha256'))[:16]}…: the file is corrupt or was replaced; rebuild it with "
+            f"{manifest.engine_sha256[:16]}…: the file is corrupt or was replaced; rebuild it with "
             f"wtconv-trt build"
         )
 
 
-def backend_of(manifest: dict) -> str:
-    """'tensorrt' or 'tensorrt-rtx': which TensorRT built the engine (manifests without the key: TensorRT)."""
-    return manifest["tensorrt"].get("backend", "tensorrt")
+RUNTIME_NAMES = {"tensorrt": "TensorRT", "tensorrt-rtx": "TensorRT-RTX"}
 
 
-def check_tensorrt_version(manifest: dict, installed_version: str, installed_backend: str = "tensorrt") -> None:
+def check_tensorrt_version(
+    manifest: EngineManifest, installed_version: str, installed_backend: str = "tensorrt"
+) -> None:
     """TensorRT engines are not portable across TensorRT versions (unless built version-compatible, which we do
     not do: the plugin is native code compiled for one TensorRT). Fail before deserialization, naming both."""
-    built = manifest["tensorrt"]["version"]
-    built_backend = backend_of(manifest)
-    if built_backend != installed_backend:
-        names = {"tensorrt": "TensorRT", "tensorrt-rtx": "TensorRT-RTX"}
+    built = manifest.tensorrt_version
+    if manifest.backend != installed_backend:
         raise EngineError(
-            f"the engine was built with {names.get(built_backend, built_backend)} {built}, but "
-            f"{names.get(installed_backend, installed_backend)} {installed_version} is in use: pass "
-            f"--backend {built_backend}, or rebuild the engine with --backend {installed_backend}"
+            f"the engine was built with {RUNTIME_NAMES.get(manifest.backend, manifest.backend)} {built}, but "
+            f"{RUNTIME_NAMES.get(installed_backend, installed_backend)} {installed_version} is in use: pass "
+            f"backend={manifest.backend}, or rebuild the engine with 'wtconv-trt build --backend {installed_backend}'"
         )
     if parse_version(built) != parse_version(installed_version):
         raise EngineError(
             f"the engine was built with TensorRT {built}, this machine has TensorRT {installed_version}: "
             f"engines only load in the TensorRT version that built them. Rebuild it here: wtconv-trt "
-            f"build {manifest.get('model', {}).get('onnx', 'MODEL.onnx')} --precision "
-            f"{manifest.get('precision', 'fp16')} --plugin <plugin library built for TensorRT "
-            f"{parse_version(installed_version)[0]}>"
+            f"build {manifest.onnx_file or 'MODEL.onnx'} --precision {manifest.precision} --plugin <plugin library "
+            f"built for TensorRT {parse_version(installed_version)[0]}>"
         )

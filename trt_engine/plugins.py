@@ -1,16 +1,20 @@
 """Which plugin library fits a TensorRT: its ABI and libnvinfer against the TensorRT in use, its GPU code against
 the build targets, the static-registration library of an engine, the creator already registered in this process
-(docs/engines.md, "Plugin libraries")."""
+(docs/engines.md, "Compiled libraries: one lookup order")."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wtconv_core.errors import PluginError
 from wtconv_libs import lookup
 from wtconv_libs.plugin_elf import LibraryInfo, inspect_library, read_abi_record
+
+if TYPE_CHECKING:
+    from trt_engine.manifest import EngineManifest
 
 log = logging.getLogger(__name__)
 
@@ -54,21 +58,45 @@ def check_library_for_tensorrt(
         )
 
 
-def static_plugin_for(manifest: dict) -> Path | None:
+def static_plugin_for(manifest: EngineManifest) -> Path | None:
     """The static-registration library for an engine whose manifest records a plugin (for Polygraphy's --plugins
     and Triton's LD_PRELOAD): libwtconv_trt_plugin.so beside the dynamic library the manifest names (build-libs
-    installs both together), else the one default_plugin finds for the manifest's ABI; None when neither exists or
-    the engine uses no plugin."""
-    plugin = manifest.get("plugin")
-    if not plugin:
+    installs both together), else the one the lookup finds for the manifest's ABI; None when neither exists or the
+    engine uses no plugin."""
+    plugin = manifest.plugin
+    if plugin is None:
         return None
-    beside = Path(plugin["library"]).with_name("libwtconv_trt_plugin.so")
-    return beside if beside.is_file() else lookup.default_plugin(static=True, abi=plugin.get("abi"))
+    beside = Path(plugin.library).with_name(lookup.FILE_NAMES["plugin-static"])
+    return beside if beside.is_file() else lookup.default_plugin(static=True, abi=plugin.abi)
 
 
-# -------------------------------------------------------------------------------------------------------------
-# GPU targets: the code a plugin library carries vs the compute capabilities a TensorRT-RTX engine is built for
-# -------------------------------------------------------------------------------------------------------------
+def check_static_plugin(plugin_static, manifest: EngineManifest) -> None:
+    """The library Triton will dlopen (LD_PRELOAD, or the TensorRT backend's ``plugins=``, RTLD_LOCAL) must
+    register the creator from its static initialiser, which calls ``getPluginRegistry`` from libnvinfer: so it must
+    be the static-registration library, link libnvinfer itself (nothing else provides the symbol at that point),
+    and link the engine's TensorRT major. Its ABI record, when present, must be the engine's ABI too."""
+    info = inspect_library(plugin_static)
+    engine_trt = f"TensorRT {manifest.tensorrt_version}"
+    if info.kind == "dynamic":
+        raise PluginError(
+            f"{plugin_static} is the dynamic (getCreators) plugin library: loaded by Triton it would "
+            f"register nothing and the engine would not deserialize; pass the static-registration one, "
+            f"libwtconv_trt_plugin.so"
+        )
+    major = manifest.tensorrt_major
+    if info.nvinfer_major is None:
+        raise PluginError(
+            f"{plugin_static} does not link libnvinfer: under Triton (LD_PRELOAD or plugins=) its "
+            f"static registration cannot find getPluginRegistry and the server fails. Build "
+            f"libwtconv_trt_plugin.so against a TensorRT {major} install (cmake -S plugin -B "
+            f"build/plugin -DTensorRT_ROOT=<TensorRT {major} with lib/libnvinfer.so>)"
+        )
+    if info.nvinfer_major != major:
+        raise PluginError(
+            f"{plugin_static} links TensorRT {info.nvinfer_major} (libnvinfer.so.{info.nvinfer_major}) "
+            f"but the engine was built with {engine_trt}; use the plugin built for TensorRT {major}"
+        )
+    check_library_for_tensorrt(info, major, "tensorrt", manifest.tensorrt_version)
 
 
 def _capability_number(text: str) -> int:
@@ -100,9 +128,10 @@ def runnable_targets(plugin, targets: list | None, requested: bool) -> list | No
     )
     if requested:
         raise PluginError(
-            f"--compute-capability {', '.join(unable)}: plugin library {plugin} has code for {code.describe()}, "
+            f"compute_capabilities {', '.join(unable)}: plugin library {plugin} has code for {code.describe()}, "
             f"which GPUs of compute capability {', '.join(unable)} cannot run (the engine would fail at its first "
-            f"inference there): drop {'it' if len(unable) == 1 else 'them'} from --compute-capability, or {fix}"
+            f"inference there): drop {'it' if len(unable) == 1 else 'them'} from compute_capabilities, or {fix}",
+            parameter="compute_capabilities",
         )
     kept = [t for t in targets if t not in unable]
     if not kept:

@@ -94,14 +94,18 @@ def parse_dims(text: str, what: str) -> Shape:
     return _parse_dims(text, what)
 
 
+def _shapes_error(message: str) -> InputError:
+    return InputError(message, parameter="shapes")
+
+
 def parse_profile(text: str, input_names=None) -> Profile:
     """Parse one ``--shapes`` value into a Profile (checks min <= opt <= max and equal ranks).
 
     ``input_names``: the model's input names, when known; a spec without a name is allowed only when the
     model has exactly one input (or, when the names are unknown, for a single spec)."""
     if not text or not text.strip():
-        raise InputError(
-            "--shapes: empty value; expected NAME:MIN/OPT/MAX, e.g. input:1x3x224x224/8x3x224x224/32x3x224x224"
+        raise _shapes_error(
+            "shapes: empty value; expected NAME:MIN/OPT/MAX, e.g. input:1x3x224x224/8x3x224x224/32x3x224x224"
         )
     ranges = {}
     parts = _NEXT_INPUT.split(text)
@@ -113,34 +117,34 @@ def parse_profile(text: str, input_names=None) -> Profile:
             name, dims = None, part
         pieces = dims.split("/")
         if len(pieces) != 3:
-            raise InputError(
-                f"--shapes {text!r}: expected three shapes MIN/OPT/MAX separated by '/' (several inputs: "
+            raise _shapes_error(
+                f"shapes {text!r}: expected three shapes MIN/OPT/MAX separated by '/' (several inputs: "
                 f"NAME:MIN/OPT/MAX,NAME:...), got {len(pieces)} in {part!r}"
             )
         if name is None:
             if input_names is not None and len(input_names) != 1:
-                raise InputError(
-                    f"--shapes {text!r}: the model has {len(input_names)} inputs "
+                raise _shapes_error(
+                    f"shapes {text!r}: the model has {len(input_names)} inputs "
                     f"({', '.join(input_names)}); name each one: NAME:MIN/OPT/MAX,NAME:..."
                 )
             if len(parts) > 1:
-                raise InputError(f"--shapes {text!r}: with several inputs, name each one: NAME:MIN/OPT/MAX")
+                raise _shapes_error(f"shapes {text!r}: with several inputs, name each one: NAME:MIN/OPT/MAX")
             name = input_names[0] if input_names else ""
-        label = f"--shapes {name or '(input)'}"
+        label = f"shapes {name or '(input)'}"
         mn, opt, mx = (parse_dims(p, f"{label} {what}") for p, what in zip(pieces, ("min", "opt", "max"), strict=False))
         if not (len(mn) == len(opt) == len(mx)):
-            raise InputError(
+            raise _shapes_error(
                 f"{label}: min, opt and max must have the same rank, got "
                 f"{format_shape(mn)} / {format_shape(opt)} / {format_shape(mx)}"
             )
         for i, (a, b, c) in enumerate(zip(mn, opt, mx, strict=False)):
             if not a <= b <= c:
-                raise InputError(
+                raise _shapes_error(
                     f"{label}: dimension {i} must satisfy min <= opt <= max, got {a} / {b} / {c} "
                     f"(in {format_shape(mn)} / {format_shape(opt)} / {format_shape(mx)})"
                 )
         if name in ranges:
-            raise InputError(f"--shapes {text!r}: input {name!r} appears twice in one profile")
+            raise _shapes_error(f"shapes {text!r}: input {name!r} appears twice in one profile")
         ranges[name] = InputRange(mn, opt, mx)
     return Profile(ranges)
 
@@ -152,33 +156,32 @@ def check_profile_against_inputs(profile: Profile, inputs: dict) -> Profile:
     profile's value. Returns the profile with an unnamed single-input spec bound to the input's name."""
     if "" in profile.inputs:
         if len(inputs) != 1:
-            raise InputError(f"--shapes: the model has {len(inputs)} inputs ({', '.join(inputs)}); name each one")
+            raise _shapes_error(f"shapes: the model has {len(inputs)} inputs ({', '.join(inputs)}); name each one")
         profile = Profile({next(iter(inputs)): profile.inputs[""]})
     for name in profile.inputs:
         if name not in inputs:
-            raise InputError(
-                f"--shapes: the model has no input named {name!r}; its inputs are {', '.join(repr(n) for n in inputs)}"
+            raise _shapes_error(
+                f"shapes: the model has no input named {name!r}; its inputs are {', '.join(repr(n) for n in inputs)}"
             )
     for name, dims in inputs.items():
         dims = tuple(dims)
         dynamic = [i for i, d in enumerate(dims) if not _is_static(d)]
         if name not in profile.inputs:
             if dynamic:
-                raise InputError(
-                    f"--shapes: input {name!r} has dynamic dimensions {_show(dims)} and no range; add "
-                    f"{name}:MIN/OPT/MAX"
+                raise _shapes_error(
+                    f"shapes: input {name!r} has dynamic dimensions {_show(dims)} and no range; add {name}:MIN/OPT/MAX"
                 )
             continue
         r = profile.inputs[name]
         if len(r.min) != len(dims):
-            raise InputError(
-                f"--shapes {name}: the model's input has rank {len(dims)} {_show(dims)}, the profile "
+            raise _shapes_error(
+                f"shapes {name}: the model's input has rank {len(dims)} {_show(dims)}, the profile "
                 f"gives rank {len(r.min)} ({format_shape(r.min)})"
             )
         for i, d in enumerate(dims):
             if _is_static(d) and not (r.min[i] == r.opt[i] == r.max[i] == int(d)):
-                raise InputError(
-                    f"--shapes {name}: dimension {i} of the model's input is fixed at {int(d)} "
+                raise _shapes_error(
+                    f"shapes {name}: dimension {i} of the model's input is fixed at {int(d)} "
                     f"{_show(dims)}, the profile gives {r.min[i]} / {r.opt[i]} / {r.max[i]}"
                 )
     return profile
@@ -203,8 +206,8 @@ def default_profile(inputs: dict, batch=(1, 8, 32)) -> Profile:
                 example = "/".join(f"{b}x{c}x{h}x{w}" for b in batch)
             raise InputError(
                 f"input {name!r} has dynamic dimensions {_show(dims)} beyond the batch; give the range "
-                f"with --shapes {name}:MIN/OPT/MAX, e.g. --shapes {name}:{example} with the image size "
-                f"for H and W (one --shapes per profile)"
+                f"with shapes={name}:MIN/OPT/MAX, e.g. shapes={name}:{example} with the image size "
+                f"for H and W (one per profile)"
             )
     return Profile(ranges)
 
@@ -218,7 +221,7 @@ def find_profile(profiles, shapes: dict) -> int:
     have = "; ".join(f"profile {i}: {p.describe()}" for i, p in enumerate(profiles)) or "no profiles"
     raise InputError(
         f"shape {wanted} is outside every optimisation profile of the engine ({have}); use a shape in "
-        f"range, or rebuild the engine with --shapes covering it"
+        f"range, or rebuild the engine with profiles covering it (wtconv-trt build --shapes)"
     )
 
 

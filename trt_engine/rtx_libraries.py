@@ -1,27 +1,5 @@
-"""Load TensorRT-RTX's libraries so that its ONNX parser finds ``libtensorrt_rtx.so``, without touching the wheel.
-
-The wheel ``tensorrt-rtx-cu13-libs`` 1.7 ships ``libtensorrt_rtx.so.1`` and ``libtensorrt_onnxparser_rtx.so.1``.
-When the parser imports the first plugin node (any IPluginV3 plugin, not only ours) it calls
-``dlopen("libtensorrt_rtx.so")``, the unversioned name, which the wheel does not have; the process then aborts
-("terminate called without an active exception"). dlopen looks for that name in the calling library's RPATH
-(``$ORIGIN``: the folder it was loaded from), then ``LD_LIBRARY_PATH`` as it was when the process started, then
-the system's library cache.
-
-What we do instead of adding a file to the user's site-packages (docs/engines.md, "TensorRT-RTX's missing
-libtensorrt_rtx.so"): make a folder in the per-user cache holding links to the wheel's two libraries plus the
-missing name, and load both libraries *from that folder* (ctypes, RTLD_GLOBAL) before the bindings are imported.
-The dynamic loader takes ``$ORIGIN`` from the path a library was loaded by, not from the link's target, so the
-parser's own folder is now the one with ``libtensorrt_rtx.so``; the bindings' later loads of the same files
-resolve to the copies already loaded (same file). RTLD_GLOBAL also lets a static-registration plugin resolve
-``getPluginRegistry`` / ``getLogger`` (``polygraphy --plugins``).
-
-This only works before anything in the process has loaded the wheel's lookup. If something has
-(``import tensorrt_rtx`` first), we check that the name is found another way (``LD_LIBRARY_PATH`` set when the
-process started, a link beside the library) and otherwise raise ConfigurationError with the fix, instead of
-letting the parser abort the process. A separate process (``polygraphy`` on the command line) gets the same
-effect from ``LD_LIBRARY_PATH=<folder> LD_PRELOAD=<folder>/libtensorrt_rtx.so.1`` (``wtconv-trt doctor``
-prints the line).
-"""
+"""TensorRT-RTX's libraries loaded from a per-user folder of links that adds the unversioned name its ONNX parser
+dlopens, so the parser does not abort the process (docs/engines.md, "TensorRT-RTX's missing libtensorrt_rtx.so")."""
 
 from __future__ import annotations
 

@@ -1,36 +1,6 @@
-"""The only module that calls TensorRT. Thin on purpose: every decision (typing mode, profiles, manifest,
-versions, error texts) is made in plain Python elsewhere and tested on the CPU; this module turns those
-decisions into TensorRT Python API calls and turns TensorRT failures into errors that name a cause and a fix.
-
-API used (TensorRT Python bindings, python/src/infer/pyCore.cpp, pyPlugin.cpp, parsers/pyOnnx.cpp, at tags
-v10.16 and v11.1 of NVIDIA/TensorRT; C++ in include/NvInfer.h, NvInferRuntime*.h):
-- trt.Builder / create_network(flags) / create_builder_config / create_optimization_profile
-  + IOptimizationProfile.set_shape(input, min, opt, max) / config.add_optimization_profile
-- trt.OnnxParser(network, logger).parse_from_file(path); parser.num_errors / get_error(i) with
-  ParserError.code() / desc() / node() / node_name() / node_operator() (both 10.16 and 11.1)
-- NetworkDefinitionCreationFlag.STRONGLY_TYPED: TensorRT 10 (NvInfer.h v10.16: kSTRONGLY_TYPED = 1) opt-in;
-  TensorRT 11 (v11.1: kSTRONGLY_TYPED = 0, "Deprecated in TensorRT 11.0. Strongly typed mode is always
-  enabled ... ignored") -- so on 11 we pass no flag.
-- BuilderFlag.FP16: TensorRT 10 only (v10.16 NvInfer.h: kFP16 "Deprecated in TensorRT 10.12. Superseded by
-  strong typing"); removed from BuilderFlag in 11.1. BuilderFlag.TF32 exists in both (enabled by default).
-- IBuilderConfig.create_timing_cache(bytes) / set_timing_cache(cache, ignore_mismatch) / get_timing_cache()
-  -> ITimingCache.serialize(); config.progress_monitor = trt.IProgressMonitor subclass (phase_start,
-  step_complete -> bool, phase_finish), as samples/python/simple_progress_monitor (v11.1).
-- Builder.build_serialized_network(network, config) -> IHostMemory or None.
-- trt.get_plugin_registry(): load_library(path) (C++ loadLibrary: "returns nullptr if any of the plugins are
-  already registered"), all_creators (10.x and 11.x; plugin_creator_list and get_plugin_creator are gone in
-  11.1's pyPlugin.cpp, so we do not use them), creator .name / .plugin_version / .plugin_namespace.
-- trt.Runtime(logger).deserialize_cuda_engine(bytes) -> ICudaEngine or None; engine.num_io_tensors,
-  get_tensor_name / get_tensor_mode / get_tensor_shape / get_tensor_dtype / get_tensor_profile_shape;
-  IExecutionContext.set_optimization_profile_async / set_input_shape / set_tensor_address /
-  execute_async_v3(stream_handle).
-
-TensorRT-RTX 1.7 (module tensorrt_rtx_bindings, checked by running it): the same calls, except that
-BuilderFlag has no FP16, networks are always strongly typed (NetworkDefinitionCreationFlag.STRONGLY_TYPED = 0
-is reported set without being asked), IBuilderConfig.num_compute_capabilities + set_compute_capability(
-trt.ComputeCapability.SM89, index) choose the target GPUs, and deserialize_cuda_engine needs one of those GPUs
-(without it the engine is built but not deserialized; see build.py). trt_engine.backends says which is used.
-"""
+"""The only module that calls TensorRT: it turns decisions made in plain Python elsewhere into TensorRT Python API
+calls, and TensorRT failures into errors with a cause and a fix (the calls it relies on: docs/engines.md,
+"TensorRT API facts")."""
 
 from __future__ import annotations
 
@@ -39,7 +9,7 @@ import logging
 from pathlib import Path
 
 from trt_engine import backends
-from trt_engine.manifest import parse_version
+from trt_engine.manifest import PluginRecord, TensorIO, parse_version
 from trt_engine.plugins import check_creator_source, check_library_for_tensorrt, runtime_name
 from wtconv_core.errors import ConfigurationError, EngineError, PluginError
 from wtconv_export import contract
@@ -72,7 +42,8 @@ def use_backend(requested: str | None = None) -> str:
     if _TRT is not None and requested not in (None, backends.AUTO) and requested != _BACKEND:
         raise ConfigurationError(
             f"{backends.display_name(_BACKEND)} is already in use in this process; "
-            f"--backend {requested} needs a new process"
+            f"backend {requested} needs a new process",
+            parameter="backend",
         )
     if _TRT is not None:
         return _BACKEND
@@ -219,9 +190,9 @@ def has_wtconv_creator() -> bool:
 _LOADED_LIBRARIES = {}  # resolved path -> (ctypes handle, registry handle); keeps them loaded
 
 
-def load_plugin(path) -> dict:
+def load_plugin(path) -> PluginRecord:
     """Load our plugin library into TensorRT's global plugin registry and check that the WTConv2d creator is
-    there. Returns {"library", "kind", "name", "version", "namespace", "tensorrt_major", "abi"}.
+    there. Returns the plugin's record for the manifest.
 
     The library's ABI record is read first, without loading it: a library built for another TensorRT ABI is
     refused by name (PluginError). A dynamic library (exports getCreators) goes through
@@ -236,15 +207,15 @@ def load_plugin(path) -> dict:
     info = inspect_library(path)  # PluginError with the fix
     check_library_for_tensorrt(info, trt_major, backend, version)
     resolved = str(Path(path).resolve())
-    result = {
-        "library": resolved,
-        "kind": info.kind,
-        "name": contract.PLUGIN_NAME,
-        "version": contract.PLUGIN_VERSION,
-        "namespace": contract.PLUGIN_NAMESPACE,
-        "tensorrt_major": trt_major,
-        "abi": info.abi,
-    }
+    result = PluginRecord(
+        name=contract.PLUGIN_NAME,
+        version=contract.PLUGIN_VERSION,
+        namespace=contract.PLUGIN_NAMESPACE,
+        library=resolved,
+        kind=info.kind,
+        tensorrt_major=trt_major,
+        abi=info.abi,
+    )
     if resolved in _LOADED_LIBRARIES:
         return result
     if has_wtconv_creator():  # registered before: by this very file, or refused naming the one that did
@@ -387,10 +358,9 @@ class NetworkBuilder:
         kinds = {getattr(trt.LayerType, n) for n in ("PLUGIN_V3", "PLUGIN_V2", "PLUGIN") if hasattr(trt.LayerType, n)}
         return sum(1 for i in range(self.network.num_layers) if self.network.get_layer(i).type in kinds)
 
-    def io(self) -> list:
-        """The network's I/O tensors as the manifest records them ({"name", "mode", "shape", "dtype"}, -1 for a
-        dynamic dimension): used when the engine cannot be deserialized on this machine (TensorRT-RTX without
-        one of its GPUs)."""
+    def io(self) -> list[TensorIO]:
+        """The network's I/O tensors as the manifest records them (-1 for a dynamic dimension): used when the engine
+        cannot be deserialized on this machine (TensorRT-RTX without one of its GPUs)."""
         trt = self.trt
         out = []
         for mode, count, get in (
@@ -400,12 +370,12 @@ class NetworkBuilder:
             for i in range(count):
                 t = get(i)
                 out.append(
-                    {
-                        "name": t.name,
-                        "mode": mode,
-                        "shape": [int(d) for d in t.shape],
-                        "dtype": _dtype_name(trt, t.dtype),
-                    }
+                    TensorIO(
+                        name=t.name,
+                        mode=mode,
+                        shape=tuple(int(d) for d in t.shape),
+                        dtype=_dtype_name(trt, t.dtype),
+                    )
                 )
         return out
 
@@ -487,7 +457,7 @@ class NetworkBuilder:
             progress_board.close()
         if serialized is None:
             raise EngineError(
-                f"TensorRT could not build the engine{_recent_errors(self.logger)}; rerun with --verbose "
+                f"TensorRT could not build the engine{_recent_errors(self.logger)}; rerun with verbose=True "
                 f"for TensorRT's log"
             )
         if timing_cache is not None:
@@ -522,8 +492,9 @@ def _compute_capability_member(trt, text: str):
     if member is None:
         known = ", ".join(compute_capability_names())
         raise ConfigurationError(
-            f"--compute-capability {text}: {runtime_name(backend_of(trt), trt.__version__)} "
-            f"targets {known} (or 'current', the GPU of this machine)"
+            f"compute_capabilities {text}: {runtime_name(backend_of(trt), trt.__version__)} "
+            f"targets {known} (or 'current', the GPU of this machine)",
+            parameter="compute_capabilities",
         )
     return member
 
@@ -549,20 +520,20 @@ class LoadedEngine:
         self.runtime = runtime
         self.engine = engine
 
-    def io(self) -> list:
-        """[{"name", "mode", "shape", "dtype"}] in the engine's I/O order (dtype as a NumPy name)."""
+    def io(self) -> list[TensorIO]:
+        """The engine's I/O tensors in its I/O order (dtype as a NumPy name)."""
         trt = import_tensorrt()
         out = []
         for i in range(self.engine.num_io_tensors):
             name = self.engine.get_tensor_name(i)
             mode = "input" if self.engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT else "output"
             out.append(
-                {
-                    "name": name,
-                    "mode": mode,
-                    "shape": [int(d) for d in self.engine.get_tensor_shape(name)],
-                    "dtype": _dtype_name(trt, self.engine.get_tensor_dtype(name)),
-                }
+                TensorIO(
+                    name=name,
+                    mode=mode,
+                    shape=tuple(int(d) for d in self.engine.get_tensor_shape(name)),
+                    dtype=_dtype_name(trt, self.engine.get_tensor_dtype(name)),
+                )
             )
         return out
 
@@ -605,20 +576,20 @@ class ExecutionSession:
         self.buffers = {}
         io = loaded.io()
         for t in io:
-            if t["mode"] == "input":
-                if not self.context.set_input_shape(t["name"], tuple(shapes[t["name"]])):
-                    raise EngineError(f"TensorRT rejected shape {shapes[t['name']]} for input {t['name']!r}")
+            if t.mode == "input":
+                if not self.context.set_input_shape(t.name, tuple(shapes[t.name])):
+                    raise EngineError(f"TensorRT rejected shape {shapes[t.name]} for input {t.name!r}")
         fill_stream = torch.cuda.current_stream()
         for t in io:
-            shape = tuple(self.context.get_tensor_shape(t["name"]))
-            torch_dtype = getattr(torch, np.dtype(t["dtype"]).name)
-            if t["mode"] == "input":
+            shape = tuple(self.context.get_tensor_shape(t.name))
+            torch_dtype = getattr(torch, np.dtype(t.dtype).name)
+            if t.mode == "input":
                 buf = torch.randn(shape, device="cuda").to(torch_dtype)  # filled on PyTorch's current stream
             else:
                 buf = torch.empty(shape, dtype=torch_dtype, device="cuda")
             buf.record_stream(torch_stream)  # used on torch_stream: keep the caching allocator from reusing it early
-            self.buffers[t["name"]] = buf
-            self.context.set_tensor_address(t["name"], buf.data_ptr())
+            self.buffers[t.name] = buf
+            self.context.set_tensor_address(t.name, buf.data_ptr())
         # The inputs were written on the current stream; every enqueue on torch_stream must see them.
         torch_stream.wait_stream(fill_stream)
 

@@ -205,7 +205,8 @@ def load_official(path: Path | None):
         from wtconv_core.errors import ConfigurationError
 
         raise ConfigurationError(
-            f"--official must be a checkout of BGU-CS-VIL/WTConv (with fast_wtconv/wtconv_cuda.py), got {root}"
+            f"official must be a checkout of BGU-CS-VIL/WTConv (with fast_wtconv/wtconv_cuda.py), got {root}",
+            parameter="official",
         )
     sys.path.insert(0, str(root))
     from fast_wtconv.wtconv_cuda import WTConv2d as OfficialWTConv2d  # noqa: E402 - path set just above

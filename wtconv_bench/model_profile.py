@@ -1,39 +1,6 @@
-"""Where the GPU time of WTConvNeXt-T (on our CUDA kernels) goes, against timm's ConvNeXt-T, kernel by kernel.
-
-The library behind ``tools/profile_models.py``; it writes ``profile_models.json`` (every number, the metadata and
-the full list of kernel names) and ``profile_models.md`` (short tables). Both models are built as the layer
-benchmark builds them (wtconv_bench/layers.py, ``bench_models``): ``fuse_wtconv_layers(wtconvnext_tiny())``
-and ``timm.create_model("convnext_tiny")`` with random weights, cast to the dtype; channels-last means
-``model.to(memory_format=torch.channels_last)`` and a channels-last input. Inference runs under ``torch.no_grad``
-(the compiled models are compiled under it too, so no call changes their guards). Four parts, in this order:
-
-``compile``
-    ``torch._dynamo.explain`` of WTConvNeXt-T in both layouts: graphs, graph breaks and their reasons, how many
-    calls of our custom operator the graphs hold and whether each call's output (its fake implementation,
-    wtconv_export/ops.py) keeps the input's layout. It runs first because ``explain`` resets dynamo, which would
-    throw away the compiled models the later parts reuse.
-``profile``
-    ``torch.profiler`` (CPU and CUDA activity) over a few forward passes after warm-up, fp16, at ``batch``, both
-    models, both layouts, eager and ``torch.compile`` (default mode, ``dynamic=False``). Every kernel is given a
-    category (``classify_kernel``) from its name and the operator that launched it (the trace links each kernel to
-    the innermost operator through its "External id"); the report is CUDA time per image per category, kernel
-    launches per forward, the top kernels, and for WTConvNeXt-T what runs right before and after our kernels.
-``throughput``
-    Whole-model img/s (median of 10 forward passes after warm-up, CUDA events): eager and compiled at ``batch``
-    fp16 in both layouts; fp32 at a smaller batch eager in both layouts and compiled in channels-last only (two
-    compilations fewer keep the whole run near five minutes).
-``latency``
-    Each model's eager forward captured in one CUDA graph (static input), fp16, B = 1, 8, 64, both layouts:
-    median replay time (``benchmark.time_graph``), kernel launches per forward (from a profiled forward), and at
-    B = 1 the time of each of the 18 WTConv layers against ConvNeXt's 18 depthwise convolutions, each layer
-    captured alone on the input it gets inside the model (in L2, as in the model).
-
-Every model is compiled once per layout and dtype and reused by the parts (compiling takes ~30-60 s; the first
-call's time is recorded). Each part is saved when it ends, so an interrupted run keeps what it measured; a part
-or a case that fails is recorded as one line and the run goes on. A run that measures only some parts keeps the
-other parts' results from an earlier ``profile_models.json`` in the same folder (each part records when and by
-which command it ran), so the parts can be measured in separate commands.
-"""
+"""Where the GPU time of WTConvNeXt-T on our kernels goes against timm's ConvNeXt-T, kernel by kernel: graph breaks,
+a per-kernel profile, throughput and CUDA-graph latency (docs/bench/README.md, "Per-kernel profile of the whole
+models")."""
 
 from __future__ import annotations
 
@@ -349,9 +316,11 @@ def check_options(opts: Options) -> None:
 
     unknown = [p for p in opts.parts if p not in PARTS]
     if unknown or not opts.parts:
-        raise InputError(f"--parts must be one or more of {', '.join(PARTS)}; got {' '.join(opts.parts) or 'none'}")
+        raise InputError(
+            f"parts must be one or more of {', '.join(PARTS)}; got {' '.join(opts.parts) or 'none'}", parameter="parts"
+        )
     if isinstance(opts.batch, bool) or not isinstance(opts.batch, int) or opts.batch < 1:
-        raise InputError(f"--batch must be a whole number >= 1, got {opts.batch!r}")
+        raise InputError(f"batch must be a whole number >= 1, got {opts.batch!r}", parameter="batch")
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -1,10 +1,8 @@
-"""The project's exception hierarchy: errors a user can fix, as opposed to bugs.
+"""The project's exception hierarchy: errors a user can fix, as opposed to bugs (docs/design.md §1, "Errors").
 
-Libraries (``wtconv_export``, ``trt_engine``) raise these with a message that names what was expected and how
-to fix it; only the command line (``wtconv_trt.cli``) catches them, prints the message as one line and exits
-with status 2. Anything else (a bug) keeps its traceback. This module imports nothing from the project, so
-every layer can use it.
-"""
+A message is one line in the API's own words: about a parameter, it starts with the parameter's name
+(``instances: expected an integer from 1 to 64, got 0``) and names it in ``parameter``; advice naming another
+parameter writes it as ``name=value`` (``pass force=True``). The command line maps both to its options."""
 
 from __future__ import annotations
 
@@ -21,7 +19,12 @@ __all__ = [
 
 
 class WtconvTrtError(Exception):
-    """Base of every user-facing error: the message is one line saying what was wrong and what to do."""
+    """Base of every user-facing error: the message is one line saying what was wrong and what to do;
+    ``parameter``: the API parameter it is about (the message's first word), or None."""
+
+    def __init__(self, message: str = "", *, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
 
 
 class InputError(WtconvTrtError, ValueError):

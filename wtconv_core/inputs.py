@@ -1,12 +1,5 @@
-"""What the user gives a job: the shape syntax, option values, user-given arrays, and the default inputs.
-
-One shape syntax everywhere: ``B,C,H,W`` or ``BxCxHxW`` (the two are accepted alike and mean the same).
-
-Option values (counts, times, tolerances) are checked here, by the job that takes them, whether the caller is the
-command line or a Python program: ``check_int``, ``check_number``, ``check_tolerance``, ``check_choice``. Their
-messages name the command-line option (``argument --iterations: expected an integer from 1 to 10000, got 0``), so
-both callers see the same line.
-"""
+"""What the user gives a job: the shape syntax (``B,C,H,W`` or ``BxCxHxW``), option values and user-given arrays,
+checked by the job itself with one message whoever calls it, in the API's words (wtconv_core.errors)."""
 
 from __future__ import annotations
 
@@ -27,11 +20,17 @@ MAX_INT32 = 2**31 - 1
 MAX_SEED = 2**63 - 1
 
 
+def refuse(subject: str, problem: str) -> InputError:
+    """InputError "``subject``: ``problem``", about the parameter named by the subject's first word."""
+    first = subject.split()[0].rstrip(":") if subject.split() else ""
+    return InputError(f"{subject}: {problem}", parameter=first if first.isidentifier() else None)
+
+
 def check_int(value, option: str, low: int, high: int, what: str = "") -> int:
-    """``value`` as an int from ``low`` to ``high`` (inclusive); InputError naming ``option`` otherwise. A bool or a
-    float is not an integer here (``iterations=2.5`` is a mistake, not 2)."""
+    """``value`` as an int from ``low`` to ``high`` (inclusive); InputError naming the parameter ``option``
+    otherwise. A bool or a float is not an integer here (``iterations=2.5`` is a mistake, not 2)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= int(value) <= high:
-        raise InputError(f"argument {option}: expected an integer from {low} to {high}{what}, got {value!r}")
+        raise refuse(option, f"expected an integer from {low} to {high}{what}, got {value!r}")
     return int(value)
 
 
@@ -39,32 +38,30 @@ def check_number(value, option: str, low: float, high: float | None = None, *, a
     """``value`` as a finite float, ``>= low`` (``> low`` with ``above``) and, when ``high`` is given, ``<= high``;
     InputError naming ``option`` otherwise (NaN and infinities included: they make every comparison pass or fail)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InputError(f"argument {option}: expected a number, got {value!r}")
+        raise refuse(option, f"expected a number, got {value!r}")
     number = float(value)
     if not math.isfinite(number):
-        raise InputError(f"argument {option}: expected a finite number, got {value!r}")
+        raise refuse(option, f"expected a finite number, got {value!r}")
     if high is not None:
         if not low <= number <= high:
-            raise InputError(f"argument {option}: expected a number from {low:g} to {high:g}{what}, got {value!r}")
+            raise refuse(option, f"expected a number from {low:g} to {high:g}{what}, got {value!r}")
     elif number < low or (above and number == low):
-        raise InputError(f"argument {option}: expected a finite number {'>' if above else '>='} {low:g}, got {value!r}")
+        raise refuse(option, f"expected a finite number {'>' if above else '>='} {low:g}, got {value!r}")
     return number
 
 
-def check_tolerance(value, option: str = "--tolerance") -> float:
+def check_tolerance(value, option: str = "tolerance") -> float:
     """A tolerance in (0, 1e6]: ``0`` or NaN would make every comparison fail or pass."""
     number = check_number(value, option, 0.0, above=True)
     if number > 1e6:
-        raise InputError(f"argument {option}: expected a tolerance > 0 and <= 1e6, got {value!r}")
+        raise refuse(option, f"expected a tolerance > 0 and <= 1e6, got {value!r}")
     return number
 
 
 def check_choice(value, option: str, choices: Sequence[str]) -> str:
     """``value`` must be one of ``choices`` (argparse's wording, for the same line from Python)."""
     if value not in choices:
-        raise InputError(
-            f"argument {option}: invalid choice: {value!r} (choose from {', '.join(repr(c) for c in choices)})"
-        )
+        raise refuse(option, f"invalid choice: {value!r} (choose from {', '.join(repr(c) for c in choices)})")
     return value
 
 
@@ -75,7 +72,7 @@ def shape_of(value, what: str, rank: int | None = None) -> tuple[int, ...]:
         return parse_dims(value, what, rank)
     parts = list(value) if isinstance(value, Sequence) else None
     if not parts or any(isinstance(d, bool) or not isinstance(d, numbers.Integral) for d in parts):
-        raise InputError(f"{what}: expected positive integers such as (1, 3, 224, 224), got {value!r}")
+        raise refuse(what, f"expected positive integers such as (1, 3, 224, 224), got {value!r}")
     return parse_dims(",".join(str(int(d)) for d in parts), what, rank)
 
 
@@ -86,21 +83,24 @@ def parse_dims(text: str, what: str, rank: int | None = None) -> tuple[int, ...]
     """'8,3,224,224' or '8x3x224x224' -> (8, 3, 224, 224): positive integers separated by ',' or by 'x' (one
     separator per shape). ``rank``: the number of dimensions required. InputError naming ``what`` otherwise.
 
-    The one element parser for every shape the user types (``--input-shape``, ``--shape``, each of the MIN/OPT/MAX
-    of ``--shapes``)."""
-    prefix = f"{what}: " if what else ""
+    The one element parser for every shape the user gives (an input shape, a benchmark shape, each of the
+    MIN/OPT/MAX of a profile)."""
+
+    def error(problem: str) -> InputError:
+        return refuse(what, problem) if what else InputError(problem)
+
     example = "B,C,H,W or BxCxHxW, e.g. 1,3,224,224" if rank == 4 else "dimensions like 8,3,224,224 or 8x3x224x224"
     raw = text if isinstance(text, str) else str(text)
     body = raw.strip(_SPACE).lower()
     separators = {c for c in body if c in "x,"}
     parts = [p.strip(_SPACE) for p in (body.split(separators.pop()) if len(separators) == 1 else [body])]
     if len(separators) > 0 or not all(p.isascii() and p.isdigit() for p in parts):
-        raise InputError(f"{prefix}expected {example} (positive integers separated by ',' or 'x'), got {raw!r}")
+        raise error(f"expected {example} (positive integers separated by ',' or 'x'), got {raw!r}")
     dims = tuple(int(p) for p in parts)
     if rank is not None and len(dims) != rank:
-        raise InputError(f"{prefix}expected {rank} dimensions ({example}), got {len(dims)} in {raw!r}")
+        raise error(f"expected {rank} dimensions ({example}), got {len(dims)} in {raw!r}")
     if any(d < 1 or d > MAX_DIM for d in dims):
-        raise InputError(f"{prefix}every dimension must be from 1 to {MAX_DIM}, got {raw!r}")
+        raise error(f"every dimension must be from 1 to {MAX_DIM}, got {raw!r}")
     return dims
 
 
@@ -109,7 +109,7 @@ def format_dims(shape, separator: str = ",") -> str:
     return separator.join(str(int(d)) for d in shape)
 
 
-def parse_shape(text: str, option: str = "--input-shape") -> tuple[int, int, int, int]:
+def parse_shape(text: str, option: str = "input_shape") -> tuple[int, int, int, int]:
     """'1,3,224,224' or '1x3x224x224' -> (1, 3, 224, 224); InputError naming ``option`` otherwise."""
     return parse_dims(text, option, rank=4)  # type: ignore[return-value]
 
@@ -117,13 +117,13 @@ def parse_shape(text: str, option: str = "--input-shape") -> tuple[int, int, int
 def load_inputs(path: str) -> list[np.ndarray]:
     """Arrays from a .npy (one input) or .npz (each array an input); InputError when unreadable."""
     if not os.path.isfile(path):
-        raise InputError(f"--inputs {path} does not exist")
+        raise InputError(f"inputs {path} does not exist", parameter="inputs")
     try:
         loaded = np.load(path, allow_pickle=False)
     except Exception as error:
-        raise InputError(f"cannot read --inputs {path} as .npy/.npz: {error}") from error
+        raise refuse(f"inputs {path}", f"cannot be read as .npy/.npz ({error})") from None
     arrays = [loaded[k] for k in loaded.files] if hasattr(loaded, "files") else [loaded]
     for a in arrays:
         if a.ndim != 4 or not np.issubdtype(a.dtype, np.floating):
-            raise InputError(f"--inputs {path}: each array must be a float (B, C, H, W) array, got {a.dtype} {a.shape}")
+            raise refuse(f"inputs {path}", f"each array must be a float (B, C, H, W) array, got {a.dtype} {a.shape}")
     return arrays

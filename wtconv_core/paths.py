@@ -1,18 +1,6 @@
-"""Where the jobs read and write: one rule for every job, from Python and from the command line alike.
-
-Inputs (an ONNX model, an engine): the file must exist, be a regular file and not be empty, or the message says
-which of these it is not and which command makes the file.
-
-Outputs:
-checked before any work starts, so a long export or build never ends in "cannot write": the directory must exist
-and accept a new file (tried for real: permission bits say nothing for root or read-only mounts), a path that
-should be a file must not be a directory, and an existing output is never replaced unless the caller passed
-``force=True`` (``--force``). Writers themselves write atomically (temporary file, then rename), so nothing
-half-written is left.
-
-The messages name the command-line option (``option``), so a job called from Python and the same job run from
-``wtconv-trt`` fail with the same line.
-"""
+"""Where the jobs read and write, one rule for every job: inputs must be existing, non-empty regular files; outputs
+are checked before any work starts (the directory takes a new file, tried for real; nothing existing is replaced
+without force=True), and written atomically (wtconv_core.files). Messages name the parameter (docs/design.md §1)."""
 
 from __future__ import annotations
 
@@ -20,6 +8,11 @@ import os
 import tempfile
 
 from wtconv_core.errors import InputError
+
+
+def _refuse(subject: str, problem: str) -> InputError:
+    first = subject.split()[0].rstrip(":")
+    return InputError(f"{subject} {problem}", parameter=first if first.isidentifier() else None)
 
 
 def _probe_writable(directory: str) -> str | None:
@@ -35,26 +28,28 @@ def _probe_writable(directory: str) -> str | None:
 
 def check_output_file(path, *, option: str, force: bool = False) -> str:
     """The absolute path of a file to write; InputError (one line, with the fix) when it cannot or may not be
-    written. ``option``: how the user gave the path (e.g. "-o"), named in the message."""
+    written. ``option``: the parameter that gave the path, named in the message."""
     shown = os.fspath(path)
     full = os.path.abspath(shown)
     directory = os.path.dirname(full)
     if os.path.isdir(full):
-        raise InputError(f"{option} {shown} is a directory; give a file name inside it")
+        raise _refuse(f"{option} {shown}", "is a directory; give a file name inside it")
     if not os.path.isdir(directory):
-        raise InputError(
-            f"{option} {shown}: directory {directory} does not exist; create it first or choose another path"
+        raise _refuse(
+            f"{option} {shown}:", f"directory {directory} does not exist; create it first or choose another path"
         )
     reason = _probe_writable(directory)
     if reason:
-        raise InputError(
-            f"{option} {shown}: cannot create files in {directory} ({reason}); choose a writable directory"
+        raise _refuse(
+            f"{option} {shown}:", f"cannot create files in {directory} ({reason}); choose a writable directory"
         )
     if os.path.lexists(full):
         if not force:
-            raise InputError(f"{option} {shown} already exists; pass --force to overwrite it, or choose another name")
+            raise _refuse(
+                f"{option} {shown}", "already exists; pass force=True to overwrite it, or choose another name"
+            )
         if not os.path.isfile(full):
-            raise InputError(f"{option} {shown} exists and is not a regular file; remove it or choose another name")
+            raise _refuse(f"{option} {shown}", "exists and is not a regular file; remove it or choose another name")
     return full
 
 
@@ -64,21 +59,23 @@ def check_output_dir(path, *, option: str, force: bool = False, will_write=()) -
     shown = os.fspath(path)
     full = os.path.abspath(shown)
     if os.path.exists(full) and not os.path.isdir(full):
-        raise InputError(f"{option} {shown} is a file, not a directory; give a directory (it is created if missing)")
+        raise _refuse(f"{option} {shown}", "is a file, not a directory; give a directory (it is created if missing)")
     existing = full
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
-        raise InputError(f"{option} {shown}: {existing} is a file, so the directory cannot be created")
+        raise _refuse(f"{option} {shown}:", f"{existing} is a file, so the directory cannot be created")
     reason = _probe_writable(existing)
     if reason:
-        raise InputError(f"{option} {shown}: cannot create files in {existing} ({reason}); choose a writable directory")
+        raise _refuse(
+            f"{option} {shown}:", f"cannot create files in {existing} ({reason}); choose a writable directory"
+        )
     if existing == full and not force:
         clashes = [name for name in will_write if os.path.lexists(os.path.join(full, name))]
         if clashes:
-            raise InputError(
-                f"{option} {shown} already holds {', '.join(clashes)}; pass --force to overwrite, or "
-                f"choose another directory"
+            raise _refuse(
+                f"{option} {shown}",
+                f"already holds {', '.join(clashes)}; pass force=True to overwrite, or choose another directory",
             )
     return full
 
@@ -88,11 +85,11 @@ def check_input_file(path, *, what: str, made_by: str) -> str:
     command that writes one (``made_by``) otherwise."""
     shown = os.fspath(path)
     if not os.path.exists(shown):
-        raise InputError(f"{what} {shown} does not exist; {made_by}")
+        raise _refuse(f"{what} {shown}", f"does not exist; {made_by}")
     if os.path.isdir(shown):
-        raise InputError(f"{what} {shown} is a directory; give the file itself ({made_by})")
+        raise _refuse(f"{what} {shown}", f"is a directory; give the file itself ({made_by})")
     if not os.path.isfile(shown):
-        raise InputError(f"{what} {shown} is not a regular file; {made_by}")
+        raise _refuse(f"{what} {shown}", f"is not a regular file; {made_by}")
     if os.path.getsize(shown) == 0:
-        raise InputError(f"{what} {shown} is empty (0 bytes); {made_by}")
+        raise _refuse(f"{what} {shown}", f"is empty (0 bytes); {made_by}")
     return shown

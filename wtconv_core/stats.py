@@ -1,5 +1,5 @@
 """The one percentile of the project: nearest rank, the definition trtexec's findPercentile computes
-(docs/engines.md, "Benchmarking")."""
+(docs/engines.md, "4. Benchmark")."""
 
 from __future__ import annotations
 

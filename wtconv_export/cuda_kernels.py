@@ -3,9 +3,8 @@
     from wtconv_export import cuda_kernels
     cuda_kernels.register()       # fused_wtconv2d on CUDA tensors now runs the fused CUDA kernels
 
-The shared library ``libwtconv_kernels_capi.so`` is found through the environment variable
-``WTCONV_KERNELS_LIB`` (a file path) or at ``build/plugin/libwtconv_kernels_capi.so`` under the repository
-root (``cmake -S plugin -B build/plugin && cmake --build build/plugin -j``).
+The shared library ``libwtconv_kernels_capi.so`` is found in the lookup order of wtconv_libs.lookup (the
+environment variable ``WTCONV_KERNELS_LIB``, the package, the per-user cache, the build tree).
 
 Layouts: NCHW-contiguous and channels-last (``torch.channels_last``) tensors are read in place, and the
 output has the input's layout. Any other strides cost one copy to NCHW.
@@ -23,9 +22,9 @@ import torch
 
 from wtconv_export.contract import MAX_KERNEL_SIZE as _MAX_KERNEL_SIZE
 from wtconv_export.contract import MAX_WT_LEVELS as _MAX_LEVELS
+from wtconv_libs import lookup
 
-ENV_LIBRARY = "WTCONV_KERNELS_LIB"
-DEFAULT_LIBRARY = Path(__file__).resolve().parent.parent / "build" / "plugin" / "libwtconv_kernels_capi.so"
+ENV_LIBRARY = lookup.ENV_VARS["kernels"]
 BUILD_HINT = (
     "build it with: cmake -S plugin -B build/plugin -DCMAKE_CUDA_ARCHITECTURES=native && "
     "cmake --build build/plugin -j   (from the repository root), or set "
@@ -48,9 +47,8 @@ _message = ctypes.create_string_buffer(_MESSAGE_BYTES)
 def library_path() -> Path:
     """The library to load: the first found in the package's lookup order (wtconv_libs.lookup: environment
     variable, package, per-user cache, build tree), else the path the environment variable or the build tree names."""
-    from wtconv_libs.lookup import find
-
-    return find("kernels") or Path(os.environ.get(ENV_LIBRARY) or DEFAULT_LIBRARY)
+    build_tree = lookup.build_tree_dir() / lookup.build_subdir("kernels") / lookup.FILE_NAMES["kernels"]
+    return lookup.find("kernels") or Path(os.environ.get(ENV_LIBRARY) or build_tree)
 
 
 def find_library() -> Path | None:

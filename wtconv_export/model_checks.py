@@ -20,6 +20,7 @@ import os
 import numpy as np
 
 from wtconv_core.errors import InputError, ModelError
+from wtconv_core.inputs import refuse
 
 # The first-stage activation of an example input may take at most this many bytes (fp32). Tracing and a reference
 # forward pass hold several such tensors at once.
@@ -71,7 +72,7 @@ def output_classes(model) -> int | None:
 def check_input_shape(
     model,
     shape,
-    option: str = "--input-shape",
+    option: str = "input_shape",
     *,
     dynamic: bool = False,
     arrays: bool = False,
@@ -87,22 +88,24 @@ def check_input_shape(
     subject = f"{option}: an array of shape {shown}" if arrays else f"{option} {shown}"
     suggest = suggest and not arrays
     if len(shape) != 4:
-        raise InputError(f"{subject}: expected 4 dimensions B,C,H,W")
+        raise refuse(subject, "expected 4 dimensions B,C,H,W")
     batch, channels, height, width = shape
     want = input_channels(model)
     if want is not None and channels != want:
         example = ",".join(map(str, (batch, want, height, width)))
-        raise InputError(
-            f"{subject}: the model takes {want} input channel{'s' if want != 1 else ''} "
-            f"(dimension 1), not {channels}" + (f"; e.g. {option} {example}" if suggest else "")
+        raise refuse(
+            subject,
+            f"the model takes {want} input channel{'s' if want != 1 else ''} (dimension 1), not {channels}"
+            + (f"; e.g. {option}={example}" if suggest else ""),
         )
     smallest = min_size(model)
     if min(height, width) < smallest:
         patch, stages, _ = _stem_and_stages(model)
-        raise InputError(
-            f"{subject}: height and width must be at least {smallest} for this model (a "
-            f"{patch}x{patch} stem, then {stages - 1} stages halving the resolution)"
-            + (f"; e.g. {option} {batch},{channels},{max(height, smallest)},{max(width, smallest)}" if suggest else "")
+        raise refuse(
+            subject,
+            f"height and width must be at least {smallest} for this model (a {patch}x{patch} stem, then "
+            f"{stages - 1} stages halving the resolution)"
+            + (f"; e.g. {option}={batch},{channels},{max(height, smallest)},{max(width, smallest)}" if suggest else ""),
         )
     structure = _stem_and_stages(model)
     patch, first_channels = (structure[0], structure[2]) if structure else (1, max(channels, 1))
@@ -111,17 +114,18 @@ def check_input_shape(
     if limit_memory and too_large:
         hint = (
             "the export is dynamic in batch, height and width, so a small example input serves every size; "
-            "leave --input-shape out or give a smaller one"
+            "leave input_shape out or give a smaller one"
             if dynamic
             else "give a smaller shape"
         )
-        raise InputError(
-            f"{subject}: this input would need about {activation / 2**30:.0f} GiB per "
-            f"activation (limit {MAX_ACTIVATION_BYTES // 2**30} GiB); {hint}"
+        raise refuse(
+            subject,
+            f"this input would need about {activation / 2**30:.0f} GiB per activation (limit "
+            f"{MAX_ACTIVATION_BYTES // 2**30} GiB); {hint}",
         )
 
 
-def check_input_arrays(model, arrays, option: str = "--inputs") -> None:
+def check_input_arrays(model, arrays, option: str = "inputs") -> None:
     """Check user-given (B, C, H, W) arrays against the model (channels, smallest and largest size)."""
     for array in arrays:
         check_input_shape(model, np.shape(array), option, arrays=True)
@@ -131,19 +135,23 @@ def check_checkpoint_file(path: str) -> None:
     """A checkpoint must exist and look like a PyTorch (zip or pickle) or safetensors file before torch reads it:
     anything else (a text file renamed .pth) gets a message saying what the file is expected to be."""
     if not os.path.isfile(path):
-        raise InputError(f"--checkpoint {path} does not exist (or is not a file)")
+        raise InputError(f"checkpoint {path} does not exist (or is not a file)", parameter="checkpoint")
     with open(path, "rb") as f:
         head = f.read(16)
     if not head:
-        raise ModelError(f"--checkpoint {path} is empty (0 bytes); give the published .pth/.pt or .safetensors file")
+        raise ModelError(
+            f"checkpoint {path} is empty (0 bytes); give the published .pth/.pt or .safetensors file",
+            parameter="checkpoint",
+        )
     is_zip = head.startswith(b"PK\x03\x04")  # torch.save since PyTorch 1.6
     is_pickle = head[:1] == b"\x80"  # legacy torch.save (pickle protocol >= 2)
     header = int.from_bytes(head[:8], "little") if len(head) >= 9 else 0
     is_safetensors = 0 < header < 100_000_000 and head[8:9] == b"{"
     if not (is_zip or is_pickle or is_safetensors):
         raise ModelError(
-            f"--checkpoint {path} is not a PyTorch checkpoint (torch.save) or a safetensors file (it "
-            f"starts with {head[:8]!r}); give the published .pth/.pt or .safetensors weights"
+            f"checkpoint {path} is not a PyTorch checkpoint (torch.save) or a safetensors file (it "
+            f"starts with {head[:8]!r}); give the published .pth/.pt or .safetensors weights",
+            parameter="checkpoint",
         )
 
 
@@ -196,7 +204,7 @@ def check_onnx_matches_model(proto, model, what: str = "the PyTorch model") -> N
     if channels is not None and dims[1] is not None and dims[1] != channels:
         raise ModelError(
             f"the ONNX model takes {dims[1]} input channels but {what} takes {channels}: is this the "
-            f"ONNX model exported from it? Give the matching --arch/--checkpoint, or export it again"
+            f"ONNX model exported from it? Give the matching arch=ARCH checkpoint=FILE, or export it again"
         )
     classes = output_classes(model)
     outputs = list(proto.graph.output)
@@ -210,12 +218,12 @@ def check_onnx_matches_model(proto, model, what: str = "the PyTorch model") -> N
             raise ModelError(
                 f"the ONNX model's output{'s' if len(outputs) > 1 else ''} {shapes} do not match "
                 f"{what}, which gives (B, {classes}): is this the ONNX model exported from it? Give "
-                f"the matching --arch/--checkpoint, or export it again"
+                f"the matching arch=ARCH checkpoint=FILE, or export it again"
             )
 
 
 def check_arrays_fit_onnx(
-    arrays, dims, option: str, what: str = "the ONNX model", fix: str = "export without --static"
+    arrays, dims, option: str, what: str = "the ONNX model", fix: str = "export without static=True"
 ) -> None:
     """Every array's shape must equal the input's fixed dimensions (``dims``, None where dynamic): a static export
     (or an engine) takes only the sizes it fixes."""
@@ -223,9 +231,10 @@ def check_arrays_fit_onnx(
         shape = tuple(np.shape(array))
         if len(shape) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shape, strict=False)):
             fixed = ",".join("?" if d is None else str(d) for d in dims)
-            raise InputError(
-                f"{option}: {what}'s input is fixed at {fixed} ('?': any size) but an input "
-                f"has shape {','.join(map(str, shape))}; give inputs of that shape, or {fix}"
+            raise refuse(
+                option,
+                f"{what}'s input is fixed at {fixed} ('?': any size) but an input has shape "
+                f"{','.join(map(str, shape))}; give inputs of that shape, or {fix}",
             )
 
 
@@ -239,6 +248,6 @@ def fit_batches(arrays, dims) -> list:
     if count == 0:
         raise InputError(
             f"the ONNX model's batch is fixed at {batch}, more than the {len(joined)} default inputs; "
-            f"give --inputs with batch {batch}"
+            f"give inputs=FILE with batch {batch}"
         )
     return [joined[i * batch : (i + 1) * batch] for i in range(min(count, 2))]

@@ -1,28 +1,5 @@
-"""ONNX export of models containing WTConv2d layers (docs/design.md §4, §5).
-
-Two forms of the same model:
-
-* ``ops="plugin"`` (default): every WTConv2d becomes exactly one ``wtconv::WTConv2d`` node whose
-  attributes are the TensorRT plugin fields (contract.py): kernel_size, wt_levels, stride (INT),
-  base_weight, base_bias, wavelet_weight (the folded fp32 weights of folding.py as FLOATS),
-  plugin_version, plugin_namespace (STRING). The node is emitted by the dynamo exporter itself, through
-  its custom_translation_table (see _translation_table for why not torch.onnx.ops.symbolic): no graph
-  surgery afterwards and no ONNX local function (TensorRT's parser would import a function named
-  WTConv2d before looking for the plugin).
-* ``ops="standard"``: only standard ONNX operators, for any runtime and for a TensorRT engine without
-  our plugin. Each WTConv2d becomes the published computation (Haar analysis as a stride-2 grouped Conv,
-  depthwise Conv per level, Haar synthesis as a stride-2 grouped ConvTranspose, crop) with the scales
-  folded into the convolution weights (the same FoldedWTConv as the plugin; 1 + L fewer Mul nodes per
-  layer) and exact ±1/2 Haar taps. Two changes keep one graph exact at every height and width: a single
-  zero pad to a multiple of 2^L instead of a pad-to-even per level, and synthesis by linearity instead of
-  band concatenation (StandardWTConv2d, _standard_subgraph).
-
-``precision="fp16"``: activations, graph input/output and the WTConv2d nodes are fp16 (a strongly typed
-network for TensorRT 11). The folded weights of WTConv2d nodes stay fp32 attributes (the plugin and the
-spec compute in fp32). LayerNorm / GroupNorm layers run in fp32 (Cast up, fp32 affine, Cast down): their
-mean and variance over up to 1024 channels lose precision in fp16 and can overflow (TensorRT warns about
-fp16 layer norms for that reason). Everything else (Conv, MatMul, GELU, residual adds) is fp16.
-"""
+"""ONNX export of models containing WTConv2d layers: one ``wtconv::WTConv2d`` node per layer (the plugin's fields as
+attributes) or the standard-op subgraph, in fp32 or fp16 (docs/onnx_export.md; docs/design.md §4, §5)."""
 
 from __future__ import annotations
 
@@ -77,14 +54,8 @@ class NoWTConvWarning(UserWarning):
 # ---------------------------------------------------------------------------------------------------
 
 
-# Each WTConv2d goes through torch.export as one small custom operator carrying only a layer index; its
-# translation (export_onnx's custom_translation_table) emits the layer's ONNX: one WTConv2d node with the
-# layer's attributes (ops="plugin"), or the standard-op subgraph (ops="standard").
-# Why not torch.onnx.ops.symbolic with the attributes: its FLOATS travel through the FX graph as schema
-# arguments, which torch.export re-prints as Python source at every recompile (minutes for WTConvNeXt-T's
-# 2M floats, docs/design.md §5) while this path takes seconds. And why not trace
-# StandardWTConv2d itself: its per-level shape arithmetic (H mod 2^L, H / 2^l) made torch.export's
-# symbolic shape reasoning take ~20 s per layer with dynamic height and width.
+# One small custom operator per layer, carrying only its index, that the translation table turns into the layer's
+# ONNX: seconds, where attributes in the FX graph take minutes (docs/onnx_export.md, "What the graph contains").
 @torch.library.custom_op("wtconv_export::onnx_wtconv2d_node", mutates_args=())
 def _onnx_node_op(x: torch.Tensor, layer: int, stride: int) -> torch.Tensor:
     raise RuntimeError("wtconv_export::onnx_wtconv2d_node only exists while exporting to ONNX")
@@ -268,11 +239,8 @@ class StandardWTConv2d(nn.Module):
         c, pad, levels = self.channels, self.kernel_size // 2, self.wt_levels
         h, w = x.shape[-2], x.shape[-1]
         out = F.conv2d(x, self.base_weight, self.base_bias, padding=pad, groups=c)
-        # One zero pad to a multiple of 2^L instead of the published pad-to-even at every level: the
-        # extra Haar coefficients are of all-zero patches (LL_l is unfiltered, so zeros stay zeros), and
-        # with the final crop no output pixel < H (< W) reads them (docs/design.md §2.4, "crops need no special
-        # handling"). Same values, and torch.export's symbolic shapes stay small (per-level H mod 2 pads
-        # made torch.export slow, see above).
+        # One zero pad to a multiple of 2^L instead of a pad-to-even per level: the same values, since no output
+        # pixel reads the extra coefficients (docs/design.md §2.4), and small symbolic shapes for torch.export.
         m = 2**levels
         ll = F.pad(x, (0, (m - w % m) % m, 0, (m - h % m) % m))
         filtered = []

@@ -54,7 +54,7 @@ def _check_options(num_classes, in_chans) -> dict:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
+            raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}", parameter=name)
         options[name] = value
     return options
 
@@ -67,10 +67,10 @@ def _options_from_checkpoint(state: dict, given: dict, path: str) -> dict:
     where = {"num_classes": "classifier head.fc.weight has {} rows", "in_chans": "stem.0.weight takes {} channels"}
     for name, value in given.items():
         if name in found and found[name] != value:
-            option = "--" + name.replace("_", "-")  # the command line's name; Python's keyword is the same
             raise InputError(
-                f"{option} {value} was asked for, but checkpoint {path}'s {where[name].format(found[name])}: leave "
-                f"{option} out to take the checkpoint's, or give the checkpoint of the {name}={value} model"
+                f"{name} {value} was asked for, but checkpoint {path}'s {where[name].format(found[name])}: leave "
+                f"{name} out to take the checkpoint's, or give the checkpoint of the {name}={value} model",
+                parameter=name,
             )
     return {**found, **given}
 
@@ -127,24 +127,26 @@ def build_model(
     """
     if source == DEFAULT_SOURCE:
         if checkpoint or random_weights:
-            raise InputError("--checkpoint / --random-weights need --arch (the default model ships its own weights)")
+            raise InputError(
+                "checkpoint=FILE / random_weights=True need arch=ARCH (the default model ships its own weights)"
+            )
         if num_classes is not None or in_chans is not None:
             raise InputError(
-                "--num-classes / --in-chans need --arch (the shipped default model is built as it was trained)"
+                "num_classes=N / in_chans=N need arch=ARCH (the shipped default model is built as it was trained)"
             )
         try:
             from wtconv_export import models
         except ImportError as error:
             raise ConfigurationError(
                 "the shipped default model is not available in this installation "
-                "(wtconv_export.models is missing); use --arch with --checkpoint or --random-weights"
+                "(wtconv_export.models is missing); use arch=ARCH with checkpoint=FILE or random_weights=True"
             ) from error
         model, config = models.load_default_model()
         return model.eval(), {"source": DEFAULT_SOURCE, "weights": "shipped", **_default_shape(config)}
     if source not in ARCHS:
         raise InputError(f"unknown architecture {source!r}; expected one of {', '.join(ARCHS)}")
     if bool(checkpoint) == bool(random_weights):
-        raise InputError(f"--arch {source} needs exactly one of --checkpoint FILE or --random-weights")
+        raise InputError(f"arch {source} needs exactly one of checkpoint=FILE or random_weights=True", parameter="arch")
     from wtconv_export.models import load_checkpoint
     from wtconv_export.wtconvnext import create_wtconvnext
 
@@ -216,8 +218,8 @@ def wtconvnext_options_from_metadata(metadata: dict) -> dict:
                 options[key] = int(metadata[key])
             except ValueError:
                 raise ModelError(
-                    f"the ONNX model's wtconv_trt.{key} metadata {metadata[key]!r} is not an integer: give --arch with "
-                    f"--checkpoint or --random-weights"
+                    f"the ONNX model's wtconv_trt.{key} metadata {metadata[key]!r} is not an integer: give arch=ARCH "
+                    f"with checkpoint=FILE or random_weights=True"
                 ) from None
     return options
 
@@ -230,14 +232,15 @@ def build_model_from_metadata(metadata: dict) -> tuple[nn.Module, dict]:
     if not source:
         raise ModelError(
             "the ONNX model does not say which PyTorch model it was exported from "
-            "(no wtconv_trt.source metadata): give --arch with --checkpoint or --random-weights"
+            "(no wtconv_trt.source metadata): give arch=ARCH with checkpoint=FILE or random_weights=True"
         )
     if source == MODULE_SOURCE:
         raise ModelError(
             f"the ONNX model was exported from Python, from a module of class "
             f"{metadata.get('module_class', '(not recorded)')}, whose weights only that module holds: validate it "
             f"from Python with the module in hand, wtconv_trt.validate_onnx(ONNX_FILE, module) (an engine: "
-            f"wtconv_trt.validate_engine(ENGINE, module)); a WTConvNeXt can also be given with --arch and --checkpoint"
+            f"wtconv_trt.validate_engine(ENGINE, module)); a WTConvNeXt can also be given with arch=ARCH and "
+            f"checkpoint=FILE"
         )
     if source == DEFAULT_SOURCE:
         return build_model(DEFAULT_SOURCE)
@@ -249,8 +252,10 @@ def build_model_from_metadata(metadata: dict) -> tuple[nn.Module, dict]:
         if not os.path.isfile(checkpoint):
             raise InputError(
                 f"the checkpoint the model was exported from, {checkpoint} (recorded in its metadata, "
-                f"wtconv_trt.weights), does not exist (moved?): give it with --arch {source} --checkpoint NEWPATH"
+                f"wtconv_trt.weights), does not exist (moved?): give it with arch={source} checkpoint=NEWPATH"
             )
         # The checkpoint itself says its num_classes and in_chans (validate then checks the ONNX output against it).
         return build_model(source, checkpoint=checkpoint)
-    raise ModelError(f"unrecognised wtconv_trt.weights metadata {weights!r}: give --checkpoint or --random-weights")
+    raise ModelError(
+        f"unrecognised wtconv_trt.weights metadata {weights!r}: give checkpoint=FILE or random_weights=True"
+    )

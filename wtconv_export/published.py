@@ -1,25 +1,6 @@
-"""The published WTConv2d inside any model: found, checked and converted to ``wtconv_export.WTConv2d``, so a
-network trained with the paper's code exports with one WTConv2d node per layer (docs/onnx_export.md, "Your own
-model").
-
-The published class (BGU-CS-VIL/WTConv ``wtconv/wtconv2d.py``) is not an installable package and needs
-PyWavelets, so it is never imported here: a layer is recognised by its class name (``WTConv2d``, or a subclass of
-a class of that name) and by what it is made of, the same things its state_dict keys name:
-
-    wt_levels, stride                      ints
-    base_conv        Conv2d(C, C, k, groups=C, stride 1, 'same' zero padding)   base_conv.weight, base_conv.bias
-    base_scale       a module with weight (1, C, 1, 1)                            base_scale.weight
-    wavelet_convs    L x Conv2d(4C, 4C, k, groups=4C, no bias, same padding)     wavelet_convs.{i}.weight
-    wavelet_scale    L modules with weight (1, 4C, 1, 1)                          wavelet_scale.{i}.weight
-    wt_filter, iwt_filter   (4C, 1, 2, 2) Haar (db1) analysis and synthesis taps
-
-These are exactly the names and shapes of ``wtconv_export.WTConv2d`` (wtconv2d.py), so conversion is a strict
-load_state_dict. After loading, the layer and its conversion run on one small input and must agree: a layer that
-has the published parameters but computes something else is refused, never exported as what it is not.
-
-Layers the WTConv2d operator cannot compute (another wavelet than Haar, in_channels != out_channels, an even or
-non-square kernel) raise a ModelError naming the layer and the reason.
-"""
+"""The published WTConv2d inside any model: recognised by its class name and parameters (never imported), checked
+against its conversion on one input, and converted to ``wtconv_export.WTConv2d`` by a strict load_state_dict
+(docs/onnx_export.md, "Your own model")."""
 
 from __future__ import annotations
 

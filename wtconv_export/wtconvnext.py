@@ -1,24 +1,6 @@
-"""WTConvNeXt (Finder et al., ECCV 2024) in plain PyTorch, with the published state_dict keys.
-
-The published models (BGU-CS-VIL/WTConv ``wtconvnext/wtconvnext.py``) are timm 1.0.7's ConvNeXt with each
-block's 7x7 depthwise convolution replaced by a WTConv2d (kernel 5, wt_levels (5, 4, 3, 2) per stage).
-This module rebuilds exactly that architecture without timm (timm needs torchvision, a multi-GB install),
-so a published checkpoint loads with ``strict=True``:
-
-    stem.0                       Conv2d(in_chans, dims[0], patch_size, stride=patch_size)
-    stem.1                       LayerNorm2d(dims[0])                       (eps 1e-6, as timm)
-    stages.{i}.downsample        Identity for i = 0, else Sequential(LayerNorm2d, Conv2d(k=2, s=2))
-    stages.{i}.blocks.{j}        conv_dw (WTConv2d) -> permute NHWC -> norm (LayerNorm, eps 1e-6)
-                                 -> mlp.fc1 -> GELU -> mlp.fc2 -> permute NCHW -> * gamma -> + input
-    norm_pre                     Identity (head_norm_first=False, the ConvNeXt default)
-    head                         global average pool -> head.norm (LayerNorm2d) -> flatten -> head.fc
-
-Only the configuration the published models use is implemented (patch stem, channels-last MLP, no GRN,
-output stride 32); options that would change the state_dict keys are not offered.
-
-If timm is importable, wtconvnext_tiny / _small / _base are also registered in timm's model registry
-under the published names (``timm.create_model('wtconvnext_tiny')``); otherwise nothing is registered.
-"""
+"""WTConvNeXt (Finder et al., ECCV 2024) in plain PyTorch with the published state_dict keys, so a published
+checkpoint loads with ``strict=True`` without timm; registered in timm's model registry when timm is importable
+(docs/onnx_export.md, "The WTConvNeXt models")."""
 
 from __future__ import annotations
 

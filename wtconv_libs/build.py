@@ -68,8 +68,9 @@ def onnxruntime_headers(given=None, source: Path | None = None) -> Path | None:
             if (folder / "onnxruntime_c_api.h").is_file():
                 return folder
         raise InputError(
-            f"--onnxruntime-headers {given}: no onnxruntime_c_api.h there; give the include/ folder of ONNX "
-            "Runtime's C API headers (1.17 or newer)"
+            f"onnxruntime_headers {given}: no onnxruntime_c_api.h there; give the include/ folder of ONNX "
+            "Runtime's C API headers (1.17 or newer)",
+            parameter="onnxruntime_headers",
         )
     env = os.environ.get(ENV_ORT_HEADERS)
     if env and (Path(env) / "onnxruntime_c_api.h").is_file():
@@ -93,8 +94,9 @@ def tensorrt_root(headers) -> Path:
         if (root / "include" / "NvInferRuntime.h").is_file():
             return root
     raise InputError(
-        f"--tensorrt-headers {headers}: no include/NvInferRuntime.h there; give a TensorRT install or "
-        f"the include/ folder of TensorRT's headers (TensorRT 10.x or 11.x; 11.x for TensorRT-RTX)"
+        f"tensorrt_headers {headers}: no include/NvInferRuntime.h there; give a TensorRT install or "
+        f"the include/ folder of TensorRT's headers (TensorRT 10.x or 11.x; 11.x for TensorRT-RTX)",
+        parameter="tensorrt_headers",
     )
 
 
@@ -173,7 +175,7 @@ def build_libraries(
     if source is None or not (source / "CMakeLists.txt").is_file():
         raise ConfigurationError(
             "the CMake sources (plugin/) are not beside this package: run from a checkout of "
-            "the repository, or pass --source PATH/TO/plugin"
+            "the repository, or pass source=PATH/TO/plugin"
         )
     if shutil.which("cmake") is None:
         raise ConfigurationError("cmake is not on PATH: building the libraries needs CMake >= 3.24")
@@ -191,7 +193,7 @@ def build_libraries(
     if unknown:
         raise ValueError(f"library kinds {unknown}: expected some of {', '.join(_TARGETS)}")
     if any(k.startswith("plugin") for k in kinds) and root is None:
-        raise InputError("the plugin libraries need TensorRT headers: pass --tensorrt-headers DIR")
+        raise InputError("the plugin libraries need TensorRT headers: pass tensorrt_headers=DIR")
     if any(k in _NEEDS_CUDA for k in kinds) and nvcc is None:
         raise ConfigurationError(
             f"nvcc is not on PATH: the {', '.join(k for k in kinds if k in _NEEDS_CUDA)} libraries need the CUDA "

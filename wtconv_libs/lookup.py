@@ -1,30 +1,6 @@
-"""Where the compiled libraries are found: one lookup order for the kernel library, the plugin libraries and the
-ONNX Runtime custom-op library.
-
-Four libraries are built from ``plugin/`` (docs/engines.md, "Compiled libraries"; docs/onnx_runtime.md):
-
-- ``kernels``: ``libwtconv_kernels_capi.so``, the fused CUDA kernels behind an ``extern "C"`` API (ctypes);
-- ``plugin``: ``libwtconv_trt_plugin_dynamic.so``, the TensorRT plugin loaded with ``IPluginRegistry.loadLibrary``;
-- ``plugin-static``: ``libwtconv_trt_plugin.so``, the plugin that registers itself when dlopen'ed (Triton,
-  ``polygraphy --plugins``);
-- ``ort``: ``libwtconv_ort.so``, the ``wtconv::WTConv2d`` op for ONNX Runtime (CPU, and CUDA where built with nvcc),
-  for ``SessionOptions.register_custom_ops_library(path)``; :func:`ort_library` returns its path.
-
-A plugin library is built against one TensorRT ABI (``trt10`` or ``trt11``; TensorRT-RTX uses ``trt11``), so
-plugin lookups take the ABI wanted and look in a folder per ABI. The order, first match wins:
-
-1. the environment variable (``WTCONV_KERNELS_LIB``, ``WTCONV_TRT_PLUGIN``, ``WTCONV_TRT_PLUGIN_STATIC``,
-   ``WTCONV_ORT_LIB``), a file path taken as given;
-2. the package's own ``lib`` folder (``wtconv_export/lib/``, ``wtconv_export/lib/<abi>/``);
-3. the per-user cache (``$WTCONV_TRT_CACHE``, else ``$XDG_CACHE_HOME/wtconv-trt``, else ``~/.cache/wtconv-trt``),
-   ``lib/`` and ``lib/<abi>/`` below it, where ``wtconv-trt build-libs`` installs;
-4. a CMake build tree beside the sources (``build/plugin``, ``build/plugin/trt``, ``build/plugin/onnxruntime``) for
-   a checkout.
-
-The kernels and the ONNX Runtime library do not depend on a TensorRT ABI: one folder each, no ABI level.
-
-Only the standard library is used here, so both ``wtconv_export.cuda_kernels`` and ``trt_engine`` can call it.
-"""
+"""Where the compiled libraries built from plugin/ are found: one lookup order (the environment variable, the
+package's lib/, the per-user cache, the build tree), per TensorRT ABI for the plugins (docs/engines.md, "Compiled
+libraries: one lookup order")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """A plugin library read from its ELF file without loading it: DT_NEEDED, exported symbols, the ABI record of
-section ``.wtconv_trt_abi`` and the GPU code in ``.nv_fatbin`` (docs/engines.md, "Plugin libraries")."""
+section ``.wtconv_trt_abi`` and the GPU code in ``.nv_fatbin`` (docs/engines.md, "Compiled libraries: one lookup
+order")."""
 
 from __future__ import annotations
 
@@ -143,8 +144,8 @@ def inspect_library(path) -> LibraryInfo:
     if not path.exists():
         raise PluginError(
             f"plugin library {path} does not exist; build it (wtconv-trt build-libs, or cmake -S plugin "
-            f"-B build/plugin -DTensorRT_ROOT=<TensorRT> && cmake --build build/plugin) and pass its "
-            f"path with --plugin"
+            f"-B build/plugin -DTensorRT_ROOT=<TensorRT> && cmake --build build/plugin) and pass it as "
+            f"plugin=PATH"
         )
     if not path.is_file():
         raise PluginError(f"plugin library {path} is not a file; pass the .so built from plugin/")

@@ -26,11 +26,12 @@ def parse_device(device: str) -> tuple[str, int]:
     if match and not (match.group(1) == "cpu" and match.group(2)) and int(match.group(2) or 0) <= MAX_GPU_INDEX:
         return match.group(1), int(match.group(2) or 0)
     raise InputError(
-        f"argument --device: expected cpu, cuda or cuda:N (N a GPU index from 0 to {MAX_GPU_INDEX}), got {device!r}"
+        f"device: expected cpu, cuda or cuda:N (N a GPU index from 0 to {MAX_GPU_INDEX}), got {device!r}",
+        parameter="device",
     )
 
 
-def check_ort_library(path: str | os.PathLike, option: str = "--ort-library") -> Path:
+def check_ort_library(path: str | os.PathLike, option: str = "ort_library") -> Path:
     """``path`` must be a libwtconv_ort.so (an existing file carrying the library's record,
     wtconv_libs.lookup.ort_library_info); InputError naming ``option`` otherwise."""
     from wtconv_core.paths import check_input_file
@@ -40,7 +41,8 @@ def check_ort_library(path: str | os.PathLike, option: str = "--ort-library") ->
     check_input_file(path, what=option, made_by=made_by)
     if not ort_library_info(path):
         raise InputError(
-            f"{option} {os.fspath(path)} is not libwtconv_ort.so (it has no wtconv_ort_info record); {made_by}"
+            f"{option} {os.fspath(path)} is not libwtconv_ort.so (it has no wtconv_ort_info record); {made_by}",
+            parameter=option,
         )
     return Path(path)
 
@@ -100,9 +102,10 @@ class OrtExecution:
         session = make_ort_session(model, self.providers, session_options, op=self.op or "python", library=self.library)
         if self.device == "cuda" and "CUDAExecutionProvider" not in session.get_providers():
             raise ConfigurationError(
-                f"--device cuda:{self.device_id}: ONNX Runtime could not start its CUDA execution provider (its "
+                f"device cuda:{self.device_id}: ONNX Runtime could not start its CUDA execution provider (its "
                 f"log says why, usually a CUDA or cuDNN library it cannot load); the session has only "
-                f"{', '.join(session.get_providers())}"
+                f"{', '.join(session.get_providers())}",
+                parameter="device",
             )
         return session
 
@@ -131,9 +134,10 @@ def plan_ort_execution(model: Any, device: str = "cpu", library: str | os.PathLi
         available = onnxruntime.get_available_providers()
         if "CUDAExecutionProvider" not in available:
             raise ConfigurationError(
-                f"--device {shown}: onnxruntime {onnxruntime.__version__} here has no CUDAExecutionProvider (it "
+                f"device {shown}: onnxruntime {onnxruntime.__version__} here has no CUDAExecutionProvider (it "
                 f"offers {', '.join(available)}): install onnxruntime-gpu in its place (pip uninstall onnxruntime; "
-                "pip install onnxruntime-gpu)"
+                "pip install onnxruntime-gpu)",
+                parameter="device",
             )
     providers = (
         ["CPUExecutionProvider"] if kind == "cpu" else [cuda_provider(index, tf32=False), "CPUExecutionProvider"]
@@ -145,7 +149,9 @@ def plan_ort_execution(model: Any, device: str = "cpu", library: str | os.PathLi
     except ConfigurationError as error:
         if kind == "cpu":
             raise
-        raise ConfigurationError(f"--device {shown}: the model's {nodes} WTConv2d nodes need {error}") from None
+        raise ConfigurationError(
+            f"device {shown}: the model's {nodes} WTConv2d nodes need {error}", parameter="device"
+        ) from None
     if how == "python" and importlib.util.find_spec("onnxruntime_extensions") is None:
         raise ConfigurationError(
             f"the model has {nodes} WTConv2d nodes and no libwtconv_ort.so is built: build it with 'wtconv-trt "
@@ -156,7 +162,8 @@ def plan_ort_execution(model: Any, device: str = "cpu", library: str | os.PathLi
 
         if ort_library_info(path).get("cuda") != "yes":
             raise ConfigurationError(
-                f"--device {shown}: {path} has no CUDA op (it was built where nvcc was not found): rebuild it with "
-                "the CUDA toolkit present (wtconv-trt build-libs), or validate on the CPU"
+                f"device {shown}: {path} has no CUDA op (it was built where nvcc was not found): rebuild it with "
+                "the CUDA toolkit present (wtconv-trt build-libs), or validate on the CPU",
+                parameter="device",
             )
     return OrtExecution(kind, index, providers, nodes, how, path)

@@ -1,23 +1,5 @@
-"""Running exported models in ONNX Runtime, WTConv2d nodes included (docs/onnx_runtime.md; docs/design.md §5).
-
-Two ways to run a ``wtconv::WTConv2d`` node:
-
-- **the native library** (preferred): ``libwtconv_ort.so`` (plugin/onnxruntime), registered with
-  ``SessionOptions.register_custom_ops_library``. The exported file runs as it is, on the CPU and, in a build with
-  CUDA, on onnxruntime-gpu's CUDA execution provider. ``wtconv_libs.lookup.ort_library()`` finds it.
-- **the Python op** (the fallback when the library is not built): onnxruntime-extensions runs a Python function as
-  an operator, but its Python ops read only scalar int/float/string attributes, so the model is rewritten for that
-  runtime (in memory; the exported file is never changed): each WTConv2d node becomes
-
-    [Cast to float]  ->  ai.onnx.contrib::WTConv2dSpec(x, base_weight, base_bias, wavelet_weight)  ->  [Cast back]
-
-  with the node's FLOATS attributes turned into fp32 initializers of shapes (C,k,k), (C,), (L,4C,k,k) and
-  kernel_size / wt_levels / stride kept as INT attributes. The Python op is the executable spec (fused_spec.py)
-  evaluated in fp32; the Casts around it for fp16 models reproduce what the plugin does (fp16 in, fp32 arithmetic
-  with fp32 weights, one rounding to fp16 on the way out). It runs on the CPU only and is several times slower.
-
-:func:`make_ort_session` picks the native library when it is found and says so in the log when it falls back.
-"""
+"""ONNX Runtime sessions for our exports: WTConv2d nodes on the native op library libwtconv_ort.so, or, without it,
+on the onnxruntime-extensions Python op in a model rewritten in memory (docs/onnx_runtime.md, "From wtconv-trt")."""
 
 from __future__ import annotations
 

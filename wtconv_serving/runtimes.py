@@ -8,7 +8,7 @@ In order of preference (docs/serving.md):
 - ``onnxruntime``: the exported ONNX model itself in ONNX Runtime, WTConv2d nodes on the native op library
   libwtconv_ort.so (else, on the CPU, through the onnxruntime-extensions Python op): on a GPU through onnxruntime-gpu's
   CUDA execution provider (TF32 off) where it and the library's CUDA op exist, else on the CPU
-  (wtconv_validate.ort.plan_ort_execution makes the choice and its checks).
+  (wtconv_ort.execution.plan_ort_execution makes the choice and its checks).
 
 Each runner maps a NumPy batch in the model's input dtype to a NumPy batch in its output dtype, so the served
 model and a test calling the runner directly compute the same thing.
@@ -136,24 +136,23 @@ class TensorRTRunner:
     def __init__(self, engine_path, plugin=None, device: int = 0):
         import torch
 
-        from trt_engine.engine_file import check_engine_request, load_engine_for_run
+        from trt_engine.engine_file import load_engine_for_run, open_engine
         from trt_engine.profiles import find_profile
 
-        check = check_engine_request(engine_path)
-        self.manifest, self.profiles = check.manifest, check.profiles
+        self.engine = open_engine(engine_path)
+        self.profiles = self.engine.manifest.profiles
         self.device = torch.device("cuda", int(device))
         # Everything on the instance's GPU: TensorRT deserializes the engine and creates the context (and our plugin
         # uploads its weights) on the current device, which is 0 in a fresh backend process whatever
         # model_instance_device_id says; the stream and tensors below live on self.device.
         with torch.cuda.device(self.device):
-            self.loaded = load_engine_for_run(engine_path, self.manifest, plugin)
+            self.loaded = load_engine_for_run(self.engine, plugin)
             self.context = self.loaded.engine.create_execution_context()
             self.stream = torch.cuda.Stream(self.device)
         io = self.loaded.io()
-        self.input_name = next(t["name"] for t in io if t["mode"] == "input")
-        self.output_name = next(t["name"] for t in io if t["mode"] == "output")
-        self.input_dtype = np.dtype(next(t["dtype"] for t in io if t["mode"] == "input"))
-        self.output_dtype = np.dtype(next(t["dtype"] for t in io if t["mode"] == "output"))
+        inputs, outputs = [t for t in io if t.mode == "input"], [t for t in io if t.mode == "output"]
+        self.input_name, self.output_name = inputs[0].name, outputs[0].name
+        self.input_dtype, self.output_dtype = np.dtype(inputs[0].dtype), np.dtype(outputs[0].dtype)
         self.profile = 0
         self.find_profile = find_profile
         self.torch = torch
@@ -243,7 +242,7 @@ def select_runtime(
             preference, onnx_path=onnx_path, engine_path=engine_path, ort_device=ort_device, ort_library=ort_library
         )
         if reason:
-            raise ConfigurationError(f"runtime {preference} cannot run here: {reason}")
+            raise ConfigurationError(f"runtime {preference} cannot run here: {reason}", parameter="runtime")
         return preference
     reasons = {}
     for runtime in RUNTIMES:

@@ -164,7 +164,7 @@ def check_ports(host: str, ports: dict) -> None:
         if port > 0 and port_in_use(host, port):
             raise ServingError(
                 f"port {port} on {host} ({what}) is already in use: stop what listens "
-                f"there or choose another with --{what}-port"
+                f"there or choose another with {what}_port=PORT"
             )
     if ports.get("http", 0) > 0 and ports.get("http") == ports.get("grpc"):
         raise ServingError(f"the HTTP and gRPC ports are both {ports['http']}: give two different ports")
@@ -295,7 +295,7 @@ class TritonServer:
         return cmd + self.extra_args
 
     def start(self, timeout: float = 120.0) -> TritonServer:
-        from wtconv_serving.python_backend import check_repository
+        from wtconv_serving.repository import check_repository
 
         check_repository(self.repository)
         self.install = self.install or find_server()

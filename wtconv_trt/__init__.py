@@ -1,24 +1,5 @@
-"""wtconv-trt's Python API and its command line.
-
-The workflow, one function per job (docs/api.md)::
-
-    import wtconv_trt
-
-    exported = wtconv_trt.export_onnx("digits.onnx")         # the shipped default model
-    print(wtconv_trt.validate_onnx("digits.onnx").summary())  # ONNX Runtime vs PyTorch, on the CPU
-    built = wtconv_trt.build_engine("digits.onnx")           # TensorRT or TensorRT-RTX, with the plugin found
-    report = wtconv_trt.validate_engine(built.engine_path)    # on a GPU the engine runs on
-    timings = wtconv_trt.benchmark_engine(built.engine_path)
-
-Every function checks what it is given, takes the defaults the command line takes, and raises a
-``WtconvTrtError`` subclass with a one-line message for a mistake a user can fix. The names are imported lazily
-(PEP 562): ``import wtconv_trt`` needs neither torch nor TensorRT nor a GPU; a job imports what it uses.
-
-The implementation is in ``wtconv_trt.api`` (one module per job); the ``wtconv-trt`` command line
-(``wtconv_trt.cli``, ``wtconv_trt.commands``) maps its options onto these functions and prints their results.
-``wtconv_export`` (PyTorch reference, export, ONNX validation) and ``trt_engine`` (TensorRT engines, serving) are
-the libraries underneath; they never import this package.
-"""
+"""wtconv-trt's Python API (one function per job, imported lazily: no torch, TensorRT or GPU needed to import it)
+and, on it, the ``wtconv-trt`` command line (docs/api.md)."""
 
 import importlib
 

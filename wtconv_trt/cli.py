@@ -1,17 +1,11 @@
-"""The ``wtconv-trt`` command: one subcommand per module, each a thin shell over the Python API (wtconv_trt.api).
-
-Each subcommand module defines HELP (one line), add_arguments(parser) and run(args) -> exit status; run() maps
-the options onto one API call and prints its result (the job makes every check and takes every default).
-Heavy imports (torch, onnx, tensorrt) happen inside the jobs, so ``wtconv-trt --help`` stays fast.
-
-Errors a user can fix end in one line on stderr and exit status 2: argument errors (argparse, through
-OneLineParser), and every ``wtconv_core.errors.WtconvTrtError`` the libraries raise. Ctrl-C ends in one line and
-exit status 130 (128 + SIGINT, as shells report it). Any other exception is a bug and keeps its traceback.
-"""
+"""The ``wtconv-trt`` command: one subcommand module per job, each a thin shell over the Python API
+(wtconv_trt.api); errors a user can fix end in one line and exit status 2, Ctrl-C in one line and 130, a bug keeps
+its traceback (docs/design.md §1, "Errors")."""
 
 import argparse
 import importlib
 import os
+import re
 import signal
 import sys
 
@@ -54,23 +48,65 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run, _options=options_of(p))
     return parser
 
 
+# API parameters set by an option of another name (the others: the option whose destination is the parameter).
+OPTION_OF_PARAMETER = {
+    "json_path": "json",
+    "preferred_batch_sizes": "preferred_batch",
+    "repository": "repo",
+    "requests": "load_test",
+    "shapes": "shape",  # bench's --shape; build's own --shapes is found first
+    "warmup_ms": "warmup",
+    "workspace_mib": "workspace",
+}
+
+
+def options_of(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """{argparse destination: the option that sets it} of a subcommand."""
+    return {a.dest: a.option_strings[0] for a in parser._actions if a.option_strings and a.dest != "help"}
+
+
+def command_line_message(error: WtconvTrtError, options: dict[str, str]) -> str:
+    """The error's one line in the command line's words: the API parameter it is about, and every ``name=value``
+    of advice, named by the subcommand's option (``instances: ...`` -> ``argument --instances: ...``,
+    ``pass force=True`` -> ``pass --force``). Names no option sets stay as they are."""
+
+    def option(name: str) -> str | None:
+        return options.get(name) or options.get(OPTION_OF_PARAMETER.get(name, ""))
+
+    text = _one_line(error)
+    name = error.parameter
+    if name and option(name) and text.startswith(name) and text[len(name) : len(name) + 1] in (":", " "):
+        rest = text[len(name) :]
+        text = (f"argument {option(name)}" if rest.startswith(":") else option(name)) + rest
+    text = re.sub(
+        r"(?<![\w.-])([a-z][a-z0-9_]*)=(True|False)\b",
+        lambda m: (option(m.group(1)) if m.group(2) == "True" else options.get("no_" + m.group(1))) or m.group(0),
+        text,
+    )
+    return re.sub(
+        r"(?<![\w.-])([a-z][a-z0-9_]*)=(?=[^\s=,)])",
+        lambda m: f"{option(m.group(1))} " if option(m.group(1)) else m.group(0),
+        text,
+    )
+
+
 def main(argv=None) -> int:
-    command = "wtconv-trt"
+    command, options = "wtconv-trt", {}
     try:
         args = build_parser().parse_args(argv)
+        options = args._options
         show_progress((*LIBRARY_PACKAGES, "wtconv_trt.api"))  # the jobs' INFO records on stderr
         command = f"wtconv-trt {args.command}"
         code = int(args._run(args) or 0)
         sys.stdout.flush()  # a reader that went away (`... | head -1`) surfaces here, inside the handlers
         return code
     except BrokenPipeError:
-        # Whoever read our standard output closed it: not a mistake to report, and no traceback. Point stdout at
-        # the null device so that the interpreter's own final flush stays quiet too (the Python documentation's
-        # advice for SIGPIPE, which Python ignores, turning it into this exception).
+        # The reader of our output went away: no error to report; stdout to the null device keeps the final flush
+        # quiet (the Python documentation's advice for SIGPIPE).
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
@@ -78,7 +114,7 @@ def main(argv=None) -> int:
         print(f"{error.prog}: error: {' '.join(error.message.split())}", file=sys.stderr)
         return 2
     except WtconvTrtError as error:
-        print(f"{command}: error: {_one_line(error)}", file=sys.stderr)
+        print(f"{command}: error: {command_line_message(error, options)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"\n{command}: interrupted", file=sys.stderr)
@@ -86,16 +122,10 @@ def main(argv=None) -> int:
 
 
 def run_command() -> None:
-    """The process entry point (the ``wtconv-trt`` script, ``python -m wtconv_trt``): main()'s status becomes the
-    exit status. Ctrl-C is taken once: the first raises KeyboardInterrupt, which main() reports; later presses are
-    ignored while the command winds down (they would interrupt the interpreter's shutdown, PyTorch's and
-    threading's exit handlers, with a traceback and a death by SIGINT). After Ctrl-C the process leaves with
-    os._exit(130) once the output is flushed: an export interrupted once was seen to print its line and then die
-    by SIGINT instead of exiting with 130. CPython kills itself with SIGINT at exit when its "unhandled
-    KeyboardInterrupt" flag is set, and it sets that flag when the interrupt passes through code run by
-    ``PyRun_*`` (as PyTorch's C++ can) even if main() catches it later; that is our reading, not a traced cause.
-    The command has cleaned up by then (its ``finally`` blocks ran before main() returned). main() itself changes
-    no signal handling, so in-process callers keep theirs."""
+    """The process entry point (the ``wtconv-trt`` script, ``python -m wtconv_trt``): main()'s status is the exit
+    status. Ctrl-C is taken once and later presses are ignored while the command winds down; after it the process
+    leaves with os._exit(130), so an interrupted exit cannot end in a death by SIGINT (docs/design.md §1,
+    "Errors"). main() changes no signal handling, so in-process callers keep theirs."""
     signal.signal(signal.SIGINT, _interrupt_once)
     code = main()
     if code == INTERRUPTED:

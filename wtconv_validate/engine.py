@@ -28,10 +28,11 @@ from typing import Any
 import numpy as np
 
 from trt_engine.build import is_default_source, parse_source_model
-from trt_engine.engine_file import check_engine_request, load_engine_for_run
+from trt_engine.engine_file import OpenedEngine, load_engine_for_run, open_engine
+from trt_engine.manifest import EngineManifest
 from trt_engine.profiles import find_profile, format_shape
 from wtconv_core.errors import EngineError, InputError, ModelError
-from wtconv_core.inputs import check_int, check_number, check_tolerance, format_dims, shape_of
+from wtconv_core.inputs import check_int, check_number, check_tolerance, shape_of
 from wtconv_validate.core import ComparisonReport, Tolerance, compare_runners, torch_runner
 
 logger = logging.getLogger(__name__)
@@ -91,8 +92,8 @@ def load_source_model(source: dict | None) -> Any:
 
     if not source:
         raise ModelError(
-            "the manifest does not say which PyTorch model the engine came from; give it with --arch "
-            "and --checkpoint (or rebuild the engine from an ONNX model exported by wtconv-trt export)"
+            "the manifest does not say which PyTorch model the engine came from; give it with arch=ARCH "
+            "and checkpoint=FILE (or rebuild the engine from an ONNX model exported by wtconv-trt export)"
         )
     model, _ = build_model_from_metadata(source)
     return prepare_reference(model)
@@ -134,7 +135,7 @@ def make_inputs(
 
 
 def validate_engine(
-    engine: str | os.PathLike,
+    engine: str | os.PathLike | OpenedEngine,
     *,
     plugin: str | os.PathLike | None = None,
     shape: str | Sequence[int] | None = None,
@@ -165,23 +166,24 @@ def validate_engine(
     inputs and the shape against the model and against the engine's fixed dimensions and profiles."""
     from polygraphy.backend.trt import TrtRunner
 
-    from trt_engine.manifest import read_manifest
     from wtconv_core.inputs import load_inputs
-    from wtconv_core.paths import check_input_file, check_output_file
+    from wtconv_core.paths import check_output_file
     from wtconv_export.model_checks import check_arrays_fit_onnx, check_input_arrays, check_input_shape
 
     iterations, atol, rtol, tolerance = check_validation_options(iterations, atol, rtol, tolerance)
-    shape = None if shape is None else shape_of(shape, "--input-shape")
-    check_input_file(engine, what="engine", made_by="build one with 'wtconv-trt build MODEL.onnx'")
-    engine_inputs = [t for t in read_manifest(engine)["io"] if t["mode"] == "input"]
+    shape = None if shape is None else shape_of(shape, "input_shape")
+    opened = engine if isinstance(engine, OpenedEngine) else open_engine(engine)  # file, manifest, sha256: once
+    engine = opened.path
+    info = opened.manifest
+    engine_input = opened.input
     # The engine's input dimensions as the manifest records them (None: dynamic).
-    dims = [None if int(d) < 0 else int(d) for d in engine_inputs[0]["shape"]] if len(engine_inputs) == 1 else None
-    for option, path in (("--save-inputs", save_inputs), ("--save-outputs", save_outputs)):
+    dims = [None if int(d) < 0 else int(d) for d in engine_input.shape]
+    for option, path in (("save_inputs", save_inputs), ("save_outputs", save_outputs)):
         if path:
             check_output_file(path, option=option, force=force)
-    if model is not None and dims is not None and len(dims) == 4:
+    if model is not None and len(dims) == 4:
         check_engine_takes_model(dims, model)
-    shown_inputs = f"--inputs {os.fspath(inputs)}" if isinstance(inputs, (str, os.PathLike)) else "--inputs"
+    shown_inputs = f"inputs {os.fspath(inputs)}" if isinstance(inputs, (str, os.PathLike)) else "inputs"
     if isinstance(inputs, (str, os.PathLike)):
         inputs = load_inputs(os.fspath(inputs))
     if inputs is not None and len(inputs) == 0:
@@ -189,12 +191,11 @@ def validate_engine(
     if model is not None and inputs is not None:
         check_input_arrays(model, inputs, shown_inputs)
     if model is not None and shape is not None:
-        check_input_shape(model, shape, "--input-shape")
-    if dims is not None and inputs is not None:
+        check_input_shape(model, shape, "input_shape")
+    if inputs is not None:
         check_arrays_fit_onnx(inputs, dims, shown_inputs, "the engine", "rebuild it for that shape")
-    shape_text = None if shape is None else format_dims(shape, "x")
-    check = check_engine_request(engine, shape_text if inputs is None else format_shape(np.shape(inputs[0])))
-    info = check.info
+    profile_index, run_shape = opened.place(np.shape(inputs[0]) if inputs is not None else shape)
+    input_name, input_dtype = engine_input.name, engine_input.dtype
     if isinstance(source_model, str):
         source_model = parse_source_model(source_model)
     source = source_model or info.source_model
@@ -202,36 +203,34 @@ def validate_engine(
     if inputs is not None:
         feeds = []
         for array in inputs:
-            index = find_profile(check.profiles, {check.input_name: tuple(np.shape(array))})
-            if index != check.profile_index:
+            index = find_profile(info.profiles, {input_name: tuple(np.shape(array))})
+            if index != profile_index:
                 raise InputError(
                     f"input shapes {format_shape(np.shape(inputs[0]))} and "
                     f"{format_shape(np.shape(array))} fall in different optimisation profiles; "
                     f"validate them separately"
                 )
-            feeds.append(OrderedDict([(check.input_name, np.ascontiguousarray(array).astype(check.input_dtype))]))
+            feeds.append(OrderedDict([(input_name, np.ascontiguousarray(array).astype(input_dtype))]))
     else:
-        feeds = make_inputs(source, check.input_name, check.shape, check.input_dtype, iterations, seed)
+        feeds = make_inputs(source, input_name, run_shape, input_dtype, iterations, seed)
 
-    loaded = load_engine_for_run(engine, check.manifest, plugin)
+    loaded = load_engine_for_run(opened, plugin)
     reference_model = prepare_reference(model) if model is not None else load_source_model(source)
     outputs = [t.name for t in info.outputs]
-    engine_runner = TrtRunner(loaded.engine, name="tensorrt", optimization_profile=check.profile_index)
-    reference_runner = torch_runner(reference_model, {check.input_name: check.shape}, outputs, name="pytorch")
+    engine_runner = TrtRunner(loaded.engine, name="tensorrt", optimization_profile=profile_index)
+    reference_runner = torch_runner(reference_model, {input_name: run_shape}, outputs, name="pytorch")
     report = compare_runners(
         engine_runner, reference_runner, feeds, criteria, save_inputs=save_inputs, save_outputs=save_outputs
     )
     what = (source or {}).get("source", "given model") if model is None else "given model"
     report.test_name, report.reference_name = "TensorRT", f"PyTorch ({what})"
     report.header.append(
-        f"engine {engine} ({info.precision}, TensorRT {info.tensorrt_version}), input {check.input_name} "
-        f"{check.input_dtype}, profile {check.profile_index}, {len(feeds)} batches of "
-        + ", ".join(sorted({format_shape(f[check.input_name].shape) for f in feeds}))
+        f"engine {engine} ({info.precision}, TensorRT {info.tensorrt_version}), input {input_name} "
+        f"{input_dtype}, profile {profile_index}, {len(feeds)} batches of "
+        + ", ".join(sorted({format_shape(f[input_name].shape) for f in feeds}))
     )
     if save_inputs or save_outputs:
-        report.footer.append(
-            replay_command(engine, save_inputs, save_outputs, criteria.atol, criteria.rtol, check.manifest)
-        )
+        report.footer.append(replay_command(engine, save_inputs, save_outputs, criteria.atol, criteria.rtol, info))
     return report
 
 
@@ -243,9 +242,9 @@ def check_validation_options(
 ) -> tuple[int, float | None, float | None, float | None]:
     """The values of an engine validation checked (None: not given, the default applies): iterations 1 to
     MAX_ITERATIONS, atol and rtol finite and >= 0, tolerance in (0, 1e6]."""
-    iterations = DEFAULT_ITERATIONS if iterations is None else check_int(iterations, "--iterations", 1, MAX_ITERATIONS)
-    atol = None if atol is None else check_number(atol, "--atol", 0.0)
-    rtol = None if rtol is None else check_number(rtol, "--rtol", 0.0)
+    iterations = DEFAULT_ITERATIONS if iterations is None else check_int(iterations, "iterations", 1, MAX_ITERATIONS)
+    atol = None if atol is None else check_number(atol, "atol", 0.0)
+    rtol = None if rtol is None else check_number(rtol, "rtol", 0.0)
     tolerance = None if tolerance is None else check_tolerance(tolerance)
     return iterations, atol, rtol, tolerance
 
@@ -258,14 +257,14 @@ def check_engine_takes_model(dims: Sequence[int | None], model: Any) -> None:
     channels = input_channels(model)
     if channels is not None and dims[1] is not None and dims[1] != channels:
         raise ModelError(
-            f"the engine takes {dims[1]} input channels but the PyTorch model given (--arch/--checkpoint) takes "
-            f"{channels}: is this the engine built from it? Give the matching model, or leave the options out to "
-            f"use the one recorded in the engine's manifest"
+            f"the engine takes {dims[1]} input channels but the PyTorch model given (arch, checkpoint) takes "
+            f"{channels}: is this the engine built from it? Give the matching model, or leave it out to use the one "
+            f"recorded in the engine's manifest"
         )
 
 
 def replay_command(
-    engine: str | os.PathLike, save_inputs: Any, save_outputs: Any, atol: float, rtol: float, manifest: dict
+    engine: str | os.PathLike, save_inputs: Any, save_outputs: Any, atol: float, rtol: float, manifest: EngineManifest
 ) -> str:
     """The ``polygraphy run`` command that replays a saved comparison: the static-registration plugin library beside
     the engine's dynamic one, else the one the lookup finds (build-libs installs both), else its file name."""
@@ -273,7 +272,7 @@ def replay_command(
 
     static_lib = static_plugin_for(manifest) or "libwtconv_trt_plugin.so"
     parts = [f"polygraphy run {engine} --model-type engine --trt"]
-    if manifest.get("plugin"):
+    if manifest.plugin:
         parts.append(f"--plugins {static_lib}")
     if save_inputs:
         parts.append(f"--load-inputs {save_inputs}")

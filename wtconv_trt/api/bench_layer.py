@@ -58,10 +58,10 @@ def benchmark_layers(
     dtypes = tuple(dtypes)
     if not dtypes or any(d not in DTYPES for d in dtypes):
         raise InputError(
-            f"argument --dtypes: expected comma-separated dtypes from {', '.join(DTYPES)}, got {','.join(dtypes)!r}"
+            f"dtypes: expected dtypes from {', '.join(DTYPES)}, got {','.join(dtypes)!r}", parameter="dtypes"
         )
-    replays = check_int(replays, "--replays", 1, MAX_REPLAYS)
-    check_output_dir(out, option="--out", force=force, will_write=OUTPUT_FILES)
+    replays = check_int(replays, "replays", 1, MAX_REPLAYS)
+    check_output_dir(out, option="out", force=force, will_write=OUTPUT_FILES)
     opts = Options(
         out=Path(out),
         dtypes=dtypes,

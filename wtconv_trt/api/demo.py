@@ -121,7 +121,7 @@ def compare_default_model(count: int = 64, tolerance: float = 1e-5) -> DemoCompa
     from wtconv_export.ops import fused_wtconv2d
     from wtconv_export.wtconv2d import WTConv2d
 
-    count = check_int(count, "--count", 1, MAX_INT32)
+    count = check_int(count, "count", 1, MAX_INT32)
     tolerance = check_tolerance(tolerance)
     # Tiny tensors: one thread is fastest, and OpenMP's spinning pool stalls on a busy machine.
     torch.set_num_threads(1)
@@ -250,10 +250,10 @@ def run_demo(
     ``onnx_dir`` (its earlier exports are replaced only with ``force``) are checked before anything runs."""
     from wtconv_core.paths import check_output_dir
 
-    check_int(count, "--count", 1, MAX_INT32)
+    check_int(count, "count", 1, MAX_INT32)
     check_tolerance(tolerance)
     if not skip_onnx:  # before the PyTorch part, so a bad onnx_dir costs nothing
-        check_output_dir(onnx_dir, option="--onnx-dir", force=force, will_write=ONNX_FILES)
+        check_output_dir(onnx_dir, option="onnx_dir", force=force, will_write=ONNX_FILES)
     start = time.perf_counter()
     comparison = compare_default_model(count, tolerance)
     if on_comparison is not None:

@@ -124,17 +124,17 @@ def validate_engine(
     Checked before TensorRT is imported (wtconv_validate.engine.validate_engine): the values, the engine and its
     manifest, the files to save, the model's channels against the engine's, the inputs or shape against the
     model and the engine's profiles."""
+    from trt_engine.engine_file import open_engine
     from wtconv_core.inputs import MAX_SEED, check_int
-    from wtconv_core.paths import check_input_file
     from wtconv_trt.api.models import resolve_model
     from wtconv_validate.engine import DEFAULT_ITERATIONS
     from wtconv_validate.engine import validate_engine as validate
 
-    check_int(seed, "--seed", 0, MAX_SEED)
-    check_input_file(engine, what="engine", made_by="build one with 'wtconv-trt build MODEL.onnx'")
+    check_int(seed, "seed", 0, MAX_SEED)
+    opened = open_engine(engine)  # the file, its manifest and its sha256, checked once for the whole job
     model, source = resolve_model(model, arch, checkpoint, random_weights, seed, num_classes, in_chans)
     return validate(
-        engine,
+        opened,
         plugin=plugin,
         shape=input_shape,
         iterations=DEFAULT_ITERATIONS if iterations is None else iterations,

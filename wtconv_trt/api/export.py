@@ -74,21 +74,19 @@ def export_onnx(
     from wtconv_export.onnx_export import export_onnx as export_model
     from wtconv_trt.api.models import resolve_model
 
-    check_choice(ops, "--ops", OPS)
-    check_choice(precision, "--precision", PRECISIONS)
-    seed = check_int(seed, "--seed", 0, MAX_SEED)
+    check_choice(ops, "ops", OPS)
+    check_choice(precision, "precision", PRECISIONS)
+    seed = check_int(seed, "seed", 0, MAX_SEED)
     if opset is not None:
-        opset = check_int(
-            opset, "--opset", MIN_OPSET, newest_opset(), " (ONNX opsets the installed onnx package knows)"
-        )
-    shape = None if input_shape is None else shape_of(input_shape, "--input-shape", rank=4)
-    path = check_output_file(output, option="-o", force=force)
+        opset = check_int(opset, "opset", MIN_OPSET, newest_opset(), " (ONNX opsets the installed onnx package knows)")
+    shape = None if input_shape is None else shape_of(input_shape, "input_shape", rank=4)
+    path = check_output_file(output, option="output", force=force)
     model, description = resolve_model(
         model, arch, checkpoint, random_weights, seed, num_classes, in_chans, default=True
     )
     description = description or {}  # a module given: the exporter records its class
     shape = shape or parse_shape(description.get("input_shape", DEFAULT_INPUT_SHAPE))
-    check_input_shape(model, shape, "--input-shape", dynamic=not static)
+    check_input_shape(model, shape, "input_shape", dynamic=not static)
     if description:
         description["input_shape"] = ",".join(map(str, shape))
     opset = opset or DEFAULT_OPSET
@@ -111,6 +109,7 @@ def export_onnx(
             raise  # the default opset always converts: anything else is a bug, keep its traceback
         first = str(error).strip().splitlines()[-1][:200] if str(error).strip() else type(error).__name__
         raise ExportError(
-            f"--opset {opset}: PyTorch's exporter could not write the model in this opset "
-            f"({first}); use the default ({DEFAULT_OPSET}) or an opset it supports"
+            f"opset {opset}: PyTorch's exporter could not write the model in this opset "
+            f"({first}); use the default ({DEFAULT_OPSET}) or an opset it supports",
+            parameter="opset",
         ) from error

@@ -87,28 +87,29 @@ def build_libraries(
     from wtconv_libs.build import onnxruntime_headers as find_ort_headers
 
     if jobs is not None:
-        check_int(jobs, "--jobs", 1, MAX_JOBS)
+        check_int(jobs, "jobs", 1, MAX_JOBS)
     if not cuda and tensorrt_headers:
         raise InputError(
-            "--no-cuda: the TensorRT plugin libraries are CUDA code and need nvcc; leave out --tensorrt-headers "
-            "(to build libwtconv_ort.so's CPU op alone) or --no-cuda"
+            "cuda=False: the TensorRT plugin libraries are CUDA code and need nvcc; leave out tensorrt_headers=DIR "
+            "(to build libwtconv_ort.so's CPU op alone) or cuda=False",
+            parameter="cuda",
         )
     if tensorrt_headers:
         headers_abi(tensorrt_root(tensorrt_headers))
     if onnxruntime_headers is not None:
         find_ort_headers(onnxruntime_headers)  # InputError when onnxruntime_c_api.h is not there
     if build_dir:
-        check_output_dir(build_dir, option="--build-dir", force=True)
+        check_output_dir(build_dir, option="build_dir", force=True)
     root = lookup.package_lib_dir() if into_package else None
     ort_note = None
     if onnxruntime_headers is None and find_ort_headers(None, source) is None:  # given ones were checked above
         ort_note = f"no libwtconv_ort.so built: {NO_ORT_HEADERS}"
     # What will not be built is said before the minutes of compiling, not only after them.
     if not cuda:
-        log.info("--no-cuda: building libwtconv_ort.so with its CPU op alone")
+        log.info("without CUDA: building libwtconv_ort.so with its CPU op alone")
     elif not tensorrt_headers:
         log.warning(
-            "no --tensorrt-headers: building the kernel library%s only; %s%s",
+            "no TensorRT headers given: building the kernel library%s only; %s%s",
             "" if ort_note else " and libwtconv_ort.so",
             NO_HEADERS,
             f"; {ort_note}" if ort_note else "",
@@ -166,8 +167,7 @@ class DoctorReport:
         benchmark_engine), or None when it can: its TensorRT backend is missing, or no GPU it runs on."""
         from trt_engine import manifest as mf
 
-        manifest = mf.read_manifest(getattr(engine, "engine_path", engine))
-        backend = mf.backend_of(manifest)
+        backend = mf.read_manifest(getattr(engine, "engine_path", engine)).backend
         found = self.survey.backends.get(backend)
         if found is None:
             return f"{backend} is not installed here (the engine was built with it)"

@@ -27,7 +27,7 @@ MODEL_OPTIONS = ("arch", "checkpoint", "random_weights", "seed", "num_classes", 
 # gigabytes (21,843 classes is ImageNet-21k's; multispectral images have tens of bands).
 MAX_CLASSES = 100_000
 MAX_IN_CHANS = 1024
-BOTH_MESSAGE = "give either a model or --arch/--checkpoint/--random-weights/--num-classes/--in-chans, not both"
+BOTH_MESSAGE = "give either model or arch, checkpoint, random_weights, num_classes, in_chans, not both"
 
 
 def load_model(
@@ -52,11 +52,11 @@ def load_model(
     from wtconv_export.model_checks import check_checkpoint_file
     from wtconv_export.onnx_models import model_from_source
 
-    seed = check_int(seed, "--seed", 0, MAX_SEED)
+    seed = check_int(seed, "seed", 0, MAX_SEED)
     if num_classes is not None:
-        num_classes = check_int(num_classes, "--num-classes", 0, MAX_CLASSES, " (0: no classifier head)")
+        num_classes = check_int(num_classes, "num_classes", 0, MAX_CLASSES, " (0: no classifier head)")
     if in_chans is not None:
-        in_chans = check_int(in_chans, "--in-chans", 1, MAX_IN_CHANS)
+        in_chans = check_int(in_chans, "in_chans", 1, MAX_IN_CHANS)
     if checkpoint and arch:  # without arch, model_from_source says that arch is needed
         check_checkpoint_file(checkpoint)
     return model_from_source(

@@ -76,9 +76,9 @@ def validate_onnx(
     from wtconv_trt.api.models import resolve_model
     from wtconv_validate.ort import validate_onnx as compare_onnx
 
-    seed = check_int(seed, "--seed", 0, MAX_SEED)
+    seed = check_int(seed, "seed", 0, MAX_SEED)
     tolerance = None if tolerance is None else check_tolerance(tolerance)
-    shape = None if input_shape is None else shape_of(input_shape, "--input-shape", rank=4)
+    shape = None if input_shape is None else shape_of(input_shape, "input_shape", rank=4)
     parse_device(device)
     if ort_library is not None:
         check_ort_library(ort_library)
@@ -89,7 +89,7 @@ def validate_onnx(
     except Exception as error:  # onnx raises DecodeError and other protobuf errors for a file that is not ONNX
         if onnx_path.endswith((".engine", ".plan")) or os.path.isfile(onnx_path + ".json"):  # its manifest beside it
             raise InputError(
-                f"{onnx_path} is a TensorRT engine, not an ONNX model: validate it with --engine {onnx_path} "
+                f"{onnx_path} is a TensorRT engine, not an ONNX model: validate it with engine={onnx_path} "
                 f"(wtconv_trt.validate_engine)"
             ) from error
         raise ModelError(
@@ -103,7 +103,7 @@ def validate_onnx(
     if given:
         description, what = {}, "the PyTorch model given"
     elif model is not None:
-        what = f"--arch {arch}" if arch else "the default model"
+        what = f"arch {arch}" if arch else "the default model"
     else:
         model, description = build_model_from_metadata(metadata)
         what = "the PyTorch model recorded in its metadata"
@@ -114,19 +114,19 @@ def validate_onnx(
     # 64x64, as the docstring says, not at the architecture's native 224x224).
     description = {**description, **metadata}
     if inputs is not None:
-        shown = f"--inputs {os.fspath(inputs)}" if isinstance(inputs, (str, os.PathLike)) else "--inputs"
+        shown = f"inputs {os.fspath(inputs)}" if isinstance(inputs, (str, os.PathLike)) else "inputs"
         arrays = load_inputs(os.fspath(inputs)) if isinstance(inputs, (str, os.PathLike)) else list(inputs)
         check_input_arrays(model, arrays, shown)
         check_arrays_fit_onnx(arrays, dims, shown)
     elif shape is not None:
-        check_input_shape(model, shape, "--input-shape")
-        check_arrays_fit_onnx([np.broadcast_to(np.float32(0), shape)], dims, "--input-shape")
+        check_input_shape(model, shape, "input_shape")
+        check_arrays_fit_onnx([np.broadcast_to(np.float32(0), shape)], dims, "input_shape")
         arrays = default_inputs(description, format_dims(shape))
         if dims[0] is not None:  # a fixed batch: only the batch asked for (default_inputs adds a larger one)
             arrays = arrays[:1]
     else:
         arrays = fit_batches(default_inputs(description, None), dims)
-        check_arrays_fit_onnx(arrays, dims, "the default inputs (give --inputs or --input-shape)")
+        check_arrays_fit_onnx(arrays, dims, "the default inputs (give inputs= or input_shape=)")
     quiet = contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO())
     with quiet:  # Polygraphy's log (and its note about the 'colored' package) only when verbose
         return compare_onnx(

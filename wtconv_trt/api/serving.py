@@ -18,6 +18,7 @@ from typing import Any
 
 from wtconv_core.errors import InputError
 from wtconv_core.inputs import check_choice, check_int, check_number
+from wtconv_serving.python_backend import PythonRepositoryPlan, ServingRepository
 
 log = logging.getLogger(__name__)
 
@@ -41,27 +42,6 @@ PROTOCOLS = ("grpc", "http", "both")
 MAX_PORT = 65535
 
 
-@dataclass
-class ServingRepository:
-    """A written Python-backend repository: the model's name and folder, its config (path and text), Triton's
-    max_batch_size, and what it serves (the runtime asked for, the ONNX model and its description, the engine)."""
-
-    name: str
-    repository: Path
-    model_dir: Path
-    config: Path
-    config_text: str
-    max_batch_size: int
-    runtime: str
-    onnx: Path
-    description: dict
-    engine: Path | None = None
-    plugin: Path | None = None
-    threads: int = 0
-    ort_device: str | None = None  # where ONNX Runtime runs the model: "cpu" or "cuda" (runtime onnxruntime or auto)
-    ort_library: Path | None = None  # the libwtconv_ort.so copied into the model's folder
-
-
 def check_load_test(
     requests: int | None,
     *,
@@ -72,12 +52,12 @@ def check_load_test(
     """The load-test options checked (requests 1 to 10**7 when given, concurrency 1 to 4096, batch sizes >= 1,
     protocol grpc / http / both); returns the batch sizes as a list."""
     if requests is not None:
-        check_int(requests, "--load-test", 1, MAX_LOAD_REQUESTS)
-    check_int(concurrency, "--concurrency", 1, MAX_CONCURRENCY)
-    sizes = [check_int(b, "--batch-sizes", 1, 2**31 - 1) for b in batch_sizes]
+        check_int(requests, "requests", 1, MAX_LOAD_REQUESTS)
+    check_int(concurrency, "concurrency", 1, MAX_CONCURRENCY)
+    sizes = [check_int(b, "batch_sizes", 1, 2**31 - 1) for b in batch_sizes]
     if not sizes:
-        raise InputError("argument --batch-sizes: expected at least one batch size, e.g. 1,2,4,8")
-    check_choice(protocol, "--protocol", PROTOCOLS)
+        raise InputError("batch_sizes: expected at least one batch size, e.g. 1,2,4,8", parameter="batch_sizes")
+    check_choice(protocol, "protocol", PROTOCOLS)
     return sizes
 
 
@@ -85,9 +65,7 @@ def check_load_test(
 class ServingPlan:
     """Checked options of a Python-backend repository and of the server that serves it (plan_serving)."""
 
-    onnx: Path
-    repository: Path
-    repository_options: dict
+    repository_plan: PythonRepositoryPlan
     host: str
     ports: dict
     log: Path | None
@@ -97,28 +75,21 @@ class ServingPlan:
     runtime_here: str | None = None
     runtime_note: str | None = None
 
+    @property
+    def onnx(self) -> Path:
+        """The ONNX model served."""
+        return self.repository_plan.onnx
+
+    @property
+    def repository(self) -> Path:
+        """The model repository written into."""
+        return self.repository_plan.repository
+
     def write_repository(self) -> ServingRepository:
         """Write the model's folder into the repository (wtconv_serving.python_backend.write_python_repository)."""
         from wtconv_serving.python_backend import write_python_repository
 
-        options = self.repository_options
-        result = write_python_repository(self.onnx, self.repository, **options)
-        self.written = ServingRepository(
-            name=result["name"],
-            repository=self.repository,
-            model_dir=Path(result["model_dir"]),
-            config=Path(result["config"]),
-            config_text=result["config_text"],
-            max_batch_size=result["max_batch_size"],
-            runtime=options["runtime"],
-            onnx=self.onnx,
-            description=result["description"],
-            engine=None if options.get("engine") is None else Path(options["engine"]),
-            plugin=None if options.get("plugin") is None else Path(options["plugin"]),
-            threads=options.get("threads", 0),
-            ort_device=result["ort_device"],
-            ort_library=result["ort_library"],
-        )
+        self.written = write_python_repository(self.repository_plan)
         return self.written
 
     def start(self) -> Served:
@@ -147,7 +118,7 @@ class ServingPlan:
             "starting tritonserver: loading '%s' (runtime %s)%s",
             repository.name,
             self.runtime_here or repository.runtime,
-            ", then warming it up" if self.repository_options.get("warmup", True) else "",
+            ", then warming it up" if self.repository_plan.warmup else "",
         )
         server.start(timeout=self.timeout)
         try:
@@ -194,19 +165,21 @@ def plan_serving(
     the server options (ports 0 to 65535, 0 picks a free one; timeout 1 to 86400 s), that a runtime named with
     ``runtime`` can run on this machine, and the ports given are free. load_test, concurrency, batch_sizes,
     protocol: a load test to run once the server is ready (checked by check_load_test)."""
-    from wtconv_serving.python_backend import check_repository_options
+    from wtconv_serving.python_backend import check_python_repository
 
     ports = {
-        "http": check_int(http_port, "--http-port", 0, MAX_PORT, " (a TCP port; 0: any free port)"),
-        "grpc": check_int(grpc_port, "--grpc-port", 0, MAX_PORT, " (a TCP port; 0: any free port)"),
-        "metrics": check_int(metrics_port, "--metrics-port", 0, MAX_PORT, " (a TCP port; 0: any free port)"),
+        "http": check_int(http_port, "http_port", 0, MAX_PORT, " (a TCP port; 0: any free port)"),
+        "grpc": check_int(grpc_port, "grpc_port", 0, MAX_PORT, " (a TCP port; 0: any free port)"),
+        "metrics": check_int(metrics_port, "metrics_port", 0, MAX_PORT, " (a TCP port; 0: any free port)"),
     }
-    timeout = check_number(timeout, "--timeout", 1.0, MAX_TIMEOUT_S, what=" s")
+    timeout = check_number(timeout, "timeout", 1.0, MAX_TIMEOUT_S, what=" s")
     check_load_test(load_test, concurrency=concurrency, batch_sizes=batch_sizes, protocol=protocol)
-    options = dict(
+    repository_plan = check_python_repository(
+        onnx,
+        repository,
         name=name,
-        engine=None if engine is None else os.fspath(engine),
-        plugin=None if plugin is None else os.fspath(plugin),
+        engine=engine,
+        plugin=plugin,
         runtime=runtime,
         max_batch_size=max_batch_size,
         instances=instances,
@@ -215,18 +188,6 @@ def plan_serving(
         warmup=warmup,
         threads=threads,
         force=force,
-        device=device,
-        ort_library=None if ort_library is None else os.fspath(ort_library),
-    )
-    check_repository_options(
-        onnx,
-        repository,
-        runtime=runtime,
-        max_batch_size=max_batch_size,
-        instances=instances,
-        instance_kind=instance_kind,
-        max_queue_delay_us=max_queue_delay_us,
-        threads=threads,
         device=device,
         ort_library=ort_library,
     )
@@ -237,13 +198,15 @@ def plan_serving(
         # The server runs on this machine: a runtime that cannot run here is refused now, in one line, rather than
         # as a model that fails to load inside the server; "auto" is resolved as the server will resolve it.
         runtime_here, runtime_note = runtime_choice(
-            runtime, os.fspath(onnx), options["engine"], device=device, ort_library=options["ort_library"]
+            runtime,
+            os.fspath(onnx),
+            None if engine is None else os.fspath(engine),
+            device=device,
+            ort_library=None if ort_library is None else os.fspath(ort_library),
         )
         check_ports(host, ports)
     return ServingPlan(
-        onnx=Path(onnx),
-        repository=Path(repository),
-        repository_options=options,
+        repository_plan=repository_plan,
         host=host,
         ports=ports,
         log=None if log is None else Path(log),
@@ -472,12 +435,12 @@ class Served:
         from wtconv_core.files import atomic_write_json
         from wtconv_core.paths import check_output_file
         from wtconv_serving.load import direct_throughput, expected_outputs, input_pool, run_load
-        from wtconv_serving.python_backend import plan_from_onnx
+        from wtconv_serving.repository import onnx_batching
         from wtconv_serving.runtimes import make_runner
 
         sizes = check_load_test(requests, concurrency=concurrency, batch_sizes=batch_sizes, protocol=protocol)
         if json_path:
-            check_output_file(json_path, option="--json", force=True)
+            check_output_file(json_path, option="json_path", force=True)
         repo = self.repository
         runner = make_runner(
             repo.runtime,
@@ -488,7 +451,7 @@ class Served:
             ort_device=repo.ort_device or "cpu",
             ort_library=repo.ort_library,
         )
-        _, input_dims, _ = plan_from_onnx(repo.description, repo.max_batch_size or None)
+        _, input_dims, _ = onnx_batching(repo.description, repo.max_batch_size or None)
         pool = input_pool(
             repo.description["metadata"],
             input_dims,

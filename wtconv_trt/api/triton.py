@@ -7,32 +7,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 
-from wtconv_serving.tensorrt_backend import MAX_INSTANCES
+from wtconv_serving.repository import TritonRepository
+from wtconv_serving.triton_config import MAX_INSTANCES
 
 __all__ = ["MAX_INSTANCES", "TritonRepository", "write_onnxruntime_repository", "write_triton_repository"]
-
-
-@dataclass
-class TritonRepository:
-    """A written repository: the model's name and folder, its config.pbtxt (path and text), the serve.sh that
-    starts tritonserver (with the plugin preloaded, for an engine), Triton's max_batch_size and a note (profiles
-    left unused; instances on the CPU); for the onnxruntime backend, the libwtconv_ort.so copied into the model's
-    folder, the path the config gives the server, and the instances' kind."""
-
-    name: str
-    repository: Path
-    model_dir: Path
-    config: Path
-    config_text: str
-    serve_script: Path
-    max_batch_size: int
-    note: str = ""
-    ort_library: Path | None = None
-    library_in_server: str | None = None
-    kind: str = "KIND_GPU"
 
 
 def write_triton_repository(
@@ -57,10 +36,10 @@ def write_triton_repository(
     (default every visible GPU). preferred_batch_sizes: dynamic batching's (default the profiles' opt and max
     batch). max_queue_delay_us: 0 to 10**8. labels: class names, one per line (default digits 0-9 for the
     shipped model). force: replace a model folder that holds files. Everything is checked before anything is
-    written (wtconv_serving.tensorrt_backend.write_repository)."""
-    from wtconv_serving.tensorrt_backend import write_repository
+    written (wtconv_serving.tensorrt_backend.write_tensorrt_repository)."""
+    from wtconv_serving.tensorrt_backend import write_tensorrt_repository
 
-    written = write_repository(
+    return write_tensorrt_repository(
         engine,
         out,
         name=name,
@@ -71,17 +50,6 @@ def write_triton_repository(
         max_queue_delay_us=max_queue_delay_us,
         labels=labels,
         force=force,
-    )
-    plan = written["plan"]
-    return TritonRepository(
-        name=written["name"],
-        repository=Path(out),
-        model_dir=Path(written["model_dir"]),
-        config=Path(written["config"]),
-        config_text=written["config_text"],
-        serve_script=Path(written["serve"]),
-        max_batch_size=plan.max_batch_size,
-        note=plan.note,
     )
 
 
@@ -115,7 +83,7 @@ def write_onnxruntime_repository(
     (wtconv_serving.onnxruntime_backend.write_onnxruntime_repository)."""
     from wtconv_serving.onnxruntime_backend import write_onnxruntime_repository as write
 
-    written = write(
+    return write(
         onnx,
         out,
         name=name,
@@ -129,17 +97,4 @@ def write_onnxruntime_repository(
         labels=labels,
         server_path=server_path,
         force=force,
-    )
-    return TritonRepository(
-        name=written["name"],
-        repository=Path(out),
-        model_dir=Path(written["model_dir"]),
-        config=Path(written["config"]),
-        config_text=written["config_text"],
-        serve_script=Path(written["serve"]),
-        max_batch_size=written["max_batch_size"],
-        note=written["note"],
-        ort_library=written["library"],
-        library_in_server=written["library_in_server"],
-        kind=written["kind"],
     )
