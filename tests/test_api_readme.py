@@ -109,14 +109,15 @@ def test_export_and_validate_sample(tmp_path):
         "default_plugin_fp32.onnx",
         "default_standard_fp32.onnx",
     ]
+    # The sample prints the API's errors as they are, in the API's words (docs/api.md, "Conventions").
     for argv, expected in [
         (
             ["--arch", "wtconvnext_tiny"],
-            "--arch wtconvnext_tiny needs exactly one of --checkpoint FILE or --random-weights",
+            "arch wtconvnext_tiny needs exactly one of checkpoint=FILE or random_weights=True",
         ),
         (
             ["--arch", "wtconvnext_tiny", "--random-weights", "--in-chans", "0"],
-            "argument --in-chans: expected an integer from 1 to 1024, got 0",
+            "in_chans: expected an integer from 1 to 1024, got 0",
         ),
     ]:
         bad = sample("--out", "bad", *argv)
