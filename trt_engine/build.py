@@ -464,7 +464,7 @@ def plan_build(opts: BuildOptions) -> BuildPlan:
     """The CPU side of a build: every option and file checked, every default taken, in the order a user fixes them
     (option values, the ONNX model, the profiles against it, the plugin library, the outputs). Nothing is written
     and TensorRT is not imported; WtconvTrtError subclasses say what to change."""
-    from wtconv_core.paths import check_input_file, check_output_file
+    from wtconv_core.paths import check_input_file, check_not_an_input, check_output_file
 
     if opts.precision is not None:
         check_choice(opts.precision, "precision", PRECISIONS)
@@ -489,6 +489,10 @@ def plan_build(opts: BuildOptions) -> BuildPlan:
         check_dynamic_plugin(opts.plugin)
     check_profiles_fit_model(info, profiles)
     engine = opts.engine or str(default_engine_path(opts.onnx, precision))
+    inputs = [("ONNX model", opts.onnx), ("plugin library", opts.plugin)]
+    check_not_an_input(inputs, files=[("timing_cache", opts.timing_cache)])
+    inputs.append(("timing cache", opts.timing_cache))
+    check_not_an_input(inputs, files=[("engine", engine), ("engine", mf.manifest_path(engine))])
     check_output_file(engine, option="engine", force=opts.force)
     check_output_file(engine + ".json", option="engine (its manifest)", force=opts.force)
     if opts.timing_cache:

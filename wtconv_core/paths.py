@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 
 from wtconv_core.errors import InputError
+
+__all__ = ["check_input_file", "check_not_an_input", "check_output_dir", "check_output_file"]
 
 
 def _refuse(subject: str, problem: str) -> InputError:
@@ -93,3 +96,90 @@ def check_input_file(path, *, what: str, made_by: str) -> str:
     if os.path.getsize(shown) == 0:
         raise _refuse(f"{what} {shown}", f"is empty (0 bytes); {made_by}")
     return shown
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of what ``path`` names, links followed; None when nothing is there."""
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return status.st_dev, status.st_ino
+
+
+def _spellings(path) -> set[str]:
+    """``path`` as given and as the writers see it (absolute, '..' removed lexically, as check_output_file does)."""
+    shown = os.fspath(path)
+    return {shown, os.path.abspath(shown)}
+
+
+def _same_file(output, given) -> str | None:
+    """How the output ``output`` is the existing input ``given`` ('the same path', 'a symbolic link to it', 'a hard
+    link to it'), or None when it is another file. An output that does not exist yet is the input when its path
+    resolves to the input's (``new/../model.onnx``)."""
+    target = _identity(os.fspath(given))
+    if target is None:
+        return None  # a missing input is refused by its own check
+    real = os.path.realpath(given)
+    for spelling in _spellings(output):
+        found = _identity(spelling)
+        if found == target or (found is None and os.path.realpath(spelling) == real):
+            if os.path.abspath(spelling) == os.path.abspath(given):
+                return "the same path"
+            return "a symbolic link to it" if os.path.realpath(spelling) == real else "a hard link to it"
+    return None
+
+
+def _inside(folder, given) -> bool:
+    """True when the existing input ``given`` is the folder ``folder`` or lies anywhere under it."""
+    if _identity(os.fspath(given)) is None:
+        return False
+    spellings = _spellings(folder)
+    ids = {_identity(s) for s in spellings} - {None}
+    reals = {os.path.realpath(s) for s in spellings}
+    path = os.path.realpath(given)
+    while True:
+        if path in reals or _identity(path) in ids:
+            return True
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+
+
+def check_not_an_input(
+    inputs: Iterable[tuple[str, object]],
+    *,
+    files: Iterable[tuple[str, object]] = (),
+    folders: Iterable[tuple[str, object]] = (),
+) -> None:
+    """InputError (one line, nothing touched) when a job's output would overwrite one of its inputs, so that no
+    command can destroy what it reads (docs/design.md §1, "Errors").
+
+    ``inputs``: (what it is, path) of every file or folder the job reads. ``files``: (parameter, path) of the files
+    it writes: refused when one is the same file as an input: the same path, a symbolic link or a hard link to it
+    (device and inode compared), or a path not yet existing that resolves to it. ``folders``: (parameter, path) of
+    the folders it writes into: refused when an input is that folder or lies under it (writing there may replace or
+    remove it). Paths that are None are skipped."""
+    given = [(what, path) for what, path in inputs if path is not None]
+    for option, path in files:
+        if path is None:
+            continue
+        for what, source in given:
+            how = _same_file(path, source)
+            if how:
+                raise _refuse(
+                    f"{option} {os.fspath(path)}",
+                    f"is the {what} {os.fspath(source)} ({how}): writing it would destroy the input; choose another "
+                    "path",
+                )
+    for option, path in folders:
+        if path is None:
+            continue
+        for what, source in given:
+            if _inside(path, source):
+                raise _refuse(
+                    f"{option} {os.fspath(path)}",
+                    f"holds the {what} {os.fspath(source)}: writing into it could replace or remove the input; "
+                    f"choose another folder, or move the {what} out of it",
+                )

@@ -125,12 +125,19 @@ def validate_engine(
     manifest, the files to save, the model's channels against the engine's, the inputs or shape against the
     model and the engine's profiles."""
     from trt_engine.engine_file import open_engine
+    from trt_engine.manifest import manifest_path
     from wtconv_core.inputs import MAX_SEED, check_int
+    from wtconv_core.paths import check_not_an_input
     from wtconv_trt.api.models import resolve_model
     from wtconv_validate.engine import DEFAULT_ITERATIONS
     from wtconv_validate.engine import validate_engine as validate
 
     check_int(seed, "seed", 0, MAX_SEED)
+    sources = [("engine", engine), ("engine manifest", manifest_path(engine)), ("checkpoint", checkpoint)]
+    sources += [("plugin library", plugin)] + (
+        [("inputs file", inputs)] if isinstance(inputs, (str, os.PathLike)) else []
+    )
+    check_not_an_input(sources, files=[("save_inputs", save_inputs), ("save_outputs", save_outputs)])
     opened = open_engine(engine)  # the file, its manifest and its sha256, checked once for the whole job
     model, source = resolve_model(model, arch, checkpoint, random_weights, seed, num_classes, in_chans)
     return validate(
@@ -187,7 +194,11 @@ def benchmark_engine(
     also write the report there (replaced only with ``force``). Checked before TensorRT is imported
     (trt_engine.bench.run_benchmark): the values, the engine and its manifest, each shape against the profiles."""
     from trt_engine.bench import run_benchmark
+    from trt_engine.manifest import manifest_path
+    from wtconv_core.paths import check_not_an_input
 
+    sources = [("engine", engine), ("engine manifest", manifest_path(engine)), ("plugin library", plugin)]
+    check_not_an_input(sources, files=[("json_path", json_path)])
     report = run_benchmark(
         engine,
         plugin=plugin,

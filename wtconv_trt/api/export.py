@@ -68,7 +68,7 @@ def export_onnx(
 
     from wtconv_core.errors import ExportError
     from wtconv_core.inputs import parse_shape
-    from wtconv_core.paths import check_output_file
+    from wtconv_core.paths import check_not_an_input, check_output_file
     from wtconv_export.model_checks import check_input_shape
     from wtconv_export.onnx_export import DEFAULT_OPSET
     from wtconv_export.onnx_export import export_onnx as export_model
@@ -80,6 +80,7 @@ def export_onnx(
     if opset is not None:
         opset = check_int(opset, "opset", MIN_OPSET, newest_opset(), " (ONNX opsets the installed onnx package knows)")
     shape = None if input_shape is None else shape_of(input_shape, "input_shape", rank=4)
+    check_not_an_input([("checkpoint", checkpoint)], files=[("output", output)])
     path = check_output_file(output, option="output", force=force)
     model, description = resolve_model(
         model, arch, checkpoint, random_weights, seed, num_classes, in_chans, default=True

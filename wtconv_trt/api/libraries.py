@@ -80,14 +80,16 @@ def build_libraries(
     package's lib/ folder instead of the per-user cache. source: the plugin/ folder of a checkout. build_dir:
     CMake's build folder (default in the per-user cache). jobs: 1 to 1024 (default: CPU count). The headers, the
     build folder and the values are checked before the (long) build starts."""
-    from wtconv_core.paths import check_output_dir
+    from wtconv_core.paths import check_not_an_input, check_output_dir
     from wtconv_libs import lookup
     from wtconv_libs.build import build_libraries as build
-    from wtconv_libs.build import headers_abi, tensorrt_root
+    from wtconv_libs.build import default_source_dir, headers_abi, tensorrt_root
     from wtconv_libs.build import onnxruntime_headers as find_ort_headers
 
     if jobs is not None:
         check_int(jobs, "jobs", 1, MAX_JOBS)
+    sources = [("sources", source or default_source_dir()), ("TensorRT headers", tensorrt_headers)]
+    check_not_an_input(sources + [("ONNX Runtime headers", onnxruntime_headers)], folders=[("build_dir", build_dir)])
     if not cuda and tensorrt_headers:
         raise InputError(
             "cuda=False: the TensorRT plugin libraries are CUDA code and need nvcc; leave out tensorrt_headers=DIR "

@@ -165,8 +165,14 @@ def plan_serving(
     the server options (ports 0 to 65535, 0 picks a free one; timeout 1 to 86400 s), that a runtime named with
     ``runtime`` can run on this machine, and the ports given are free. load_test, concurrency, batch_sizes,
     protocol: a load test to run once the server is ready (checked by check_load_test)."""
+    from wtconv_core.paths import check_not_an_input
     from wtconv_serving.python_backend import check_python_repository
 
+    check_not_an_input(
+        [("ONNX model", onnx), ("engine", engine), ("plugin", plugin), ("library", ort_library)],
+        files=[("log", log)],
+        folders=[("repository", repository)],
+    )
     ports = {
         "http": check_int(http_port, "http_port", 0, MAX_PORT, " (a TCP port; 0: any free port)"),
         "grpc": check_int(grpc_port, "grpc_port", 0, MAX_PORT, " (a TCP port; 0: any free port)"),

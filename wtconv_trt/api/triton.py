@@ -37,8 +37,10 @@ def write_triton_repository(
     batch). max_queue_delay_us: 0 to 10**8. labels: class names, one per line (default digits 0-9 for the
     shipped model). force: replace a model folder that holds files. Everything is checked before anything is
     written (wtconv_serving.tensorrt_backend.write_tensorrt_repository)."""
+    from wtconv_core.paths import check_not_an_input
     from wtconv_serving.tensorrt_backend import write_tensorrt_repository
 
+    check_not_an_input([("engine", engine), ("plugin", plugin_static), ("labels", labels)], folders=[("out", out)])
     return write_tensorrt_repository(
         engine,
         out,
@@ -81,8 +83,10 @@ def write_onnxruntime_repository(
     config's op_library_filename points (default: its absolute path here). force: replace a model folder that
     holds files. Everything is checked before anything is written
     (wtconv_serving.onnxruntime_backend.write_onnxruntime_repository)."""
+    from wtconv_core.paths import check_not_an_input
     from wtconv_serving.onnxruntime_backend import write_onnxruntime_repository as write
 
+    check_not_an_input([("ONNX model", onnx), ("library", ort_library), ("labels", labels)], folders=[("out", out)])
     return write(
         onnx,
         out,
