@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from wtconv_core.errors import ConfigurationError, InputError, ModelError
 from wtconv_core.inputs import parse_shape
+from wtconv_export.wtconv2d import STRIDE_FILTER, WTConv2d, check_stride_filter
 from wtconv_export.wtconvnext import WTConvNeXt
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -129,10 +130,17 @@ def load_checkpoint(model: nn.Module, path_or_state_dict: str | os.PathLike | di
     the published WTConv2d names or those of the paper's fast_wtconv modules (convert_fast_wtconv_state_dict).
 
     Raises ValueError naming every key that does not fit: shape mismatches (expected vs given shape),
-    and with ``strict`` also missing and unexpected keys. Nothing is loaded when an error is raised.
+    and with ``strict`` also missing and unexpected keys. Nothing is loaded when an error is raised. The
+    ``stride_filter`` of a stride > 1 layer saved by the published WTConv2d before its stride fix is checked and
+    taken (wtconv2d.check_stride_filter).
     """
     state = convert_fast_wtconv_state_dict(read_state_dict(path_or_state_dict), model)
     own = model.state_dict()
+    for path, module in model.named_modules():
+        key = f"{path}.{STRIDE_FILTER}" if path else STRIDE_FILTER
+        if isinstance(module, WTConv2d) and key in state:
+            check_stride_filter(state[key], module.in_channels, module.stride, f"checkpoint: parameter '{key}'")
+            own = {**own, key: state[key]}  # taken, and not stored: WTConv2d's load_state_dict accepts it
     mismatched = [
         f"{k}: expected {tuple(own[k].shape)}, got {tuple(v.shape)}"
         for k, v in state.items()

@@ -1,6 +1,8 @@
 """The published WTConv2d inside any model: recognised by its class name and parameters (never imported), checked
 against its conversion on one input, and converted to ``wtconv_export.WTConv2d`` by a strict load_state_dict
-(docs/onnx_export.md, "Your own model")."""
+(docs/onnx_export.md, "Your own model"). Both published versions are taken: today's, whose stride > 1 is an
+AvgPool2d(1, stride), and the one before its stride fix, whose ``stride_filter`` computes the same
+(wtconv2d.check_stride_filter)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ import dataclasses
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from wtconv_core.errors import ModelError
 from wtconv_export import haar
 from wtconv_export.fused_module import FusedWTConv2d
-from wtconv_export.wtconv2d import WTConv2d
+from wtconv_export.wtconv2d import STRIDE_FILTER, WTConv2d, check_stride_filter
 
 __all__ = [
     "PUBLISHED_CLASS_NAME",
@@ -169,6 +172,10 @@ def published_wtconv_config(module: nn.Module, path: str = "") -> LayerConfig:
             f"{who} uses a wavelet other than Haar: {wavelet}; the WTConv2d operator (plugin, kernels, standard-op "
             f"export) computes only the Haar transform, the published default wt_type='db1'"
         )
+    if hasattr(module, STRIDE_FILTER):
+        check_stride_filter(
+            getattr(module, STRIDE_FILTER), channels, stride, f"{who} cannot be exported as a WTConv2d node"
+        )
     return LayerConfig(channels, kernel_size, levels, stride, base.bias is not None)
 
 
@@ -199,7 +206,7 @@ def published_to_wtconv2d(module: nn.Module, path: str = "") -> WTConv2d:
         wt_levels=config.wt_levels,
     )
     state, own = module.state_dict(), ours.state_dict()
-    extra, missing = sorted(set(state) - set(own)), sorted(set(own) - set(state))
+    extra, missing = sorted(set(state) - set(own) - {STRIDE_FILTER}), sorted(set(own) - set(state))
     if extra or missing:
         keys = ", ".join([f"+{k}" for k in extra] + [f"-{k}" for k in missing])
         raise ModelError(
@@ -214,6 +221,12 @@ def published_to_wtconv2d(module: nn.Module, path: str = "") -> WTConv2d:
 
 def _check_same_output(module: nn.Module, ours: WTConv2d, config: LayerConfig, who: str) -> None:
     theirs = copy.deepcopy(module).cpu().float().eval()
+    if hasattr(theirs, STRIDE_FILTER) and not isinstance(getattr(theirs, "do_stride", None), nn.Module):
+        # Before its stride fix the published layer binds do_stride to a lambda over the original module, which a
+        # copy shares: give the copy the same expression over its own filter (BGU-CS-VIL/WTConv f867135).
+        theirs.do_stride = lambda y: F.conv2d(
+            y, theirs.stride_filter, bias=None, stride=theirs.stride, groups=y.shape[1]
+        )
     mine = copy.deepcopy(ours).cpu().float().eval()
     x = torch.randn((1, config.channels) + CHECK_INPUT_HW, generator=torch.Generator().manual_seed(0))
     expected, got = theirs(x), mine(x)
@@ -269,7 +282,8 @@ def replace_submodule(model: nn.Module, path: str, new: nn.Module) -> nn.Module:
 def convert_published_wtconv(model: nn.Module, *, inplace: bool = False) -> nn.Module:
     """``model`` with every published WTConv2d replaced by ``wtconv_export.WTConv2d`` holding the same parameters
     (each checked to compute the same output); a copy unless ``inplace``. Returns the converted model (the new
-    layer itself when ``model`` is a published layer). Nothing else changes, so the state_dict keys stay the same.
+    layer itself when ``model`` is a published layer). Nothing else changes, so the state_dict keys stay the same
+    (less the fixed ``stride_filter`` of the version before the stride fix, which ours computes without).
 
     Exporting needs no conversion (export_onnx finds published layers itself); this is for everything else that
     looks for ``wtconv_export.WTConv2d``: ``fuse_wtconv_layers`` (our CUDA kernels in PyTorch), the benchmarks.

@@ -2,8 +2,9 @@
 
 Parameter names and shapes match BGU-CS-VIL/WTConv ``wtconv/wtconv2d.py`` so its checkpoints load with
 ``strict=True``: base_conv.{weight,bias}, base_scale.weight, wavelet_convs.{i}.weight,
-wavelet_scale.{i}.weight, wt_filter, iwt_filter. The algorithm is docs/design.md §2.3 "Reference
-algorithm"; the fused formulation lives in ``fused_spec.py`` and is tested against this module.
+wavelet_scale.{i}.weight, wt_filter, iwt_filter, and for stride > 1 the ``stride_filter`` of the version before its
+stride fix (check_stride_filter). The algorithm is docs/design.md §2.3 "Reference algorithm"; the fused formulation
+lives in ``fused_spec.py`` and is tested against this module.
 """
 
 import torch
@@ -12,6 +13,30 @@ import torch.nn.functional as F
 
 from wtconv_core.errors import InputError, ModelError
 from wtconv_export import haar
+
+STRIDE_FILTER = "stride_filter"
+
+
+def check_stride_filter(value, channels: int, stride: int, who: str) -> None:
+    """ModelError (naming ``who``) unless ``value`` is the published layer's ``stride_filter`` before its stride fix
+    (BGU-CS-VIL/WTConv f867135 and earlier): ones of shape (C, 1, 1, 1), created so and never trained, applied at
+    stride > 1 as ``F.conv2d(y, stride_filter, stride=stride, groups=C)``. A 1x1 depthwise filter of ones computes
+    ``1 * y[..., ::stride, ::stride]``, exactly what AvgPool2d(1, stride) of the later version and this module
+    compute (docs/onnx_export.md, "Your own model")."""
+    if stride == 1:
+        raise ModelError(
+            f"{who}: {STRIDE_FILTER} is the subsampling of a stride > 1 layer (the published WTConv2d before its "
+            f"stride fix), but this layer has stride 1; build the layer with the stride the checkpoint was trained with"
+        )
+    if not isinstance(value, torch.Tensor) or tuple(value.shape) != (channels, 1, 1, 1):
+        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+        raise ModelError(f"{who}: {STRIDE_FILTER} must have shape ({channels}, 1, 1, 1), got {shape}")
+    if not bool((value.detach() == 1).all()):
+        low, high = float(value.detach().min()), float(value.detach().max())
+        raise ModelError(
+            f"{who}: {STRIDE_FILTER} holds values from {low:g} to {high:g}, not the ones the published layer creates "
+            f"and never trains; only ones make it the plain stride-{stride} subsampling the WTConv2d operator computes"
+        )
 
 
 def _check_positive_int(name: str, value, minimum: int) -> int:
@@ -153,10 +178,15 @@ class WTConv2d(nn.Module):
             x = self.do_stride(x)
         return x
 
-    # Checkpoints whose shapes do not fit get a ValueError naming the parameter (not torch's RuntimeError).
+    # Checkpoints whose shapes do not fit get a ValueError naming the parameter (not torch's RuntimeError). The
+    # stride_filter of the published version before its stride fix is checked and then needs no parameter here.
     def _load_from_state_dict(
         self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
     ):
+        stride_filter = prefix + STRIDE_FILTER
+        if stride_filter in state_dict:
+            who = f"WTConv2d checkpoint: parameter '{stride_filter}'"
+            check_stride_filter(state_dict[stride_filter], self.in_channels, self.stride, who)
         own = dict(self.named_parameters(recurse=True))
         for name, param in own.items():
             key = prefix + name
@@ -169,6 +199,8 @@ class WTConv2d(nn.Module):
         super()._load_from_state_dict(
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )
+        if stride_filter in unexpected_keys:
+            unexpected_keys.remove(stride_filter)
 
 
 def random_wtconv2d(channels: int, kernel_size: int, wt_levels: int, stride: int, seed: int) -> WTConv2d:
