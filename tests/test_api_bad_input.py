@@ -48,6 +48,9 @@ TWINS = {
     "export/shape-channels": lambda f: wtconv_trt.export_onnx(f["new"], input_shape=(1, 3, 32, 32)),
     "export/output-is-dir": lambda f: wtconv_trt.export_onnx(f["dir"]),
     "export/checkpoint-is-text": lambda f: wtconv_trt.export_onnx(f["new"], arch=TINY, checkpoint=str(f["text_pth"])),
+    "export/checkpoint-whole-model": lambda f: wtconv_trt.export_onnx(
+        f["new"], arch=TINY, checkpoint=str(f["whole_pth"])
+    ),
     "export/checkpoint-empty": lambda f: wtconv_trt.export_onnx(f["new"], arch=TINY, checkpoint=str(f["empty"])),
     "export/checkpoint-missing": lambda f: wtconv_trt.export_onnx(f["new"], arch=TINY, checkpoint=str(f["missing"])),
     "export/checkpoint-is-dir": lambda f: wtconv_trt.export_onnx(f["new"], arch=TINY, checkpoint=str(f["dir"])),

@@ -76,6 +76,8 @@ def files(tmp_path_factory):
 
     f["ckpt10"] = work / "ckpt10.pth"
     torch.save({"stem.0.weight": torch.zeros(96, 3, 4, 4), "head.fc.weight": torch.zeros(10, 768)}, f["ckpt10"])
+    f["whole_pth"] = work / "whole_model.pth"  # torch.save(model): a pickled module, not a state_dict
+    torch.save(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)), f["whole_pth"])
     f["npy3"] = work / "three_channels.npy"
     np.save(f["npy3"], np.zeros((2, 3, 32, 32), np.float32))
     f["npy_small"] = work / "small.npy"
@@ -167,6 +169,11 @@ CASES = [
         "export/checkpoint-is-text",
         ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--checkpoint", "{text_pth}"],
         "not a PyTorch checkpoint",
+    ),
+    (
+        "export/checkpoint-whole-model",
+        ["export", "-o", "{new}", "--arch", "wtconvnext_tiny", "--checkpoint", "{whole_pth}"],
+        "holds a whole model (a pickled torch.nn.modules.container.Sequential, as torch.save(model) writes)",
     ),
     (
         "export/checkpoint-empty",
@@ -589,6 +596,33 @@ def test_bad_input_is_one_line_and_exit_2(case_id, argv, phrase, files, capsys, 
     assert lines[0].startswith("wtconv-trt") and ": error: " in lines[0], lines[0]
     assert phrase in lines[0], f"{phrase!r} not in {lines[0]!r}"
     assert _snapshot(files["work"]) == before, "a file was created, changed or removed"
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy-format"])
+def test_a_whole_model_checkpoint_is_one_plain_line_saying_what_to_do(legacy, tmp_path, capsys):
+    """torch.save(model) instead of its state_dict, in either of torch.save's formats: one line naming what the file
+    holds and the two ways on (save the state_dict, or export from Python), without PyTorch's advice to load it with
+    weights_only=False or its terminal colour codes; the API raises the same line."""
+    import torch
+
+    import wtconv_trt
+    from wtconv_core.errors import ModelError
+
+    path = tmp_path / "whole.pth"
+    torch.save(torch.nn.Sequential(torch.nn.Linear(2, 2)), path, _use_new_zipfile_serialization=not legacy)
+    capsys.readouterr()
+    status = cli.main(
+        ["export", "-o", str(tmp_path / "m.onnx"), "--arch", "wtconvnext_tiny", "--checkpoint", str(path)]
+    )
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert "\x1b" not in err and "weights_only" not in err and "Traceback" not in err, err
+    assert "a pickled torch.nn.modules.container.Sequential" in err
+    assert "torch.save(model.state_dict(), 'weights.pth')" in err and "wtconv_trt.export_onnx(" in err
+    with pytest.raises(ModelError, match=r"^checkpoint .* holds a whole model") as caught:
+        wtconv_trt.export_onnx(tmp_path / "m.onnx", arch="wtconvnext_tiny", checkpoint=path)
+    assert caught.value.parameter == "checkpoint"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["whole.pth"]
 
 
 def test_every_subcommand_has_bad_input_cases():

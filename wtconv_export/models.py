@@ -8,9 +8,13 @@ main job runs on a fresh machine without scikit-learn and without any download.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import pickle
+import pickletools
 import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +55,10 @@ def read_state_dict(path_or_state_dict: str | os.PathLike | dict) -> dict[str, t
 
             obj = load_file(str(path))
         else:
-            obj = torch.load(str(path), map_location="cpu", weights_only=True)
+            try:
+                obj = torch.load(str(path), map_location="cpu", weights_only=True)
+            except pickle.UnpicklingError:
+                raise ModelError(_not_weights_only(path), parameter="checkpoint") from None
         source = str(path)
     else:
         obj, source = path_or_state_dict, "state_dict"
@@ -69,6 +76,54 @@ def read_state_dict(path_or_state_dict: str | os.PathLike | dict) -> dict[str, t
     if all(k.startswith("module.") for k in state):
         state = {k[len("module.") :]: v for k, v in state.items()}
     return state
+
+
+def _pickled_root_class(path: Path) -> str | None:
+    """'module.Class' of the object a torch.save file holds at its root, read from the pickle's opcodes without
+    running them (a dict root, or an unreadable file: None). torch.save writes a zip whose data.pkl is the object,
+    or (the legacy format) four pickles in a row, the object last."""
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                name = next(n for n in archive.namelist() if n.endswith("data.pkl"))
+                stream, skip = io.BytesIO(archive.read(name)), 0
+        else:
+            stream, skip = open(path, "rb"), 3  # noqa: SIM115 (closed below)
+        with stream:
+            for _ in range(skip):
+                for _ in pickletools.genops(stream):
+                    pass
+            strings = []
+            for opcode, argument, _ in pickletools.genops(stream):
+                if opcode.name in ("PROTO", "FRAME", "MEMOIZE", "BINPUT", "LONG_BINPUT", "MARK"):
+                    continue
+                if opcode.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE"):
+                    strings.append(argument)
+                    continue
+                if opcode.name == "GLOBAL":
+                    return argument.replace(" ", ".")
+                if opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
+                    return ".".join(strings[-2:])
+                return None
+    except (OSError, ValueError, StopIteration, zipfile.BadZipFile):
+        return None
+    return None
+
+
+def _not_weights_only(path: Path) -> str:
+    """Why a checkpoint that holds more than tensors is not read (reading it would run code from the file), and
+    what to give instead."""
+    root = _pickled_root_class(path)
+    fix = (
+        "save the weights alone, torch.save(model.state_dict(), 'weights.pth'), and give that file, or export "
+        "from Python with the model in hand: wtconv_trt.export_onnx('model.onnx', model)"
+    )
+    if root and root not in ("collections.OrderedDict", "builtins.dict"):
+        return (
+            f"checkpoint {path} holds a whole model (a pickled {root}, as torch.save(model) writes), not its weights; "
+            f"reading it would run code from the file: {fix}"
+        )
+    return f"checkpoint {path} holds objects other than tensors, and reading them would run code from the file: {fix}"
 
 
 # The paper's fast_wtconv modules (BGU-CS-VIL/WTConv fast_wtconv/wtconv_{cuda,triton,metal}.py) name the same
