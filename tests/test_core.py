@@ -101,3 +101,25 @@ def test_percentile_and_median_edges():
     assert median([1.0, 2.0, 4.0, 10.0]) == 3.0 and median([3.0]) == 3.0
     with pytest.raises(ValueError, match="not in"):
         percentile([1.0], 101)
+
+
+def test_a_noted_ctrl_c_stops_a_write_before_it_replaces_the_file(tmp_path, monkeypatch):
+    """A Ctrl-C the command line's handler noted but whose KeyboardInterrupt Python dropped (wtconv_core.interrupt):
+    the next atomic write raises it before the rename (old file kept, no temporary), and so does the next progress
+    step."""
+    import logging
+
+    from wtconv_core import interrupt
+    from wtconv_core.progress import Progress
+
+    path = tmp_path / "report.json"
+    path.write_bytes(b"old")
+    monkeypatch.setattr(interrupt, "_pending", True)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write_bytes(path, b"new")
+    assert path.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+    with pytest.raises(KeyboardInterrupt):
+        Progress(logging.getLogger("test"), "job", 2).step("done")
+    monkeypatch.setattr(interrupt, "_pending", False)
+    atomic_write_bytes(path, b"new")
+    assert path.read_bytes() == b"new"

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from wtconv_core.interrupt import check_interrupt
+
 __all__ = ["atomic_copy", "atomic_path", "atomic_write_bytes", "atomic_write_json", "user_file_mode"]
 
 
@@ -32,7 +34,8 @@ def user_file_mode() -> int:
 def atomic_path(path: str | os.PathLike, mode: int | None = None) -> Iterator[Path]:
     """A temporary path beside ``path`` to write the new file to; when the block ends without an exception the file
     is flushed to disk, given ``mode`` (default user_file_mode) and renamed onto ``path``. On any exception, Ctrl-C
-    included, the temporary file is removed and ``path`` is left untouched."""
+    included (also one Python dropped while the file was written: wtconv_core.interrupt), the temporary file is
+    removed and ``path`` is left untouched."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -43,6 +46,7 @@ def atomic_path(path: str | os.PathLike, mode: int | None = None) -> Iterator[Pa
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.chmod(tmp, user_file_mode() if mode is None else mode)
+        check_interrupt()
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -12,6 +12,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
+from wtconv_core.interrupt import check_interrupt
+
 T = TypeVar("T")
 
 __all__ = ["Progress", "show_progress", "track"]
@@ -30,7 +32,8 @@ class Progress:
         self.start = time.monotonic()
 
     def step(self, message: str = "") -> None:
-        """One step finished; ``message`` says what it produced."""
+        """One step finished; ``message`` says what it produced. A check point for Ctrl-C (wtconv_core.interrupt)."""
+        check_interrupt()
         self.done += 1
         elapsed = time.monotonic() - self.start
         count = f"{self.done}/{self.total}" if self.total else f"{self.done}"

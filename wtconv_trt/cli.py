@@ -10,6 +10,7 @@ import signal
 import sys
 
 from wtconv_core.errors import WtconvTrtError
+from wtconv_core.interrupt import check_interrupt, interrupt_pending, note_interrupt
 from wtconv_core.progress import LIBRARY_PACKAGES, show_progress
 from wtconv_trt.arguments import UsageError
 
@@ -102,6 +103,7 @@ def main(argv=None) -> int:
         show_progress((*LIBRARY_PACKAGES, "wtconv_trt.api"))  # the jobs' INFO records on stderr
         command = f"wtconv-trt {args.command}"
         code = int(args._run(args) or 0)
+        check_interrupt()  # a Ctrl-C Python dropped after the job's last check point still ends in 130
         sys.stdout.flush()  # a reader that went away (`... | head -1`) surfaces here, inside the handlers
         return code
     except BrokenPipeError:
@@ -127,6 +129,7 @@ def run_command() -> None:
     leaves with os._exit(130), so an interrupted exit cannot end in a death by SIGINT (docs/design.md §1,
     "Errors"). main() changes no signal handling, so in-process callers keep theirs."""
     signal.signal(signal.SIGINT, _interrupt_once)
+    sys.unraisablehook = _quiet_dropped_interrupt(sys.unraisablehook)
     code = main()
     if code == INTERRUPTED:
         for stream in (sys.stdout, sys.stderr):
@@ -139,9 +142,24 @@ def run_command() -> None:
 
 
 def _interrupt_once(signum, frame):
-    """SIGINT handler of the command's process: the first Ctrl-C interrupts, the ones after it are ignored."""
+    """SIGINT handler of the command's process: the first Ctrl-C interrupts, the ones after it are ignored. The
+    interrupt is also noted, so that one Python drops (raised in a weakref callback) is raised again at the job's
+    next check point (wtconv_core.interrupt)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    note_interrupt()
     raise KeyboardInterrupt
+
+
+def _quiet_dropped_interrupt(default):
+    """sys.unraisablehook that says nothing of the KeyboardInterrupt Python drops after our handler noted it (its
+    "Exception ignored in ..." traceback); any other unraisable exception goes to ``default``."""
+
+    def hook(unraisable):
+        if issubclass(unraisable.exc_type, KeyboardInterrupt) and interrupt_pending():
+            return
+        default(unraisable)
+
+    return hook
 
 
 def _one_line(error: BaseException) -> str:
