@@ -19,6 +19,8 @@ FIELD_STRIDE = "stride"
 FIELD_BASE_WEIGHT = "base_weight"  # C*k*k floats, W~b = sb * Wb
 FIELD_BASE_BIAS = "base_bias"  # C floats,     b~b = sb * bb
 FIELD_WAVELET_WEIGHT = "wavelet_weight"  # L*4C*k*k floats, W~l = sl * Wl, level-major
+# Optional INT, default 0: 1 makes x (N, H, W, C) and y (N, ceil(H/s), ceil(W/s), C), dense (docs/design.md §4).
+FIELD_CHANNELS_LAST = "channels_last"
 FIELD_PLUGIN_VERSION = "plugin_version"
 FIELD_PLUGIN_NAMESPACE = "plugin_namespace"
 

@@ -26,6 +26,9 @@ constexpr char const* kFIELD_STRIDE = "stride";                 // int32, >= 1
 constexpr char const* kFIELD_BASE_WEIGHT = "base_weight";       // float32 (or float16), C*k*k
 constexpr char const* kFIELD_BASE_BIAS = "base_bias";           // float32 (or float16), C — defines C
 constexpr char const* kFIELD_WAVELET_WEIGHT = "wavelet_weight"; // float32 (or float16), L*4C*k*k
+// Optional, default 0: the layout of x and y. 0: (N, C, H, W); 1: channels-last, x (N, H, W, C) and y
+// (N, ceil(H/s), ceil(W/s), C), both dense (docs/design.md §4).
+constexpr char const* kFIELD_CHANNELS_LAST = "channels_last"; // int32, 0 or 1
 // Consumed by the ONNX parser to find the creator; ignored when passed on to createPlugin.
 constexpr char const* kFIELD_PLUGIN_VERSION = "plugin_version";
 constexpr char const* kFIELD_PLUGIN_NAMESPACE = "plugin_namespace";
