@@ -93,6 +93,7 @@ def decoder(tmp_path_factory):
         ctypes.POINTER(ctypes.c_int32),
         ctypes.POINTER(ctypes.c_int32),
         ctypes.POINTER(ctypes.c_int64),
+        ctypes.POINTER(ctypes.c_int32),
         ctypes.c_char_p,
         ctypes.c_size_t,
     ]
@@ -100,13 +101,15 @@ def decoder(tmp_path_factory):
 
 
 def decode(lib, fields, runtime: bool):
-    """fields: [(name, type, length, numpy buffer or None)] -> (status, (k, levels, stride, C), message)."""
+    """fields: [(name, type, length, numpy buffer or None)] -> (status, (k, levels, stride, C, channels_last),
+    message)."""
     n = len(fields)
     names = (ctypes.c_char_p * max(n, 1))(*[f[0].encode() for f in fields])
     types = (ctypes.c_int32 * max(n, 1))(*[f[1] for f in fields])
     lengths = (ctypes.c_int32 * max(n, 1))(*[f[2] for f in fields])
     data = (ctypes.c_void_p * max(n, 1))(*[None if f[3] is None else f[3].ctypes.data for f in fields])
     k, levels, stride, channels = ctypes.c_int32(), ctypes.c_int32(), ctypes.c_int32(), ctypes.c_int64()
+    channels_last = ctypes.c_int32(-1)
     message = ctypes.create_string_buffer(4096)
     status = lib.wtconvDecodePluginFields(
         n,
@@ -119,10 +122,12 @@ def decode(lib, fields, runtime: bool):
         ctypes.byref(levels),
         ctypes.byref(stride),
         ctypes.byref(channels),
+        ctypes.byref(channels_last),
         message,
         len(message),
     )
-    return status, (k.value, levels.value, stride.value, channels.value), message.value.decode()
+    decoded = (k.value, levels.value, stride.value, channels.value, channels_last.value)
+    return status, decoded, message.value.decode()
 
 
 def fnv1a(*arrays) -> int:
@@ -140,14 +145,15 @@ def layer(draw):
     levels = draw(st.integers(1, contract.MAX_WT_LEVELS))
     stride = draw(st.integers(1, 4))
     channels = draw(st.integers(1, 3))
-    return k, levels, stride, channels
+    channels_last = draw(st.sampled_from([None, 0, 1]))  # None: the optional field absent (read as 0)
+    return k, levels, stride, channels, channels_last
 
 
 def int_field(name, value, kind):
     return (name, kind, 1, np.array([value], dtype=np.int32 if kind == INT32 else np.int64))
 
 
-def valid_fields(draw, k, levels, stride, channels, runtime):
+def valid_fields(draw, k, levels, stride, channels, runtime, channels_last=None):
     """A valid field set for the layer, in a drawn order, with drawn int and float encodings."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     weights = {
@@ -167,6 +173,8 @@ def valid_fields(draw, k, levels, stride, channels, runtime):
         (contract.FIELD_STRIDE, stride),
     ):
         fields.append(int_field(name, value, draw(st.sampled_from([INT32, INT64]))))
+    if channels_last is not None:
+        fields.append(int_field(contract.FIELD_CHANNELS_LAST, channels_last, draw(st.sampled_from([INT32, INT64]))))
     if draw(st.booleans()):  # the ONNX parser may pass these on; the decoder skips them
         fields.append((contract.FIELD_PLUGIN_VERSION, CHAR, 1, np.frombuffer(b"1", dtype=np.uint8).copy()))
     if runtime:
@@ -181,11 +189,11 @@ def valid_fields(draw, k, levels, stride, channels, runtime):
 @settings(max_examples=200, deadline=None)
 @given(st.data(), layer(), st.booleans())
 def test_valid_fields_decode_to_the_layer(decoder, data, config, runtime):
-    k, levels, stride, channels = config
-    fields = valid_fields(data.draw, k, levels, stride, channels, runtime)
+    k, levels, stride, channels, channels_last = config
+    fields = valid_fields(data.draw, k, levels, stride, channels, runtime, channels_last)
     status, decoded, message = decode(decoder, fields, runtime)
     assert status == 0, message
-    assert decoded == (k, levels, stride, channels)
+    assert decoded == (k, levels, stride, channels, channels_last or 0)
 
 
 def _replace(fields, name, new):
@@ -195,9 +203,9 @@ def _replace(fields, name, new):
 @st.composite
 def broken(draw):
     """(fields, runtime, the field name the message must name) with exactly one thing wrong."""
-    k, levels, stride, channels = draw(layer())
+    k, levels, stride, channels, channels_last = draw(layer())
     runtime = draw(st.booleans())
-    fields = valid_fields(draw, k, levels, stride, channels, runtime)
+    fields = valid_fields(draw, k, levels, stride, channels, runtime, channels_last)
     ints = [contract.FIELD_KERNEL_SIZE, contract.FIELD_WT_LEVELS, contract.FIELD_STRIDE]
     floats = [contract.FIELD_BASE_WEIGHT, contract.FIELD_BASE_BIAS, contract.FIELD_WAVELET_WEIGHT]
     kinds = [
@@ -211,6 +219,7 @@ def broken(draw):
         "float-length",
         "null-data",
         "int64-overflow",
+        "channels_last-value",
     ] + (["version", "checksum", "runtime-missing"] if runtime else [])
     kind = draw(st.sampled_from(kinds))
     if kind == "missing":
@@ -226,11 +235,16 @@ def broken(draw):
                     n
                     not in ints
                     + floats
-                    + [contract.FIELD_PLUGIN_VERSION, contract.FIELD_PLUGIN_NAMESPACE, SERIALIZATION_VERSION, CHECKSUM]
+                    + [contract.FIELD_CHANNELS_LAST, contract.FIELD_PLUGIN_VERSION, contract.FIELD_PLUGIN_NAMESPACE]
+                    + [SERIALIZATION_VERSION, CHECKSUM]
                 )
             )
         )
         return fields + [int_field(name, 1, INT32)], runtime, name
+    if kind == "channels_last-value":  # the optional field, present with a value other than 0 or 1
+        bad = draw(st.sampled_from([2, -1, 3, 2**31 - 1]))
+        kept = [f for f in fields if f[0] != contract.FIELD_CHANNELS_LAST]
+        return kept + [int_field(contract.FIELD_CHANNELS_LAST, bad, INT32)], runtime, contract.FIELD_CHANNELS_LAST
     if kind == "int-value":
         name, bad = draw(
             st.sampled_from(
@@ -311,7 +325,7 @@ def test_no_fields_and_nonsense_counts(decoder):
     k = ctypes.c_int32()
     buffer = ctypes.create_string_buffer(512)
     status = decoder.wtconvDecodePluginFields(
-        -3, None, None, None, None, 0, ctypes.byref(k), None, None, None, buffer, len(buffer)
+        -3, None, None, None, None, 0, ctypes.byref(k), None, None, None, None, buffer, len(buffer)
     )
     assert status == 1 and buffer.value.decode().startswith("WTConv2d plugin: ")
 
@@ -333,6 +347,24 @@ def _fixed_fields(k=3, levels=2, stride=1, channels=2):
         int_field(contract.FIELD_WT_LEVELS, levels, INT32),
         int_field(contract.FIELD_STRIDE, stride, INT32),
     ]
+
+
+@pytest.mark.parametrize("value", [2, -1])
+def test_channels_last_other_than_0_or_1_is_refused_in_one_line(decoder, value):
+    """The optional field channels_last takes 0 (NCHW) or 1 (channels-last) only (docs/design.md §4)."""
+    for ok in (0, 1):
+        status, decoded, message = decode(
+            decoder, _fixed_fields() + [int_field(contract.FIELD_CHANNELS_LAST, ok, INT32)], False
+        )
+        assert status == 0 and decoded[4] == ok, message
+    status, _, message = decode(
+        decoder, _fixed_fields() + [int_field(contract.FIELD_CHANNELS_LAST, value, INT32)], False
+    )
+    assert status == 1, f"accepted channels_last = {value}"
+    assert message == (
+        "WTConv2d plugin: field 'channels_last': expected 0 (x and y are (N, C, H, W)) or 1 (channels-last: "
+        f"(N, H, W, C)), given {value}"
+    ), message
 
 
 @pytest.mark.parametrize(

@@ -203,6 +203,73 @@ def test_single_layer(
     )
 
 
+def channels_last_node(path, out_path):
+    """The one-layer export at ``path`` rewritten as a node with channels_last = 1 (docs/design.md §4): the same
+    attributes plus channels_last, input and output declared (N, H, W, C) with the export's own dimensions."""
+    import onnx
+
+    from wtconv_export import contract
+
+    model = onnx.load(str(path))
+    (node,) = [n for n in model.graph.node if n.op_type == contract.OP_TYPE]
+    node.attribute.append(onnx.helper.make_attribute(contract.FIELD_CHANNELS_LAST, 1))
+    for value in (model.graph.input[0], model.graph.output[0]):
+        dims = value.type.tensor_type.shape.dim
+        n, c, h, w = (onnx.TensorShapeProto.Dimension.FromString(d.SerializeToString()) for d in dims)
+        del dims[:]
+        dims.extend([n, h, w, c])
+    onnx.save(model, str(out_path))
+    return out_path
+
+
+@pytest.mark.parametrize("label,channels,kernel_size,levels,stride,profile", [SINGLE_LAYERS[0], SINGLE_LAYERS[2]])
+def test_single_layer_channels_last(
+    label, channels, kernel_size, levels, stride, profile, rtx_plugin, export_dir, tmp_path, build_times
+):
+    """A node with channels_last = 1: TensorRT-RTX's parser and builder accept it with our plugin, and the output
+    shape TensorRT derives through getOutputShapes for (N, H, W, C) inputs is PyTorch's NCHW output shape in
+    (N, H', W', C) order."""
+    from trt_engine import tensorrt_api
+    from trt_engine.build import BuildOptions, build_engine
+    from trt_engine.profiles import parse_profile
+    from wtconv_export.onnx_export import export_onnx
+
+    layer = torch.nn.Sequential(
+        random_wtconv(channels, kernel_size, levels, stride=stride, seed=levels, dtype=torch.float32)
+    )
+    nchw = parse_profile(profile).inputs["input"]
+    opt = tuple(nchw.opt)
+    path = export_dir / f"layer_{label.replace(' ', '_')}_for_nhwc.onnx"
+    export_onnx(layer, path, ops="plugin", precision="fp32", input_shape=opt)
+    nhwc_path = channels_last_node(path, tmp_path / "nhwc.onnx")
+    to_nhwc = lambda d: (d[0], d[2], d[3], d[1])  # noqa: E731
+    nhwc_profile = "input:" + "/".join(
+        "x".join(str(v) for v in to_nhwc(tuple(getattr(nchw, which)))) for which in ("min", "opt", "max")
+    )
+    start = time.monotonic()
+    result = build_engine(
+        BuildOptions(
+            onnx=str(nhwc_path),
+            precision="fp32",
+            plugin=str(rtx_plugin["plugin"]),
+            shapes=[nhwc_profile],
+            engine=str(tmp_path / "nhwc.engine"),
+            progress=False,
+            backend="tensorrt-rtx",
+        )
+    )
+    build_times[f"single layer {label}, channels_last = 1"] = time.monotonic() - start
+    assert result.manifest["build"]["plugin_layers"] == 1
+    assert result.engine_path.stat().st_size > 0
+    network = tensorrt_api.NetworkBuilder(strongly_typed=True)
+    network.parse(nhwc_path)
+    assert network.plugin_layer_count() == 1
+    for which in ("min", "opt", "max"):
+        dims = tuple(getattr(nchw, which))
+        derived = network.derived_output_shapes({"input": to_nhwc(dims)})
+        assert derived == {"output": to_nhwc(torch_output_shape(layer, dims))}, f"{label}: {which} input {dims}"
+
+
 @pytest.mark.slow
 def test_wtconvnext_tiny_fp16_dynamic_batch_and_resolution(rtx_plugin, export_dir, tmp_path, build_times):
     """WTConvNeXt-T with random weights, fp16, one profile over batch 1-4 and resolution 64-224."""

@@ -149,6 +149,7 @@ struct FoundFields
     FieldView const* baseWeight{nullptr};
     FieldView const* baseBias{nullptr};
     FieldView const* waveletWeight{nullptr};
+    FieldView const* channelsLast{nullptr};
     FieldView const* serializationVersion{nullptr};
     FieldView const* checksum{nullptr};
 };
@@ -177,6 +178,8 @@ FoundFields collectFields(Decoder const& d, FieldView const* fields, int64_t cou
             slot = &found.baseBias;
         else if (name == contract::kFIELD_WAVELET_WEIGHT)
             slot = &found.waveletWeight;
+        else if (name == contract::kFIELD_CHANNELS_LAST)
+            slot = &found.channelsLast;
         else if (name == contract::kFIELD_SERIALIZATION_VERSION)
             slot = &found.serializationVersion;
         else if (name == contract::kFIELD_WEIGHTS_CHECKSUM)
@@ -188,7 +191,7 @@ FoundFields collectFields(Decoder const& d, FieldView const* fields, int64_t cou
             d.fail(d.context() + ": unknown field '" + name + "' (#" + std::to_string(i) + "); expected one of "
                 + contract::kFIELD_KERNEL_SIZE + ", " + contract::kFIELD_WT_LEVELS + ", " + contract::kFIELD_STRIDE
                 + ", " + contract::kFIELD_BASE_WEIGHT + ", " + contract::kFIELD_BASE_BIAS + ", "
-                + contract::kFIELD_WAVELET_WEIGHT);
+                + contract::kFIELD_WAVELET_WEIGHT + ", " + contract::kFIELD_CHANNELS_LAST);
         }
         if (*slot != nullptr)
         {
@@ -246,6 +249,18 @@ LayerFields decodeLayerFields(FieldView const* fields, int64_t count, bool deser
         d.fail(std::string("field '") + contract::kFIELD_STRIDE + "': expected an integer >= 1, given "
             + std::to_string(stride));
     }
+    bool channelsLast = false;
+    if (f.channelsLast != nullptr)
+    {
+        int32_t const layout = d.readInt(*f.channelsLast);
+        if (layout != 0 && layout != 1)
+        {
+            d.fail(std::string("field '") + contract::kFIELD_CHANNELS_LAST
+                + "': expected 0 (x and y are (N, C, H, W)) or 1 (channels-last: (N, H, W, C)), given "
+                + std::to_string(layout));
+        }
+        channelsLast = layout == 1;
+    }
     // base_bias defines C; the other weights must fit it.
     FieldView const& bias = *f.baseBias;
     if (bias.length < 1)
@@ -286,6 +301,7 @@ LayerFields decodeLayerFields(FieldView const* fields, int64_t count, bool deser
     out.kernelSize = k;
     out.levels = levels;
     out.stride = stride;
+    out.channelsLast = channelsLast;
     out.baseWeight = std::move(baseWeight);
     out.baseBias = std::move(baseBias);
     out.waveletWeight = std::move(waveletWeight);

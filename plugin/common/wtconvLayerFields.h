@@ -24,6 +24,7 @@ struct LayerFields
     int32_t kernelSize{0};
     int32_t levels{0};
     int32_t stride{0};
+    bool channelsLast{false};         // the optional field channels_last: x (N, H, W, C) and y (N, H', W', C)
     std::vector<float> baseWeight;    // (C, k, k)
     std::vector<float> baseBias;      // (C)
     std::vector<float> waveletWeight; // (L, 4C, k, k)
@@ -68,7 +69,7 @@ public:
 };
 
 // Decodes `count` fields. Every length is checked before a single element is read, so a short field is never read
-// past its end. `deserializing` (a TensorRT engine being loaded) requires the serialization version and weights
+// past its end. channels_last is optional (absent: 0). `deserializing` (a TensorRT engine being loaded) requires the serialization version and weights
 // checksum fields and checks them; they may be present otherwise and are then checked too. The parser's lookup
 // fields plugin_version / plugin_namespace are skipped. Throws FieldError.
 LayerFields decodeLayerFields(FieldView const* fields, int64_t count, bool deserializing, FieldVocabulary const& words);

@@ -142,12 +142,36 @@ char const* formatName(TensorFormat format) noexcept
     }
 }
 
-// TensorRT tensor format -> the kernels' layout and channel pitch (TensorFormat in NvInferRuntime.h): kLINEAR
-// is NCHW; kHWC (fp32), kHWC8 (fp16, bf16) and kHWC16 (fp16) are channels-last with C rounded up to 1, 8 or 16
-// elements per pixel. Other formats (vector-major kCHW*, DLA, 5-D) and other format/dtype pairs: false.
-bool toKernelLayout(TensorFormat format, DataType type, int64_t channels, Layout& layout, int64_t& pitch) noexcept
+// Where a tensor's dimensions are: (N, C, H, W), or (N, H, W, C) for a node with channels_last = 1
+// (docs/design.md §4).
+struct Axes
+{
+    int32_t c;
+    int32_t h;
+    int32_t w;
+    char const* shape; // for messages
+};
+
+Axes axesOf(bool channelsLast) noexcept
+{
+    return channelsLast ? Axes{3, 1, 2, "(N, H, W, C)"} : Axes{1, 2, 3, "(N, C, H, W)"};
+}
+
+// TensorRT tensor format -> the kernels' layout and channel pitch (TensorFormat in NvInferRuntime.h). A node of
+// logical shape (N, C, H, W): kLINEAR is NCHW; kHWC (fp32), kHWC8 (fp16, bf16) and kHWC16 (fp16) are
+// channels-last with C rounded up to 1, 8 or 16 elements per pixel. A channels_last node's tensor is already
+// (N, H, W, C): kLINEAR is dense channels-last (pitch C), and the vectorised formats, which would vectorise its W,
+// are refused. Other formats (vector-major kCHW*, DLA, 5-D) and other format/dtype pairs: false.
+bool toKernelLayout(
+    TensorFormat format, DataType type, int64_t channels, bool channelsLast, Layout& layout, int64_t& pitch) noexcept
 {
     auto roundUp = [channels](int64_t multiple) { return (channels + multiple - 1) / multiple * multiple; };
+    if (channelsLast)
+    {
+        layout = Layout::kNHWC;
+        pitch = channels;
+        return format == TensorFormat::kLINEAR;
+    }
     switch (format)
     {
     case TensorFormat::kLINEAR:
@@ -170,8 +194,7 @@ bool toKernelLayout(TensorFormat format, DataType type, int64_t channels, Layout
     }
 }
 
-WTConvParams makeParams(
-    DataType type, TensorFormat format, nvinfer1::Dims const& dims, int32_t k, int32_t levels, int32_t stride)
+WTConvParams makeParams(DataType type, TensorFormat format, nvinfer1::Dims const& dims, KernelConfig const& layer)
 {
     WTConvParams p;
     wtconv::DataType kernelType{};
@@ -179,31 +202,36 @@ WTConvParams makeParams(
     {
         fail(std::string("input 0: expected float32, float16 or bfloat16, given ") + dataTypeName(type));
     }
-    if (!toKernelLayout(format, type, dims.d[1], p.layout, p.channelPitch))
+    Axes const axes = axesOf(layer.channelsLast);
+    if (!toKernelLayout(format, type, dims.d[axes.c], layer.channelsLast, p.layout, p.channelPitch))
     {
-        fail(std::string("input 0: expected format kLINEAR, kHWC (float32), kHWC8 (float16, bfloat16) or kHWC16 "
-                         "(float16), given format ")
-            + std::to_string(static_cast<int32_t>(format)) + " with " + dataTypeName(type));
+        fail(layer.channelsLast
+                ? std::string("input 0: expected format kLINEAR (channels_last = 1: the tensor is (N, H, W, C)), "
+                              "given format ")
+                    + std::to_string(static_cast<int32_t>(format))
+                : std::string("input 0: expected format kLINEAR, kHWC (float32), kHWC8 (float16, bfloat16) or "
+                              "kHWC16 (float16), given format ")
+                    + std::to_string(static_cast<int32_t>(format)) + " with " + dataTypeName(type));
     }
     p.dtype = kernelType;
     p.batch = dims.d[0];
-    p.channels = dims.d[1];
-    p.height = dims.d[2];
-    p.width = dims.d[3];
-    p.kernelSize = k;
-    p.levels = levels;
-    p.stride = stride;
+    p.channels = dims.d[axes.c];
+    p.height = dims.d[axes.h];
+    p.width = dims.d[axes.w];
+    p.kernelSize = layer.k;
+    p.levels = layer.levels;
+    p.stride = layer.stride;
     return p;
 }
 
 // Asks the kernels whether they have an instantiation for `type` in `format` (checkShape reads no pointers and
 // launches nothing, so this is safe at build time and without a GPU). Channels-last formats are offered only
 // once the kernels' checkShape accepts Layout::kNHWC, so TensorRT can never pick a layout they cannot run.
-bool kernelsSupport(
-    DataType type, TensorFormat format, int64_t channels, int32_t k, int32_t levels, int32_t stride) noexcept
+bool kernelsSupport(DataType type, TensorFormat format, int64_t channels, KernelConfig const& layer) noexcept
 {
     WTConvParams p;
-    if (!toKernelType(type, p.dtype) || !toKernelLayout(format, type, channels, p.layout, p.channelPitch))
+    if (!toKernelType(type, p.dtype)
+        || !toKernelLayout(format, type, channels, layer.channelsLast, p.layout, p.channelPitch))
     {
         return false;
     }
@@ -211,23 +239,25 @@ bool kernelsSupport(
     p.channels = channels;
     p.height = 1;
     p.width = 1;
-    p.kernelSize = k;
-    p.levels = levels;
-    p.stride = stride;
+    p.kernelSize = layer.k;
+    p.levels = layer.levels;
+    p.stride = layer.stride;
     return checkShape(p, nullptr, 0) == cudaSuccess;
 }
 
-void checkInputDims(nvinfer1::Dims const& dims, int64_t channels, char const* what)
+void checkInputDims(nvinfer1::Dims const& dims, int64_t channels, bool channelsLast, char const* what)
 {
+    Axes const axes = axesOf(channelsLast);
     if (dims.nbDims != 4)
     {
-        fail(std::string(what) + ": expected a 4-D tensor (N, C, H, W), given " + std::to_string(dims.nbDims) + "-D "
-            + dimsString(dims));
+        fail(std::string(what) + ": expected a 4-D tensor " + axes.shape + ", given " + std::to_string(dims.nbDims)
+            + "-D " + dimsString(dims));
     }
-    if (dims.d[1] != -1 && dims.d[1] != channels)
+    if (dims.d[axes.c] != -1 && dims.d[axes.c] != channels)
     {
-        fail(std::string(what) + ": channel dimension (dim 1) expected " + std::to_string(channels)
-            + " (the length of base_bias), given " + std::to_string(dims.d[1]) + " in " + dimsString(dims));
+        fail(std::string(what) + ": channel dimension (dim " + std::to_string(axes.c) + ") expected "
+            + std::to_string(channels) + " (the length of base_bias), given " + std::to_string(dims.d[axes.c]) + " in "
+            + dimsString(dims));
     }
 }
 
@@ -253,11 +283,12 @@ void reportWarning(char const* message) noexcept
 // ---------------------------------------------------------------------------------------------------
 // Plugin
 
-WTConvPlugin::WTConvPlugin(int32_t kernelSize, int32_t levels, int32_t stride, std::vector<float> baseWeight,
-    std::vector<float> baseBias, std::vector<float> waveletWeight)
+WTConvPlugin::WTConvPlugin(int32_t kernelSize, int32_t levels, int32_t stride, bool channelsLast,
+    std::vector<float> baseWeight, std::vector<float> baseBias, std::vector<float> waveletWeight)
     : mKernelSize(kernelSize)
     , mLevels(levels)
     , mStride(stride)
+    , mChannelsLast(channelsLast ? 1 : 0)
     , mBaseWeight(std::move(baseWeight))
     , mBaseBias(std::move(baseBias))
     , mWaveletWeight(std::move(waveletWeight))
@@ -275,7 +306,7 @@ WTConvPlugin::WTConvPlugin(int32_t kernelSize, int32_t levels, int32_t stride, s
     mChecksum = weightsChecksum(mBaseWeight, mBaseBias, mWaveletWeight);
     std::ostringstream id;
     id << contract::kPLUGIN_NAME << "_v" << contract::kPLUGIN_VERSION << "_k" << mKernelSize << "_L" << mLevels << "_s"
-       << mStride << "_C" << c;
+       << mStride << "_C" << c << (mChannelsLast != 0 ? "_nhwc" : "");
     mTimingCacheId = id.str();
 }
 
@@ -287,6 +318,7 @@ WTConvPlugin::WTConvPlugin(WTConvPlugin const& other)
     , mKernelSize(other.mKernelSize)
     , mLevels(other.mLevels)
     , mStride(other.mStride)
+    , mChannelsLast(other.mChannelsLast)
     , mBaseWeight(other.mBaseWeight)
     , mBaseBias(other.mBaseBias)
     , mWaveletWeight(other.mWaveletWeight)
@@ -300,6 +332,11 @@ WTConvPlugin::WTConvPlugin(WTConvPlugin const& other)
 }
 
 WTConvPlugin::~WTConvPlugin() = default;
+
+KernelConfig WTConvPlugin::kernelConfig() const noexcept
+{
+    return KernelConfig{mKernelSize, mLevels, mStride, mChannelsLast != 0};
+}
 
 void WTConvPlugin::report(std::string const& message) const noexcept
 {
@@ -387,7 +424,7 @@ int32_t WTConvPlugin::getOutputDataTypes(
             fail("getOutputDataTypes: expected 1 input and 1 output, given " + std::to_string(nbInputs) + " inputs and "
                 + std::to_string(nbOutputs) + " outputs");
         }
-        if (!kernelsSupport(inputTypes[0], TensorFormat::kLINEAR, channels(), mKernelSize, mLevels, mStride))
+        if (!kernelsSupport(inputTypes[0], TensorFormat::kLINEAR, channels(), kernelConfig()))
         {
             fail(std::string("getOutputDataTypes: input 0: expected float32, float16 or bfloat16 (as the kernels "
                              "support), given ")
@@ -414,9 +451,11 @@ int32_t WTConvPlugin::getOutputShapes(DimsExprs const* inputs, int32_t nbInputs,
                 + ", " + std::to_string(nbShapeInputs) + " and " + std::to_string(nbOutputs));
         }
         DimsExprs const& x = inputs[0];
+        Axes const axes = axesOf(mChannelsLast != 0);
         if (x.nbDims != 4)
         {
-            fail("input 0: expected a 4-D tensor (N, C, H, W), given " + std::to_string(x.nbDims) + "-D");
+            fail(std::string("input 0: expected a 4-D tensor ") + axes.shape + ", given " + std::to_string(x.nbDims)
+                + "-D");
         }
         for (int32_t i = 0; i < 4; ++i)
         {
@@ -425,21 +464,15 @@ int32_t WTConvPlugin::getOutputShapes(DimsExprs const* inputs, int32_t nbInputs,
                 fail("getOutputShapes: input 0 dimension " + std::to_string(i) + " is null");
             }
         }
-        if (x.d[1]->isConstant() && x.d[1]->getConstantValue() != channels())
+        if (x.d[axes.c]->isConstant() && x.d[axes.c]->getConstantValue() != channels())
         {
-            fail("input 0: channel dimension (dim 1) expected " + std::to_string(channels())
-                + " (the length of base_bias), given " + std::to_string(x.d[1]->getConstantValue()));
+            fail("input 0: channel dimension (dim " + std::to_string(axes.c) + ") expected "
+                + std::to_string(channels()) + " (the length of base_bias), given "
+                + std::to_string(x.d[axes.c]->getConstantValue()));
         }
         DimsExprs& y = outputs[0];
-        y.nbDims = 4;
-        y.d[0] = x.d[0];
-        y.d[1] = x.d[1];
-        if (mStride == 1)
-        {
-            y.d[2] = x.d[2];
-            y.d[3] = x.d[3];
-        }
-        else
+        y = x;
+        if (mStride != 1)
         {
             // (H, W) -> (ceil(H / s), ceil(W / s)): the kept pixels s*i, s*j (docs/design.md §2.4).
             nvinfer1::IDimensionExpr const* s = exprBuilder.constant(mStride);
@@ -447,9 +480,9 @@ int32_t WTConvPlugin::getOutputShapes(DimsExprs const* inputs, int32_t nbInputs,
             {
                 fail("getOutputShapes: IExprBuilder::constant returned null");
             }
-            y.d[2] = exprBuilder.operation(nvinfer1::DimensionOperation::kCEIL_DIV, *x.d[2], *s);
-            y.d[3] = exprBuilder.operation(nvinfer1::DimensionOperation::kCEIL_DIV, *x.d[3], *s);
-            if (y.d[2] == nullptr || y.d[3] == nullptr)
+            y.d[axes.h] = exprBuilder.operation(nvinfer1::DimensionOperation::kCEIL_DIV, *x.d[axes.h], *s);
+            y.d[axes.w] = exprBuilder.operation(nvinfer1::DimensionOperation::kCEIL_DIV, *x.d[axes.w], *s);
+            if (y.d[axes.h] == nullptr || y.d[axes.w] == nullptr)
             {
                 fail("getOutputShapes: IExprBuilder::operation returned null");
             }
@@ -479,7 +512,7 @@ bool WTConvPlugin::supportsFormatCombination(
         PluginTensorDesc const& desc = inOut[pos].desc;
         if (pos == 0)
         {
-            return kernelsSupport(desc.type, desc.format, channels(), mKernelSize, mLevels, mStride);
+            return kernelsSupport(desc.type, desc.format, channels(), kernelConfig());
         }
         return desc.type == inOut[0].desc.type && desc.format == inOut[0].desc.format;
     }
@@ -500,16 +533,17 @@ int32_t WTConvPlugin::configurePlugin(
             fail("configurePlugin: expected 1 input and 1 output, given " + std::to_string(nbInputs) + " and "
                 + std::to_string(nbOutputs));
         }
-        checkInputDims(in[0].desc.dims, channels(), "configurePlugin: input 0");
+        checkInputDims(in[0].desc.dims, channels(), mChannelsLast != 0, "configurePlugin: input 0");
         // The profile's range of the channel dimension must be exactly C too.
+        int32_t const c = axesOf(mChannelsLast != 0).c;
         if (in[0].min.nbDims == 4 && in[0].max.nbDims == 4
-            && (in[0].min.d[1] != channels() || in[0].max.d[1] != channels()))
+            && (in[0].min.d[c] != channels() || in[0].max.d[c] != channels()))
         {
-            fail("configurePlugin: input 0: channel dimension (dim 1) expected " + std::to_string(channels())
-                + " in every optimization profile, given min " + dimsString(in[0].min) + ", max "
-                + dimsString(in[0].max));
+            fail("configurePlugin: input 0: channel dimension (dim " + std::to_string(c) + ") expected "
+                + std::to_string(channels()) + " in every optimization profile, given min " + dimsString(in[0].min)
+                + ", max " + dimsString(in[0].max));
         }
-        if (!kernelsSupport(in[0].desc.type, in[0].desc.format, channels(), mKernelSize, mLevels, mStride))
+        if (!kernelsSupport(in[0].desc.type, in[0].desc.format, channels(), kernelConfig()))
         {
             fail(std::string("configurePlugin: input 0: expected float32, float16 or bfloat16 in a format "
                              "supportsFormatCombination accepted, given ")
@@ -528,7 +562,7 @@ int32_t WTConvPlugin::configurePlugin(
         if (in[0].max.nbDims == 4)
         {
             char message[512] = {};
-            WTConvParams p = makeParams(in[0].desc.type, in[0].desc.format, in[0].max, mKernelSize, mLevels, mStride);
+            WTConvParams p = makeParams(in[0].desc.type, in[0].desc.format, in[0].max, kernelConfig());
             if (checkShape(p, message, sizeof(message)) != cudaSuccess)
             {
                 fail(std::string("configurePlugin: input 0 at the profile's max ") + dimsString(in[0].max) + ": "
@@ -568,8 +602,7 @@ size_t WTConvPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int
             fail("getWorkspaceSize: expected 1 input with 4-D max dimensions");
         }
         // Sized for the profile's largest shape; enqueue uses what the actual shape needs of it.
-        WTConvParams const p = makeParams(
-            inputs[0].desc.type, inputs[0].desc.format, inputs[0].max, mKernelSize, mLevels, mStride);
+        WTConvParams const p = makeParams(inputs[0].desc.type, inputs[0].desc.format, inputs[0].max, kernelConfig());
         return wtconvWorkspaceBytes(p);
     }
     catch (std::exception const& e)
@@ -596,8 +629,8 @@ int32_t WTConvPlugin::onShapeChange(
             fail("onShapeChange: expected 1 input and 1 output, given " + std::to_string(nbInputs) + " and "
                 + std::to_string(nbOutputs));
         }
-        checkInputDims(in[0].dims, channels(), "onShapeChange: input 0");
-        if (!kernelsSupport(in[0].type, in[0].format, channels(), mKernelSize, mLevels, mStride))
+        checkInputDims(in[0].dims, channels(), mChannelsLast != 0, "onShapeChange: input 0");
+        if (!kernelsSupport(in[0].type, in[0].format, channels(), kernelConfig()))
         {
             fail(std::string("onShapeChange: input 0: expected float32, float16 or bfloat16 in kLINEAR or a "
                              "channels-last format the kernels accept, given ")
@@ -613,9 +646,10 @@ int32_t WTConvPlugin::onShapeChange(
             fail(std::string("onShapeChange: output 0: expected the input's dtype ") + dataTypeName(in[0].type)
                 + ", given " + dataTypeName(out[0].type));
         }
+        Axes const axes = axesOf(mChannelsLast != 0);
         nvinfer1::Dims expected = in[0].dims;
-        expected.d[2] = outputSize(in[0].dims.d[2], mStride);
-        expected.d[3] = outputSize(in[0].dims.d[3], mStride);
+        expected.d[axes.h] = outputSize(in[0].dims.d[axes.h], mStride);
+        expected.d[axes.w] = outputSize(in[0].dims.d[axes.w], mStride);
         bool same = out[0].dims.nbDims == 4;
         for (int32_t i = 0; same && i < 4; ++i)
         {
@@ -651,13 +685,14 @@ int32_t WTConvPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDes
             return -1;
         }
         nvinfer1::Dims const& dims = inputDesc[0].dims;
-        if (dims.nbDims != 4 || dims.d[1] != channels())
+        Axes const axes = axesOf(mChannelsLast != 0);
+        if (dims.nbDims != 4 || dims.d[axes.c] != channels())
         {
-            report(std::string(kWHO) + ": enqueue: input 0: expected (N, " + std::to_string(channels())
-                + ", H, W), given " + dimsString(dims));
+            report(std::string(kWHO) + ": enqueue: input 0: expected " + axes.shape
+                + " with C = " + std::to_string(channels()) + ", given " + dimsString(dims));
             return -1;
         }
-        if (dims.d[0] == 0 || dims.d[2] == 0 || dims.d[3] == 0)
+        if (dims.d[0] == 0 || dims.d[axes.h] == 0 || dims.d[axes.w] == 0)
         {
             return 0; // empty tensor: nothing to compute
         }
@@ -680,7 +715,8 @@ int32_t WTConvPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDes
         WTConvParams p;
         if (!toKernelType(inputDesc[0].type, p.dtype) || outputDesc[0].type != inputDesc[0].type
             || outputDesc[0].format != inputDesc[0].format
-            || !toKernelLayout(inputDesc[0].format, inputDesc[0].type, dims.d[1], p.layout, p.channelPitch))
+            || !toKernelLayout(
+                inputDesc[0].format, inputDesc[0].type, channels(), mChannelsLast != 0, p.layout, p.channelPitch))
         {
             report(std::string(kWHO) + ": enqueue: unsupported dtypes/formats " + dataTypeName(inputDesc[0].type) + " "
                 + formatName(inputDesc[0].format) + " -> " + dataTypeName(outputDesc[0].type) + " "
@@ -688,9 +724,9 @@ int32_t WTConvPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDes
             return -1;
         }
         p.batch = dims.d[0];
-        p.channels = dims.d[1];
-        p.height = dims.d[2];
-        p.width = dims.d[3];
+        p.channels = dims.d[axes.c];
+        p.height = dims.d[axes.h];
+        p.width = dims.d[axes.w];
         p.kernelSize = mKernelSize;
         p.levels = mLevels;
         p.stride = mStride;
@@ -756,6 +792,7 @@ PluginFieldCollection const* WTConvPlugin::getFieldsToSerialize() noexcept
         mSerializedFields.emplace_back(contract::kFIELD_KERNEL_SIZE, &mKernelSize, PluginFieldType::kINT32, 1);
         mSerializedFields.emplace_back(contract::kFIELD_WT_LEVELS, &mLevels, PluginFieldType::kINT32, 1);
         mSerializedFields.emplace_back(contract::kFIELD_STRIDE, &mStride, PluginFieldType::kINT32, 1);
+        mSerializedFields.emplace_back(contract::kFIELD_CHANNELS_LAST, &mChannelsLast, PluginFieldType::kINT32, 1);
         mSerializedFields.emplace_back(contract::kFIELD_BASE_WEIGHT, mBaseWeight.data(), PluginFieldType::kFLOAT32,
             static_cast<int32_t>(mBaseWeight.size()));
         mSerializedFields.emplace_back(contract::kFIELD_BASE_BIAS, mBaseBias.data(), PluginFieldType::kFLOAT32,
@@ -813,7 +850,8 @@ IPluginV3* WTConvPluginCreator::createPlugin(
     {
         LayerFields fields = decodeFields(fc, phase);
         auto plugin = std::make_unique<WTConvPlugin>(fields.kernelSize, fields.levels, fields.stride,
-            std::move(fields.baseWeight), std::move(fields.baseBias), std::move(fields.waveletWeight));
+            fields.channelsLast, std::move(fields.baseWeight), std::move(fields.baseBias),
+            std::move(fields.waveletWeight));
         plugin->setPluginNamespace(mNamespace.c_str());
         return plugin.release();
     }

@@ -3,9 +3,13 @@
 // The plugin only translates TensorRT descriptors into wtconv::WTConvParams (plugin/kernels/wtconvKernel.h)
 // and calls wtconvForward; the operator itself is specified in docs/design.md §2.
 //
-//   input 0  x: (N, C, H, W) linear NCHW, fp32 / fp16 / bf16 (what the kernels accept)
-//   output 0 y: (N, C, ceil(H/stride), ceil(W/stride)), the input's dtype
-//   fields   : wtconvPluginContract.h (kernel_size, wt_levels, stride, base_weight, base_bias, wavelet_weight)
+//   input 0  x: (N, C, H, W) in kLINEAR (NCHW) or a channels-last format (kHWC / kHWC8 / kHWC16), or, with
+//               channels_last = 1, (N, H, W, C) in kLINEAR (dense channels-last); fp32 / fp16 / bf16 (what the
+//               kernels accept)
+//   output 0 y: (N, C, ceil(H/stride), ceil(W/stride)) (channels_last = 1: (N, ceil(H/s), ceil(W/s), C)), the
+//               input's dtype and format
+//   fields   : wtconvPluginContract.h (kernel_size, wt_levels, stride, base_weight, base_bias, wavelet_weight,
+//              channels_last)
 //
 // The folded weights: host copies in the plugin, a device copy shared by its clones (wtconvDeviceWeights.h).
 #pragma once
@@ -33,6 +37,15 @@ nvinfer1::ILogger* getPluginLogger() noexcept;
 void reportError(nvinfer1::IErrorRecorder* recorder, char const* message) noexcept;
 void reportWarning(char const* message) noexcept;
 
+// The layer's configuration as the kernels take it besides the tensors.
+struct KernelConfig
+{
+    int32_t k;
+    int32_t levels;
+    int32_t stride;
+    bool channelsLast; // the tensors are (N, H, W, C) (the channels_last field)
+};
+
 class WTConvPlugin : public nvinfer1::IPluginV3,
                      public nvinfer1::IPluginV3OneCore,
                      public nvinfer1::IPluginV3OneBuild,
@@ -41,7 +54,7 @@ class WTConvPlugin : public nvinfer1::IPluginV3,
 public:
     // Takes validated values (WTConvPluginCreator::createPlugin checks them; the constructor re-checks
     // the invariants and throws std::invalid_argument, caught by the creator).
-    WTConvPlugin(int32_t kernelSize, int32_t levels, int32_t stride, std::vector<float> baseWeight,
+    WTConvPlugin(int32_t kernelSize, int32_t levels, int32_t stride, bool channelsLast, std::vector<float> baseWeight,
         std::vector<float> baseBias, std::vector<float> waveletWeight);
     WTConvPlugin(WTConvPlugin const& other);
     WTConvPlugin& operator=(WTConvPlugin const&) = delete;
@@ -93,10 +106,12 @@ private:
     {
         return HostWeights{mBaseWeight, mBaseBias, mWaveletWeight};
     }
+    KernelConfig kernelConfig() const noexcept;
 
     int32_t mKernelSize;
     int32_t mLevels;
     int32_t mStride;
+    int32_t mChannelsLast;             // 0 or 1 (the channels_last field, serialized as kINT32)
     std::vector<float> mBaseWeight;    // (C, k, k)
     std::vector<float> mBaseBias;      // (C)
     std::vector<float> mWaveletWeight; // (L, 4C, k, k)

@@ -92,6 +92,7 @@ std::vector<PluginField> parserFieldNames()
     names.emplace_back(contract::kFIELD_BASE_WEIGHT, nullptr, PluginFieldType::kFLOAT32, 0);
     names.emplace_back(contract::kFIELD_BASE_BIAS, nullptr, PluginFieldType::kFLOAT32, 0);
     names.emplace_back(contract::kFIELD_WAVELET_WEIGHT, nullptr, PluginFieldType::kFLOAT32, 0);
+    names.emplace_back(contract::kFIELD_CHANNELS_LAST, nullptr, PluginFieldType::kINT32, 1);
     return names;
 }
 

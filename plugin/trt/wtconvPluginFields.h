@@ -28,8 +28,8 @@ using ::wtconv::weightsChecksum;
 // never read past its end.
 LayerFields decodeFields(nvinfer1::PluginFieldCollection const* fc, nvinfer1::TensorRTPhase phase);
 
-// The fields the creator asks the ONNX parser to collect (getFieldNames): the six contract fields, with null
-// data (length 0 for the weights: any length, checked by decodeFields).
+// The fields the creator asks the ONNX parser to collect (getFieldNames): the six required contract fields and the
+// optional channels_last, with null data (length 0 for the weights: any length, checked by decodeFields).
 std::vector<nvinfer1::PluginField> parserFieldNames();
 
 } // namespace trt

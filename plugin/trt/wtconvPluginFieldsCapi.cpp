@@ -3,7 +3,8 @@
 //
 //   int32_t wtconvDecodePluginFields(int32_t nbFields, char const* const* names, int32_t const* types,
 //       int32_t const* lengths, void const* const* data, int32_t runtimePhase, int32_t* kernelSize,
-//       int32_t* levels, int32_t* stride, int64_t* channels, char* message, size_t messageBytes);
+//       int32_t* levels, int32_t* stride, int64_t* channels, int32_t* channelsLast, char* message,
+//       size_t messageBytes);
 //
 // Field i is {names[i], data[i], (PluginFieldType) types[i], lengths[i]}, exactly as a PluginFieldCollection
 // would carry it; runtimePhase != 0 decodes as TensorRTPhase::kRUNTIME (an engine being deserialized). Returns 0
@@ -17,8 +18,8 @@
 
 extern "C" __attribute__((visibility("default"))) int32_t wtconvDecodePluginFields(int32_t nbFields,
     char const* const* names, int32_t const* types, int32_t const* lengths, void const* const* data,
-    int32_t runtimePhase, int32_t* kernelSize, int32_t* levels, int32_t* stride, int64_t* channels, char* message,
-    size_t messageBytes)
+    int32_t runtimePhase, int32_t* kernelSize, int32_t* levels, int32_t* stride, int64_t* channels,
+    int32_t* channelsLast, char* message, size_t messageBytes)
 {
     auto write = [message, messageBytes](char const* text)
     {
@@ -48,6 +49,8 @@ extern "C" __attribute__((visibility("default"))) int32_t wtconvDecodePluginFiel
             *stride = f.stride;
         if (channels != nullptr)
             *channels = static_cast<int64_t>(f.baseBias.size());
+        if (channelsLast != nullptr)
+            *channelsLast = f.channelsLast ? 1 : 0;
         write("");
         return 0;
     }

@@ -1,5 +1,6 @@
 // gpuTests.cpp — the harness's GPU part: enqueue with real device memory against the float64 cases of
-// make_cases.py, shape changes, two contexts on two streams, CUDA-graph capture and replay, error paths.
+// make_cases.py, shape changes, every layout (NCHW, the channels-last formats, a channels_last node), two contexts
+// on two streams, CUDA-graph capture and replay against eager enqueues, error paths.
 // Exit code 77 (CTest: skipped) when there is no CUDA device.
 #include "harnessSupport.h"
 
@@ -9,6 +10,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 namespace wtconv_harness
@@ -242,6 +244,102 @@ std::vector<char> fromChannelsLast(std::vector<char> const& nhwc, Dims const& d,
     return out;
 }
 
+// Captures one enqueue into a CUDA graph (global capture mode: an allocation, a synchronisation or a wait on work
+// recorded outside the capture would invalidate it) and replays the graph at two input values, x and -x: each
+// replay must give, bit for bit, what an eager enqueue gave on that input (the output is poisoned before every
+// run, so a replay that writes nothing or reads a stale input fails). `x` is laid out as `in` says.
+bool captureMatchesEager(IPluginV3OneRuntime* runtime, PluginTensorDesc const& in, PluginTensorDesc const& out,
+    std::vector<char> const& x, size_t yBytes, void* workspace, cudaStream_t stream, std::string const& what)
+{
+    size_t const es = elemSize(in.type);
+    std::vector<char> negated = x;
+    for (size_t i = 0; i < negated.size(); i += es)
+    {
+        negated[i + es - 1] = static_cast<char>(negated[i + es - 1] ^ 0x80); // the sign bit
+    }
+    std::vector<char> const* inputs[2] = {&x, &negated};
+    void* dx = nullptr;
+    void* dy = nullptr;
+    CUDA_OK(cudaMalloc(&dx, x.size()));
+    CUDA_OK(cudaMalloc(&dy, yBytes));
+    void const* ins[] = {dx};
+    void* outs[] = {dy};
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    // One run on `input`: the eager enqueue (exec null) or the graph's replay; false on any failure.
+    auto runOnce = [&](std::vector<char> const& input, std::vector<char>& result) -> bool
+    {
+        if (uploadNow(dx, input.data(), input.size()) != cudaSuccess
+            || cudaMemsetAsync(dy, 0xFF, yBytes, stream) != cudaSuccess)
+        {
+            return false;
+        }
+        bool const launched = exec != nullptr ? cudaGraphLaunch(exec, stream) == cudaSuccess
+                                              : runtime->enqueue(&in, &out, ins, outs, workspace, stream) == 0;
+        result.assign(yBytes, 0);
+        return launched && cudaStreamSynchronize(stream) == cudaSuccess
+            && cudaMemcpy(result.data(), dy, yBytes, cudaMemcpyDeviceToHost) == cudaSuccess;
+    };
+    std::vector<char> eager[2];
+    bool ok = check(runtime->onShapeChange(&in, 1, &out, 1) == 0, what + ": onShapeChange", gLogger.last());
+    for (int i = 0; ok && i < 2; ++i)
+    {
+        ok = check(runOnce(*inputs[i], eager[i]), what + ": eager enqueue at " + (i == 0 ? "x" : "-x"), gLogger.last());
+    }
+    ok = ok
+        && check(
+            eager[0] != eager[1], what + ": the eager outputs at x and -x differ (the replays can tell them apart)");
+    if (ok)
+    {
+        bool const began = cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess;
+        gLogger.clear();
+        int32_t const rc = began ? runtime->enqueue(&in, &out, ins, outs, workspace, stream) : -1;
+        cudaError_t const end = began ? cudaStreamEndCapture(stream, &graph) : cudaErrorUnknown;
+        ok = check(began && rc == 0 && end == cudaSuccess && graph != nullptr,
+            what + ": enqueue captured into a CUDA graph (global capture mode)",
+            std::string(cudaGetErrorString(end)) + " rc=" + std::to_string(rc) + " " + gLogger.last());
+        ok = ok && check(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, what + ": graph instantiated");
+    }
+    for (int i = 0; ok && i < 2; ++i)
+    {
+        std::vector<char> replayed;
+        check(runOnce(*inputs[i], replayed) && replayed == eager[i],
+            what + ": graph replay at " + (i == 0 ? "x" : "-x") + " equals the eager enqueue bit for bit");
+    }
+    if (exec != nullptr)
+    {
+        cudaGraphExecDestroy(exec);
+    }
+    if (graph != nullptr)
+    {
+        cudaGraphDestroy(graph);
+    }
+    cudaFree(dx);
+    cudaFree(dy);
+    return check(cudaStreamSynchronize(stream) == cudaSuccess && cudaGetLastError() == cudaSuccess,
+        what + ": the stream is healthy after the capture");
+}
+
+// Index of the run whose shape needs the most kernel workspace in the layout `p` describes (sizes filled in per run).
+size_t mostWorkspace(GpuLayer const& layer, wtconv::WTConvParams p, size_t& bytes)
+{
+    size_t best = 0;
+    bytes = 0;
+    for (size_t i = 0; i < layer.runs.size(); ++i)
+    {
+        p.batch = layer.runs[i].n;
+        p.height = layer.runs[i].h;
+        p.width = layer.runs[i].w;
+        size_t const need = wtconv::wtconvWorkspaceBytes(p);
+        if (i == 0 || need > bytes)
+        {
+            best = i;
+            bytes = need;
+        }
+    }
+    return best;
+}
+
 // Every channels-last format the plugin offers for `type`: each run through onShapeChange + enqueue with the
 // input transposed on the host (padding channels filled with NaN bytes), the output compared with the same
 // float64 reference after transposing back, and the output's padding channels (poisoned with NaN bytes before the
@@ -335,8 +433,138 @@ bool channelsLastRuns(
             cudaFree(dx);
             cudaFree(dy);
         }
+        {
+            wtconv::WTConvParams p = kernelParams(type, dims4(1, sub.cfg.channels, 1, 1), sub.cfg);
+            p.layout = wtconv::Layout::kNHWC;
+            p.channelPitch = pitch;
+            size_t need = 0;
+            RunCase const& r = sub.runs[mostWorkspace(sub, p, need)];
+            Dims const dIn = dims4(r.n, sub.cfg.channels, r.h, r.w);
+            Dims const dOut = dims4(r.n, sub.cfg.channels, ceilDiv(r.h, sub.cfg.stride), ceilDiv(r.w, sub.cfg.stride));
+            PluginTensorDesc pin = desc(type, dIn);
+            PluginTensorDesc pout = desc(type, dOut);
+            pin.format = format;
+            pout.format = format;
+            captureMatchesEager(hc.runtime, pin, pout, toChannelsLast(r.x, dIn, pitch, es, static_cast<char>(0xFF)),
+                static_cast<size_t>(dOut.d[0] * dOut.d[2] * dOut.d[3] * pitch) * es, workspace, stream,
+                tag + " " + fname + " N=" + std::to_string(r.n) + " H=" + std::to_string(r.h)
+                    + " W=" + std::to_string(r.w) + " (workspace " + std::to_string(need) + " bytes)");
+        }
         cudaFree(workspace);
     }
+    return true;
+}
+
+// The same runs through a node with channels_last = 1 (docs/design.md §4): the plugin's tensors are (N, H, W, C)
+// in kLINEAR, the input transposed on the host, the output compared with the float64 reference after transposing
+// back; then the run that needs the most workspace captured into a CUDA graph and replayed.
+bool channelsLastNodeRuns(
+    IPluginCreatorV3One* creator, GpuLayer const& sub, DataType type, cudaStream_t stream, std::string const& tag)
+{
+    int64_t const c = sub.cfg.channels;
+    size_t const es = elemSize(type);
+    FieldSet fields = parserFields(sub.cfg);
+    fields.addInt(contract::kFIELD_CHANNELS_LAST, 1);
+    PluginFieldCollection fc = fields.collection();
+    std::unique_ptr<IPluginV3> built(creator->createPlugin(sub.cfg.name.c_str(), &fc, TensorRTPhase::kBUILD));
+    PluginHandles hb = capabilities(built.get());
+    if (!check(hb.build != nullptr, tag + " channels_last=1: createPlugin(kBUILD)", gLogger.last()))
+    {
+        return false;
+    }
+    DynamicPluginTensorDesc io[2] = {};
+    io[0].desc.type = type;
+    io[0].desc.format = TensorFormat::kLINEAR;
+    if (!hb.build->supportsFormatCombination(0, io, 1, 1))
+    {
+        std::printf("SKIP %s channels_last=1: the kernels do not run this dtype channels-last\n", tag.c_str());
+        return true;
+    }
+    Dims min = dims4(INT32_MAX, INT32_MAX, INT32_MAX, c);
+    Dims max = dims4(0, 0, 0, c);
+    for (auto const& r : sub.runs)
+    {
+        min.d[0] = std::min(min.d[0], r.n);
+        min.d[1] = std::min(min.d[1], r.h);
+        min.d[2] = std::min(min.d[2], r.w);
+        max.d[0] = std::max(max.d[0], r.n);
+        max.d[1] = std::max(max.d[1], r.h);
+        max.d[2] = std::max(max.d[2], r.w);
+    }
+    DynamicPluginTensorDesc in = dynDesc(type, dims4(-1, -1, -1, c), min, max);
+    DynamicPluginTensorDesc outDyn = in;
+    if (!check(hb.build->configurePlugin(&in, 1, &outDyn, 1) == 0, tag + " channels_last=1: configurePlugin",
+            gLogger.last()))
+    {
+        return false;
+    }
+    size_t const workspaceBytes = hb.build->getWorkspaceSize(&in, 1, &outDyn, 1);
+    FieldSet engine = copyFields(hb.runtime->getFieldsToSerialize());
+    PluginFieldCollection efc = engine.collection();
+    std::unique_ptr<IPluginV3> runtime(creator->createPlugin(sub.cfg.name.c_str(), &efc, TensorRTPhase::kRUNTIME));
+    PluginHandles hr = capabilities(runtime.get());
+    TestErrorRecorder recorder;
+    TestResourceContext context(&recorder);
+    std::unique_ptr<IPluginV3> attached(hr.runtime != nullptr ? hr.runtime->attachToContext(&context) : nullptr);
+    PluginHandles ha = capabilities(attached.get());
+    if (!check(ha.runtime != nullptr, tag + " channels_last=1: deserialized and attached", gLogger.last()))
+    {
+        return false;
+    }
+    void* workspace = nullptr;
+    if (workspaceBytes > 0)
+    {
+        CUDA_OK(cudaMalloc(&workspace, workspaceBytes));
+    }
+    for (auto const& r : sub.runs)
+    {
+        std::string const what = tag + " channels_last=1 N=" + std::to_string(r.n) + " H=" + std::to_string(r.h)
+            + " W=" + std::to_string(r.w);
+        Dims const logicalIn = dims4(r.n, c, r.h, r.w);
+        Dims const logicalOut = dims4(r.n, c, ceilDiv(r.h, sub.cfg.stride), ceilDiv(r.w, sub.cfg.stride));
+        std::vector<char> const x = toChannelsLast(r.x, logicalIn, c, es, 0);
+        size_t const yBytes = static_cast<size_t>(logicalOut.d[0] * logicalOut.d[2] * logicalOut.d[3] * c) * es;
+        void* dx = nullptr;
+        void* dy = nullptr;
+        CUDA_OK(cudaMalloc(&dx, x.size()));
+        CUDA_OK(cudaMalloc(&dy, yBytes));
+        CUDA_OK(uploadNow(dx, x.data(), x.size()));
+        CUDA_OK(cudaMemsetAsync(dy, 0xFF, yBytes, stream));
+        PluginTensorDesc pin = desc(type, dims4(r.n, r.h, r.w, c));
+        PluginTensorDesc pout = desc(type, dims4(r.n, logicalOut.d[2], logicalOut.d[3], c));
+        void const* inputs[] = {dx};
+        void* outputs[] = {dy};
+        bool const ok = check(
+                            ha.runtime->onShapeChange(&pin, 1, &pout, 1) == 0, what + ": onShapeChange", gLogger.last())
+            && check(ha.runtime->enqueue(&pin, &pout, inputs, outputs, workspace, stream) == 0, what + ": enqueue",
+                gLogger.last());
+        if (ok && cudaStreamSynchronize(stream) == cudaSuccess)
+        {
+            std::vector<char> y(yBytes);
+            CUDA_OK(cudaMemcpy(y.data(), dy, yBytes, cudaMemcpyDeviceToHost));
+            double const err = relError(type, fromChannelsLast(y, logicalOut, c, es), r.yRef);
+            char buf[160];
+            std::snprintf(buf, sizeof(buf), "rel err %.3e <= bound %.3e", err, r.bound);
+            check(err <= r.bound, what + ": " + buf, buf);
+        }
+        cudaFree(dx);
+        cudaFree(dy);
+    }
+    {
+        wtconv::WTConvParams p = kernelParams(type, dims4(1, c, 1, 1), sub.cfg);
+        p.layout = wtconv::Layout::kNHWC;
+        p.channelPitch = c;
+        size_t need = 0;
+        RunCase const& r = sub.runs[mostWorkspace(sub, p, need)];
+        Dims const logicalIn = dims4(r.n, c, r.h, r.w);
+        int64_t const oh = ceilDiv(r.h, sub.cfg.stride);
+        int64_t const ow = ceilDiv(r.w, sub.cfg.stride);
+        captureMatchesEager(ha.runtime, desc(type, dims4(r.n, r.h, r.w, c)), desc(type, dims4(r.n, oh, ow, c)),
+            toChannelsLast(r.x, logicalIn, c, es, 0), static_cast<size_t>(r.n * oh * ow * c) * es, workspace, stream,
+            tag + " channels_last=1 N=" + std::to_string(r.n) + " H=" + std::to_string(r.h)
+                + " W=" + std::to_string(r.w) + " (workspace " + std::to_string(need) + " bytes)");
+    }
+    cudaFree(workspace);
     return true;
 }
 
@@ -426,8 +654,25 @@ bool gpuLayer(IPluginCreatorV3One* creator, GpuLayer const& layer)
             release(d);
         }
 
-        // The same runs in every channels-last format the plugin offers for this dtype.
+        // The same runs in every channels-last format the plugin offers for this dtype, and through a node with
+        // channels_last = 1.
         channelsLastRuns(hc, sub, type, stream, tag);
+        channelsLastNodeRuns(creator, sub, type, stream, tag);
+
+        // Capture and replay at the run that needs the most workspace, against eager enqueues.
+        {
+            size_t need = 0;
+            RunCase const& r
+                = sub.runs[mostWorkspace(sub, kernelParams(type, dims4(1, sub.cfg.channels, 1, 1), sub.cfg), need)];
+            DeviceRun d;
+            if (prepare(r, sub.cfg, d))
+            {
+                captureMatchesEager(hc.runtime, desc(type, d.in), desc(type, d.out), r.x, d.yBytes, workspace, stream,
+                    tag + " kLINEAR N=" + std::to_string(r.n) + " H=" + std::to_string(r.h)
+                        + " W=" + std::to_string(r.w) + " (workspace " + std::to_string(need) + " bytes)");
+                release(d);
+            }
+        }
 
         // Two contexts on two streams at once (each with its own workspace, as TensorRT gives them).
         if (sub.runs.size() >= 2)

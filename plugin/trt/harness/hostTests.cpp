@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 
 namespace wtconv_harness
 {
@@ -280,7 +281,7 @@ void hostBuildMethods(IPluginCreatorV3One* creator, LayerConfig const& l, std::s
 
     // Serialize -> createPlugin(kRUNTIME) -> attachToContext.
     PluginFieldCollection const* serialized = h.runtime->getFieldsToSerialize();
-    check(serialized != nullptr && serialized->nbFields == 8, tag + "getFieldsToSerialize: 8 fields");
+    check(serialized != nullptr && serialized->nbFields == 9, tag + "getFieldsToSerialize: 9 fields");
     FieldSet engine = copyFields(serialized);
     delete plugin; // the engine bytes outlive the build-phase plugin
     PluginFieldCollection efc = engine.collection();
@@ -357,6 +358,181 @@ void hostBuildMethods(IPluginCreatorV3One* creator, LayerConfig const& l, std::s
     }
     delete attached;
     delete runtimePlugin;
+}
+
+// A node with channels_last = 1 (docs/design.md §4): the tensors are logical (N, H, W, C) in kLINEAR, which the
+// kernels run as NHWC with pitch C. The oracle is the contract: shapes, formats, the workspace of that layout, and
+// the field's serialization; an engine without the field (older plugin) still loads, as NCHW.
+void hostChannelsLast(IPluginCreatorV3One* creator, LayerConfig const& l, std::string const& tag)
+{
+    FieldSet fields = parserFields(l);
+    fields.addInt(contract::kFIELD_CHANNELS_LAST, 1);
+    PluginFieldCollection fc = fields.collection();
+    gLogger.clear();
+    std::unique_ptr<IPluginV3> plugin(creator->createPlugin("wtconv_nhwc", &fc, TensorRTPhase::kBUILD));
+    PluginHandles h = capabilities(plugin.get());
+    if (!check(h.build != nullptr && h.runtime != nullptr, tag + "createPlugin(kBUILD) with channels_last = 1",
+            gLogger.last()))
+    {
+        return;
+    }
+    // Output shape: (N, H, W, C) -> (N, ceil(H/s), ceil(W/s), C), symbolic N, H, W.
+    {
+        TestExprBuilder eb;
+        DimsExprs in{};
+        in.nbDims = 4;
+        in.d[0] = eb.mBuilder.symbol("N");
+        in.d[1] = eb.mBuilder.symbol("H");
+        in.d[2] = eb.mBuilder.symbol("W");
+        in.d[3] = eb.mBuilder.constant(l.channels);
+        DimsExprs out{};
+        bool ok = h.build->getOutputShapes(&in, 1, nullptr, 0, &out, 1, eb) == 0 && out.nbDims == 4;
+        for (int64_t hh = 1; ok && hh <= 40; hh += 3)
+        {
+            for (int64_t ww : {1, 2, 7, 64, 97})
+            {
+                std::map<std::string, int64_t> env{{"N", 3}, {"H", hh}, {"W", ww}};
+                ok = ok && evaluate(out.d[0], env) == 3 && evaluate(out.d[1], env) == ceilDiv(hh, l.stride)
+                    && evaluate(out.d[2], env) == ceilDiv(ww, l.stride) && evaluate(out.d[3], env) == l.channels;
+            }
+        }
+        check(ok, tag + "getOutputShapes = (N, ceil(H/s), ceil(W/s), C) for symbolic N, H, W", gLogger.last());
+        DimsExprs bad = in;
+        bad.d[3] = eb.mBuilder.constant(l.channels + 1);
+        gLogger.clear();
+        check(h.build->getOutputShapes(&bad, 1, nullptr, 0, &out, 1, eb) != 0 && contains(gLogger.last(), "dim 3")
+                && contains(gLogger.last(), std::to_string(l.channels + 1)),
+            tag + "getOutputShapes rejects a last dimension != C, naming dim 3", gLogger.last());
+    }
+    // Formats: kLINEAR only (the vectorised channels-last formats would vectorise W of an (N, H, W, C) tensor),
+    // for the dtypes the kernels run channels-last.
+    {
+        bool const nhwc = kernelsAcceptChannelsLast(l);
+        bool const bf16 = kernelsAccept(DataType::kBF16, l);
+        bool asExpected = true;
+        std::string detail;
+        for (int32_t t = 0; t < EnumMax<DataType>(); ++t)
+        {
+            for (int32_t f = 0; f < EnumMax<TensorFormat>(); ++f)
+            {
+                DataType const type = static_cast<DataType>(t);
+                DynamicPluginTensorDesc io[2] = {};
+                io[0].desc.type = type;
+                io[0].desc.format = static_cast<TensorFormat>(f);
+                io[0].desc.dims = dims4(-1, -1, -1, l.channels);
+                bool const yes = h.build->supportsFormatCombination(0, io, 1, 1);
+                bool const expected = nhwc && static_cast<TensorFormat>(f) == TensorFormat::kLINEAR
+                    && (type == DataType::kFLOAT || type == DataType::kHALF || (type == DataType::kBF16 && bf16));
+                if (yes != expected)
+                {
+                    asExpected = false;
+                    detail += std::string(yes ? " accepted" : " refused") + " type " + std::to_string(t) + " format "
+                        + std::to_string(f);
+                }
+            }
+        }
+        check(asExpected, tag + "supportsFormatCombination(pos 0): kLINEAR only, as NHWC", detail);
+    }
+    // configurePlugin and the workspace of an NHWC launch with pitch C, sized from (H, W) at dims 1 and 2.
+    {
+        Dims const any = dims4(-1, -1, -1, l.channels);
+        Dims const min = dims4(1, 1, 1, l.channels);
+        Dims const max = dims4(2, 150, 97, l.channels);
+        DynamicPluginTensorDesc in = dynDesc(DataType::kHALF, any, min, max);
+        DynamicPluginTensorDesc out = dynDesc(DataType::kHALF, any, min, max);
+        gLogger.clear();
+        check(h.build->configurePlugin(&in, 1, &out, 1) == 0, tag + "configurePlugin (fp16, (N, H, W, C) kLINEAR)",
+            gLogger.last());
+        wtconv::WTConvParams p = kernelParams(DataType::kHALF, dims4(2, l.channels, 150, 97), l);
+        p.layout = wtconv::Layout::kNHWC;
+        p.channelPitch = l.channels;
+        size_t const expected = wtconv::wtconvWorkspaceBytes(p);
+        size_t const given = h.build->getWorkspaceSize(&in, 1, &out, 1);
+        check(given == expected && expected > 0,
+            tag + "getWorkspaceSize == wtconvWorkspaceBytes(NHWC, pitch C) of the profile max",
+            std::to_string(given) + " vs " + std::to_string(expected));
+        DynamicPluginTensorDesc badC = dynDesc(DataType::kHALF, dims4(-1, -1, -1, l.channels + 2), min, max);
+        gLogger.clear();
+        check(h.build->configurePlugin(&badC, 1, &out, 1) != 0 && contains(gLogger.last(), "dim 3"),
+            tag + "configurePlugin rejects a last dimension != C", gLogger.last());
+        DynamicPluginTensorDesc hwc8 = in;
+        hwc8.desc.format = TensorFormat::kHWC8;
+        DynamicPluginTensorDesc hwc8Out = hwc8;
+        gLogger.clear();
+        check(h.build->configurePlugin(&hwc8, 1, &hwc8Out, 1) != 0 && contains(gLogger.last(), "kHWC8"),
+            tag + "configurePlugin rejects kHWC8", gLogger.last());
+    }
+    // Timing cache: not shared with the NCHW node of the same (k, L, stride, C).
+    {
+        FieldSet nchw = parserFields(l);
+        PluginFieldCollection nfc = nchw.collection();
+        std::unique_ptr<IPluginV3> other(creator->createPlugin("wtconv_nchw", &nfc, TensorRTPhase::kBUILD));
+        PluginHandles ho = capabilities(other.get());
+        check(ho.build != nullptr && std::string(ho.build->getTimingCacheID()) != h.build->getTimingCacheID(),
+            tag + "getTimingCacheID differs from the NCHW node's");
+    }
+    // Serialization: channels_last = 1 is written and read back; an engine without the field is NCHW.
+    {
+        PluginFieldCollection const* serialized = h.runtime->getFieldsToSerialize();
+        FieldSet engine = copyFields(serialized);
+        PluginField const* field = engine.find(contract::kFIELD_CHANNELS_LAST);
+        int32_t value = -1;
+        if (field != nullptr && field->type == PluginFieldType::kINT32 && field->length == 1)
+        {
+            std::memcpy(&value, field->data, sizeof(value));
+        }
+        check(value == 1, tag + "getFieldsToSerialize writes channels_last = 1 (kINT32)");
+        PluginFieldCollection efc = engine.collection();
+        std::unique_ptr<IPluginV3> runtime(creator->createPlugin("wtconv_nhwc", &efc, TensorRTPhase::kRUNTIME));
+        PluginHandles hr = capabilities(runtime.get());
+        std::string why;
+        check(hr.runtime != nullptr && sameFields(hr.runtime->getFieldsToSerialize(), &efc, why),
+            tag + "serialize round trip keeps channels_last", why + gLogger.last());
+        if (hr.runtime != nullptr)
+        {
+            // onShapeChange checks the NHWC output dims.
+            PluginTensorDesc in = desc(DataType::kFLOAT, dims4(2, 9, 11, l.channels));
+            PluginTensorDesc out = desc(
+                DataType::kFLOAT, dims4(2, ceilDiv(9, l.stride), ceilDiv(11, l.stride), l.channels));
+            gLogger.clear();
+            check(hr.runtime->onShapeChange(&in, 1, &out, 1) == 0, tag + "onShapeChange (N, H, W, C)", gLogger.last());
+            PluginTensorDesc wrong = desc(
+                DataType::kFLOAT, dims4(2, l.channels, ceilDiv(9, l.stride), ceilDiv(11, l.stride)));
+            gLogger.clear();
+            check(hr.runtime->onShapeChange(&in, 1, &wrong, 1) != 0, tag + "onShapeChange rejects NCHW output dims",
+                gLogger.last());
+        }
+        FieldSet old = copyFields(serialized);
+        old.remove(contract::kFIELD_CHANNELS_LAST);
+        PluginFieldCollection ofc = old.collection();
+        gLogger.clear();
+        std::unique_ptr<IPluginV3> legacy(creator->createPlugin("wtconv_old", &ofc, TensorRTPhase::kRUNTIME));
+        PluginHandles hl = capabilities(legacy.get());
+        int32_t legacyValue = -1;
+        if (hl.runtime != nullptr)
+        {
+            FieldSet again = copyFields(hl.runtime->getFieldsToSerialize());
+            PluginField const* f = again.find(contract::kFIELD_CHANNELS_LAST);
+            if (f != nullptr && f->length == 1)
+            {
+                std::memcpy(&legacyValue, f->data, sizeof(legacyValue));
+            }
+        }
+        check(legacyValue == 0, tag + "an engine serialized without channels_last loads as channels_last = 0",
+            gLogger.last());
+    }
+    // Out-of-range values: one line naming the field and what it takes.
+    for (int32_t bad : {2, -1})
+    {
+        FieldSet f = parserFields(l);
+        f.addInt(contract::kFIELD_CHANNELS_LAST, bad);
+        PluginFieldCollection bfc = f.collection();
+        gLogger.clear();
+        expectRejected(creator->createPlugin("x", &bfc, TensorRTPhase::kBUILD),
+            tag + "channels_last = " + std::to_string(bad),
+            {"WTConv2d plugin: field 'channels_last': expected 0", "given " + std::to_string(bad)});
+        check(gLogger.last().find('\n') == std::string::npos, tag + "the channels_last message is one line");
+    }
 }
 
 // Without a usable CUDA device (an engine built on a machine with no GPU), configurePlugin cannot upload the
@@ -724,18 +900,19 @@ int runHost(std::string const& dynamicLib, std::string const& staticLib)
                 && std::string(creator->getPluginNamespace()) == contract::kPLUGIN_NAMESPACE,
             "creator name/version/namespace match the contract");
         PluginFieldCollection const* names = creator->getFieldNames();
-        bool ok = names != nullptr && names->nbFields == 6;
+        bool ok = names != nullptr && names->nbFields == 7;
         std::map<std::string, PluginFieldType> expected{{contract::kFIELD_KERNEL_SIZE, PluginFieldType::kINT32},
             {contract::kFIELD_WT_LEVELS, PluginFieldType::kINT32}, {contract::kFIELD_STRIDE, PluginFieldType::kINT32},
             {contract::kFIELD_BASE_WEIGHT, PluginFieldType::kFLOAT32},
             {contract::kFIELD_BASE_BIAS, PluginFieldType::kFLOAT32},
-            {contract::kFIELD_WAVELET_WEIGHT, PluginFieldType::kFLOAT32}};
+            {contract::kFIELD_WAVELET_WEIGHT, PluginFieldType::kFLOAT32},
+            {contract::kFIELD_CHANNELS_LAST, PluginFieldType::kINT32}};
         for (int32_t i = 0; ok && i < names->nbFields; ++i)
         {
             auto it = expected.find(names->fields[i].name);
             ok = it != expected.end() && it->second == names->fields[i].type;
         }
-        check(ok, "getFieldNames lists the six contract fields with their types");
+        check(ok, "getFieldNames lists the seven contract fields with their types");
         // Several configurations: stride 1/2/3, k 1..15, levels 1..8.
         hostBuildMethods(creator, syntheticLayer(4, 3, 2, 2), "");
         hostBuildMethods(creator, syntheticLayer(8, 5, 3, 1), "[k5 L3 s1] ");
@@ -759,6 +936,8 @@ int runHost(std::string const& dynamicLib, std::string const& staticLib)
             check(std::unique(sorted.begin(), sorted.end()) == sorted.end() && !ids[0].empty(),
                 "getTimingCacheID differs across (k, L, stride, C)");
         }
+        hostChannelsLast(creator, syntheticLayer(6, 5, 3, 2), "[channels_last s2] ");
+        hostChannelsLast(creator, syntheticLayer(16, 3, 2, 1), "[channels_last s1] ");
         hostBadInputs(creator);
         hostDeferredUploadMessage(creator);
     }

@@ -28,7 +28,8 @@ from wtconv_export.wtconv2d import WTConv2d
 FP32_BOUND = 1e-5
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
-# name, C, k, L, stride, runs (dtype, N, H, W): odd, non-square, below 2^L, 1x1, WTConvNeXt stage shapes.
+# name, C, k, L, stride, runs (dtype, N, H, W): odd, non-square, below 2^L, 1x1, WTConvNeXt stage shapes, planes
+# above 64x64 in each dtype (the tiled path, with a workspace).
 LAYERS = [
     (
         "a",
@@ -47,7 +48,21 @@ LAYERS = [
             ("bfloat16", 1, 9, 40),
         ],
     ),
-    ("b", 16, 3, 2, 2, [("float32", 2, 31, 30), ("float32", 1, 8, 9), ("float16", 1, 40, 41), ("float16", 2, 16, 16)]),
+    # b and e: an fp16 plane above 64x64 too (the tiled path, which needs a workspace: captured by gpuTests.cpp).
+    (
+        "b",
+        16,
+        3,
+        2,
+        2,
+        [
+            ("float32", 2, 31, 30),
+            ("float32", 1, 8, 9),
+            ("float16", 1, 40, 41),
+            ("float16", 2, 16, 16),
+            ("float16", 1, 80, 70),
+        ],
+    ),
     ("c", 4, 7, 5, 3, [("float32", 1, 50, 47), ("float32", 2, 97, 33)]),
     ("d", 3, 1, 1, 1, [("float32", 2, 9, 10), ("float32", 1, 4, 4), ("float16", 1, 7, 6), ("float16", 2, 3, 3)]),
     (
@@ -56,7 +71,13 @@ LAYERS = [
         5,
         5,
         1,
-        [("float16", 2, 56, 56), ("float16", 1, 28, 28), ("float32", 1, 56, 56), ("float32", 2, 28, 28)],
+        [
+            ("float16", 2, 56, 56),
+            ("float16", 1, 28, 28),
+            ("float32", 1, 56, 56),
+            ("float32", 2, 28, 28),
+            ("float16", 1, 70, 66),
+        ],
     ),
     ("f", 2, 15, 8, 2, [("float32", 1, 300, 257), ("float32", 1, 31, 29)]),
 ]
