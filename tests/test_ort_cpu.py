@@ -305,8 +305,9 @@ def test_library_exports_only_its_entry_point_and_needs_no_onnxruntime(ort_libra
 
 
 def test_registration_asks_for_api_17_first(ort_library):
-    """RegisterCustomOps asks ONNX Runtime for C API version 17 (the lowest with every function it calls) and,
-    refused, for version 1 to report the error; it never asks for a newer table (docs/onnx_runtime.md)."""
+    """RegisterCustomOps asks ONNX Runtime for C API version 17 (the lowest with every function it needs) and,
+    refused, for version 1 to report the error (a newer table only where the version string says it exists:
+    docs/onnx_runtime.md, "Versions")."""
     import ctypes
 
     asked = []

@@ -69,18 +69,34 @@ def _tensor(array):
     return a
 
 
-def model(changes=None, elem=TensorProto.FLOAT, shape=("B", C, "H", "W"), cast_to=None, inputs=1):
-    """One WTConv2d node named NODE; `changes` maps attribute names to new values (None removes one)."""
+def model(changes=None, elem=TensorProto.FLOAT, shape=("B", C, "H", "W"), cast_to=None, inputs=1, upstream=None):
+    """One WTConv2d node named NODE; `changes` maps attribute names to new values (None removes one). `upstream`
+    puts a node in front whose output shape only ONNX Runtime's shape inference knows: "wtconv", a well-formed
+    WTConv2d of C channels in front of a NODE made for C - 1; "reshape", a Reshape to rank 3."""
     attributes = _weights()
     for name, value in (changes or {}).items():
         if value is None:
             attributes.pop(name)
         else:
             attributes[name] = value
-    nodes, x = [], "x"
+    nodes, x, initializers = [], "x", []
     if cast_to is not None:  # a model input of `elem` cast to `cast_to` in front of the node
         nodes.append(helper.make_node("Cast", ["x"], ["x_cast"], to=cast_to))
         x = "x_cast"
+    if upstream == "wtconv":
+        first = helper.make_node(contract.OP_TYPE, ["x"], ["t"], domain=contract.ONNX_DOMAIN, name="first")
+        first.attribute.extend(_attribute(name, value) for name, value in _weights().items())
+        nodes.append(first)
+        x = "t"
+        gen = np.random.default_rng(1)
+        c = C - 1
+        attributes[contract.FIELD_BASE_WEIGHT] = gen.standard_normal(c * K * K).astype(np.float32).tolist()
+        attributes[contract.FIELD_BASE_BIAS] = gen.standard_normal(c).astype(np.float32).tolist()
+        attributes[contract.FIELD_WAVELET_WEIGHT] = gen.standard_normal(L * 4 * c * K * K).astype(np.float32).tolist()
+    if upstream == "reshape":
+        initializers.append(numpy_helper.from_array(np.array([shape[0], C, -1], np.int64), "rank3"))
+        nodes.append(helper.make_node("Reshape", ["x", "rank3"], ["r"]))
+        x = "r"
     node = helper.make_node(contract.OP_TYPE, [x] + ["x"] * (inputs - 1), ["y"], domain=contract.ONNX_DOMAIN, name=NODE)
     node.attribute.extend(_attribute(name, value) for name, value in attributes.items())
     nodes.append(node)
@@ -89,6 +105,7 @@ def model(changes=None, elem=TensorProto.FLOAT, shape=("B", C, "H", "W"), cast_t
         "bad",
         [helper.make_tensor_value_info("x", elem, shape)],
         [helper.make_tensor_value_info("y", cast_to or elem, None)],
+        initializers,
     )
     opsets = [helper.make_opsetid("", 18), helper.make_opsetid(contract.ONNX_DOMAIN, 1)]
     return helper.make_model(graph, opset_imports=opsets, ir_version=ORT_IR_VERSION)
@@ -281,21 +298,22 @@ CASES = [
         model(shape=("B", C, "H")),
         None,
         "create",
-        "input 0: expected a 4-D tensor (B, C, H, W), the model declares rank 3",
+        "input 0: expected a 4-D tensor (B, C, H, W), the graph gives it rank 3",
     ),
     (
         "input-channels-declared",
         model(shape=("B", C + 1, "H", "W")),
         None,
         "create",
-        "input 0: the model declares C = 5 channels, the field 'base_bias' gives C = 4",
+        "input 0: the graph gives it C = 5 channels (dim 1 of (B, C, H, W)), the field 'base_bias' gives C = 4",
     ),
     (
         "input-channels-at-run",
         model(shape=("B", "C", "H", "W")),
         np.zeros((1, C + 2, 8, 8), np.float32),
         "run",
-        "input 0: expected C = 4 channels (the length of 'base_bias'), given a tensor of shape (1, 6, 8, 8)",
+        "input 0: expected C = 4 channels (the length of 'base_bias') in dim 1 of (B, C, H, W), given a tensor of "
+        "shape (1, 6, 8, 8)",
     ),
     (
         "input-rank-at-run",
@@ -305,6 +323,54 @@ CASES = [
         "input 0: expected a 4-D tensor (B, C, H, W), given rank 3",
     ),
     ("two-inputs", model(inputs=2), None, "create", NODE),
+    *[
+        (
+            f"channels_last-{value}",
+            model({contract.FIELD_CHANNELS_LAST: value}),
+            None,
+            "create",
+            f"field 'channels_last': expected 0 (x and y are (N, C, H, W)) or 1 (channels-last: (N, H, W, C)), "
+            f"given {value}",
+        )
+        for value in (2, -1)
+    ],
+    (
+        "channels_last-float",
+        model({contract.FIELD_CHANNELS_LAST: 1.0}),
+        None,
+        "create",
+        "field 'channels_last': expected type INT (one integer), given FLOAT",
+    ),
+    (
+        "channels_last-channels-declared",
+        model({contract.FIELD_CHANNELS_LAST: 1}, shape=("B", "H", "W", C + 1)),
+        None,
+        "create",
+        "input 0: the graph gives it C = 5 channels (dim 3 of (B, H, W, C) (channels_last = 1)), the field "
+        "'base_bias' gives C = 4",
+    ),
+    (
+        "channels_last-nchw-input-at-run",
+        model({contract.FIELD_CHANNELS_LAST: 1}, shape=None),
+        np.zeros((1, C, 8, 8), np.float32),
+        "run",
+        "input 0: expected C = 4 channels (the length of 'base_bias') in dim 3 of (B, H, W, C) (channels_last = 1), "
+        "given a tensor of shape (1, 4, 8, 8)",
+    ),
+    (
+        "channels-inferred",
+        model(upstream="wtconv", shape=("B", C, "H", "W")),
+        None,
+        "create",
+        "input 0: the graph gives it C = 4 channels (dim 1 of (B, C, H, W)), the field 'base_bias' gives C = 3",
+    ),
+    (
+        "rank-inferred",
+        model(upstream="reshape", shape=(2, C, 4, 4)),
+        None,
+        "create",
+        "input 0: expected a 4-D tensor (B, C, H, W), the graph gives it rank 3",
+    ),
 ]
 
 

@@ -103,35 +103,50 @@ uint16_t floatToHalf(float value)
     return static_cast<uint16_t>(out | (sign >> 16));
 }
 
-void loadRow(IoType io, void const* src, int64_t offset, float* dst, int64_t n)
+// dst[x] = src[offset + x * stride] as fp32, x < n (stride 1: a row of an NCHW plane; C: a channels-last row).
+void loadRow(IoType io, void const* src, int64_t offset, int64_t stride, float* dst, int64_t n)
 {
     if (io == IoType::kFLOAT32)
     {
-        std::memcpy(dst, static_cast<float const*>(src) + offset, static_cast<size_t>(n) * sizeof(float));
+        float const* s = static_cast<float const*>(src) + offset;
+        if (stride == 1)
+        {
+            std::memcpy(dst, s, static_cast<size_t>(n) * sizeof(float));
+            return;
+        }
+        for (int64_t x = 0; x < n; ++x)
+        {
+            dst[x] = s[x * stride];
+        }
         return;
     }
     uint16_t const* s = static_cast<uint16_t const*>(src) + offset;
     int64_t x = 0;
 #if defined(__F16C__)
-    for (; x + 8 <= n; x += 8)
+    if (stride == 1)
     {
-        __m128i const h = _mm_loadu_si128(reinterpret_cast<__m128i const*>(s + x));
-        _mm256_storeu_ps(dst + x, _mm256_cvtph_ps(h));
+        for (; x + 8 <= n; x += 8)
+        {
+            __m128i const h = _mm_loadu_si128(reinterpret_cast<__m128i const*>(s + x));
+            _mm256_storeu_ps(dst + x, _mm256_cvtph_ps(h));
+        }
     }
 #endif
     for (; x < n; ++x)
     {
-        dst[x] = halfToFloat(s[x]);
+        dst[x] = halfToFloat(s[x * stride]);
     }
 }
 
-// dst[j] = a[j * step] + b[j * step], converted to the output type: the one rounding of an fp16 output.
-void storeRow(IoType io, void* dst, int64_t offset, float const* a, float const* b, int64_t step, int64_t n)
+// dst[offset + j * dstStride] = a[j * step] + b[j * step], j < n, converted to the output type: the one rounding of
+// an fp16 output (dstStride 1: NCHW, C: channels-last).
+void storeRow(
+    IoType io, void* dst, int64_t offset, int64_t dstStride, float const* a, float const* b, int64_t step, int64_t n)
 {
     if (io == IoType::kFLOAT32)
     {
         float* __restrict d = static_cast<float*>(dst) + offset;
-        if (step == 1)
+        if (step == 1 && dstStride == 1)
         {
             for (int64_t j = 0; j < n; ++j)
             {
@@ -141,14 +156,14 @@ void storeRow(IoType io, void* dst, int64_t offset, float const* a, float const*
         }
         for (int64_t j = 0; j < n; ++j)
         {
-            d[j] = a[j * step] + b[j * step];
+            d[j * dstStride] = a[j * step] + b[j * step];
         }
         return;
     }
     uint16_t* d = static_cast<uint16_t*>(dst) + offset;
     int64_t j = 0;
 #if defined(__F16C__)
-    if (step == 1)
+    if (step == 1 && dstStride == 1)
     {
         for (; j + 8 <= n; j += 8)
         {
@@ -159,7 +174,7 @@ void storeRow(IoType io, void* dst, int64_t offset, float const* a, float const*
 #endif
     for (; j < n; ++j)
     {
-        d[j] = floatToHalf(a[j * step] + b[j * step]);
+        d[j * dstStride] = floatToHalf(a[j * step] + b[j * step]);
     }
 }
 
@@ -316,17 +331,22 @@ void forwardPlane(
     Layer const& layer, Tensors const& t, PlaneGeometry const& g, ConvFlat conv, int64_t plane, float* scratch)
 {
     int64_t const c = plane % layer.channels;
+    int64_t const batch = plane / layer.channels;
     int64_t const kk = static_cast<int64_t>(layer.kernelSize) * layer.kernelSize;
     int64_t const h = t.height;
     int64_t const w = t.width;
     int64_t const s = layer.stride;
     int64_t const outH = (h + s - 1) / s;
     int64_t const outW = (w + s - 1) / s;
+    // Row y of a plane of rows x cols pixels starts at rowStart(y, rows, cols), its pixels pixelStride apart.
+    int64_t const pixelStride = t.channelsLast ? layer.channels : 1;
+    auto rowStart = [&](int64_t y, int64_t rows, int64_t cols)
+    { return t.channelsLast ? ((batch * rows + y) * cols) * layer.channels + c : (plane * rows + y) * cols; };
 
     float* input = scratch + g.input.origin();
     for (int64_t y = 0; y < h; ++y)
     {
-        loadRow(t.io, t.input, (plane * h + y) * w, input + y * g.input.pitch, w);
+        loadRow(t.io, t.input, rowStart(y, h, w), pixelStride, input + y * g.input.pitch, w);
     }
     for (int32_t l = 1; l <= layer.levels; ++l)
     {
@@ -363,7 +383,7 @@ void forwardPlane(
         {
             row[x] += bias;
         }
-        storeRow(t.io, t.output, (plane * outH + i) * outW, row, recon + y * g.reconPitch[0], s, outW);
+        storeRow(t.io, t.output, rowStart(i, outH, outW), pixelStride, row, recon + y * g.reconPitch[0], s, outW);
     }
 }
 

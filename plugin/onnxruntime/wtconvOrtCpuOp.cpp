@@ -7,6 +7,7 @@
 // oversubscribes the cores nor adds threads of its own; the calling thread takes part, and with a pool of one
 // thread everything runs on it. Several Run calls at once share that pool. A plane's result does not depend on the
 // thread or the chunking, so outputs are the same however the work is split (docs/onnx_runtime.md, "Threads").
+// Scratch: one allocation per call, shared out among the chunks running at once (ScratchSlots).
 #include "wtconvCpuKernel.h"
 #include "wtconvOrtNode.h"
 #include "wtconvOrtOps.h"
@@ -18,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace wtconv
@@ -59,6 +61,51 @@ cpu::Isa chooseIsa(std::string const& who)
         who + ": " + kISA_ENV + "=" + forced + ": expected baseline, avx2 or avx512 (or unset: the best available)");
 }
 
+// The scratch of one call: one allocation holding `slots` buffers of `floats` each. A chunk borrows a free buffer
+// while it runs; at most as many chunks run at once as the pool has threads plus the calling thread, which
+// `slots` = min(chunks, hardware threads + 1) covers unless the session's pool is larger than the machine, and then
+// a chunk that finds none free allocates its own. Pages of buffers no chunk borrows are never touched, so the
+// operating system gives them no memory.
+class ScratchSlots
+{
+public:
+    ScratchSlots(size_t slots, size_t floats)
+        : mFloats(floats)
+        , mMemory(new float[slots * floats])
+    {
+        mFree.reserve(slots);
+        for (size_t i = slots; i > 0; --i)
+        {
+            mFree.push_back(i - 1);
+        }
+    }
+
+    // A buffer of `floats` floats, or nullptr when all are borrowed.
+    float* borrow()
+    {
+        std::lock_guard<std::mutex> const lock(mMutex);
+        if (mFree.empty())
+        {
+            return nullptr;
+        }
+        size_t const slot = mFree.back();
+        mFree.pop_back();
+        return mMemory.get() + slot * mFloats;
+    }
+
+    void giveBack(float* buffer)
+    {
+        std::lock_guard<std::mutex> const lock(mMutex);
+        mFree.push_back(static_cast<size_t>(buffer - mMemory.get()) / mFloats);
+    }
+
+private:
+    size_t mFloats;
+    std::unique_ptr<float[]> mMemory;
+    std::mutex mMutex;
+    std::vector<size_t> mFree;
+};
+
 // One call's planes, split into chunks for the thread pool.
 struct Job
 {
@@ -68,6 +115,7 @@ struct Job
     int64_t planes{0};
     int64_t planesPerChunk{1};
     size_t scratchFloats{0};
+    ScratchSlots* scratch{nullptr};
     std::mutex mutex;
     std::string error; // the first failure of a chunk (allocation), reported after the pool returns
 
@@ -77,8 +125,17 @@ struct Job
         {
             int64_t const begin = static_cast<int64_t>(chunk) * planesPerChunk;
             int64_t const end = std::min(planes, begin + planesPerChunk);
-            std::unique_ptr<float[]> const scratch(new float[scratchFloats]); // zeroed by forwardPlanes
-            cpu::forwardPlanes(isa, layer, tensors, begin, end, scratch.get());
+            float* buffer = scratch->borrow();
+            std::unique_ptr<float[]> own; // only when the pool runs more chunks at once than there are slots
+            if (buffer == nullptr)
+            {
+                own.reset(new float[scratchFloats]);
+            }
+            cpu::forwardPlanes(isa, layer, tensors, begin, end, own ? own.get() : buffer); // zeroes the buffer
+            if (!own)
+            {
+                scratch->giveBack(buffer);
+            }
         }
         catch (std::exception const& e)
         {
@@ -126,7 +183,7 @@ struct CpuKernel
             f.kernelSize, f.levels, f.stride, channels, f.baseWeight.data(), f.baseBias.data(), f.waveletWeight.data()};
         job.tensors = cpu::Tensors{
             shape.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16 ? cpu::IoType::kFLOAT16 : cpu::IoType::kFLOAT32,
-            shape.batch, shape.height, shape.width, run.input, run.output};
+            shape.batch, shape.height, shape.width, run.input, run.output, f.channelsLast};
         job.planes = shape.batch * channels;
         job.scratchFloats = cpu::scratchFloats(job.layer, shape.height, shape.width);
         // Multiply-adds of one plane: the base convolution plus the four subbands of every level (docs/design.md §3).
@@ -136,6 +193,9 @@ struct CpuKernel
             1, std::min<int64_t>(job.planes, static_cast<int64_t>(planeWork * job.planes / kCHUNK_WORK)));
         job.planesPerChunk = (job.planes + chunks - 1) / chunks;
         size_t const total = static_cast<size_t>((job.planes + job.planesPerChunk - 1) / job.planesPerChunk);
+        size_t const threads = static_cast<size_t>(std::thread::hardware_concurrency()) + 1;
+        ScratchSlots scratch(std::min(total, threads), job.scratchFloats);
+        job.scratch = &scratch;
         if (total == 1 || !succeeded(api().KernelContext_ParallelFor(context, runChunk, total, 0, &job)))
         {
             // One chunk, or no thread pool offered to this kernel: the calling thread does it all.

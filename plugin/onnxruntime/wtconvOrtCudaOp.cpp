@@ -1,21 +1,26 @@
 // wtconvOrtCudaOp.cpp — wtconv::WTConv2d on ONNX Runtime's CUDA execution provider, on the fused kernels the
 // TensorRT plugin runs (plugin/kernels/wtconvKernel.h). Built only where CMake finds nvcc.
 //
-// - Stream: every launch goes on the stream ONNX Runtime gives the kernel (KernelContext_GetGPUComputeStream), so
-//   it is ordered with the operators around it; nothing touches the legacy default stream.
-// - Weights: the node's folded fp32 weights are uploaded once per kernel instance, on the first Compute (the device
-//   is the input tensor's), on a private non-blocking stream that is synchronised before the weights are used.
-// - Workspace: one device buffer per kernel instance, grown (never per call) when a larger input needs more.
-//   Compute may run concurrently on one instance (several threads running one session, each Run on its own
-//   stream): a mutex guards the buffer, and an event recorded after each launch makes the next launch's stream
-//   wait until the previous launch has finished with it. Different layers never share a buffer.
-// - Errors (a shape the kernels refuse, a CUDA failure) come back as ONNX Runtime errors naming the node.
+// Compute may be captured into a CUDA graph (the CUDA EP's enable_cuda_graph: ONNX Runtime runs the model once,
+// then captures a run on its compute stream and replays it) and may run on one kernel instance from several
+// threads at once, each Run on its own stream. So a run (docs/onnx_runtime.md, "The CUDA kernel"):
+// - launches on the stream ONNX Runtime gives the kernel (KernelContext_GetGPUComputeStream) and on no other: no
+//   event, no wait on work recorded elsewhere, nothing on the legacy default stream, no host synchronisation;
+// - reads weights uploaded before any run where the C API says the device (KernelInfoGetAllocator, ONNX Runtime
+//   1.18 and newer: at kernel creation), else at the first run, which must not be captured;
+// - takes its workspace from ONNX Runtime's allocator (KernelContext_GetScratchBuffer, 1.18 and newer), stream-
+//   ordered as ONNX Runtime's own CUDA kernels take theirs, and gives it back after the launch; ONNX Runtime 1.17
+//   has no such call, and there each stream gets a workspace of its own from the kernel, grown outside captures.
+// Errors (a shape the kernels refuse, a CUDA failure, a capture that would need an upload) come back as ONNX
+// Runtime errors naming the node.
 #include "wtconvKernel.h"
 #include "wtconvOrtNode.h"
 #include "wtconvOrtOps.h"
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,7 +42,8 @@ void checkCuda(cudaError_t status, std::string const& what)
     }
 }
 
-// Makes `device` current for a scope and restores the previous one.
+// Makes `device` current for a scope and restores the previous one (neither call synchronises or breaks a
+// capture).
 class DeviceScope
 {
 public:
@@ -65,128 +71,270 @@ private:
     bool mRestore{false};
 };
 
+bool capturing(cudaStream_t stream, std::string const& who)
+{
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    checkCuda(cudaStreamIsCapturing(stream, &status), who + ": cudaStreamIsCapturing");
+    return status != cudaStreamCaptureStatusNone;
+}
+
+// The folded weights on one device: base weight | bias | wavelet weight, each at a 256-byte boundary.
+struct DeviceWeights
+{
+    int device{-1};
+    void* memory{nullptr};
+    float const* baseWeight{nullptr};
+    float const* baseBias{nullptr};
+    float const* waveletWeight{nullptr};
+
+    DeviceWeights() = default;
+    DeviceWeights(DeviceWeights const&) = delete;
+    DeviceWeights& operator=(DeviceWeights const&) = delete;
+    ~DeviceWeights()
+    {
+        // At process exit the CUDA context may already be gone: errors are ignored.
+        int previous = 0;
+        bool const switched = cudaGetDevice(&previous) == cudaSuccess && previous != device
+            && cudaSetDevice(device) == cudaSuccess;
+        cudaFree(memory);
+        if (switched)
+        {
+            cudaSetDevice(previous);
+        }
+    }
+};
+
 size_t roundUp(size_t bytes)
 {
     return (bytes + 255) / 256 * 256;
 }
 
-struct CudaKernel
+// Copies the node's weights to `device` on a private non-blocking stream and waits for the copy: never inside a
+// run that may be captured (kernel creation, or the first run after checking it is not captured).
+std::unique_ptr<DeviceWeights> uploadWeights(NodeConfig const& node, int device)
 {
-    static constexpr char const* kPROVIDER = "CUDAExecutionProvider";
-    NodeConfig node;
-
-    std::mutex mutex; // guards everything below
-    int device{-1};
-    void* weights{nullptr}; // base weight | bias | wavelet weight, each at a 256-byte boundary
-    float const* baseWeight{nullptr};
-    float const* baseBias{nullptr};
-    float const* waveletWeight{nullptr};
-    void* workspace{nullptr};
-    size_t workspaceBytes{0};
-    cudaEvent_t lastLaunch{nullptr}; // recorded after each launch that used the workspace
-
-    ~CudaKernel()
+    DeviceScope const scope(device, node.who);
+    LayerFields const& f = node.fields;
+    size_t const wBytes = roundUp(f.baseWeight.size() * sizeof(float));
+    size_t const bBytes = roundUp(f.baseBias.size() * sizeof(float));
+    size_t const vBytes = f.waveletWeight.size() * sizeof(float);
+    auto weights = std::make_unique<DeviceWeights>();
+    weights->device = device;
+    std::string const what = node.who + ": uploading the weights to CUDA device " + std::to_string(device);
+    checkCuda(cudaMalloc(&weights->memory, wBytes + bBytes + vBytes), what);
+    char* base = static_cast<char*>(weights->memory);
+    cudaStream_t upload = nullptr;
+    checkCuda(cudaStreamCreateWithFlags(&upload, cudaStreamNonBlocking), what);
+    cudaError_t status = cudaMemcpyAsync(
+        base, f.baseWeight.data(), f.baseWeight.size() * sizeof(float), cudaMemcpyHostToDevice, upload);
+    if (status == cudaSuccess)
     {
-        if (device < 0)
+        status = cudaMemcpyAsync(
+            base + wBytes, f.baseBias.data(), f.baseBias.size() * sizeof(float), cudaMemcpyHostToDevice, upload);
+    }
+    if (status == cudaSuccess)
+    {
+        status = cudaMemcpyAsync(
+            base + wBytes + bBytes, f.waveletWeight.data(), vBytes, cudaMemcpyHostToDevice, upload);
+    }
+    cudaError_t const synced = cudaStreamSynchronize(upload);
+    cudaStreamDestroy(upload);
+    checkCuda(status != cudaSuccess ? status : synced, what);
+    weights->baseWeight = reinterpret_cast<float const*>(base);
+    weights->baseBias = reinterpret_cast<float const*>(base + wBytes);
+    weights->waveletWeight = reinterpret_cast<float const*>(base + wBytes + bBytes);
+    return weights;
+}
+
+// The device of the CUDA EP's default memory, asked at kernel creation (version 18: KernelInfoGetAllocator); false
+// where the running ONNX Runtime cannot say.
+bool executionProviderDevice(OrtApi const* newer, OrtKernelInfo const* info, int& device)
+{
+    OrtAllocator* allocator = nullptr;
+    if (newer == nullptr || !succeeded(newer->KernelInfoGetAllocator(info, OrtMemTypeDefault, &allocator))
+        || allocator == nullptr)
+    {
+        return false;
+    }
+    OrtMemoryInfo const* memory = nullptr;
+    bool const found = succeeded(api().AllocatorGetInfo(allocator, &memory)) && memory != nullptr
+        && succeeded(api().MemoryInfoGetId(memory, &device));
+    api().ReleaseAllocator(allocator);
+    return found;
+}
+
+struct AllocatorDeleter
+{
+    void operator()(OrtAllocator* allocator) const noexcept
+    {
+        api().ReleaseAllocator(allocator);
+    }
+};
+
+// One run's workspace from ONNX Runtime's allocator for the input's memory (version 18: the scratch buffer is
+// allocated in the order of the run's stream, so memory another stream used last is handed over only after it is
+// done), given back when the run has launched: later work on the same stream runs after the launch.
+class ScratchWorkspace
+{
+public:
+    ScratchWorkspace(OrtApi const& newer, OrtKernelContext* context, OrtMemoryInfo const* memory, size_t bytes,
+        std::string const& who)
+    {
+        if (bytes == 0)
         {
             return;
         }
+        OrtAllocator* allocator = nullptr;
+        check(api().KernelContext_GetAllocator(context, memory, &allocator), who + ": ONNX Runtime's CUDA allocator");
+        mAllocator.reset(allocator);
+        std::string const what = who + ": a workspace of " + std::to_string(bytes) + " bytes";
+        check(newer.KernelContext_GetScratchBuffer(context, memory, bytes, &mData), what);
+        if (mData == nullptr)
+        {
+            throw OrtError(ORT_RUNTIME_EXCEPTION, what + ": ONNX Runtime's allocator returned none");
+        }
+    }
+    ~ScratchWorkspace()
+    {
+        if (mData != nullptr)
+        {
+            mAllocator->Free(mAllocator.get(), mData);
+        }
+    }
+    ScratchWorkspace(ScratchWorkspace const&) = delete;
+    ScratchWorkspace& operator=(ScratchWorkspace const&) = delete;
+
+    void* data() const
+    {
+        return mData;
+    }
+
+private:
+    std::unique_ptr<OrtAllocator, AllocatorDeleter> mAllocator;
+    void* mData{nullptr};
+};
+
+// ONNX Runtime 1.17's fallback: a workspace per stream, kept by the kernel. Launches on one stream run in order, so
+// a stream's workspace is free for its next launch without an event. It grows (the stream's earlier launches
+// finished first) only outside a capture. Callers hold `mutex` from reserve() until their launch is enqueued, so
+// that no other thread on the same stream frees the buffer in between.
+class StreamWorkspaces
+{
+public:
+    std::mutex mutex;
+
+    ~StreamWorkspaces()
+    {
         // At process exit the CUDA context may already be gone: errors are ignored.
         int previous = 0;
-        bool const switched = cudaGetDevice(&previous) == cudaSuccess && previous != device
-            && cudaSetDevice(device) == cudaSuccess;
-        if (lastLaunch != nullptr)
+        bool const switched = !mBuffers.empty() && cudaGetDevice(&previous) == cudaSuccess && previous != mDevice
+            && cudaSetDevice(mDevice) == cudaSuccess;
+        for (auto& entry : mBuffers)
         {
-            cudaEventSynchronize(lastLaunch);
-            cudaEventDestroy(lastLaunch);
+            cudaFree(entry.second.data);
         }
-        cudaFree(workspace);
-        cudaFree(weights);
         if (switched)
         {
             cudaSetDevice(previous);
         }
     }
 
-    // First use on `dev`: the weights and the event. Called with the mutex held and `dev` current.
-    void prepare(int dev, cudaStream_t stream)
+    void* reserve(cudaStream_t stream, size_t bytes, std::string const& who)
     {
-        if (device >= 0)
+        if (bytes == 0)
         {
-            if (device != dev)
-            {
-                throw OrtError(ORT_RUNTIME_EXCEPTION,
-                    node.who + ": input on CUDA device " + std::to_string(dev) + ", but this session's kernel runs on "
-                        + std::to_string(device));
-            }
-            return;
+            return nullptr;
         }
-        // Allocating and copying would break a CUDA graph capture: the first run must be outside one.
-        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-        checkCuda(cudaStreamIsCapturing(stream, &capture), node.who + ": cudaStreamIsCapturing");
-        if (capture != cudaStreamCaptureStatusNone)
+        checkCuda(cudaGetDevice(&mDevice), who + ": cudaGetDevice"); // the run's device (one per kernel)
+        Buffer& buffer = mBuffers[stream];
+        if (buffer.bytes >= bytes)
+        {
+            return buffer.data;
+        }
+        if (capturing(stream, who))
         {
             throw OrtError(ORT_RUNTIME_EXCEPTION,
-                node.who
-                    + ": the first run is being captured into a CUDA graph, where uploading the weights would "
-                      "break the capture; run the session once before capturing");
+                who + ": this run is being captured into a CUDA graph and needs a workspace of " + std::to_string(bytes)
+                    + " bytes not yet allocated for this stream (ONNX Runtime 1.17 has no scratch buffer for custom "
+                    + "ops); run the same shapes once on this stream before capturing");
         }
-        LayerFields const& f = node.fields;
-        size_t const wBytes = roundUp(f.baseWeight.size() * sizeof(float));
-        size_t const bBytes = roundUp(f.baseBias.size() * sizeof(float));
-        size_t const vBytes = f.waveletWeight.size() * sizeof(float);
-        void* memory = nullptr;
-        cudaStream_t upload = nullptr;
-        cudaEvent_t event = nullptr;
-        cudaError_t status = cudaMalloc(&memory, wBytes + bBytes + vBytes);
-        char* base = static_cast<char*>(memory);
-        if (status == cudaSuccess)
+        if (buffer.data != nullptr)
         {
-            status = cudaStreamCreateWithFlags(&upload, cudaStreamNonBlocking);
+            checkCuda(cudaStreamSynchronize(stream), who + ": waiting for the stream before growing its workspace");
+            checkCuda(cudaFree(buffer.data), who + ": freeing the workspace");
+            buffer = Buffer{};
         }
-        if (status == cudaSuccess)
-        {
-            status = cudaMemcpyAsync(
-                base, f.baseWeight.data(), f.baseWeight.size() * sizeof(float), cudaMemcpyHostToDevice, upload);
-        }
-        if (status == cudaSuccess)
-        {
-            status = cudaMemcpyAsync(
-                base + wBytes, f.baseBias.data(), f.baseBias.size() * sizeof(float), cudaMemcpyHostToDevice, upload);
-        }
-        if (status == cudaSuccess)
-        {
-            status = cudaMemcpyAsync(
-                base + wBytes + bBytes, f.waveletWeight.data(), vBytes, cudaMemcpyHostToDevice, upload);
-        }
-        if (upload != nullptr)
-        {
-            cudaError_t const synced = cudaStreamSynchronize(upload);
-            status = status != cudaSuccess ? status : synced;
-            cudaStreamDestroy(upload);
-        }
-        if (status == cudaSuccess)
-        {
-            status = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
-        }
-        if (status != cudaSuccess)
-        {
-            cudaFree(memory);
-            checkCuda(status, node.who + ": uploading the weights to CUDA device " + std::to_string(dev));
-        }
-        weights = memory;
-        baseWeight = reinterpret_cast<float const*>(base);
-        baseBias = reinterpret_cast<float const*>(base + wBytes);
-        waveletWeight = reinterpret_cast<float const*>(base + wBytes + bBytes);
-        lastLaunch = event;
-        device = dev;
+        checkCuda(
+            cudaMalloc(&buffer.data, bytes), who + ": cudaMalloc of " + std::to_string(bytes) + " bytes of workspace");
+        buffer.bytes = bytes;
+        return buffer.data;
     }
+
+private:
+    struct Buffer
+    {
+        void* data{nullptr};
+        size_t bytes{0};
+    };
+    std::map<cudaStream_t, Buffer> mBuffers;
+    int mDevice{0};
+};
+
+struct CudaKernel
+{
+    static constexpr char const* kPROVIDER = "CUDAExecutionProvider";
+    NodeConfig node;
+    OrtApi const* newer{nullptr}; // the version-18 table when the running ONNX Runtime has it (wtconvOrtSupport.h)
+
+    std::atomic<DeviceWeights const*> weights{nullptr}; // set once, by create() or the first run
+    std::mutex uploadMutex;                             // the first run's upload (ONNX Runtime 1.17)
+    std::unique_ptr<DeviceWeights> ownedWeights;
+    StreamWorkspaces streamWorkspaces; // ONNX Runtime 1.17 only
 
     static std::unique_ptr<CudaKernel> create(OrtKernelInfo const* info)
     {
         auto k = std::make_unique<CudaKernel>();
         k->node = readNode(info);
+        k->newer = api18();
+        int device = -1;
+        if (k->newer != nullptr && executionProviderDevice(k->newer, info, device))
+        {
+            k->ownedWeights = uploadWeights(k->node, device);
+            k->weights.store(k->ownedWeights.get(), std::memory_order_release);
+        }
         return k;
+    }
+
+    // The weights on `device`, uploaded now if this is the first run of an ONNX Runtime that could not say the
+    // device at kernel creation.
+    DeviceWeights const& weightsOn(int device, cudaStream_t stream)
+    {
+        DeviceWeights const* ready = weights.load(std::memory_order_acquire);
+        if (ready == nullptr)
+        {
+            std::lock_guard<std::mutex> const lock(uploadMutex);
+            ready = weights.load(std::memory_order_acquire);
+            if (ready == nullptr)
+            {
+                if (capturing(stream, node.who))
+                {
+                    throw OrtError(ORT_RUNTIME_EXCEPTION,
+                        node.who
+                            + ": the first run is being captured into a CUDA graph, where uploading the weights would "
+                              "break the capture; run the session once before capturing");
+                }
+                ownedWeights = uploadWeights(node, device);
+                ready = ownedWeights.get();
+                weights.store(ready, std::memory_order_release);
+            }
+        }
+        if (ready->device != device)
+        {
+            throw OrtError(ORT_RUNTIME_EXCEPTION,
+                node.who + ": input on CUDA device " + std::to_string(device) + ", but this session's kernel runs on "
+                    + std::to_string(ready->device));
+        }
+        return *ready;
     }
 
     void compute(OrtKernelContext* context)
@@ -206,8 +354,8 @@ struct CudaKernel
         cudaStream_t const stream = static_cast<cudaStream_t>(streamHandle);
         OrtMemoryInfo const* memory = nullptr;
         check(a.GetTensorMemoryInfo(run.inputValue, &memory), node.who + ": reading the input's device");
-        int dev = 0;
-        check(a.MemoryInfoGetId(memory, &dev), node.who + ": reading the input's device");
+        int device = 0;
+        check(a.MemoryInfoGetId(memory, &device), node.who + ": reading the input's device");
 
         LayerFields const& f = node.fields;
         WTConvParams p;
@@ -219,7 +367,8 @@ struct CudaKernel
         p.kernelSize = f.kernelSize;
         p.levels = f.levels;
         p.stride = f.stride;
-        p.layout = Layout::kNCHW;
+        p.layout = f.channelsLast ? Layout::kNHWC : Layout::kNCHW;
+        p.channelPitch = f.channelsLast ? p.channels : 0;
         p.input = run.input;
         p.output = run.output;
         char message[512] = {0};
@@ -227,42 +376,36 @@ struct CudaKernel
         {
             throw OrtError(ORT_INVALID_ARGUMENT, node.who + ": " + message);
         }
-        size_t const needed = wtconvWorkspaceBytes(p);
+        p.workspaceBytes = wtconvWorkspaceBytes(p);
 
-        std::lock_guard<std::mutex> const lock(mutex);
-        DeviceScope const scope(dev, node.who);
-        prepare(dev, stream);
-        reserveWorkspace(needed);
-        // The previous launch (maybe on another Run's stream) must be done with the workspace.
-        checkCuda(cudaStreamWaitEvent(stream, lastLaunch, 0), node.who + ": cudaStreamWaitEvent");
-        p.baseWeight = baseWeight;
-        p.baseBias = baseBias;
-        p.waveletWeight = waveletWeight;
-        p.workspace = workspace;
-        p.workspaceBytes = workspaceBytes;
+        DeviceScope const scope(device, node.who);
+        DeviceWeights const& w = weightsOn(device, stream);
+        p.baseWeight = w.baseWeight;
+        p.baseBias = w.baseBias;
+        p.waveletWeight = w.waveletWeight;
+        if (newer != nullptr)
+        {
+            ScratchWorkspace const workspace(*newer, context, memory, p.workspaceBytes, node.who);
+            p.workspace = workspace.data();
+            launch(p, stream);
+        }
+        else
+        {
+            std::lock_guard<std::mutex> const lock(streamWorkspaces.mutex);
+            p.workspace = streamWorkspaces.reserve(stream, p.workspaceBytes, node.who);
+            launch(p, stream);
+        }
+    }
+
+    void launch(WTConvParams const& p, cudaStream_t stream) const
+    {
+        char message[512] = {0};
         cudaError_t const launched = wtconvForward(p, stream, message, sizeof(message));
         if (launched != cudaSuccess)
         {
             throw OrtError(ORT_RUNTIME_EXCEPTION,
                 node.who + ": launch failed: " + cudaGetErrorName(launched) + (message[0] ? ": " : "") + message);
         }
-        checkCuda(cudaEventRecord(lastLaunch, stream), node.who + ": cudaEventRecord");
-    }
-
-    // A workspace of at least `bytes`, free for `stream` to use once it waits for lastLaunch. Mutex held.
-    void reserveWorkspace(size_t bytes)
-    {
-        if (bytes <= workspaceBytes)
-        {
-            return;
-        }
-        checkCuda(cudaEventSynchronize(lastLaunch), node.who + ": waiting for the previous launch");
-        checkCuda(cudaFree(workspace), node.who + ": freeing the workspace");
-        workspace = nullptr;
-        workspaceBytes = 0;
-        checkCuda(cudaMalloc(&workspace, bytes),
-            node.who + ": cudaMalloc of " + std::to_string(bytes) + " bytes of workspace");
-        workspaceBytes = bytes;
     }
 };
 

@@ -6,6 +6,8 @@
 #include "wtconvOrtSupport.h"
 #include "wtconvPluginContract.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #ifndef WTCONV_PACKAGE_VERSION
@@ -43,6 +45,16 @@ extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL Regist
         return oldest != nullptr ? oldest->CreateStatus(ORT_FAIL, message.c_str()) : nullptr;
     }
     setApi(table);
+    // ONNX Runtime 1.N has C API version N; GetApi prints to stderr when asked for a version it lacks, so the newer
+    // table is asked for only where the version string says it exists. WTCONV_ORT_MAX_API=17 withholds it, so
+    // tests on a newer ONNX Runtime take the fallbacks of 1.17 (process-wide, from the next registration on).
+    int major = 0;
+    int minor = 0;
+    char const* cap = std::getenv("WTCONV_ORT_MAX_API");
+    bool const capped = cap != nullptr && cap[0] != '\0' && std::atoi(cap) < static_cast<int>(kORT_API_VERSION_SCRATCH);
+    bool const offered = std::sscanf(apiBase->GetVersionString(), "%d.%d", &major, &minor) == 2
+        && (major > 1 || (major == 1 && minor >= static_cast<int>(kORT_API_VERSION_SCRATCH)));
+    setApi18(offered && !capped ? apiBase->GetApi(kORT_API_VERSION_SCRATCH) : nullptr);
     try
     {
         // The domain must outlive every session made from these options; ONNX Runtime does not take ownership and

@@ -1,8 +1,8 @@
 // wtconvOrtNode.cpp — reading a WTConv2d node's attributes and checking its input (see wtconvOrtNode.h).
 //
-// ONNX Runtime's C API reads an attribute by asking for one type; the wrong type or a missing attribute both fail.
-// So each contract field is asked for as every type an attribute can have, and the first that answers says what the
-// node holds: the decoder then refuses a wrong type by name, exactly as for TensorRT, whose ONNX parser turns INT /
+// ONNX Runtime's C API (the version-17 table this library asks for) reads an attribute by asking for one type; the
+// wrong type or a missing attribute both fail. So each contract field is asked for as every type an attribute can
+// have, and the first that answers says what the node holds: the decoder then refuses a wrong type by name, exactly as for TensorRT, whose ONNX parser turns INT /
 // INTS into kINT32 fields, FLOAT / FLOATS and float tensors into kFLOAT32 (docs/design.md §4). A field none of the
 // readers finds is absent. The C API cannot list a node's attributes, so unknown extra attributes go unnoticed here
 // (TensorRT's parser passes them on and the plugin refuses them).
@@ -88,21 +88,15 @@ bool readTensorAttribute(OrtKernelInfo const* info, char const* name, AttributeV
 }
 
 // The attribute `name` as a FieldView; false when the node has no attribute of that name. ONNX Runtime's scalar and
-// tensor readers check the attribute's type, its list readers do not (they return the list of that type, empty for
-// an attribute of another type): so the scalar and tensor types are asked first, and a list is judged by which of
-// its two readers finds values. An empty list of any type reads as FLOATS of length 0 (refused by its length).
+// tensor readers check the attribute's type, so they are asked first: one call answers for an INT, FLOAT, STRING
+// or TENSOR attribute. Its list readers do not check the type (they return the list of the type asked for, empty
+// for an attribute of another type, and fail only when the attribute is absent): a list is judged by which of the
+// two finds values. An empty list of any type reads as FLOATS of length 0 (refused by its length).
 bool readAttribute(OrtKernelInfo const* info, char const* name, AttributeValues& store, FieldView& view)
 {
     OrtApi const& a = api();
     view = FieldView{};
     view.name = name;
-    size_t floatCount = 0;
-    size_t intCount = 0;
-    bool const present = succeeded(a.KernelInfoGetAttributeArray_float(info, name, nullptr, &floatCount));
-    if (!present || !succeeded(a.KernelInfoGetAttributeArray_int64(info, name, nullptr, &intCount)))
-    {
-        return false;
-    }
     int64_t integer = 0;
     if (succeeded(a.KernelInfoGetAttribute_int64(info, name, &integer)))
     {
@@ -127,6 +121,12 @@ bool readAttribute(OrtKernelInfo const* info, char const* name, AttributeValues&
     {
         return true;
     }
+    size_t intCount = 0;
+    size_t floatCount = 0;
+    if (!succeeded(a.KernelInfoGetAttributeArray_int64(info, name, nullptr, &intCount)))
+    {
+        return false; // absent
+    }
     if (intCount > 0)
     {
         store.intArrays.emplace_back(intCount);
@@ -136,6 +136,8 @@ bool readAttribute(OrtKernelInfo const* info, char const* name, AttributeValues&
         view = FieldView{name, values.data(), FieldType::kINT64, static_cast<int64_t>(intCount), "INTS"};
         return true;
     }
+    check(a.KernelInfoGetAttributeArray_float(info, name, nullptr, &floatCount),
+        std::string("WTConv2d: reading attribute '") + name + "'");
     store.floatArrays.emplace_back(floatCount);
     std::vector<float>& values = store.floatArrays.back();
     if (floatCount > 0)
@@ -174,6 +176,17 @@ void checkLookupAttribute(OrtKernelInfo const* info, std::string const& who, cha
     }
 }
 
+// Where C, H and W are in the node's tensors: (B, C, H, W), or (B, H, W, C) with channels_last = 1.
+int channelAxis(NodeConfig const& node)
+{
+    return node.fields.channelsLast ? 3 : 1;
+}
+
+char const* layoutName(NodeConfig const& node)
+{
+    return node.fields.channelsLast ? "(B, H, W, C) (channels_last = 1)" : "(B, C, H, W)";
+}
+
 bool supportedType(ONNXTensorElementDataType type)
 {
     return type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
@@ -185,7 +198,8 @@ std::string typeMessage(std::string const& who, ONNXTensorElementDataType type)
         + " (export with --precision fp32 or fp16)";
 }
 
-// The input's declared type and shape, checked as far as the model declares them.
+// The input's type and shape as far as the graph gives them (declared in the model, or inferred by ONNX Runtime from
+// the nodes before, ours included: wtconvOrtShape.cpp), checked at session creation.
 ONNXTensorElementDataType checkDeclaredInput(OrtKernelInfo const* info, NodeConfig const& node)
 {
     OrtTypeInfo* typeInfo = nullptr;
@@ -212,7 +226,7 @@ ONNXTensorElementDataType checkDeclaredInput(OrtKernelInfo const* info, NodeConf
     if (rank != 0 && rank != 4)
     {
         throw OrtError(ORT_INVALID_GRAPH,
-            node.who + ": input 0: expected a 4-D tensor (B, C, H, W), the model declares rank "
+            node.who + ": input 0: expected a 4-D tensor " + layoutName(node) + ", the graph gives it rank "
                 + std::to_string(rank));
     }
     if (rank == 4)
@@ -220,10 +234,12 @@ ONNXTensorElementDataType checkDeclaredInput(OrtKernelInfo const* info, NodeConf
         int64_t dims[4] = {0, 0, 0, 0};
         check(api().GetDimensions(tensor, dims, 4), node.who + ": reading the input shape");
         int64_t const channels = static_cast<int64_t>(node.fields.baseBias.size());
-        if (dims[1] > 0 && dims[1] != channels)
+        int64_t const declared = dims[channelAxis(node)];
+        if (declared > 0 && declared != channels)
         {
             throw OrtError(ORT_INVALID_GRAPH,
-                node.who + ": input 0: the model declares C = " + std::to_string(dims[1]) + " channels, the field '"
+                node.who + ": input 0: the graph gives it C = " + std::to_string(declared) + " channels (dim "
+                    + std::to_string(channelAxis(node)) + " of " + layoutName(node) + "), the field '"
                     + contract::kFIELD_BASE_BIAS + "' gives C = " + std::to_string(channels));
         }
     }
@@ -241,7 +257,8 @@ NodeConfig readNode(OrtKernelInfo const* info)
     checkLookupAttribute(info, node.who, contract::kFIELD_PLUGIN_NAMESPACE, contract::kPLUGIN_NAMESPACE);
 
     char const* const names[] = {contract::kFIELD_KERNEL_SIZE, contract::kFIELD_WT_LEVELS, contract::kFIELD_STRIDE,
-        contract::kFIELD_BASE_WEIGHT, contract::kFIELD_BASE_BIAS, contract::kFIELD_WAVELET_WEIGHT};
+        contract::kFIELD_BASE_WEIGHT, contract::kFIELD_BASE_BIAS, contract::kFIELD_WAVELET_WEIGHT,
+        contract::kFIELD_CHANNELS_LAST};
     AttributeValues store;
     std::vector<FieldView> views;
     for (char const* field : names)
@@ -274,23 +291,25 @@ RunShape checkInput(NodeConfig const& node, TensorDescription const& input)
     if (input.dims.size() != 4)
     {
         throw OrtError(ORT_INVALID_ARGUMENT,
-            node.who + ": input 0: expected a 4-D tensor (B, C, H, W), given rank "
+            node.who + ": input 0: expected a 4-D tensor " + layoutName(node) + ", given rank "
                 + std::to_string(input.dims.size()));
     }
     int64_t const channels = static_cast<int64_t>(node.fields.baseBias.size());
-    if (input.dims[1] != channels)
+    bool const last = node.fields.channelsLast;
+    if (input.dims[channelAxis(node)] != channels)
     {
         throw OrtError(ORT_INVALID_ARGUMENT,
             node.who + ": input 0: expected C = " + std::to_string(channels) + " channels (the length of '"
-                + contract::kFIELD_BASE_BIAS + "'), given a tensor of shape (" + std::to_string(input.dims[0]) + ", "
+                + contract::kFIELD_BASE_BIAS + "') in dim " + std::to_string(channelAxis(node)) + " of "
+                + layoutName(node) + ", given a tensor of shape (" + std::to_string(input.dims[0]) + ", "
                 + std::to_string(input.dims[1]) + ", " + std::to_string(input.dims[2]) + ", "
                 + std::to_string(input.dims[3]) + ")");
     }
     RunShape shape;
     shape.type = input.type;
     shape.batch = input.dims[0];
-    shape.height = input.dims[2];
-    shape.width = input.dims[3];
+    shape.height = input.dims[last ? 1 : 2];
+    shape.width = input.dims[last ? 2 : 3];
     int64_t const s = node.fields.stride;
     shape.outHeight = (shape.height + s - 1) / s;
     shape.outWidth = (shape.width + s - 1) / s;
@@ -303,8 +322,10 @@ RunTensors prepareRun(NodeConfig const& node, OrtKernelContext* context)
     RunTensors run;
     check(a.KernelContext_GetInput(context, 0, &run.inputValue), node.who + ": reading input 0");
     run.shape = checkInput(node, describe(run.inputValue));
-    int64_t const dims[4] = {
-        run.shape.batch, static_cast<int64_t>(node.fields.baseBias.size()), run.shape.outHeight, run.shape.outWidth};
+    int64_t const c = static_cast<int64_t>(node.fields.baseBias.size());
+    int64_t const nchw[4] = {run.shape.batch, c, run.shape.outHeight, run.shape.outWidth};
+    int64_t const nhwc[4] = {run.shape.batch, run.shape.outHeight, run.shape.outWidth, c};
+    int64_t const* dims = node.fields.channelsLast ? nhwc : nchw;
     OrtValue* output = nullptr;
     check(a.KernelContext_GetOutput(context, 0, dims, 4, &output), node.who + ": allocating the output");
     if (run.shape.elements() == 0)

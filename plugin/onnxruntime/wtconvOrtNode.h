@@ -41,11 +41,12 @@ struct RunShape
     }
 };
 
-// Checks the input tensor of one run against the node (rank 4, C, element type). Throws
-// OrtError(ORT_INVALID_ARGUMENT) naming the node and what does not fit.
+// Checks the input tensor of one run against the node (rank 4, C in dim 1, or dim 3 for channels_last = 1, element
+// type). Throws OrtError(ORT_INVALID_ARGUMENT) naming the node and what does not fit.
 RunShape checkInput(NodeConfig const& node, TensorDescription const& input);
 
-// One run's tensors: input 0 read and checked, output 0 allocated as (B, C, ceil(H/s), ceil(W/s)).
+// One run's tensors: input 0 read and checked, output 0 allocated as (B, C, ceil(H/s), ceil(W/s)), or
+// (B, ceil(H/s), ceil(W/s), C) for channels_last = 1.
 struct RunTensors
 {
     RunShape shape;

@@ -1,6 +1,7 @@
 // wtconvOrtOps.cpp — the OrtCustomOp members the CPU and CUDA ops share (see wtconvOrtOps.h).
 #include "wtconvOrtOps.h"
 
+#include "wtconvOrtShape.h"
 #include "wtconvPluginContract.h"
 
 #include <cstring>
@@ -26,6 +27,9 @@ void describeOp(OrtCustomOp& op)
     op.GetVariadicInputHomogeneity = [](OrtCustomOp const*) { return 1; };
     op.GetVariadicOutputMinArity = [](OrtCustomOp const*) { return 1; };
     op.GetVariadicOutputHomogeneity = [](OrtCustomOp const*) { return 1; };
+    // Version 17 has the shape-inference member; ONNX Runtime builds the op's schema from the first op registered
+    // under the name, so both ops carry it.
+    op.InferOutputShapeFn = inferOutputShape;
 }
 
 } // namespace ort

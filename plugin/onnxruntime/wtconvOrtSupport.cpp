@@ -13,6 +13,7 @@ namespace ort
 namespace
 {
 std::atomic<OrtApi const*> gApi{nullptr};
+std::atomic<OrtApi const*> gApi18{nullptr};
 } // namespace
 
 OrtApi const& api()
@@ -23,6 +24,16 @@ OrtApi const& api()
 void setApi(OrtApi const* table)
 {
     gApi.store(table, std::memory_order_release);
+}
+
+OrtApi const* api18()
+{
+    return gApi18.load(std::memory_order_acquire);
+}
+
+void setApi18(OrtApi const* table)
+{
+    gApi18.store(table, std::memory_order_release);
 }
 
 void check(OrtStatus* status, std::string const& what)
