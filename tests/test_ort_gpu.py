@@ -20,7 +20,7 @@ import torch
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from test_ort_cpu import check_against_spec, check_threads_agree, node_model, rel_error  # noqa: E402
+from test_ort_cpu import ELEM, check_against_spec, check_threads_agree, node_model, rel_error  # noqa: E402
 
 from wtconv_export import contract  # noqa: E402
 from wtconv_export.folding import fold_wtconv  # noqa: E402
@@ -131,3 +131,196 @@ def test_cuda_op_agrees_with_cpu_op_on_an_export(ort_cuda, tmp_path, error_repor
     error = rel_error(y_gpu, y_cpu)
     error_report.add("ONNX Runtime CUDA EP vs CPU EP, small WTConvNeXt fp32 (TF32 off)", error, "4x3x72x88")
     assert error <= 1e-5
+
+
+# --- channels-last nodes and CUDA graphs (docs/onnx_runtime.md, "The CUDA kernel") ---------------------------------
+
+CHANNELS_LAST = [
+    pytest.param(*case, id="{}x{}x{}x{}-k{}-L{}-s{}".format(*case))
+    for case in (
+        (2, 3, 37, 70, 5, 2, 1),
+        (3, 5, 67, 130, 3, 4, 2),  # the tiled path (planes above 64x64): transposes through the workspace
+        (2, 16, 96, 80, 7, 3, 1),
+        (1, 2, 7, 1, 7, 8, 1),
+        (8, 96, 56, 56, 5, 5, 1),
+    )
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("b,c,h,w,k,levels,stride", CHANNELS_LAST)
+def test_channels_last_node_matches_spec_on_cuda(ort_cuda, error_report, dtype, b, c, h, w, k, levels, stride):
+    """A channels_last = 1 node on the CUDA EP against the float64 spec on the NCHW input (the node sees it
+    transposed; tests/test_ort_channels_last.py)."""
+    from test_ort_channels_last import channels_last
+
+    def run(model, x):
+        session = cuda_session(ort_cuda, channels_last(model), profile=True)
+        y = session.run(None, {"x": np.ascontiguousarray(x.transpose(0, 2, 3, 1))})[0]
+        assert providers_of_wtconv_nodes(session) == {"CUDAExecutionProvider"}
+        return np.ascontiguousarray(y.transpose(0, 3, 1, 2))
+
+    check_against_spec(
+        run,
+        b,
+        c,
+        h,
+        w,
+        k,
+        levels,
+        stride,
+        dtype,
+        seed=k * 100 + levels * 10 + stride,
+        report=error_report,
+        label="CUDA channels-last",
+        device="cuda",
+    )
+
+
+@pytest.fixture(params=["18", "17"], ids=["scratch-buffer", "ort-1.17-fallback"])
+def ort_api(request, monkeypatch):
+    """Each CUDA-op test below twice: with ONNX Runtime's scratch buffer for the workspace (C API 18, this
+    onnxruntime-gpu), and with the library told to behave as in ONNX Runtime 1.17 (WTCONV_ORT_MAX_API=17: weights
+    uploaded at the first run, one workspace per stream kept by the kernel)."""
+    monkeypatch.setenv("WTCONV_ORT_MAX_API", request.param)
+    return request.param
+
+
+def wtconv_chain(dtype, b=2, c=16, h=96, w=80):
+    """x (B, C, H, W) -> WTConv2d (NCHW) -> Transpose -> WTConv2d (channels_last = 1) -> WTConv2d (channels_last = 1,
+    stride 2) -> Transpose -> y: every layer on planes above 64x64, where the kernels need a workspace (NCHW, and
+    NHWC through the tiled path's transposes)."""
+    from onnx import helper
+
+    elem = ELEM[dtype]
+    layers = [
+        (fold_wtconv(random_wtconv2d(c, 5, 3, 1, 11)), 0),
+        (fold_wtconv(random_wtconv2d(c, 5, 3, 1, 12)), 1),
+        (fold_wtconv(random_wtconv2d(c, 3, 2, 2, 13)), 1),
+    ]
+    nodes = []
+    for i, (folded, last) in enumerate(layers):
+        attributes = dict(folded.attributes())
+        attributes[contract.FIELD_CHANNELS_LAST] = last
+        src, dst = {0: ("x", "a"), 1: ("a_nhwc", "b"), 2: ("b", "c")}[i]
+        nodes.append(
+            helper.make_node(contract.OP_TYPE, [src], [dst], domain=contract.ONNX_DOMAIN, name=f"wt{i}", **attributes)
+        )
+        if i == 0:
+            nodes.append(helper.make_node("Transpose", ["a"], ["a_nhwc"], perm=[0, 2, 3, 1]))
+    nodes.append(helper.make_node("Transpose", ["c"], ["y"], perm=[0, 3, 1, 2]))
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", elem, [b, c, h, w])],
+        [helper.make_tensor_value_info("y", elem, None)],
+    )
+    opsets = [helper.make_opsetid("", 18), helper.make_opsetid(contract.ONNX_DOMAIN, 1)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=9), (b, c, (h + 1) // 2, (w + 1) // 2)
+
+
+def wtconv_node_events(session) -> int:
+    """How many times the session's WTConv2d nodes ran through ONNX Runtime's executor (its profile; ends
+    profiling). A CUDA-graph replay runs no node: the graph's kernels are launched as they were captured."""
+    with open(session.end_profiling()) as f:
+        events = json.load(f)
+    return sum(1 for e in events if e.get("cat") == "Node" and e.get("args", {}).get("op_name") == contract.OP_TYPE)
+
+
+def graph_session(library, model, graph, profile=False):
+    """A CUDA-EP session, with ONNX Runtime's CUDA graph when `graph`. The arena grows only by what is asked
+    (kSameAsRequested), so an allocation the capture would need and the warm-up run did not make cannot hide in
+    spare arena memory; convolution algorithms are ONNX Runtime's heuristic choice (DEFAULT), the same in every
+    session."""
+    options = ort.SessionOptions()
+    options.enable_profiling = profile
+    settings = {"arena_extend_strategy": "kSameAsRequested", "cudnn_conv_algo_search": "DEFAULT"}
+    if graph:
+        settings["enable_cuda_graph"] = "1"
+    return make_ort_session(model, [cuda_provider(**settings)], options, op="native", library=library)
+
+
+def run_bound(session, x, output_shape, dtype, x_value=None, y_value=None):
+    """One run with input and output bound to fixed device buffers (what a CUDA graph needs): new buffers, or the
+    given ones with x copied into the input in place. Returns the output and the two OrtValues."""
+    name_in, name_out = session.get_inputs()[0].name, session.get_outputs()[0].name
+    if x_value is None:
+        x_value = ort.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
+        y_value = ort.OrtValue.ortvalue_from_shape_and_type(output_shape, dtype, "cuda", 0)
+    else:
+        x_value.update_inplace(x)
+    binding = session.io_binding()
+    binding.bind_ortvalue_input(name_in, x_value)
+    binding.bind_ortvalue_output(name_out, y_value)
+    session.run_with_iobinding(binding)
+    return y_value.numpy().copy(), x_value, y_value
+
+
+def check_graph_replays(library, model, output_shape, x1, x2, dtype, bound):
+    """Capture (ONNX Runtime's first run with enable_cuda_graph: regular runs, then the captured one), then replay
+    on the same device buffers at x2, x1, x2: each output must agree with an eager session's on that input
+    (relative error <= bound; 0: the same bits), with the output buffer filled with NaN before every replay. The
+    replays must run no node: the session that replayed counts as many WTConv2d node runs in its profile as one
+    that only made the first run (the graph, not the executor, ran them)."""
+    eager = graph_session(library, model, graph=False)
+    expected1 = run_bound(eager, x1, output_shape, dtype)[0]
+    expected2 = run_bound(eager, x2, output_shape, dtype)[0]
+    assert rel_error(expected1, expected2) > 10 * bound, "x1 and x2 must give outputs the comparison tells apart"
+    graphed = graph_session(library, model, graph=True, profile=True)
+    assert graphed.get_provider_options()["CUDAExecutionProvider"]["enable_cuda_graph"] == "1"
+    y, x_value, y_value = run_bound(graphed, x1, output_shape, dtype)  # regular run(s), then the capture
+    results = [(y, expected1)]
+    for x, expected in ((x2, expected2), (x1, expected1), (x2, expected2)):
+        y_value.update_inplace(np.full(output_shape, np.nan, dtype))
+        results.append((run_bound(graphed, x, output_shape, dtype, x_value, y_value)[0], expected))
+    once = graph_session(library, model, graph=True, profile=True)
+    run_bound(once, x1, output_shape, dtype)
+    captured, replayed = wtconv_node_events(once), wtconv_node_events(graphed)
+    assert captured > 0 and replayed == captured, f"{replayed} WTConv2d node runs after the replays, {captured} before"
+    for i, (y, expected) in enumerate(results):
+        assert np.isfinite(y).all(), f"run {i}: NaN left in the output"
+        if bound == 0:
+            assert np.array_equal(y, expected), f"run {i}: differs from the eager session"
+        else:
+            assert rel_error(y, expected) <= bound, f"run {i}: relative error {rel_error(y, expected):.3e}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["fp32", "fp16"])
+def test_cuda_graph_capture_and_replay_of_wtconv_nodes(ort_cuda, ort_api, dtype):
+    """ONNX Runtime's CUDA graph over WTConv2d nodes that need a workspace (NCHW and channels-last, the tiled path):
+    capture works, and replays at two input values give the eager session's bits."""
+    model, output_shape = wtconv_chain(dtype)
+    gen = np.random.default_rng(3)
+    x1 = gen.standard_normal((2, 16, 96, 80)).astype(dtype)
+    x2 = gen.standard_normal((2, 16, 96, 80)).astype(dtype)
+    check_graph_replays(ort_cuda, model, output_shape, x1, x2, dtype, bound=0)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_cuda_graph_of_a_wtconvnext_export(ort_cuda, ort_api, tmp_path, precision):
+    """A small WTConvNeXt's plugin export at 288x288 (its first stage's planes are 72x72: the tiled path, with a
+    workspace) under ONNX Runtime's CUDA graph: replays at two input values agree with the eager session to the
+    rounding of the export's precision."""
+    from wtconv_export.onnx_export import export_onnx
+    from wtconv_export.onnx_models import randomize_weights
+    from wtconv_export.wtconvnext import create_wtconvnext
+
+    model = randomize_weights(create_wtconvnext("wtconvnext_tiny", depths=(1, 1, 1, 1), num_classes=10), 0).eval()
+    path = tmp_path / f"small_{precision}.onnx"
+    export_onnx(model, path, precision=precision, input_shape=(2, 3, 288, 288))
+    dtype = np.float16 if precision == "fp16" else np.float32
+    gen = np.random.default_rng(4)
+    x1 = gen.standard_normal((2, 3, 288, 288)).astype(dtype)
+    x2 = gen.standard_normal((2, 3, 288, 288)).astype(dtype)
+    check_graph_replays(
+        ort_cuda, onnx.load(str(path)), (2, 10), x1, x2, dtype, bound=1e-5 if precision == "fp32" else 5e-3
+    )
+
+
+def test_four_threads_with_workspaces_agree_on_cuda(ort_cuda, ort_api):
+    """Four threads run one CUDA session whose shapes need a workspace (planes above 64x64), each run on its own
+    stream: each output equals, bit for bit, a single-threaded session's."""
+    folded = fold_wtconv(random_wtconv2d(96, 5, 4, 1, 5))
+    shared = cuda_session(ort_cuda, node_model(folded))
+    alone = cuda_session(ort_cuda, node_model(folded))
+    check_threads_agree(shared, alone, [(4, 96, 72, 66), (2, 96, 130, 67), (1, 96, 65, 65), (3, 96, 20, 20)], 10)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/device_ort.sh — on a GPU machine, from the repository root: build libwtconv_ort.so with its CUDA op, run the
-# ONNX Runtime tests (the CUDA op's GPU tests, and the CPU and malformed-node tests on the same library) and the GPU
-# benchmark (tools/bench_ort.py --device cuda). ONNX Runtime with the CUDA execution provider must be importable:
+# ONNX Runtime tests (the CUDA op's GPU tests, CUDA graphs included, and the CPU, channels-last, shape-inference and
+# malformed-node tests on the same library) and the GPU benchmark (tools/bench_ort.py --device cuda). ONNX Runtime
+# with the CUDA execution provider must be importable:
 # point PYTHONPATH at an unpacked onnxruntime-gpu (ONNX Runtime 1.17 or newer), e.g.
 #   PYTHONPATH=/tmp/site OUT=... tools/device_ort.sh
 # ONNX Runtime's C API headers: $ONNXRUNTIME_INCLUDE_DIR, else third_party/onnxruntime-headers/<version>/include (an
@@ -60,6 +61,7 @@ export WTCONV_ORT_LIB=$PWD/$BUILD/onnxruntime/libwtconv_ort.so
 if [[ " $STAGES " == *" test "* ]]; then
   start=$SECONDS
   python3 -m pytest -q -rs -p no:cacheprovider tests/test_ort_gpu.py tests/test_ort_cpu.py tests/test_ort_errors.py \
+    tests/test_ort_channels_last.py tests/test_ort_shape.py \
     ${PYTEST_ARGS:-} > "$LOGS/pytest.log" 2>&1 || status=1
   summary+=("pytest ($((SECONDS - start)) s): $(tail -1 "$LOGS/pytest.log")")
   grep -E "^(FAILED|ERROR)|^SKIPPED" "$LOGS/pytest.log" | head -20
