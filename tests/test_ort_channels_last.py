@@ -35,13 +35,15 @@ def channels_last(model):
     return model
 
 
-def run_channels_last(library, threads=1):
-    """run(model, x) for check_against_spec: x and y are NCHW there, the session sees them channels-last."""
+def transposed_run(make_session, check_session=None):
+    """run(model, x) for check_against_spec, where x and y are NCHW: the session, made by make_session from the
+    model as a channels_last node, sees them channels-last; check_session(session) runs after the run."""
 
     def run(model, x):
-        y = session(library, channels_last(model), threads).run(
-            None, {"x": np.ascontiguousarray(x.transpose(0, 2, 3, 1))}
-        )[0]
+        session = make_session(channels_last(model))
+        y = session.run(None, {"x": np.ascontiguousarray(x.transpose(0, 2, 3, 1))})[0]
+        if check_session is not None:
+            check_session(session)
         return np.ascontiguousarray(y.transpose(0, 3, 1, 2))
 
     return run
@@ -62,7 +64,7 @@ CASES = [
 @pytest.mark.parametrize("b,c,h,w,k,levels,stride", CASES)
 def test_channels_last_node_matches_spec(ort_library, error_report, dtype, b, c, h, w, k, levels, stride):
     check_against_spec(
-        run_channels_last(ort_library),
+        transposed_run(lambda model: session(ort_library, model)),
         b,
         c,
         h,

@@ -152,16 +152,13 @@ CHANNELS_LAST = [
 def test_channels_last_node_matches_spec_on_cuda(ort_cuda, error_report, dtype, b, c, h, w, k, levels, stride):
     """A channels_last = 1 node on the CUDA EP against the float64 spec on the NCHW input (the node sees it
     transposed; tests/test_ort_channels_last.py)."""
-    from test_ort_channels_last import channels_last
+    from test_ort_channels_last import transposed_run
 
-    def run(model, x):
-        session = cuda_session(ort_cuda, channels_last(model), profile=True)
-        y = session.run(None, {"x": np.ascontiguousarray(x.transpose(0, 2, 3, 1))})[0]
+    def on_cuda(session):
         assert providers_of_wtconv_nodes(session) == {"CUDAExecutionProvider"}
-        return np.ascontiguousarray(y.transpose(0, 3, 1, 2))
 
     check_against_spec(
-        run,
+        transposed_run(lambda model: cuda_session(ort_cuda, model, profile=True), on_cuda),
         b,
         c,
         h,

@@ -173,6 +173,25 @@ bool fetchAndCompare(DeviceRun const& d, RunCase const& r, std::vector<double> c
     return check(err <= r.bound, what + ": " + buf, buf);
 }
 
+// The profile range over a layer's runs: (N, C, H, W), or (N, H, W, C) for a channels_last node.
+void profileRange(GpuLayer const& layer, bool channelsLast, Dims& min, Dims& max)
+{
+    int64_t const c = layer.cfg.channels;
+    int const h = channelsLast ? 1 : 2;
+    int const w = h + 1;
+    min = channelsLast ? dims4(INT32_MAX, INT32_MAX, INT32_MAX, c) : dims4(INT32_MAX, c, INT32_MAX, INT32_MAX);
+    max = channelsLast ? dims4(0, 0, 0, c) : dims4(0, c, 0, 0);
+    for (auto const& r : layer.runs)
+    {
+        min.d[0] = std::min(min.d[0], r.n);
+        min.d[h] = std::min(min.d[h], r.h);
+        min.d[w] = std::min(min.d[w], r.w);
+        max.d[0] = std::max(max.d[0], r.n);
+        max.d[h] = std::max(max.d[h], r.h);
+        max.d[w] = std::max(max.d[w], r.w);
+    }
+}
+
 // Builds the layer's plugin through the build phase (configure over the runs' range), serializes it and
 // deserializes it in the runtime phase. Returns the runtime-phase plugin (caller deletes) and the workspace size.
 IPluginV3* buildAndDeserialize(IPluginCreatorV3One* creator, GpuLayer const& layer, DataType type, size_t& workspace)
@@ -186,17 +205,8 @@ IPluginV3* buildAndDeserialize(IPluginCreatorV3One* creator, GpuLayer const& lay
         delete plugin;
         return nullptr;
     }
-    Dims min = dims4(INT32_MAX, layer.cfg.channels, INT32_MAX, INT32_MAX);
-    Dims max = dims4(0, layer.cfg.channels, 0, 0);
-    for (auto const& r : layer.runs)
-    {
-        min.d[0] = std::min(min.d[0], r.n);
-        min.d[2] = std::min(min.d[2], r.h);
-        min.d[3] = std::min(min.d[3], r.w);
-        max.d[0] = std::max(max.d[0], r.n);
-        max.d[2] = std::max(max.d[2], r.h);
-        max.d[3] = std::max(max.d[3], r.w);
-    }
+    Dims min{}, max{};
+    profileRange(layer, false, min, max);
     DynamicPluginTensorDesc in = dynDesc(type, dims4(-1, layer.cfg.channels, -1, -1), min, max);
     DynamicPluginTensorDesc out = dynDesc(type, dims4(-1, layer.cfg.channels, -1, -1), min, max);
     check(h.build->configurePlugin(&in, 1, &out, 1) == 0, layer.cfg.name + ": configurePlugin", gLogger.last());
@@ -340,6 +350,45 @@ size_t mostWorkspace(GpuLayer const& layer, wtconv::WTConvParams p, size_t& byte
     return best;
 }
 
+// One run of `r` in a channels-last layout with `pitch` elements per pixel: the input transposed on the host (padding
+// channels filled with `padByte`), onShapeChange + enqueue with the descriptors `in` / `out` (the format's, or a
+// channels_last node's (N, H, W, C)), the output (poisoned with NaN bytes first) transposed back and compared with
+// the float64 reference. `y` receives the output as the layout holds it (empty when the run failed).
+bool channelsLastRun(IPluginV3OneRuntime* runtime, PluginTensorDesc const& in, PluginTensorDesc const& out,
+    RunCase const& r, int64_t channels, int32_t stride, int64_t pitch, char padByte, void* workspace,
+    cudaStream_t stream, std::string const& what, std::vector<char>& y)
+{
+    size_t const es = elemSize(in.type);
+    Dims const logicalIn = dims4(r.n, channels, r.h, r.w);
+    Dims const logicalOut = dims4(r.n, channels, ceilDiv(r.h, stride), ceilDiv(r.w, stride));
+    std::vector<char> const x = toChannelsLast(r.x, logicalIn, pitch, es, padByte);
+    size_t const yBytes = static_cast<size_t>(logicalOut.d[0] * logicalOut.d[2] * logicalOut.d[3] * pitch) * es;
+    y.clear();
+    void* dx = nullptr;
+    void* dy = nullptr;
+    CUDA_OK(cudaMalloc(&dx, x.size()));
+    CUDA_OK(cudaMalloc(&dy, yBytes));
+    CUDA_OK(uploadNow(dx, x.data(), x.size()));
+    CUDA_OK(cudaMemsetAsync(dy, 0xFF, yBytes, stream));
+    void const* inputs[] = {dx};
+    void* outputs[] = {dy};
+    bool const ok = check(runtime->onShapeChange(&in, 1, &out, 1) == 0, what + ": onShapeChange", gLogger.last())
+        && check(
+            runtime->enqueue(&in, &out, inputs, outputs, workspace, stream) == 0, what + ": enqueue", gLogger.last());
+    if (ok && cudaStreamSynchronize(stream) == cudaSuccess)
+    {
+        y.resize(yBytes);
+        CUDA_OK(cudaMemcpy(y.data(), dy, yBytes, cudaMemcpyDeviceToHost));
+        double const err = relError(in.type, fromChannelsLast(y, logicalOut, pitch, es), r.yRef);
+        char buf[160];
+        std::snprintf(buf, sizeof(buf), "rel err %.3e <= bound %.3e", err, r.bound);
+        check(err <= r.bound, what + ": " + buf, buf);
+    }
+    cudaFree(dx);
+    cudaFree(dy);
+    return !y.empty();
+}
+
 // Every channels-last format the plugin offers for `type`: each run through onShapeChange + enqueue with the
 // input transposed on the host (padding channels filled with NaN bytes), the output compared with the same
 // float64 reference after transposing back, and the output's padding channels (poisoned with NaN bytes before the
@@ -362,17 +411,8 @@ bool channelsLastRuns(
         std::string const fname = format == TensorFormat::kHWC ? "kHWC"
             : format == TensorFormat::kHWC8                    ? "kHWC8"
                                                                : "kHWC16";
-        Dims min = dims4(INT32_MAX, sub.cfg.channels, INT32_MAX, INT32_MAX);
-        Dims max = dims4(0, sub.cfg.channels, 0, 0);
-        for (auto const& r : sub.runs)
-        {
-            min.d[0] = std::min(min.d[0], r.n);
-            min.d[2] = std::min(min.d[2], r.h);
-            min.d[3] = std::min(min.d[3], r.w);
-            max.d[0] = std::max(max.d[0], r.n);
-            max.d[2] = std::max(max.d[2], r.h);
-            max.d[3] = std::max(max.d[3], r.w);
-        }
+        Dims min{}, max{};
+        profileRange(sub, false, min, max);
         DynamicPluginTensorDesc in = dynDesc(type, dims4(-1, sub.cfg.channels, -1, -1), min, max);
         in.desc.format = format;
         DynamicPluginTensorDesc outDyn = in;
@@ -386,35 +426,18 @@ bool channelsLastRuns(
         {
             std::string const what = tag + " " + fname + " N=" + std::to_string(r.n) + " H=" + std::to_string(r.h)
                 + " W=" + std::to_string(r.w);
-            Dims const dIn = dims4(r.n, sub.cfg.channels, r.h, r.w);
-            Dims const dOut = dims4(r.n, sub.cfg.channels, ceilDiv(r.h, sub.cfg.stride), ceilDiv(r.w, sub.cfg.stride));
-            std::vector<char> const x = toChannelsLast(r.x, dIn, pitch, es, static_cast<char>(0xFF));
-            size_t const yBytes = static_cast<size_t>(dOut.d[0] * dOut.d[2] * dOut.d[3] * pitch) * es;
-            void* dx = nullptr;
-            void* dy = nullptr;
-            CUDA_OK(cudaMalloc(&dx, x.size()));
-            CUDA_OK(cudaMalloc(&dy, yBytes));
-            CUDA_OK(uploadNow(dx, x.data(), x.size()));
-            CUDA_OK(cudaMemsetAsync(dy, 0xFF, yBytes, stream));
-            PluginTensorDesc pin = desc(type, dIn);
-            PluginTensorDesc pout = desc(type, dOut);
+            PluginTensorDesc pin = desc(type, dims4(r.n, sub.cfg.channels, r.h, r.w));
+            PluginTensorDesc pout = desc(
+                type, dims4(r.n, sub.cfg.channels, ceilDiv(r.h, sub.cfg.stride), ceilDiv(r.w, sub.cfg.stride)));
             pin.format = format;
             pout.format = format;
-            void const* inputs[] = {dx};
-            void* outputs[] = {dy};
-            bool ok = check(hc.runtime->onShapeChange(&pin, 1, &pout, 1) == 0, what + ": onShapeChange", gLogger.last())
-                && check(hc.runtime->enqueue(&pin, &pout, inputs, outputs, workspace, stream) == 0, what + ": enqueue",
-                    gLogger.last());
-            if (ok && cudaStreamSynchronize(stream) == cudaSuccess)
+            std::vector<char> y;
+            if (channelsLastRun(hc.runtime, pin, pout, r, sub.cfg.channels, sub.cfg.stride, pitch,
+                    static_cast<char>(0xFF), workspace, stream, what, y)
+                && pitch > sub.cfg.channels)
             {
-                std::vector<char> y(yBytes);
-                CUDA_OK(cudaMemcpy(y.data(), dy, yBytes, cudaMemcpyDeviceToHost));
-                double const err = relError(type, fromChannelsLast(y, dOut, pitch, es), r.yRef);
-                char buf[160];
-                std::snprintf(buf, sizeof(buf), "rel err %.3e <= bound %.3e", err, r.bound);
-                check(err <= r.bound, what + ": " + buf, buf);
                 bool paddingZero = true;
-                for (size_t px = 0; paddingZero && px < yBytes / es / static_cast<size_t>(pitch); ++px)
+                for (size_t px = 0; paddingZero && px < y.size() / es / static_cast<size_t>(pitch); ++px)
                 {
                     for (int64_t ch = sub.cfg.channels; paddingZero && ch < pitch; ++ch)
                     {
@@ -425,13 +448,8 @@ bool channelsLastRuns(
                         }
                     }
                 }
-                if (pitch > sub.cfg.channels)
-                {
-                    check(paddingZero, what + ": padding channels of the output are zeros");
-                }
+                check(paddingZero, what + ": padding channels of the output are zeros");
             }
-            cudaFree(dx);
-            cudaFree(dy);
         }
         {
             wtconv::WTConvParams p = kernelParams(type, dims4(1, sub.cfg.channels, 1, 1), sub.cfg);
@@ -480,17 +498,8 @@ bool channelsLastNodeRuns(
         std::printf("SKIP %s channels_last=1: the kernels do not run this dtype channels-last\n", tag.c_str());
         return true;
     }
-    Dims min = dims4(INT32_MAX, INT32_MAX, INT32_MAX, c);
-    Dims max = dims4(0, 0, 0, c);
-    for (auto const& r : sub.runs)
-    {
-        min.d[0] = std::min(min.d[0], r.n);
-        min.d[1] = std::min(min.d[1], r.h);
-        min.d[2] = std::min(min.d[2], r.w);
-        max.d[0] = std::max(max.d[0], r.n);
-        max.d[1] = std::max(max.d[1], r.h);
-        max.d[2] = std::max(max.d[2], r.w);
-    }
+    Dims min{}, max{};
+    profileRange(sub, true, min, max);
     DynamicPluginTensorDesc in = dynDesc(type, dims4(-1, -1, -1, c), min, max);
     DynamicPluginTensorDesc outDyn = in;
     if (!check(hb.build->configurePlugin(&in, 1, &outDyn, 1) == 0, tag + " channels_last=1: configurePlugin",
@@ -520,35 +529,10 @@ bool channelsLastNodeRuns(
     {
         std::string const what = tag + " channels_last=1 N=" + std::to_string(r.n) + " H=" + std::to_string(r.h)
             + " W=" + std::to_string(r.w);
-        Dims const logicalIn = dims4(r.n, c, r.h, r.w);
-        Dims const logicalOut = dims4(r.n, c, ceilDiv(r.h, sub.cfg.stride), ceilDiv(r.w, sub.cfg.stride));
-        std::vector<char> const x = toChannelsLast(r.x, logicalIn, c, es, 0);
-        size_t const yBytes = static_cast<size_t>(logicalOut.d[0] * logicalOut.d[2] * logicalOut.d[3] * c) * es;
-        void* dx = nullptr;
-        void* dy = nullptr;
-        CUDA_OK(cudaMalloc(&dx, x.size()));
-        CUDA_OK(cudaMalloc(&dy, yBytes));
-        CUDA_OK(uploadNow(dx, x.data(), x.size()));
-        CUDA_OK(cudaMemsetAsync(dy, 0xFF, yBytes, stream));
-        PluginTensorDesc pin = desc(type, dims4(r.n, r.h, r.w, c));
-        PluginTensorDesc pout = desc(type, dims4(r.n, logicalOut.d[2], logicalOut.d[3], c));
-        void const* inputs[] = {dx};
-        void* outputs[] = {dy};
-        bool const ok = check(
-                            ha.runtime->onShapeChange(&pin, 1, &pout, 1) == 0, what + ": onShapeChange", gLogger.last())
-            && check(ha.runtime->enqueue(&pin, &pout, inputs, outputs, workspace, stream) == 0, what + ": enqueue",
-                gLogger.last());
-        if (ok && cudaStreamSynchronize(stream) == cudaSuccess)
-        {
-            std::vector<char> y(yBytes);
-            CUDA_OK(cudaMemcpy(y.data(), dy, yBytes, cudaMemcpyDeviceToHost));
-            double const err = relError(type, fromChannelsLast(y, logicalOut, c, es), r.yRef);
-            char buf[160];
-            std::snprintf(buf, sizeof(buf), "rel err %.3e <= bound %.3e", err, r.bound);
-            check(err <= r.bound, what + ": " + buf, buf);
-        }
-        cudaFree(dx);
-        cudaFree(dy);
+        std::vector<char> y;
+        channelsLastRun(ha.runtime, desc(type, dims4(r.n, r.h, r.w, c)),
+            desc(type, dims4(r.n, ceilDiv(r.h, sub.cfg.stride), ceilDiv(r.w, sub.cfg.stride), c)), r, c, sub.cfg.stride,
+            c, 0, workspace, stream, what, y);
     }
     {
         wtconv::WTConvParams p = kernelParams(type, dims4(1, c, 1, 1), sub.cfg);
