@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -28,10 +30,14 @@ from wtconv_export.fused_spec import fused_wtconv2d_spec  # noqa: E402
 from wtconv_export.wtconv2d import random_wtconv2d  # noqa: E402
 from wtconv_ort.session import cuda_provider, make_ort_session  # noqa: E402
 
+# Profiles go to the temporary folder, not the working directory.
+PROFILE_PREFIX = os.path.join(tempfile.gettempdir(), "wtconv_ort_gpu_profile")
+
 
 def cuda_session(library, model, profile=False):
     options = ort.SessionOptions()
     options.enable_profiling = profile
+    options.profile_file_prefix = PROFILE_PREFIX
     return make_ort_session(model, [cuda_provider(), "CPUExecutionProvider"], options, op="native", library=library)
 
 
@@ -231,6 +237,7 @@ def graph_session(library, model, graph, profile=False):
     session."""
     options = ort.SessionOptions()
     options.enable_profiling = profile
+    options.profile_file_prefix = PROFILE_PREFIX
     settings = {"arena_extend_strategy": "kSameAsRequested", "cudnn_conv_algo_search": "DEFAULT"}
     if graph:
         settings["enable_cuda_graph"] = "1"
