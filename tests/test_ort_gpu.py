@@ -249,7 +249,7 @@ def run_bound(session, x, output_shape, dtype, x_value=None, y_value=None):
     given ones with x copied into the input in place. Returns the output and the two OrtValues."""
     name_in, name_out = session.get_inputs()[0].name, session.get_outputs()[0].name
     if x_value is None:
-        x_value = ort.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
+        x_value = ort.OrtValue.ortvalue_from_numpy(x.copy(), "cuda", 0)  # a copy: x stays x after update_inplace
         y_value = ort.OrtValue.ortvalue_from_shape_and_type(output_shape, dtype, "cuda", 0)
     else:
         x_value.update_inplace(x)
@@ -260,33 +260,43 @@ def run_bound(session, x, output_shape, dtype, x_value=None, y_value=None):
     return y_value.numpy().copy(), x_value, y_value
 
 
-def check_graph_replays(library, model, output_shape, x1, x2, dtype, bound):
-    """Capture (ONNX Runtime's first run with enable_cuda_graph: regular runs, then the captured one), then replay
-    on the same device buffers at x2, x1, x2: each output must agree with an eager session's on that input
-    (relative error <= bound; 0: the same bits), with the output buffer filled with NaN before every replay. The
-    replays must run no node: the session that replayed counts as many WTConv2d node runs in its profile as one
-    that only made the first run (the graph, not the executor, ran them)."""
-    eager = graph_session(library, model, graph=False)
-    expected1 = run_bound(eager, x1, output_shape, dtype)[0]
-    expected2 = run_bound(eager, x2, output_shape, dtype)[0]
-    assert rel_error(expected1, expected2) > 10 * bound, "x1 and x2 must give outputs the comparison tells apart"
-    graphed = graph_session(library, model, graph=True, profile=True)
-    assert graphed.get_provider_options()["CUDAExecutionProvider"]["enable_cuda_graph"] == "1"
-    y, x_value, y_value = run_bound(graphed, x1, output_shape, dtype)  # regular run(s), then the capture
-    results = [(y, expected1)]
-    for x, expected in ((x2, expected2), (x1, expected1), (x2, expected2)):
+def replays(session, x1, later, output_shape, dtype):
+    """The first run at x1 (ONNX Runtime's regular run(s), then the captured one), then a run on the same device
+    buffers at each input of `later`, the output filled with NaN before each. Returns the outputs."""
+    y, x_value, y_value = run_bound(session, x1, output_shape, dtype)
+    outputs = [y]
+    for x in later:
         y_value.update_inplace(np.full(output_shape, np.nan, dtype))
-        results.append((run_bound(graphed, x, output_shape, dtype, x_value, y_value)[0], expected))
-    once = graph_session(library, model, graph=True, profile=True)
-    run_bound(once, x1, output_shape, dtype)
-    captured, replayed = wtconv_node_events(once), wtconv_node_events(graphed)
-    assert captured > 0 and replayed == captured, f"{replayed} WTConv2d node runs after the replays, {captured} before"
-    for i, (y, expected) in enumerate(results):
-        assert np.isfinite(y).all(), f"run {i}: NaN left in the output"
+        outputs.append(run_bound(session, x, output_shape, dtype, x_value, y_value)[0])
+    return outputs
+
+
+def check_graph_replays(library, model, output_shape, x1, x2, dtype, bound):
+    """Capture, then replay at x2, x1, x2: each output must agree with an eager session's on that input (relative
+    error <= bound; 0: the same bits). That the replays ran the captured graph, not the executor, is checked on
+    two profiled sessions: the one that replayed counts as many WTConv2d node runs as one that only made the first
+    run."""
+    eager = graph_session(library, model, graph=False)
+    expected = {1: run_bound(eager, x1, output_shape, dtype)[0], 2: run_bound(eager, x2, output_shape, dtype)[0]}
+    assert rel_error(expected[1], expected[2]) > 10 * bound, "x1 and x2 must give outputs the comparison tells apart"
+    graphed = graph_session(library, model, graph=True)
+    assert graphed.get_provider_options()["CUDAExecutionProvider"]["enable_cuda_graph"] == "1"
+    order = (1, 2, 1, 2)
+    inputs = {1: x1, 2: x2}
+    outputs = replays(graphed, x1, [inputs[k] for k in order[1:]], output_shape, dtype)
+    for run, (which, y) in enumerate(zip(order, outputs, strict=True)):
+        assert np.isfinite(y).all(), f"run {run}: NaN left in the output"
         if bound == 0:
-            assert np.array_equal(y, expected), f"run {i}: differs from the eager session"
+            assert np.array_equal(y, expected[which]), f"run {run}: differs from the eager session"
         else:
-            assert rel_error(y, expected) <= bound, f"run {i}: relative error {rel_error(y, expected):.3e}"
+            error = rel_error(y, expected[which])
+            assert error <= bound, f"run {run}: relative error {error:.3e} against the eager session"
+    once = graph_session(library, model, graph=True, profile=True)
+    replays(once, x1, [], output_shape, dtype)
+    again = graph_session(library, model, graph=True, profile=True)
+    replays(again, x1, [x2, x1, x2], output_shape, dtype)
+    captured, replayed = wtconv_node_events(once), wtconv_node_events(again)
+    assert captured > 0 and replayed == captured, f"{replayed} WTConv2d node runs after the replays, {captured} before"
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["fp32", "fp16"])
