@@ -22,7 +22,7 @@
 #define WTCONV_STRINGIFY(x) WTCONV_STRINGIFY2(x)
 
 // One line of key=value words in its own section, read from the file without loading it
-// (wtconv_export.libraries.ort_library_info): what this build is, for `wtconv-trt doctor` and the tests.
+// (wtconv_libs.lookup.ort_library_info): what this build is, for `wtconv-trt doctor` and the tests.
 extern "C" __attribute__((used, section(".wtconv_ort_info"))) char const wtconvOrtInfo[]
     = "wtconv_ort_info: package_version=" WTCONV_PACKAGE_VERSION
       " ort_api=" WTCONV_STRINGIFY(WTCONV_ORT_API_VERSION) " cuda=" WTCONV_ORT_CUDA_WORD "\n";
