@@ -259,7 +259,7 @@ def test_single_layer_channels_last(
         )
     )
     build_times[f"single layer {label}, channels_last = 1"] = time.monotonic() - start
-    assert result.manifest["build"]["plugin_layers"] == 1
+    assert result.manifest.build["plugin_layers"] == 1
     assert result.engine_path.stat().st_size > 0
     network = tensorrt_api.NetworkBuilder(strongly_typed=True)
     network.parse(nhwc_path)
