@@ -8,13 +8,17 @@ WTConvNeXt-T stage shapes in both layouts and dtypes, larger planes on the tiled
 stride 2, bf16, channels-last), small batches (latency), and x.clone() as the control that must not move. Each
 build's library is loaded on its own handle (cuda_kernels.open_library); each case is timed as a CUDA-graph
 replay over buffers rotating through > 3x L2, the builds alternating for several rounds; the median over rounds
-is reported, with after / before and a flag where the later build is more than 3 % slower.
+is reported, with after / before and a flag where the later build is more than 3 % slower. Beside each case: cuDNN's
+depthwise 7 x 7 convolution (nn.Conv2d, groups = C) in the same dtype and layout, the layer WTConvNeXt replaces,
+and each build's error against the float64 spec on the first batch item, with the PyTorch reference module's own
+error in the dtype (the fp16 / bf16 contract's yardstick, docs/design.md §2.5).
 """
 
 import argparse
 import json
 import math
 import os
+import re
 import statistics
 import sys
 from datetime import datetime, timezone
@@ -25,6 +29,7 @@ import torch
 from wtconv_bench.layers import L2_BYTES, STAGES_T, gpu_info, time_graph
 from wtconv_export import cuda_kernels
 from wtconv_export.folding import fold_wtconv
+from wtconv_export.fused_spec import fused_wtconv2d_spec
 from wtconv_export.wtconv2d import WTConv2d
 
 F16, F32, BF16 = torch.float16, torch.float32, torch.bfloat16
@@ -40,10 +45,13 @@ def held_cases() -> list[dict]:
             dict(group=group, b=b, c=c, h=h, w=w, k=k, levels=levels, stride=stride, dtype=dtype, layout=layout)
         )
 
-    for dtype in (F16, F32):
+    for dtype in (F16, F32, BF16):
         for layout in ("nchw", "nhwc"):
             for c, hw, levels in STAGES_T:
                 add("stage B=64", 64, c, hw, hw, 5, levels, 1, dtype, layout)
+    for layout in ("nchw", "nhwc"):
+        for c, hw, levels in STAGES_T:
+            add("stage B=256", 256, c, hw, hw, 5, levels, 1, F16, layout)
     for layout in ("nchw", "nhwc"):
         add("latency", 1, 96, 56, 56, 5, 5, 1, F16, layout)
         add("latency", 8, 96, 56, 56, 5, 5, 1, F16, layout)
@@ -87,7 +95,7 @@ def case_inputs(case: dict):
     xs = [torch.randn(b, c, h, w, device="cuda", dtype=dtype).contiguous(memory_format=fmt) for _ in range(nbuf)]
     ho, wo = cuda_kernels.output_shape(xs[0], case["stride"])[2:]
     outs = [torch.empty(b, c, ho, wo, device="cuda", dtype=dtype, memory_format=fmt) for _ in xs]
-    return xs, outs, weights
+    return xs, outs, weights, layer
 
 
 def calls_for(lib, case: dict, xs, outs, weights):
@@ -120,12 +128,46 @@ def check_agree(libs, case, xs, outs, weights) -> float:
     return max((r - results[0]).abs().max().item() for r in results[1:]) / scale
 
 
-def run(libs: dict, rounds: int, replays: int, groups: set | None) -> list[dict]:
+def errors(libs, case, x, weights, layer) -> dict:
+    """Each build's error max |out - spec| / max |spec| on the first batch item against the float64 spec, and the
+    PyTorch reference module's own error in the dtype (``reference``)."""
+    x1 = x[:1]
+    w64 = fold_wtconv(layer, torch.float64).tensors(device="cuda")
+    spec = fused_wtconv2d_spec(x1.double(), *w64, case["k"], case["levels"], case["stride"])
+    scale = max(spec.abs().max().item(), 1e-30)
+    found = {}
+    for name, lib in libs.items():
+        fmt = torch.channels_last if case["layout"] == "nhwc" else torch.contiguous_format
+        out = torch.empty(spec.shape, dtype=case["dtype"], device="cuda", memory_format=fmt)
+        calls, keep = calls_for(lib, case, [x1], [out], weights)
+        calls[0]()
+        torch.cuda.synchronize()
+        found[name] = (out.double() - spec).abs().max().item() / scale
+        del keep
+    with torch.no_grad():
+        reference = layer.to("cuda", case["dtype"])(x1)
+    found["reference"] = (reference.double() - spec).abs().max().item() / scale
+    return found
+
+
+def time_depthwise7(case: dict, xs, replays: int) -> float:
+    """cuDNN's depthwise 7 x 7 convolution on the same inputs (the layer WTConvNeXt replaces)."""
+    c = case["c"]
+    conv = torch.nn.Conv2d(c, c, 7, stride=case["stride"], padding=3, groups=c, device="cuda", dtype=case["dtype"])
+    if case["layout"] == "nhwc":
+        conv = conv.to(memory_format=torch.channels_last)
+    with torch.no_grad():
+        return time_graph(torch, [lambda x=x: conv(x) for x in xs], replays)
+
+
+def run(libs: dict, rounds: int, replays: int, groups: set | None, match: str | None = None) -> list[dict]:
     rows = []
     for case in held_cases():
         if groups and case["group"] not in groups:
             continue
-        xs, outs, weights = case_inputs(case)
+        if match and not re.search(match, label(case)):
+            continue
+        xs, outs, weights, layer = case_inputs(case)
         times = {name: [] for name in libs}
         prepared = {name: calls_for(lib, case, xs, outs, weights) for name, lib in libs.items()}
         for _ in range(rounds):
@@ -133,14 +175,17 @@ def run(libs: dict, rounds: int, replays: int, groups: set | None) -> list[dict]
                 times[name].append(time_graph(torch, prepared[name][0], replays))
         clone_ms = time_graph(torch, [lambda x=x: x.clone(memory_format=torch.preserve_format) for x in xs], replays)
         row = dict(case=label(case), group=case["group"], clone_ms=clone_ms)
+        row["dw7_ms"] = time_depthwise7(case, xs, replays)
         row.update({f"{name}_ms": statistics.median(t) for name, t in times.items()})
         row["agree"] = check_agree(libs, case, xs, outs, weights)
+        row["errors"] = errors(libs, case, xs[0], weights, layer)
         names = list(libs)
         row["ratio"] = row[f"{names[-1]}_ms"] / row[f"{names[0]}_ms"]
         rows.append(row)
         print(
             f"{row['case']:<42} " + " ".join(f"{n}={row[f'{n}_ms']:.4f}" for n in names) + f" ratio={row['ratio']:.3f}"
-            f" clone={clone_ms:.4f} agree={row['agree']:.1e}",
+            f" dw7={row['dw7_ms']:.4f} clone={clone_ms:.4f} agree={row['agree']:.1e} "
+            + " ".join(f"err_{n}={e:.1e}" for n, e in row["errors"].items()),
             flush=True,
         )
         del prepared, xs, outs
@@ -157,17 +202,22 @@ def markdown(rows: list[dict], names: list[str], meta: dict) -> str:
         f"torch {meta['torch']}, {meta['date']}. Median over {meta['rounds']} interleaved rounds of the median of "
         f"{meta['replays']} CUDA-graph replays (ms per call, buffers over > 3x L2). ratio = {after} ÷ {before} "
         f"(< 1: {after} faster); **bold**: more than {round((SLOWER - 1) * 100)} % slower. agree: max |difference| of "
-        "the two builds' outputs ÷ max |output|.",
+        "the two builds' outputs ÷ max |output|. dw7: cuDNN's depthwise 7 x 7 convolution, same dtype and layout; "
+        f"÷ dw7 = {after} ÷ dw7. err: max |out - float64 spec| ÷ max |spec| on the first batch item, each build and "
+        "the PyTorch reference module in the dtype.",
         "",
-        f"| group | case | {before} | {after} | ratio | clone | agree |",
-        "|---|---|---|---|---|---|---|",
+        f"| group | case | {before} | {after} | ratio | dw7 | ÷ dw7 | clone | agree | err {before} | err {after} "
+        "| err reference |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ratio = f"{r['ratio']:.3f}"
         ratio = f"**{ratio}**" if r["ratio"] > SLOWER else ratio
+        e = r["errors"]
         lines.append(
             f"| {r['group']} | {r['case']} | {r[f'{before}_ms']:.4f} | {r[f'{after}_ms']:.4f} | {ratio} | "
-            f"{r['clone_ms']:.4f} | {r['agree']:.1e} |"
+            f"{r['dw7_ms']:.4f} | {r[f'{after}_ms'] / r['dw7_ms']:.2f} | {r['clone_ms']:.4f} | {r['agree']:.1e} | "
+            f"{e[before]:.1e} | {e[after]:.1e} | {e['reference']:.1e} |"
         )
     for group in sorted({r["group"] for r in rows}):
         ratios = [r["ratio"] for r in rows if r["group"] == group]
@@ -191,7 +241,8 @@ def main(argv=None) -> int:
     parser.add_argument("--lib", action="append", required=True, help="NAME=PATH of a build (give two: before, after)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--replays", type=int, default=15)
-    parser.add_argument("--groups", help="comma-separated subset of: stage B=64, latency, tiled")
+    parser.add_argument("--groups", help="comma-separated subset of: stage B=64, stage B=256, latency, tiled")
+    parser.add_argument("--match", help="regular expression a case's label must contain (e.g. 'float16|bfloat16')")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
@@ -206,7 +257,7 @@ def main(argv=None) -> int:
             return 2
         libs[name] = cuda_kernels.open_library(Path(path))
     groups = set(args.groups.split(",")) if args.groups else None
-    rows = run(libs, args.rounds, args.replays, groups)
+    rows = run(libs, args.rounds, args.replays, groups, args.match)
     meta = dict(
         **gpu_info(torch),
         date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -5,6 +5,8 @@
 # benchmark results to ${OUT}/bench_layer.{json,md,png}; a short summary is printed last.
 #   STAGES="build test sanitize bench" BENCH_ARGS="--quick" tools/device_kernels.sh
 # Optional stages: ab (our build against AB_REF_LIB or an AB_FLAGS build, tools/ab_kernels.py), profile (ncu).
+# PREBUILT=<dir> with libwtconv_kernels_capi.so and wtconv_sanitize_runner built elsewhere (same CUDA major) skips
+# the build stage when the library loads here.
 # The official fused kernels join the benchmark when a checkout of BGU-CS-VIL/WTConv is at
 # ${OFFICIAL:-third_party/WTConv} (never committed: /third_party/ is ignored).
 set -uo pipefail
@@ -30,6 +32,10 @@ finish() {
 }
 
 BUILD=build/plugin
+if [[ -n "${PREBUILT:-}" ]] && python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" "$PREBUILT/libwtconv_kernels_capi.so"; then
+  mkdir -p build && rm -rf build/plugin && cp -r "$PREBUILT" build/plugin && STAGES=${STAGES/build/}
+  summary+=("build: the prebuilt library of $PREBUILT")
+fi
 if [[ " $STAGES " == *" build "* ]]; then
   start=$SECONDS
   { cmake -S plugin -B build/plugin -G Ninja -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" -DWTCONV_PTXAS_VERBOSE=ON \
@@ -87,9 +93,9 @@ fi
 if [[ " $STAGES " == *" profile "* ]]; then
   ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
     --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section InstructionStats \
-    -k regex:"levelKernel|poolKernel|smallPlaneKernel" --launch-skip 0 --launch-count ${NCU_COUNT:-12} \
+    -k regex:"levelKernel|poolKernel|smallPlaneKernel|tcPlaneKernel" --launch-skip 0 --launch-count ${NCU_COUNT:-12} \
     python3 tools/profile_kernels.py > "$LOGS/ncu.log" 2>&1
-  grep -E "levelKernel|poolKernel|smallPlaneKernel|Duration|Compute \(SM\) Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Block Limit|Memory Throughput|Issue Slots Busy|L1/TEX Hit|Shared" "$LOGS/ncu.log" | head -${NCU_LINES:-80}
+  grep -E "levelKernel|poolKernel|smallPlaneKernel|tcPlaneKernel|Duration|Compute \(SM\) Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Block Limit|Memory Throughput|Issue Slots Busy|L1/TEX Hit|Shared" "$LOGS/ncu.log" | head -${NCU_LINES:-80}
 fi
 
 if [[ " $STAGES " == *" bench "* ]]; then

@@ -6,7 +6,9 @@ from wtconv_export import cuda_kernels
 from wtconv_export.folding import fold_wtconv
 from wtconv_export.wtconv2d import WTConv2d
 
-SHAPES = [(64, 96, 56, 56, 5, torch.float16), (8, 64, 512, 512, 3, torch.float16), (64, 768, 7, 7, 2, torch.float16)]
+# the WTConvNeXt-T stage shapes at B = 64 (whole-plane kernels), then one tiled-path shape
+SHAPES = [(64, c, hw, hw, lv, torch.float16) for c, hw, lv in ((96, 56, 5), (192, 28, 4), (384, 14, 3), (768, 7, 2))]
+SHAPES.append((8, 64, 512, 512, 3, torch.float16))
 for b, c, h, w, lv, dt in SHAPES:
     bw, bb, ww = fold_wtconv(WTConv2d(c, c, 5, wt_levels=lv)).tensors(device="cuda")
     for fmt in (torch.contiguous_format, torch.channels_last):
