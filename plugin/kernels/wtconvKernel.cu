@@ -1,78 +1,19 @@
-// =====================================================================================================
-// wtconvKernel.cu — fused WTConv inference: validation, workspace layout and the launch sequence.
-//
-// Maths (docs/design.md, "The operator", fused formulation). r = k/2, level grids h_0 = H, h_l = ceil(h_{l-1}/2).
-//   LL_0 = x,  LL_l = 1/2 (a+b+c+d) of each 2x2 patch of LL_{l-1} zero-padded to even size,
-//   F_l  = W~l * Haar(LL_{l-1})    (4 depthwise k x k 'same' convolutions on the level-l grid),
-//   closed-form synthesis written as a recursion from the deepest level up:
-//   D_L = 0,  D_{l-1}(p,q) = 1/2 [F_l^LL + D_l + s_p F_l^LH + s_q F_l^HL + s_p s_q F_l^HH](p>>1, q>>1),
-//   s_p = (-1)^(p & 1); unrolled, D_0(y,x) = sum_l 2^-l [...]_l(y>>l, x>>l) = R of the closed-form synthesis.
-//   y = W~b * x + b~b + D_0, evaluated at the kept pixels (s*i, s*j).
-//
-// Two paths, chosen from the sizes alone (so wtconvWorkspaceBytes and the launch always agree):
-//
-// A. Whole-plane path (H*W <= 64*64 and its block fits 99 KB of shared memory, the opt-in limit of every GPU we
-//    build for (wtconvSharedMemory.cuh): every WTConvNeXt stage, 7x7 .. 56x56):
-//    ONE launch, smallPlaneKernel. A block takes P planes of one channel (batch-major grouping, so the
-//    channel's k^2(1+4L) weights are read once per block); everything else lives in shared memory:
-//    the level-1 pass loads each 2x2 patch of x once (into X for the base conv, the level-1 bands and
-//    LL_1), then LL_2.., every level's bands (zero halos), the band convolutions from the deepest level up
-//    (D ping-pong), and finally the base conv + level-1 synthesis, writing y once. Workspace: none.
-//    Each thread takes a strip of 2 x M cells (wtconvWholePlane.cuh); the block has one thread per level-1
-//    strip of its planes (64..256 threads).
-//    Channels-last with C a multiple of 8 (sm_90+): clusters of 8 blocks = 8 consecutive channels load
-//    and store each pixel's 8 channels with one vector access, through distributed shared memory.
-//
-// Layouts (WTConvParams::layout): x and y NCHW, or NHWC with a channel pitch >= C (padding channels of x are
-// never read; those of y are written as zeros, by a strided memset after the path's launches). Path A reads and writes either layout in place (IoStrides; for channels-last,
-// neighbouring blocks take neighbouring channels of the same pixels, so the DRAM sectors they share are fetched
-// once into L2). Path B computes on planar planes only: for NHWC it converts (see "Channels-last on path B").
-//
-// B. Tiled path (larger planes):
-//   1. pool   LL_1 .. LL_{L-1} -> workspace (fp32). One launch per 3 levels: a thread reads one 8x8
-//             block of its source once and writes the 3 levels' cells inside it.
-//   2. level  for l = L .. 2: read LL_{l-1} tile (+2r halo) and D_l, Haar + 4 convs on chip,
-//             write D_{l-1} (fp32 workspace).
-//   3. output read x tile (+2r halo) and D_1; Haar bands of level 1, their 4 convs and the base conv
-//             all from one shared-memory copy of the tile; write y once in the I/O dtype.
-//   Steps 2 and 3 are one kernel template (levelKernel, BASE = false / true): 64x64-pixel tiles, 256
-//   threads, the tile load fused with the Haar analysis, every convolution as 4x4 register micro-tiles
-//   with a float4 sliding window (~0.1 shared loads per FMA).
-//   Channels-last on path B (wtconvTranspose.cuh): a block owns one channel plane, so reading or writing NHWC
-//   directly would use 2 (fp16) or 4 bytes of every 32-byte sector it touches. Instead, per chunk of the batch:
-//   0. transpose x (NHWC, pitch) -> planar copy in the workspace; steps 1-3 on the copy, y into a second planar
-//   buffer; 4. transpose it -> y (NHWC; padding channels zeroed after). Both transposes go through 64x64
-//   shared-memory tiles, coalesced on both sides. A chunk is as many batch items as fit kChannelsLastChunkBytes
-//   (64 MiB) of workspace with their LL / D planes, at least one (workspaceLayout has the formula), so the
-//   workspace stays bounded as B grows.
-//
-// Traffic model (N = B*C*H*W elements, e = bytes per I/O element):
-//   Path A: read N*e + write N*e = the x.clone() floor (4N bytes fp16), plus L2-resident weights.
-//   Path B, L >= 2:
-//     pool:   read N*e (x)                      + write 4*(N/4 + N/16 + ...) bytes  ~ N*e + 1.33N
-//     levels: read LL_{l-1} + D_l, write D_{l-1}: ~ (4 + 1 + 4)*(N/4)(1 + 1/4 + ...) ~ 3N  (l = 2 dominates)
-//     output: read N*e (x, + halo re-reads that hit L2) + 4*N/4 (D_1), write N*e
-//     total ~ 3N*e + 5.3N bytes: fp16 11.3N bytes = 2.8x x.clone() (4N); fp32 17.3N = 2.2x clone (8N).
-//   Path B, L = 1: exactly read N*e + write N*e. (The paper's fused design: ~8.3N elements.)
-//   Path B, NHWC: the NCHW traffic above + 2 transposes, each read + write of the tensor: + 4N*e (the reads of
-//   a chunk's x copy may partly hit L2 right after the transpose writes it).
-//   Compute: ~k^2 (base) + k^2 (level 1) + k^2/4*(4/3) (deeper) ~ 2.33 k^2 FMA per pixel (58 at k = 5).
-//
-// Where the time goes (docs/design.md, "Where the time goes"; measured figures: docs/bench/README.md): the
-// kernels are not memory-bound. The whole-plane kernel keeps the weights of the band it convolves in registers
-// and slides vector windows down its strip (~0.15 shared-memory load instructions per FMA); it is limited by instruction issue and
-// latency at 20-40% occupancy (barriers between its phases, shared memory per block), not by DRAM or the FMA
-// units. The tiled kernels are limited by instruction issue at ~35% occupancy (registers and shared memory).
-// =====================================================================================================
+// wtconvKernel.cu — fused WTConv inference: validation, the launch plan (which kernel, its geometry, its workspace)
+// and the launch sequence. The maths is docs/design.md §2.4 (the recursion D_{l-1} = 1/2 [F_l + D_l ...] the
+// kernels evaluate, Eq. 3); the three kernels, their traffic and the measured dispatch between them are §3.1.
+// The plan depends on the sizes alone, so wtconvWorkspaceBytes, the shared memory reported and a later launch
+// (maybe on another GPU, wtconvSharedMemory.cuh) always agree.
 
 #include "wtconvKernel.h"
 #include "wtconvKernelImpl.cuh"
+#include "wtconvTensorCore.cuh"
 #include "wtconvTranspose.cuh"
 #include "wtconvWholePlane.cuh"
 
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <type_traits>
 
 namespace wtconv
 {
@@ -95,6 +36,10 @@ template <>
 cudaError_t launchSmall<__half>(SmallArgs const&, cudaStream_t);
 template <>
 cudaError_t launchSmall<__nv_bfloat16>(SmallArgs const&, cudaStream_t);
+template <>
+cudaError_t launchTensorCore<__half>(TcArgs const&, cudaStream_t);
+template <>
+cudaError_t launchTensorCore<__nv_bfloat16>(TcArgs const&, cudaStream_t);
 template <>
 cudaError_t launchPool<__half>(PoolArgs const&, int, cudaStream_t);
 template <>
@@ -319,6 +264,140 @@ bool useSmallPath(WTConvParams const& p, SmallArgs* geometry = nullptr)
     return true;
 }
 
+// The tensor-core whole-plane kernel (wtconvTensorCore.cuh; docs/design.md §3.1): fp16 / bf16 I/O, k = 3, 5, 7,
+// stride 1, planes the whole-plane path takes (so the workspace, 0, is the same on either kernel). Its geometry
+// for P planes per block; P is the most planes whose block fits WTCONV_TC_TARGET_BYTES of shared memory.
+#ifndef WTCONV_TENSOR_CORES
+#define WTCONV_TENSOR_CORES 1
+#endif
+#ifndef WTCONV_TC_TARGET_BYTES
+#define WTCONV_TC_TARGET_BYTES (64 * 1024)
+#endif
+
+int alignBytes(int v)
+{
+    return (v + 15) / 16 * 16;
+}
+
+// An atlas row pitch (elements) for w cells read in chunks of 8: room for the last chunk's 16-column window, and
+// an odd multiple of 8 so that the 8 rows of an ldmatrix phase fall in distinct 16-byte bank groups.
+int tcBandPitch(int w)
+{
+    int const pitch = 8 * ceilDiv(w, 8) + 8;
+    return (pitch / 8) % 2 == 1 ? pitch : pitch + 8;
+}
+
+TcArgs tcLayout(WTConvParams const& p, int P)
+{
+    Grids const g = levelGrids(p);
+    TcArgs a{};
+    int const k = p.kernelSize, r = k / 2, L = p.levels;
+    int const parts = p.dtype == DataType::kFLOAT16 ? TcTraits<__half>::kBandParts
+                                                    : TcTraits<__nv_bfloat16>::kBandParts;
+    int const gx = tcGutter(r);
+    a.k = k;
+    a.levels = L;
+    a.planesPerBlock = P;
+    a.planes = p.batch * p.channels;
+    a.channels = static_cast<int32_t>(p.channels);
+    for (int l = 0; l <= kMaxLevels; ++l)
+    {
+        a.h[l] = static_cast<int32_t>(g.h[l]);
+        a.w[l] = static_cast<int32_t>(g.w[l]);
+    }
+    int off = 0;
+    a.xOff = off;
+    a.xPitch = 16 * ceilDiv(a.w[1], 8) + 8;
+    a.xPart = alignBytes((gx + P * (a.h[1] + gx)) * a.xPitch * 2);
+    off += 2 * a.xPart;
+    for (int l = 1; l <= L; ++l)
+    {
+        a.bandPitch[l] = tcBandPitch(a.w[l]);
+        a.bandPart[l] = alignBytes((r + P * (a.h[l] + r)) * a.bandPitch[l] * 2);
+        a.bandOff[l] = off;
+        off += 4 * parts * a.bandPart[l];
+    }
+    a.zeroBytes = off;
+    for (int l = 1; l < L; ++l)
+    {
+        a.llOff[l] = off;
+        off += alignBytes(P * a.h[l] * a.w[l] * 4);
+    }
+    a.dPlane = 0;
+    for (int l = 2; l <= L; ++l)
+    {
+        a.dPlane = std::max(a.dPlane, 4 * a.h[l] * a.w[l]);
+    }
+    a.dOff[0] = off;
+    off += alignBytes(P * a.dPlane * 4);
+    a.dOff[1] = off;
+    off += alignBytes(P * a.dPlane * 4);
+    a.tableOff = off;
+    off += kTcSets * k * 32 * 16 + 16;
+    a.wOff = off;
+    off += alignBytes((1 + 4 * L) * k * k * 4);
+    // Channels-last: the cluster mode's output staging, in the deep levels' bands and LL (dead by then) if it fits.
+    a.stageOff = 0;
+    if (p.layout == Layout::kNHWC)
+    {
+        int const stage = alignBytes(P * a.h[0] * a.w[0] * 2);
+        if (L >= 2 && a.dOff[0] - a.bandOff[2] >= stage)
+        {
+            a.stageOff = a.bandOff[2];
+        }
+        else
+        {
+            a.stageOff = off;
+            off += stage;
+        }
+    }
+    a.totalBytes = off;
+    int const tiles1 = ceilDiv(P * a.h[1], 16) * ceilDiv(a.w[1], 8);
+    int const cells1 = P * a.h[1] * a.w[1];
+    a.threads = std::min(kTcMaxThreads, std::max(kTcMinThreads, roundUp(std::max(cells1, 32 * tiles1), 32)));
+    a.batch = p.batch;
+    a.batchGroups = (p.batch + P - 1) / P;
+    a.blocks = p.channels * a.batchGroups;
+    for (int l = 0; l <= L; ++l)
+    {
+        a.cellsPerPlane[l] = FastDivisor::of(static_cast<uint32_t>(a.h[l] * a.w[l]));
+        a.cellsPerRow[l] = FastDivisor::of(static_cast<uint32_t>(a.w[l]));
+        a.rowsPerPlane[l] = FastDivisor::of(static_cast<uint32_t>(a.h[l]));
+        a.chunksPerRow[l] = FastDivisor::of(static_cast<uint32_t>(ceilDiv(a.w[l], 8)));
+    }
+    return a;
+}
+
+// Whether p runs on the tensor-core kernel; if so and `geometry` is not null, its geometry goes there.
+bool useTensorCorePath(WTConvParams const& p, TcArgs* geometry = nullptr)
+{
+    if (!WTCONV_TENSOR_CORES || p.dtype == DataType::kFLOAT32 || p.stride != 1
+        || (p.kernelSize != 3 && p.kernelSize != 5 && p.kernelSize != 7) || !useSmallPath(p))
+    {
+        return false;
+    }
+    int const most = static_cast<int>(std::min<int64_t>(64, p.batch));
+    TcArgs best = tcLayout(p, 1);
+    if (static_cast<size_t>(best.totalBytes) > kPortableSharedBytes)
+    {
+        return false;
+    }
+    for (int P = 2; P <= most; ++P)
+    {
+        TcArgs const a = tcLayout(p, P);
+        if (a.totalBytes > WTCONV_TC_TARGET_BYTES)
+        {
+            break;
+        }
+        best = a;
+    }
+    if (geometry != nullptr)
+    {
+        *geometry = best;
+    }
+    return true;
+}
+
 // Channels-last on the tiled path runs the planar pipeline on chunks of the batch: each chunk's planar copies
 // of x and y and its LL / D planes must fit this many workspace bytes (at least one batch item per chunk, however
 // large), so the workspace does not grow with B beyond it.
@@ -480,6 +559,27 @@ cudaError_t tiledChannelsLast(WTConvParams const& p, TiledBuffers const& buf, cu
 template <typename T>
 cudaError_t forwardImpl(WTConvParams const& p, cudaStream_t stream)
 {
+    if constexpr (!std::is_same<T, float>::value)
+    {
+        TcArgs ta;
+        if (useTensorCorePath(p, &ta))
+        {
+            ta.src = p.input;
+            ta.out = p.output;
+            ta.baseWeight = p.baseWeight;
+            ta.baseBias = p.baseBias;
+            ta.waveletWeight = p.waveletWeight;
+            ta.inStrides = ioStrides(p, p.height, p.width);
+            ta.outStrides = ioStrides(p, p.height, p.width);
+            ta.channelFastest = p.layout == Layout::kNHWC;
+            ta.pairStore = p.layout == Layout::kNCHW && p.width % 2 == 0
+                && reinterpret_cast<uintptr_t>(p.output) % (2 * sizeof(T)) == 0;
+            int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+            ta.clusterOk = p.layout == Layout::kNHWC && p.channels % kCluster == 0 && pitch % kCluster == 0
+                && reinterpret_cast<uintptr_t>(p.input) % 16 == 0 && reinterpret_cast<uintptr_t>(p.output) % 16 == 0;
+            return launchTensorCore<T>(ta, stream);
+        }
+    }
     SmallArgs sa;
     if (useSmallPath(p, &sa))
     {
@@ -647,6 +747,11 @@ cudaError_t zeroOutputPadding(WTConvParams const& p, cudaStream_t stream)
 // level and output passes; the transposes and the pooling use static shared memory).
 size_t sharedBytesPerBlock(WTConvParams const& p)
 {
+    TcArgs ta;
+    if (useTensorCorePath(p, &ta))
+    {
+        return static_cast<size_t>(ta.totalBytes);
+    }
     SmallArgs sa;
     if (useSmallPath(p, &sa))
     {

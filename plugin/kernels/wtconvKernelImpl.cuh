@@ -1,5 +1,5 @@
-// wtconvKernelImpl.cuh — device code of the fused WTConv inference kernels (see wtconvKernel.cu's banner
-// for the maths, the traffic model and the launch sequence). Included by the per-dtype translation units
+// wtconvKernelImpl.cuh — device code of the fused WTConv inference kernels (the maths: docs/design.md §2.4; the
+// kernels, their traffic and the launch sequence: §3.1). Included by the per-dtype translation units
 // (wtconvKernel_f32.cu, _f16.cu, _bf16.cu, wtconvLevels.cu) which instantiate the launchers below, so the
 // instantiations compile in parallel.
 #pragma once

@@ -1,5 +1,6 @@
-// Output pass, pooling and channels-last transposes for fp16 I/O (see wtconvKernel.cu).
+// Output pass, pooling, transposes and the whole-plane kernels for fp16 I/O (see wtconvKernel.cu).
 #include "wtconvKernelImpl.cuh"
+#include "wtconvTensorCore.cuh"
 #include "wtconvTranspose.cuh"
 #include "wtconvWholePlane.cuh"
 
@@ -10,6 +11,7 @@ namespace detail
 WTCONV_DEFINE_LAUNCH_LEVEL(__half, __half, true)
 WTCONV_DEFINE_LAUNCH_POOL(__half)
 WTCONV_DEFINE_LAUNCH_SMALL(__half)
+WTCONV_DEFINE_LAUNCH_TENSOR_CORE(__half)
 WTCONV_DEFINE_LAUNCH_TRANSPOSE(__half)
 } // namespace detail
 } // namespace wtconv

@@ -1,9 +1,9 @@
 // wtconvTranspose.cuh — copies between channels-last (NHWC, with a channel pitch) and planar (NCHW) tensors.
 //
-// The tiled path (wtconvKernel.cu, path B) works on planar planes, each block on one channel. Reading a
+// The tiled path (docs/design.md §3.1) works on planar planes, each block on one channel. Reading a
 // channels-last tensor that way touches 2 or 4 bytes of every 32-byte sector, so for channels-last I/O the
 // launch sequence converts instead: x -> planar copy in the workspace, the planar pipeline, planar y ->
-// channels-last (see wtconvKernel.cu's banner). Each conversion is a batched 2-D transpose of one batch
+// channels-last (docs/design.md §3.1). Each conversion is a batched 2-D transpose of one batch
 // item's (pixels x channels) matrix through a shared-memory tile (64 x 64, or 32 channels x 128 pixels), so
 // that both the reads and the writes of a warp cover consecutive addresses. Padding channels (c >= C of the
 // pitch) are neither read nor written. The copy moves bits only, so fp16 and bf16 share the 16-bit kernel.

@@ -1,5 +1,5 @@
-// wtconvWholePlane.cuh — device code of the whole-plane path (small planes, every WTConvNeXt stage; see
-// wtconvKernel.cu's banner, path A). Included by the per-dtype translation units after wtconvKernelImpl.cuh,
+// wtconvWholePlane.cuh — device code of the whole-plane path on CUDA cores (planes up to 64 x 64, every
+// WTConvNeXt stage; docs/design.md §3.1). Included by the per-dtype translation units after wtconvKernelImpl.cuh,
 // whose helpers (IoStrides, toFloat, store4, ...) it uses.
 #pragma once
 
@@ -332,7 +332,7 @@ __device__ __forceinline__ void synthesizeBand(float const (&g)[M][2], float (&p
 
 // The 4 bands of a strip of M x 2 cells at one level, filtered and synthesised into px (which holds what the
 // caller started it with: the bias, or nothing); D, if not null, is D_l at the strip (dPitch wide), which the
-// recursion adds to the LL band (wtconvKernel.cu's banner), i.e. 1/2 D to each of a cell's 4 pixels.
+// recursion adds to the LL band (docs/design.md §2.4), i.e. 1/2 D to each of a cell's 4 pixels.
 template <int K, int M>
 __device__ __forceinline__ void levelStrip(float const* band, int bandStride, int pitch, float const* w, int taps,
     int k, float const* d, int dPitch, float (&px)[2 * M][4])
