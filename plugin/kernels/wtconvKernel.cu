@@ -323,25 +323,23 @@ TcArgs tcLayout(WTConvParams const& p, int P)
         a.llOff[l] = off;
         off += alignBytes(P * a.h[l] * a.w[l] * 4);
     }
-    a.dPlane = 0;
     for (int l = 2; l <= L; ++l)
     {
-        a.dPlane = std::max(a.dPlane, 4 * a.h[l] * a.w[l]);
+        a.fOff[l] = off;
+        off += alignBytes(4 * P * a.h[l] * a.w[l] * 4);
     }
-    a.dOff[0] = off;
-    off += alignBytes(P * a.dPlane * 4);
-    a.dOff[1] = off;
-    off += alignBytes(P * a.dPlane * 4);
+    a.d1Off = off;
+    off += L >= 2 ? alignBytes(P * a.h[1] * a.w[1] * 4) : 0;
     a.tableOff = off;
     off += kTcSets * k * 32 * 16 + 16;
     a.wOff = off;
     off += alignBytes((1 + 4 * L) * k * k * 4);
-    // Channels-last: the cluster mode's output staging, in the deep levels' bands and LL (dead by then) if it fits.
+    // Channels-last: the cluster mode's output staging, in the deep levels' bands, LL and F (dead by then) if it fits.
     a.stageOff = 0;
     if (p.layout == Layout::kNHWC)
     {
         int const stage = alignBytes(P * a.h[0] * a.w[0] * 2);
-        if (L >= 2 && a.dOff[0] - a.bandOff[2] >= stage)
+        if (L >= 2 && a.d1Off - a.bandOff[2] >= stage)
         {
             a.stageOff = a.bandOff[2];
         }

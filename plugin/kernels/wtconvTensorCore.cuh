@@ -53,9 +53,11 @@ struct TcArgs
     int32_t bandPitch[kMaxLevels + 1]; // elements (8 * ceil(w_l / 8) + 8, or + 16: an odd multiple of 8)
     int32_t zeroBytes;                 // X and every band atlas: [0, zeroBytes), zeroed per block
     int32_t llOff[kMaxLevels + 1];     // LL_l (l = 1..L-1), fp32, compact P x h_l x w_l
-    int32_t dOff[2], dPlane;           // D ping-pong, fp32; D_{l-1} per plane: 2h_l rows x 2w_l, dPlane floats
-    int32_t tableOff;                  // level-1 B fragments: kTcSets x k x 32 lanes x uint4, then 1 float
-    int32_t wOff;                      // the channel's fp32 weights: base, then level-major bands, k^2 each
+    int32_t fOff[kMaxLevels + 1];      // F_l (l = 2..L), the filtered bands, fp32, 4 x P x h_l x w_l
+    int32_t d1Off;                     // D_1 (Eq. 3'), fp32, P x h_1 x w_1
+    int32_t tableOff;                  // level-1 B fragments: kTcSets x k x 32 lanes x uint4, then 2 floats
+    int32_t wOff;                      // the channel's weights, k^2 words per set: the base kernel in fp32, then
+                                       // level-major bands as bf16 pairs (hi in the low half, lo in the high)
     int32_t stageOff;                  // cluster mode: y staged in TIn, P x H x W (in dead regions if they fit)
     int32_t totalBytes;
     FastDivisor cellsPerPlane[kMaxLevels + 1], cellsPerRow[kMaxLevels + 1]; // h_l * w_l, w_l (level 0: x)
@@ -202,14 +204,42 @@ __device__ __forceinline__ uint4 toeplitzFragment(float const* __restrict__ w, i
     return f;
 }
 
-// A power of two s with max |w[0..n)| * s in [1, 2) (1 when all are zero): the base weights are split into two
-// fp16 parts after scaling by s, so the low part stays a normal number for any weight magnitude.
-__device__ __forceinline__ float baseScale(float const* __restrict__ w, int n)
+// A band weight as its two bf16 parts in one word: hi in the low half, lo = the remainder in the high half.
+__device__ __forceinline__ uint32_t packedBandWeight(float w)
 {
-    float m = 0.f;
-    for (int i = 0; i < n; ++i)
+    __nv_bfloat16 const hi = __float2bfloat16_rn(w);
+    __nv_bfloat16 const lo = __float2bfloat16_rn(w - __bfloat162float(hi));
+    uint16_t h, l;
+    __builtin_memcpy(&h, &hi, 2);
+    __builtin_memcpy(&l, &lo, 2);
+    return static_cast<uint32_t>(h) | (static_cast<uint32_t>(l) << 16);
+}
+
+// The permuted band Toeplitz fragment of one kernel row of packed weights (packedBandWeight, shared memory), as
+// toeplitzFragment<__nv_bfloat16, K, true> builds it from floats: 4 loads and 4 byte permutes.
+template <int K>
+__device__ __forceinline__ uint4 bandFragment(uint32_t const* __restrict__ w, int lane)
+{
+    int const col = tcBandColumn(lane >> 2), t = lane & 3;
+    uint32_t v[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
     {
-        m = fmaxf(m, fabsf(w[i]));
+        int const d = 2 * t + (q & 1) + 8 * (q >> 1) - col;
+        v[q] = (d >= 0 && d < K) ? w[d] : 0u;
+    }
+    return make_uint4(__byte_perm(v[0], v[1], 0x5410), __byte_perm(v[2], v[3], 0x5410), __byte_perm(v[0], v[1], 0x7632),
+        __byte_perm(v[2], v[3], 0x7632));
+}
+
+// A power of two s with max |w| * s in [1, 2) over the warp's values m (1 when all are zero): the base weights
+// are split into two fp16 parts after scaling by s, so the low part stays a normal number at any magnitude.
+__device__ __forceinline__ float warpScale(float m)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+    {
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     }
     if (m == 0.f)
     {
@@ -275,7 +305,7 @@ __global__ void __launch_bounds__(kTcMaxThreads, WTCONV_TC_MIN_BLOCKS) tcPlaneKe
     int const warps = nt >> 5;
     int const g = lane >> 2, t = lane & 3;
     uint4* const table = reinterpret_cast<uint4*>(smem + a.tableOff);
-    float* const invScaleSlot = reinterpret_cast<float*>(smem + a.tableOff + kTcSets * K * 32 * 16);
+    float* const scaleSlot = reinterpret_cast<float*>(smem + a.tableOff + kTcSets * K * 32 * 16); // s, 1 / s
 
     for (int64_t blk = blockIdx.x; blk < a.blocks; blk += gridDim.x)
     {
@@ -313,14 +343,34 @@ __global__ void __launch_bounds__(kTcMaxThreads, WTCONV_TC_MIN_BLOCKS) tcPlaneKe
             }
         }();
 #endif
-        float* const wRaw = reinterpret_cast<float*>(smem + a.wOff);
+        float* const wBase = reinterpret_cast<float*>(smem + a.wOff);
+        uint32_t* const wBands = reinterpret_cast<uint32_t*>(smem + a.wOff) + K * K;
         for (int i = threadIdx.x; i < (1 + 4 * L) * K * K; i += nt)
         {
             int const set = i / (K * K), t = i - set * (K * K);
-            wRaw[i] = set == 0
-                ? __ldg(a.baseWeight + static_cast<int64_t>(c) * K * K + t)
-                : __ldg(a.waveletWeight
-                      + ((static_cast<int64_t>((set - 1) >> 2) * a.channels + c) * 4 + ((set - 1) & 3)) * K * K + t);
+            if (set == 0)
+            {
+                wBase[t] = __ldg(a.baseWeight + static_cast<int64_t>(c) * K * K + t);
+            }
+            else
+            {
+                int64_t const band = (static_cast<int64_t>((set - 1) >> 2) * a.channels + c) * 4 + ((set - 1) & 3);
+                wBands[i - K * K] = packedBandWeight(__ldg(a.waveletWeight + band * K * K + t));
+            }
+        }
+        if (warp == 0)
+        {
+            float m = 0.f;
+            for (int t = lane; t < K * K; t += 32)
+            {
+                m = fmaxf(m, fabsf(__ldg(a.baseWeight + static_cast<int64_t>(c) * K * K + t)));
+            }
+            float const sb = warpScale(m);
+            if (lane == 0)
+            {
+                scaleSlot[0] = sb;
+                scaleSlot[1] = 1.f / sb;
+            }
         }
         __syncthreads();
 
@@ -330,19 +380,8 @@ __global__ void __launch_bounds__(kTcMaxThreads, WTCONV_TC_MIN_BLOCKS) tcPlaneKe
             int const set = i / (K * 32);
             int const rem = i - set * K * 32;
             int const dy = rem >> 5, ln = rem & 31;
-            if (set == 0)
-            {
-                float const sb = baseScale(wRaw, K * K);
-                table[i] = toeplitzFragment<TIn, K, false>(wRaw + dy * K, ln, sb);
-                if (i == 0)
-                {
-                    *invScaleSlot = 1.f / sb;
-                }
-            }
-            else
-            {
-                table[i] = toeplitzFragment<__nv_bfloat16, K, true>(wRaw + (set * K + dy) * K, ln, 1.f);
-            }
+            table[i] = set == 0 ? toeplitzFragment<TIn, K, false>(wBase + dy * K, ln, scaleSlot[0])
+                                : bandFragment<K>(wBands + ((set - 1) * K + dy) * K, ln);
         }
 
         // ---- 1. level-1 cells: X (exact, by row parity), the level-1 bands and LL_1 ------------------------
@@ -488,40 +527,49 @@ __global__ void __launch_bounds__(kTcMaxThreads, WTCONV_TC_MIN_BLOCKS) tcPlaneKe
             __syncthreads();
         }
 
-        // ---- 3. levels L..2, deepest first: a warp per tile of 16 cell rows x 8 cells, the 4 band convolutions
-        //         on tensor cores (+ D_l into LL), synthesised into D_{l-1} ------------------------------------
-        int cur = 0; // D_l lives in dOff[cur] (absent at l = L)
-        for (int l = L; l >= 2; --l)
+        // ---- 3. levels 2..L at once: a warp per tile of 16 cell rows x 8 cells of any level, the 4 band
+        //         convolutions on tensor cores, F_l to shared memory; then D_1 in closed form -------------------
+        if (L >= 2)
         {
-            int const hl = a.h[l], wl = a.w[l];
-            int const rows = np * hl;
-            int const chunks = (wl + 7) >> 3;
-            int const tiles = ((rows + 15) >> 4) * chunks;
-            int const pitch = a.bandPitch[l];
-            int const part = a.bandPart[l];
-            float const* dIn = reinterpret_cast<float const*>(smem + a.dOff[cur]);
-            float* dOut = reinterpret_cast<float*>(smem + a.dOff[cur ^ 1]);
-            int const dInPitch = l < L ? 2 * a.w[l + 1] : 0, dInRows = l < L ? 2 * a.h[l + 1] : 0;
-            int const dOutPitch = 2 * wl, dOutRows = 2 * hl;
+            int tiles = 0;
+            for (int l = 2; l <= L; ++l)
+            {
+                tiles += ((np * a.h[l] + 15) >> 4) * ((a.w[l] + 7) >> 3);
+            }
             for (int tile = warp; tile < tiles; tile += warps)
             {
-                int const mt = a.chunksPerRow[l].div(tile);
-                int const ch = tile - mt * chunks;
+                int l = 2, first = 0; // the tile's level and the index of that level's first tile
+                for (;;)
+                {
+                    int const n = ((np * a.h[l] + 15) >> 4) * ((a.w[l] + 7) >> 3);
+                    if (tile < first + n)
+                    {
+                        break;
+                    }
+                    first += n;
+                    ++l;
+                }
+                int const hl = a.h[l], wl = a.w[l];
+                int const rows = np * hl;
+                int const chunks = (wl + 7) >> 3;
+                int const pitch = a.bandPitch[l];
+                int const part = a.bandPart[l];
+                int const mt = a.chunksPerRow[l].div(tile - first);
+                int const ch = tile - first - mt * chunks;
                 int const arow = min(mt * 16 + (lane & 15), rows - 1);
                 int const ap = a.rowsPerPlane[l].div(arow);
                 int const ay = arow - ap * hl;
                 uint32_t const aBase = sharedAddress(smem + a.bandOff[l])
                     + 2 * ((ap * (hl + r) + ay) * pitch + ch * 8 + (lane >> 4) * 8);
-                // the 4 bands interleaved: 4 independent accumulation chains
-                float acc[4][4] = {};
-                float const* wLevel = wRaw + (1 + 4 * (l - 1)) * K * K;
+                uint32_t const* wLevel = wBands + 4 * (l - 1) * K * K;
+                float acc[4][4] = {}; // the 4 bands interleaved: 4 independent accumulation chains
 #pragma unroll 1
                 for (int dy = 0; dy < K; ++dy)
                 {
 #pragma unroll
                     for (int s = 0; s < 4; ++s)
                     {
-                        uint4 const b = toeplitzFragment<__nv_bfloat16, K, true>(wLevel + (s * K + dy) * K, lane, 1.f);
+                        uint4 const b = bandFragment<K>(wLevel + (s * K + dy) * K, lane);
                         uint32_t fa[4];
                         uint32_t const at = aBase + s * kParts * part + 2 * dy * pitch;
                         loadA(at, fa);
@@ -535,6 +583,8 @@ __global__ void __launch_bounds__(kTcMaxThreads, WTCONV_TC_MIN_BLOCKS) tcPlaneKe
                     }
                 }
                 // lane holds cells (row g + 8i, column ch * 8 + t + 4e) in acc[s][2i + e]
+                float* const f = reinterpret_cast<float*>(smem + a.fOff[l]);
+                int const bandStride = P * hl * wl;
 #pragma unroll
                 for (int i = 0; i < 2; ++i)
                 {
@@ -543,33 +593,46 @@ __global__ void __launch_bounds__(kTcMaxThreads, WTCONV_TC_MIN_BLOCKS) tcPlaneKe
                     {
                         continue;
                     }
-                    int const p = a.rowsPerPlane[l].div(row);
-                    int const y = row - p * hl;
 #pragma unroll
                     for (int e = 0; e < 2; ++e)
                     {
                         int const x = ch * 8 + t + 4 * e;
-                        if (x >= wl)
+                        if (x < wl)
                         {
-                            continue;
+#pragma unroll
+                            for (int s = 0; s < 4; ++s)
+                            {
+                                f[s * bandStride + row * wl + x] = acc[s][2 * i + e];
+                            }
                         }
-                        int const j = 2 * i + e;
-                        float ll = acc[0][j];
-                        if (l < L)
-                        {
-                            ll += dIn[(p * dInRows + y) * dInPitch + x];
-                        }
-                        float const lh = acc[1][j], hl_ = acc[2][j], hh = acc[3][j];
-                        float* d = dOut + (p * dOutRows + 2 * y) * dOutPitch + 2 * x;
-                        *reinterpret_cast<float2*>(d) = make_float2(
-                            0.5f * (ll + lh + hl_ + hh), 0.5f * (ll + lh - hl_ - hh));
-                        *reinterpret_cast<float2*>(d + dOutPitch) = make_float2(
-                            0.5f * (ll - lh + hl_ - hh), 0.5f * (ll - lh - hl_ + hh));
                     }
                 }
             }
             __syncthreads();
-            cur ^= 1;
+
+            // D_1(y, x) = sum_{l >= 2} 2^-(l-1) [F^LL + s_y F^LH + s_x F^HL + s_y s_x F^HH]_l (y >> (l-1), x >> (l-1)),
+            // s_y = (-1)^((y >> (l-2)) & 1): the recursion of Eq. 3' unrolled down to level 1's grid
+            int const h1 = a.h[1], w1 = a.w[1], hw1 = h1 * w1;
+            float* const d1 = reinterpret_cast<float*>(smem + a.d1Off);
+            for (int i = threadIdx.x; i < np * hw1; i += nt)
+            {
+                int const p = a.cellsPerPlane[1].div(i);
+                int const j = i - p * hw1;
+                int const y = a.cellsPerRow[1].div(j), x = j - y * w1;
+                float d = 0.f, weight = 0.5f;
+                for (int l = 2; l <= L; ++l, weight *= 0.5f)
+                {
+                    int const hl = a.h[l], wl = a.w[l];
+                    int const bandStride = P * hl * wl;
+                    float const* f = reinterpret_cast<float const*>(smem + a.fOff[l]) + (p * hl + (y >> (l - 1))) * wl
+                        + (x >> (l - 1));
+                    float const sy = ((y >> (l - 2)) & 1) ? -1.f : 1.f, sx = ((x >> (l - 2)) & 1) ? -1.f : 1.f;
+                    float const lh = f[bandStride], hl_ = f[2 * bandStride], hh = f[3 * bandStride];
+                    d = fmaf(weight, f[0] + sy * lh + sx * hl_ + sy * sx * hh, d);
+                }
+                d1[i] = d;
+            }
+            __syncthreads();
         }
 
         // ---- 4. level 1 and the output: per tile, the base convolution of the 32 x 16 pixels above the tile's
@@ -583,9 +646,8 @@ __global__ void __launch_bounds__(kTcMaxThreads, WTCONV_TC_MIN_BLOCKS) tcPlaneKe
             int const pitch = a.bandPitch[1];
             int const part = a.bandPart[1];
             int const gx = tcGutter(r);
-            float const* dIn = reinterpret_cast<float const*>(smem + a.dOff[cur]);
-            int const dInPitch = L > 1 ? 2 * a.w[2] : 0, dInRows = L > 1 ? 2 * a.h[2] : 0;
-            float const invScale = *invScaleSlot;
+            float const* d1 = reinterpret_cast<float const*>(smem + a.d1Off);
+            float const invScale = scaleSlot[1];
             float const bias = __ldg(a.baseBias + c);
             TIn* stage = reinterpret_cast<TIn*>(smem + a.stageOff);
             for (int tile = warp; tile < tiles; tile += warps)
@@ -698,7 +760,7 @@ __global__ void __launch_bounds__(kTcMaxThreads, WTCONV_TC_MIN_BLOCKS) tcPlaneKe
                         {
                             continue;
                         }
-                        float const dv = L > 1 ? 0.5f * dIn[(p * dInRows + y) * dInPitch + x] : 0.f;
+                        float const dv = L > 1 ? 0.5f * d1[(p * h1 + y) * w1 + x] : 0.f;
 #pragma unroll
                         for (int rp = 0; rp < 2; ++rp)
                         {
