@@ -265,13 +265,15 @@ bool useSmallPath(WTConvParams const& p, SmallArgs* geometry = nullptr)
 }
 
 // The tensor-core whole-plane kernel (wtconvTensorCore.cuh; docs/design.md §3.1): fp16 / bf16 I/O, k = 3, 5, 7,
-// stride 1, planes the whole-plane path takes (so the workspace, 0, is the same on either kernel). Its geometry
-// for P planes per block; P is the most planes whose block fits WTCONV_TC_TARGET_BYTES of shared memory.
+// stride 1, planes the whole-plane path takes (so the workspace, 0, is the same on either kernel). Off unless built
+// with -DWTCONV_TENSOR_CORES=1: it measured slower than the CUDA-core kernel at every WTConvNeXt-T stage shape in
+// both layouts (docs/bench/README.md, "Tensor cores"). Its geometry for P planes per block; P is the most planes
+// whose block fits WTCONV_TC_TARGET_BYTES of shared memory (96 KB measured fastest of 48, 64 and 96).
 #ifndef WTCONV_TENSOR_CORES
-#define WTCONV_TENSOR_CORES 1
+#define WTCONV_TENSOR_CORES 0
 #endif
 #ifndef WTCONV_TC_TARGET_BYTES
-#define WTCONV_TC_TARGET_BYTES (64 * 1024)
+#define WTCONV_TC_TARGET_BYTES (96 * 1024)
 #endif
 
 int alignBytes(int v)
@@ -554,6 +556,24 @@ cudaError_t tiledPipeline(WTConvParams const& p, TiledBuffers const& buf, cudaSt
 template <typename T>
 cudaError_t tiledChannelsLast(WTConvParams const& p, TiledBuffers const& buf, cudaStream_t stream);
 
+// The I/O fields of a whole-plane kernel's arguments (SmallArgs, TcArgs): pointers, layout strides, and whether
+// channels-last I/O is aligned for the cluster mode (C and the pitch multiples of 8, 16-byte aligned tensors).
+template <typename Args>
+void setPlaneIo(Args& a, WTConvParams const& p, int64_t ho, int64_t wo)
+{
+    a.src = p.input;
+    a.out = p.output;
+    a.baseWeight = p.baseWeight;
+    a.baseBias = p.baseBias;
+    a.waveletWeight = p.waveletWeight;
+    a.inStrides = ioStrides(p, p.height, p.width);
+    a.outStrides = ioStrides(p, ho, wo);
+    a.channelFastest = p.layout == Layout::kNHWC;
+    int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+    a.clusterOk = p.layout == Layout::kNHWC && p.channels % kCluster == 0 && pitch % kCluster == 0
+        && reinterpret_cast<uintptr_t>(p.input) % 16 == 0 && reinterpret_cast<uintptr_t>(p.output) % 16 == 0;
+}
+
 template <typename T>
 cudaError_t forwardImpl(WTConvParams const& p, cudaStream_t stream)
 {
@@ -562,38 +582,18 @@ cudaError_t forwardImpl(WTConvParams const& p, cudaStream_t stream)
         TcArgs ta;
         if (useTensorCorePath(p, &ta))
         {
-            ta.src = p.input;
-            ta.out = p.output;
-            ta.baseWeight = p.baseWeight;
-            ta.baseBias = p.baseBias;
-            ta.waveletWeight = p.waveletWeight;
-            ta.inStrides = ioStrides(p, p.height, p.width);
-            ta.outStrides = ioStrides(p, p.height, p.width);
-            ta.channelFastest = p.layout == Layout::kNHWC;
+            setPlaneIo(ta, p, p.height, p.width);
             ta.pairStore = p.layout == Layout::kNCHW && p.width % 2 == 0
                 && reinterpret_cast<uintptr_t>(p.output) % (2 * sizeof(T)) == 0;
-            int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
-            ta.clusterOk = p.layout == Layout::kNHWC && p.channels % kCluster == 0 && pitch % kCluster == 0
-                && reinterpret_cast<uintptr_t>(p.input) % 16 == 0 && reinterpret_cast<uintptr_t>(p.output) % 16 == 0;
             return launchTensorCore<T>(ta, stream);
         }
     }
     SmallArgs sa;
     if (useSmallPath(p, &sa))
     {
-        sa.src = p.input;
-        sa.out = p.output;
-        sa.baseWeight = p.baseWeight;
-        sa.baseBias = p.baseBias;
-        sa.waveletWeight = p.waveletWeight;
-        sa.inStrides = ioStrides(p, p.height, p.width);
-        sa.outStrides = ioStrides(p, sa.ho, sa.wo);
-        sa.channelFastest = p.layout == Layout::kNHWC;
+        setPlaneIo(sa, p, sa.ho, sa.wo);
         sa.vecStore = p.layout == Layout::kNCHW && p.stride == 1 && p.width % 4 == 0
             && reinterpret_cast<uintptr_t>(p.output) % (4 * sizeof(T)) == 0;
-        int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
-        sa.clusterOk = p.layout == Layout::kNHWC && p.channels % kCluster == 0 && pitch % kCluster == 0
-            && reinterpret_cast<uintptr_t>(p.input) % 16 == 0 && reinterpret_cast<uintptr_t>(p.output) % 16 == 0;
         return launchSmall<T>(sa, stream);
     }
     TiledBuffers buf{};

@@ -288,6 +288,34 @@ __device__ __forceinline__ int xElement(TcArgs const& a, int r, int p, int Y, in
     return (g + p * (a.h[1] + g) + (Y >> 1)) * a.xPitch + r + X;
 }
 
+// acc[s] += the k x k convolution of band s (of 4; its atlas `s * PARTS * part` bytes after aBase, a lane's
+// ldmatrix row address, the low part `part` bytes after the high one) on one tile: K kernel rows, the 4 bands
+// interleaved (4 independent accumulation chains); fragment(s, dy) is band s's B fragment of kernel row dy.
+template <int K, int PARTS, typename Fragment>
+__device__ __forceinline__ void bandConvolutions(
+    float (&acc)[4][4], uint32_t aBase, int part, int pitch, Fragment const& fragment)
+{
+#pragma unroll 1
+    for (int dy = 0; dy < K; ++dy)
+    {
+#pragma unroll
+        for (int s = 0; s < 4; ++s)
+        {
+            uint4 const b = fragment(s, dy);
+            uint32_t fa[4];
+            uint32_t const at = aBase + s * PARTS * part + 2 * dy * pitch;
+            loadA(at, fa);
+            mma16816<__nv_bfloat16>(acc[s], fa, b.x, b.y);
+            mma16816<__nv_bfloat16>(acc[s], fa, b.z, b.w);
+            if constexpr (PARTS == 2)
+            {
+                loadA(at + part, fa);
+                mma16816<__nv_bfloat16>(acc[s], fa, b.x, b.y);
+            }
+        }
+    }
+}
+
 template <typename TIn, int K, bool CLUSTER>
 __global__ void __launch_bounds__(kTcMaxThreads, WTCONV_TC_MIN_BLOCKS) tcPlaneKernel(TcArgs const a)
 {
@@ -562,26 +590,9 @@ __global__ void __launch_bounds__(kTcMaxThreads, WTCONV_TC_MIN_BLOCKS) tcPlaneKe
                 uint32_t const aBase = sharedAddress(smem + a.bandOff[l])
                     + 2 * ((ap * (hl + r) + ay) * pitch + ch * 8 + (lane >> 4) * 8);
                 uint32_t const* wLevel = wBands + 4 * (l - 1) * K * K;
-                float acc[4][4] = {}; // the 4 bands interleaved: 4 independent accumulation chains
-#pragma unroll 1
-                for (int dy = 0; dy < K; ++dy)
-                {
-#pragma unroll
-                    for (int s = 0; s < 4; ++s)
-                    {
-                        uint4 const b = bandFragment<K>(wLevel + (s * K + dy) * K, lane);
-                        uint32_t fa[4];
-                        uint32_t const at = aBase + s * kParts * part + 2 * dy * pitch;
-                        loadA(at, fa);
-                        mma16816<__nv_bfloat16>(acc[s], fa, b.x, b.y);
-                        mma16816<__nv_bfloat16>(acc[s], fa, b.z, b.w);
-                        if constexpr (kParts == 2)
-                        {
-                            loadA(at + part, fa);
-                            mma16816<__nv_bfloat16>(acc[s], fa, b.x, b.y);
-                        }
-                    }
-                }
+                float acc[4][4] = {};
+                bandConvolutions<K, kParts>(acc, aBase, part, pitch,
+                    [&](int s, int dy) { return bandFragment<K>(wLevel + (s * K + dy) * K, lane); });
                 // lane holds cells (row g + 8i, column ch * 8 + t + 4e) in acc[s][2i + e]
                 float* const f = reinterpret_cast<float*>(smem + a.fOff[l]);
                 int const bandStride = P * hl * wl;
@@ -696,27 +707,9 @@ __global__ void __launch_bounds__(kTcMaxThreads, WTCONV_TC_MIN_BLOCKS) tcPlaneKe
                         }
                     }
                 }
-                // the 4 band convolutions, interleaved (4 independent accumulation chains)
                 float acc[4][4] = {};
-#pragma unroll 1
-                for (int dy = 0; dy < K; ++dy)
-                {
-#pragma unroll
-                    for (int s = 0; s < 4; ++s)
-                    {
-                        uint4 const b = table[((1 + s) * K + dy) * 32 + lane];
-                        uint32_t fa[4];
-                        uint32_t const at = bandBase + s * kParts * part + 2 * dy * pitch;
-                        loadA(at, fa);
-                        mma16816<__nv_bfloat16>(acc[s], fa, b.x, b.y);
-                        mma16816<__nv_bfloat16>(acc[s], fa, b.z, b.w);
-                        if constexpr (kParts == 2)
-                        {
-                            loadA(at + part, fa);
-                            mma16816<__nv_bfloat16>(acc[s], fa, b.x, b.y);
-                        }
-                    }
-                }
+                bandConvolutions<K, kParts>(
+                    acc, bandBase, part, pitch, [&](int s, int dy) { return table[((1 + s) * K + dy) * 32 + lane]; });
                 // band s adds 1/2 s_y^(s & 1) s_x^(s >> 1) of its cell to each of the cell's 4 pixels
 #pragma unroll
                 for (int s = 0; s < 4; ++s)
@@ -835,73 +828,12 @@ __global__ void __launch_bounds__(kTcMaxThreads, WTCONV_TC_MIN_BLOCKS) tcPlaneKe
 template <typename TIn>
 cudaError_t launchTensorCore(TcArgs const& a, cudaStream_t stream);
 
-template <typename TIn, int K, bool CLUSTER>
-cudaError_t prepareTcKernel(int device, size_t smemBytes)
-{
-    static SharedMemoryLimit limit;
-    return limit.allow(tcPlaneKernel<TIn, K, CLUSTER>, device, smemBytes);
-}
-
-// Whether the cluster instantiation can run on `device` (as clusterSupported in wtconvWholePlane.cuh).
-template <typename TIn, int K>
-bool tcClusterSupported(int device)
-{
-    constexpr int kMaxDevices = 64;
-    static std::atomic<signed char> known[kMaxDevices]{};
-    if (device < kMaxDevices && known[device].load(std::memory_order_relaxed) != 0)
-    {
-        return known[device].load(std::memory_order_relaxed) > 0;
-    }
-    int major = 0;
-    cudaFuncAttributes fa{};
-    bool const ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess
-        && major >= 9 && cudaFuncGetAttributes(&fa, tcPlaneKernel<TIn, K, true>) == cudaSuccess && fa.ptxVersion >= 90;
-    if (device < kMaxDevices)
-    {
-        known[device].store(ok ? 1 : -1, std::memory_order_relaxed);
-    }
-    return ok;
-}
-
 template <typename TIn, int K>
 cudaError_t launchTcKernel(TcArgs const& a, cudaStream_t stream)
 {
-    size_t const smemBytes = static_cast<size_t>(a.totalBytes);
-    int device = 0;
-    cudaError_t e = cudaGetDevice(&device);
-    if (e != cudaSuccess)
-    {
-        return e;
-    }
-    if (a.clusterOk && a.blocks % kCluster == 0 && a.blocks < (int64_t{1} << 31) && tcClusterSupported<TIn, K>(device))
-    {
-        e = prepareTcKernel<TIn, K, true>(device, smemBytes);
-        if (e != cudaSuccess)
-        {
-            return e;
-        }
-        cudaLaunchConfig_t config{};
-        config.gridDim = dim3(static_cast<unsigned>(a.blocks));
-        config.blockDim = dim3(a.threads);
-        config.dynamicSmemBytes = smemBytes;
-        config.stream = stream;
-        cudaLaunchAttribute attribute{};
-        attribute.id = cudaLaunchAttributeClusterDimension;
-        attribute.val.clusterDim.x = kCluster;
-        attribute.val.clusterDim.y = 1;
-        attribute.val.clusterDim.z = 1;
-        config.attrs = &attribute;
-        config.numAttrs = 1;
-        e = cudaLaunchKernelEx(&config, tcPlaneKernel<TIn, K, true>, a);
-        return e != cudaSuccess ? e : cudaGetLastError();
-    }
-    e = prepareTcKernel<TIn, K, false>(device, smemBytes);
-    if (e != cudaSuccess)
-    {
-        return e;
-    }
-    tcPlaneKernel<TIn, K, false><<<static_cast<unsigned>(gridFor(a.blocks)), a.threads, smemBytes, stream>>>(a);
-    return cudaGetLastError();
+    static PlaneKernelState state;
+    return launchPlaneKernel(state, tcPlaneKernel<TIn, K, false>, tcPlaneKernel<TIn, K, true>, a, a.blocks, a.threads,
+        static_cast<size_t>(a.totalBytes), a.clusterOk, stream);
 }
 
 #define WTCONV_DEFINE_LAUNCH_TENSOR_CORE(TIN)                                                                          \

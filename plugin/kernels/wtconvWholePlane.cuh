@@ -832,78 +832,80 @@ __global__ void __launch_bounds__(kPlaneMaxThreads, WTCONV_PLANE_MIN_BLOCKS) sma
 template <typename TIn>
 cudaError_t launchSmall(SmallArgs const& a, cudaStream_t stream);
 
-// Makes a launch of one instantiation with `smemBytes` of dynamic shared memory legal on `device`
-// (wtconvSharedMemory.cuh: raised once per device and size, safely from several threads).
-template <typename TIn, int K, bool CLUSTER>
-cudaError_t prepareSmallKernel(int device, size_t smemBytes)
+// Per-instantiation launch state of a whole-plane kernel: its two instantiations' shared-memory limits
+// (wtconvSharedMemory.cuh: raised once per device and size, safely from several threads) and, per device, whether
+// the cluster instantiation can run there (0 unknown, 1 yes, -1 no).
+struct PlaneKernelState
 {
-    static SharedMemoryLimit limit;
-    return limit.allow(smallPlaneKernel<TIn, K, CLUSTER>, device, smemBytes);
-}
+    static constexpr int kMaxDevices = 64;
+    SharedMemoryLimit plainLimit, clusterLimit;
+    std::atomic<signed char> clusterRuns[kMaxDevices]{};
+};
 
-// Whether the cluster instantiation can run on `device`: compute capability >= 9.0 and the kernel compiled
-// from sm_90+ code (a build for older architectures only, JIT-compiled from their PTX, has no cluster code).
-// Decided once per device (every thread computes the same answer).
-template <typename TIn, int K>
-bool clusterSupported(int device)
+// Whether `clustered` can run on `device`: compute capability >= 9.0 and the kernel compiled from sm_90+ code (a
+// build for older architectures only, JIT-compiled from their PTX, has no cluster code). Decided once per device
+// (every thread computes the same answer).
+template <typename Args>
+bool clusterSupported(PlaneKernelState& state, void (*clustered)(Args), int device)
 {
-    constexpr int kMaxDevices = 64;
-    static std::atomic<signed char> known[kMaxDevices]{}; // 0 unknown, 1 yes, -1 no
-    if (device < kMaxDevices && known[device].load(std::memory_order_relaxed) != 0)
+    bool const tracked = device < PlaneKernelState::kMaxDevices;
+    if (tracked && state.clusterRuns[device].load(std::memory_order_relaxed) != 0)
     {
-        return known[device].load(std::memory_order_relaxed) > 0;
+        return state.clusterRuns[device].load(std::memory_order_relaxed) > 0;
     }
     int major = 0;
     cudaFuncAttributes fa{};
     bool const ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess
-        && major >= 9 && cudaFuncGetAttributes(&fa, smallPlaneKernel<TIn, K, true>) == cudaSuccess
-        && fa.ptxVersion >= 90;
-    if (device < kMaxDevices)
+        && major >= 9 && cudaFuncGetAttributes(&fa, clustered) == cudaSuccess && fa.ptxVersion >= 90;
+    if (tracked)
     {
-        known[device].store(ok ? 1 : -1, std::memory_order_relaxed);
+        state.clusterRuns[device].store(ok ? 1 : -1, std::memory_order_relaxed);
     }
     return ok;
 }
 
-template <typename TIn, int K>
-cudaError_t launchSmallKernel(SmallArgs const& a, cudaStream_t stream)
+// One launch of a whole-plane kernel (this file's or wtconvTensorCore.cuh's): `clustered` in clusters of kCluster
+// blocks when `cluster` asks for it and the device and binary run it, else `plain`.
+template <typename Args>
+cudaError_t launchPlaneKernel(PlaneKernelState& state, void (*plain)(Args), void (*clustered)(Args), Args const& a,
+    int64_t blocks, int threads, size_t smemBytes, bool cluster, cudaStream_t stream)
 {
-    size_t const smemBytes = static_cast<size_t>(a.totalFloats) * sizeof(float);
     int device = 0;
     cudaError_t e = cudaGetDevice(&device);
     if (e != cudaSuccess)
     {
         return e;
     }
-    if (a.clusterOk && a.blocks % kCluster == 0 && a.blocks < (int64_t{1} << 31) && clusterSupported<TIn, K>(device))
-    {
-        e = prepareSmallKernel<TIn, K, true>(device, smemBytes);
-        if (e != cudaSuccess)
-        {
-            return e;
-        }
-        cudaLaunchConfig_t config{};
-        config.gridDim = dim3(static_cast<unsigned>(a.blocks));
-        config.blockDim = dim3(a.threads);
-        config.dynamicSmemBytes = smemBytes;
-        config.stream = stream;
-        cudaLaunchAttribute attribute{};
-        attribute.id = cudaLaunchAttributeClusterDimension;
-        attribute.val.clusterDim.x = kCluster;
-        attribute.val.clusterDim.y = 1;
-        attribute.val.clusterDim.z = 1;
-        config.attrs = &attribute;
-        config.numAttrs = 1;
-        e = cudaLaunchKernelEx(&config, smallPlaneKernel<TIn, K, true>, a);
-        return e != cudaSuccess ? e : cudaGetLastError();
-    }
-    e = prepareSmallKernel<TIn, K, false>(device, smemBytes);
+    bool const useCluster = cluster && blocks % kCluster == 0 && blocks < (int64_t{1} << 31)
+        && clusterSupported(state, clustered, device);
+    e = useCluster ? state.clusterLimit.allow(clustered, device, smemBytes)
+                   : state.plainLimit.allow(plain, device, smemBytes);
     if (e != cudaSuccess)
     {
         return e;
     }
-    smallPlaneKernel<TIn, K, false><<<static_cast<unsigned>(gridFor(a.blocks)), a.threads, smemBytes, stream>>>(a);
-    return cudaGetLastError();
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(useCluster ? blocks : gridFor(blocks)));
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = smemBytes;
+    config.stream = stream;
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = kCluster;
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.attrs = &attribute;
+    config.numAttrs = useCluster ? 1 : 0;
+    e = cudaLaunchKernelEx(&config, useCluster ? clustered : plain, a);
+    return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+template <typename TIn, int K>
+cudaError_t launchSmallKernel(SmallArgs const& a, cudaStream_t stream)
+{
+    static PlaneKernelState state;
+    return launchPlaneKernel(state, smallPlaneKernel<TIn, K, false>, smallPlaneKernel<TIn, K, true>, a, a.blocks,
+        a.threads, static_cast<size_t>(a.totalFloats) * sizeof(float), a.clusterOk, stream);
 }
 
 #define WTCONV_DEFINE_LAUNCH_SMALL(TIN)                                                                                \
