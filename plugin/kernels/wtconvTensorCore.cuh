@@ -1,7 +1,7 @@
 // wtconvTensorCore.cuh — the whole-plane path with its convolutions on tensor cores (fp16 / bf16 I/O, k = 3, 5, 7,
-// stride 1): the formulation, the precision split and the dispatch are docs/design.md §3.1. Included by the fp16
-// and bf16 translation units after wtconvWholePlane.cuh, whose helpers (FastDivisor, load8, store8, kCluster) it
-// uses.
+// stride 1): the formulation and the dispatch (built only with -DWTCONV_TENSOR_CORES=1: it measured slower) are
+// docs/design.md §3.1, the precision split §2.5. Included by the fp16 and bf16 translation units after
+// wtconvWholePlane.cuh, whose helpers (FastDivisor, kCluster, launchPlaneKernel) it uses.
 #pragma once
 
 #include "wtconvWholePlane.cuh"
