@@ -166,6 +166,11 @@ def _translation_table(modules: list, precision: str):
     return {torch.ops.wtconv_export.onnx_wtconv2d_node.default: translate}
 
 
+class NodeAttributes(dict):
+    """A node's attributes. A dict subclass is one leaf to torch.export, which walks every module attribute before
+    and after tracing: a plain dict's lists of weights were millions of leaves (a third of a WTConvNeXt-T export)."""
+
+
 class WTConv2dPluginNode(FusedWTConv2d):
     """A FusedWTConv2d that exports as one ``wtconv::WTConv2d`` node carrying the plugin fields.
 
@@ -177,7 +182,7 @@ class WTConv2dPluginNode(FusedWTConv2d):
     def __init__(self, folded: FoldedWTConv, layer: int = 0):
         super().__init__(folded)
         self.layer = layer
-        self.onnx_attributes = dict(folded.attributes())
+        self.onnx_attributes = NodeAttributes(folded.attributes())
         self.onnx_attributes[contract.FIELD_PLUGIN_VERSION] = contract.PLUGIN_VERSION
         self.onnx_attributes[contract.FIELD_PLUGIN_NAMESPACE] = contract.PLUGIN_NAMESPACE
 
