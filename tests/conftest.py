@@ -36,6 +36,11 @@ GPU machines keep PyTorch's default, since their tests may compute large float64
 
 ``error_report``: tests record (what, error) figures; the worst of each is printed in the terminal summary,
 so a plain ``pytest -q`` run shows the measured agreement, not only pass/fail.
+
+Side by side (``-n 2``, pytest-xdist): each module runs whole on one worker, since its tests share module fixtures
+(exports, builds), except where a test names its own group (the plugin harness: one per TensorRT header tree), and
+the longest modules start first; the workers' error reports and build times are merged into
+the summary. Session fixtures that build libraries take a file lock, so two workers build a library once.
 """
 
 import importlib
@@ -58,7 +63,28 @@ RTX_HEADER_SET = "11.1"
 TEST_CUDA_ARCHITECTURES = "80"
 
 
+# The modules measured longest in a CI run (plugin and kernel builds, WTConvNeXt-T exports, servers), longest
+# first: with -n they start first, so that none of them is left running alone at the end.
+LONGEST_MODULES = (
+    "test_plugin_harness.py",
+    "test_cuda_build.py",
+    "test_onnx_export.py",
+    "test_build_libs.py",
+    "test_api_readme.py",
+    "test_serving_server.py",
+    "test_ort_build.py",
+    "test_tensorrt_rtx_build.py",
+    "test_own_model_wtconvnext.py",
+    "test_onnxruntime_integration.py",
+    "test_demo.py",
+)
+
+
 def pytest_configure(config):
+    if getattr(config.option, "numprocesses", None):
+        if config.option.dist == "load":
+            config.option.dist = "loadgroup"  # one group per module (pytest_collection_modifyitems), on one worker
+        config.option.loadscopereorder = False  # the order of pytest_collection_modifyitems, longest first
     try:
         import torch
     except ImportError:
@@ -377,6 +403,36 @@ _BUILD_TIMES: dict = {}
 def build_times():
     """{what: seconds} of the real engine builds; printed in the terminal summary."""
     return _BUILD_TIMES
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    """With -n: the longest modules first (LONGEST_MODULES), the others in their usual order; each module one xdist
+    group (its tests share module fixtures), unless a test names its own group (one per plugin build)."""
+    if not getattr(config.option, "numprocesses", None):
+        return
+    rank = {name: i for i, name in enumerate(LONGEST_MODULES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a module's order is kept
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
+def pytest_sessionfinish(session):
+    """On an xdist worker: hand this worker's error report and build times to the controller."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["wtconv_error_report"] = {name: list(value) for name, value in _REPORT.worst.items()}
+        output["wtconv_build_times"] = dict(_BUILD_TIMES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """On the xdist controller: merge a finished worker's error report and build times."""
+    output = getattr(node, "workeroutput", {})
+    for name, (value, where) in output.get("wtconv_error_report", {}).items():
+        _REPORT.add(name, value, where)
+    _BUILD_TIMES.update(output.get("wtconv_build_times", {}))
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -21,7 +21,8 @@ def test_readme_has_exactly_two_quick_start_commands():
     install_and_demo, tests = quick_start_commands()
     assert install_and_demo == "pip install torch==2.13.0 -e . && wtconv-trt demo"
     assert tests == (
-        'pip install torch==2.13.0 -e ".[test]" && pip install --no-deps nvidia-pytriton==0.7.0 && python -m pytest -q'
+        'pip install torch==2.13.0 -e ".[test]" && pip install --no-deps nvidia-pytriton==0.7.0 '
+        "&& python -m pytest -q -n 2"
     )
 
 
