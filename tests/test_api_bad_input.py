@@ -43,6 +43,9 @@ TWINS = {
     "export/seed-negative": lambda f: wtconv_trt.export_onnx(f["new"], seed=-1),
     "export/opset-huge": lambda f: wtconv_trt.export_onnx(f["new"], opset=99999),
     "export/opset-old": lambda f: wtconv_trt.export_onnx(f["new"], opset=17),
+    "export/layout-with-standard-ops": lambda f: wtconv_trt.export_onnx(
+        f["new"], ops="standard", layout="channels_last"
+    ),
     "export/shape-too-small": lambda f: wtconv_trt.export_onnx(f["new"], input_shape=(1, 1, 1, 1)),
     "export/shape-too-large": lambda f: wtconv_trt.export_onnx(f["new"], input_shape=(1, 1, 100000, 100000)),
     "export/shape-channels": lambda f: wtconv_trt.export_onnx(f["new"], input_shape=(1, 3, 32, 32)),
@@ -251,6 +254,8 @@ SYNTAX = {
     "export/num-classes-type": "text that is not an integer",
     "export/ops-choice": "a choice argparse refuses",
     "export/precision-choice": "a choice argparse refuses",
+    "export/runtime-choice": "a choice argparse refuses",
+    "export/layout-choice": "a choice argparse refuses",
     "export/shape-zero": "shape text argparse parses",
     "export/shape-type": "shape text argparse parses",
     "export/shape-rank": "shape text argparse parses",

@@ -153,6 +153,13 @@ CASES = [
     ("export/seed-type", ["export", "-o", "{new}", "--seed", "1.5"], "expected an integer"),
     ("export/ops-choice", ["export", "-o", "{new}", "--ops", "fancy"], "invalid choice"),
     ("export/precision-choice", ["export", "-o", "{new}", "--precision", "int8"], "invalid choice"),
+    ("export/runtime-choice", ["export", "-o", "{new}", "--runtime", "tvm"], "invalid choice"),
+    ("export/layout-choice", ["export", "-o", "{new}", "--layout", "nhwc"], "invalid choice"),
+    (
+        "export/layout-with-standard-ops",
+        ["export", "-o", "{new}", "--ops", "standard", "--layout", "channels_last"],
+        "channels_last needs --ops plugin",
+    ),
     ("export/seed-huge", ["export", "-o", "{new}", "--seed", "99999999999999999999"], "from 0 to"),
     ("export/seed-negative", ["export", "-o", "{new}", "--seed", "-1"], "from 0 to"),
     ("export/opset-huge", ["export", "-o", "{new}", "--opset", "99999"], "from 18 to"),

@@ -42,17 +42,21 @@ def shipped_model():
 
 @pytest.fixture(scope="session")
 def shipped_exports(shipped_model, export_dir):
-    """The shipped model's exports (plugin fp32, plugin fp16, standard ops fp32), made once per session."""
+    """The shipped model's exports (plugin fp32, plugin fp16, standard ops fp32, rendered for ONNX Runtime: the files
+    both runtimes are given by default; and plugin fp16 rendered for TensorRT, key (ops, precision, "tensorrt")), made
+    once per session."""
     from wtconv_export.onnx_export import export_onnx
 
     paths = {}
-    for ops, precision in (("plugin", "fp32"), ("plugin", "fp16"), ("standard", "fp32")):
-        paths[ops, precision] = export_dir / f"digits_{ops}_{precision}.onnx"
+    for key in (("plugin", "fp32"), ("plugin", "fp16"), ("standard", "fp32"), ("plugin", "fp16", "tensorrt")):
+        ops, precision, runtime = (*key, "onnxruntime")[:3]
+        paths[key] = export_dir / f"digits_{ops}_{precision}_{runtime}.onnx"
         export_onnx(
             shipped_model,
-            paths[ops, precision],
+            paths[key],
             ops=ops,
             precision=precision,
+            runtime=runtime,
             input_shape=(1, 1, 32, 32),
             metadata={"source": "default"},
         )
@@ -126,14 +130,18 @@ def build_and_check(
     return manifest, plan
 
 
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
-def test_shipped_model_plugin_export(precision, rtx_plugin, shipped_model, shipped_exports, tmp_path, build_times):
+@pytest.mark.parametrize("precision, runtime", [("fp32", None), ("fp16", None), ("fp16", "tensorrt")])
+def test_shipped_model_plugin_export(
+    precision, runtime, rtx_plugin, shipped_model, shipped_exports, tmp_path, build_times
+):
+    """Opset 20 (ONNX Gelu), fp16 LayerNorms reading fp16 (rendered for ONNX Runtime) or fp32 between Casts (for
+    TensorRT): each parses and builds."""
     from wtconv_export.onnx_export import find_wtconv_layers
 
     layers = len(find_wtconv_layers(shipped_model))
     assert layers == 5
     manifest, _ = build_and_check(
-        shipped_exports["plugin", precision],
+        shipped_exports[("plugin", precision, runtime) if runtime else ("plugin", precision)],
         profile_text="input:1x1x32x32/8x1x32x32/32x1x64x48",
         precision=precision,
         plugin=rtx_plugin["plugin"],
@@ -141,7 +149,7 @@ def test_shipped_model_plugin_export(precision, rtx_plugin, shipped_model, shipp
         wtconv_layers=layers,
         tmp_path=tmp_path,
         build_times=build_times,
-        label=f"shipped model, plugin {precision}",
+        label=f"shipped model, plugin {precision}" + (f" for {runtime}" if runtime else ""),
     )
     dtype = {"fp32": "float32", "fp16": "float16"}[precision]
     assert [t.dtype for t in manifest.io] == [dtype, dtype]

@@ -1,5 +1,6 @@
 """ONNX export of models containing WTConv2d layers: one ``wtconv::WTConv2d`` node per layer (the plugin's fields as
-attributes) or the standard-op subgraph, in fp32 or fp16 (docs/onnx_export.md; docs/design.md §4, §5)."""
+attributes) or the standard-op subgraph, in fp32 or fp16, rendered for the runtime that runs it (onnx_render.py;
+docs/onnx_export.md; docs/design.md §4, §5)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from wtconv_export.contract import METADATA_PREFIX
 from wtconv_export.folding import FoldedWTConv, fold_wtconv
 from wtconv_export.fused_module import FusedWTConv2d
 from wtconv_export.onnx_models import module_description
+from wtconv_export.onnx_render import DEFAULT_LAYOUT, DEFAULT_RUNTIME, RUNTIMES, check_layout, render
 from wtconv_export.ops import plugin_can_run
 from wtconv_export.published import (
     find_wtconv_layers,
@@ -35,7 +37,10 @@ from wtconv_export.published import (
 
 OPS_CHOICES = ("plugin", "standard")
 PRECISION_CHOICES = ("fp32", "fp16")
-DEFAULT_OPSET = 18  # LayerNormalization needs >= 17; TensorRT 10 and 11 parse 18
+# Opset 20 is the first with ONNX Gelu, which ONNX Runtime fuses (with the bias before it: BiasGelu); at 18 the
+# exporter spells GELU as Div, Erf, Add, Mul, Mul, which it does not. TensorRT 10 and 11 parse 20 (docs/onnx_export.md).
+DEFAULT_OPSET = 20
+MIN_OPSET = 18  # the standard-op WTConv2d's Pad and Slice forms; LayerNormalization needs 17
 INPUT_NAME = "input"
 OUTPUT_NAME = "output"
 DYNAMIC_AXES = ("batch", "height", "width")
@@ -57,12 +62,15 @@ class NoWTConvWarning(UserWarning):
 # One small custom operator per layer, carrying only its index, that the translation table turns into the layer's
 # ONNX: seconds, where attributes in the FX graph take minutes (docs/onnx_export.md, "What the graph contains").
 @torch.library.custom_op("wtconv_export::onnx_wtconv2d_node", mutates_args=())
-def _onnx_node_op(x: torch.Tensor, layer: int, stride: int) -> torch.Tensor:
+def _onnx_node_op(x: torch.Tensor, layer: int, stride: int, channels_last: bool) -> torch.Tensor:
     raise RuntimeError("wtconv_export::onnx_wtconv2d_node only exists while exporting to ONNX")
 
 
 @_onnx_node_op.register_fake
-def _(x, layer, stride):
+def _(x, layer, stride, channels_last):
+    if channels_last:  # (N, H, W, C) -> (N, ceil(H/s), ceil(W/s), C) (docs/design.md §4)
+        b, h, w, c = x.shape
+        return x.new_empty((b, (h + stride - 1) // stride, (w + stride - 1) // stride, c))
     b, c, h, w = x.shape
     return x.new_empty((b, c, (h + stride - 1) // stride, (w + stride - 1) // stride))
 
@@ -148,20 +156,25 @@ def _standard_subgraph(op, x, module: StandardWTConv2d, np_dtype):
     return out
 
 
-def _translation_table(modules: list, precision: str):
+def _translation_table(modules: list, precision: str, opset: int):
     """custom_translation_table for one export: layer i -> modules[i]'s ONNX (a WTConv2d node, or the
-    standard-op subgraph)."""
+    standard-op subgraph written in the export's opset)."""
     import numpy as np
-    from onnxscript import opset18, values
+    import onnxscript
+    from onnxscript import values
 
     node_op = values.Op(values.Opset(contract.ONNX_DOMAIN, 1), contract.OP_TYPE, _wtconv2d_op_schema())
     np_dtype = np.float16 if precision == "fp16" else np.float32
+    # The newest onnxscript opset module not above the export's (Pad, Slice, Conv ... mean the same from 18 on).
+    standard_ops = next(
+        getattr(onnxscript, f"opset{v}") for v in range(opset, 0, -1) if hasattr(onnxscript, f"opset{v}")
+    )
 
-    def translate(x, layer: int, stride: int):
+    def translate(x, layer: int, stride: int, channels_last: bool):
         module = modules[layer]
         if isinstance(module, WTConv2dPluginNode):
             return node_op(x, **module.onnx_attributes)
-        return _standard_subgraph(opset18, x, module, np_dtype)
+        return _standard_subgraph(standard_ops, x, module, np_dtype)
 
     return {torch.ops.wtconv_export.onnx_wtconv2d_node.default: translate}
 
@@ -176,12 +189,14 @@ class WTConv2dPluginNode(FusedWTConv2d):
 
     The attributes are plain Python values computed here, at construction, outside the traced region
     (docs/design.md §5). In eager mode the module runs the custom operator (the executable spec on the
-    CPU), so the prepared model is still runnable and comparable.
+    CPU), so the prepared model is still runnable and comparable. ``channels_last``: x and y are (N, H, W, C)
+    (set by the channels-last rendering, onnx_render.py).
     """
 
     def __init__(self, folded: FoldedWTConv, layer: int = 0):
         super().__init__(folded)
         self.layer = layer
+        self.channels_last = False
         self.onnx_attributes = NodeAttributes(folded.attributes())
         self.onnx_attributes[contract.FIELD_PLUGIN_VERSION] = contract.PLUGIN_VERSION
         self.onnx_attributes[contract.FIELD_PLUGIN_NAMESPACE] = contract.PLUGIN_NAMESPACE
@@ -197,7 +212,9 @@ class WTConv2dPluginNode(FusedWTConv2d):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_exporting():
-            return torch.ops.wtconv_export.onnx_wtconv2d_node(x, self.layer, self.stride)
+            return torch.ops.wtconv_export.onnx_wtconv2d_node(x, self.layer, self.stride, self.channels_last)
+        if self.channels_last:
+            return super().forward(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
         return super().forward(x)
 
 
@@ -240,7 +257,7 @@ class StandardWTConv2d(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_exporting():  # emitted by _standard_subgraph, the same computation in ONNX ops
-            return torch.ops.wtconv_export.onnx_wtconv2d_node(x, self.layer, self.stride)
+            return torch.ops.wtconv_export.onnx_wtconv2d_node(x, self.layer, self.stride, False)
         c, pad, levels = self.channels, self.kernel_size // 2, self.wt_levels
         h, w = x.shape[-2], x.shape[-1]
         out = F.conv2d(x, self.base_weight, self.base_bias, padding=pad, groups=c)
@@ -265,22 +282,6 @@ class StandardWTConv2d(nn.Module):
         if self.stride > 1:
             out = out[:, :, :: self.stride, :: self.stride]
         return out
-
-
-class Fp32Norm(nn.Module):
-    """Runs a normalisation layer in fp32 inside an fp16 model: Cast up, normalise, Cast back."""
-
-    def __init__(self, norm: nn.Module):
-        super().__init__()
-        self.norm = norm
-
-    def _apply(self, fn, recurse=True):
-        super()._apply(fn, recurse)
-        self.norm.float()
-        return self
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm(x.float()).to(x.dtype)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -327,19 +328,28 @@ def check_plugin_limits(model: nn.Module) -> None:
 
 
 def prepare_for_export(
-    model: nn.Module, ops: str = "plugin", precision: str = "fp32"
+    model: nn.Module,
+    ops: str = "plugin",
+    precision: str = "fp32",
+    runtime: str = DEFAULT_RUNTIME,
+    layout: str = DEFAULT_LAYOUT,
 ) -> tuple[nn.Module, list[LayerInfo]]:
     """A copy of ``model`` ready for torch.onnx.export, and the WTConv2d layers it holds.
 
     WTConv2d layers (ours, FusedWTConv2d, the published class: find_wtconv_layers) become WTConv2dPluginNode
-    (ops="plugin") or StandardWTConv2d (ops="standard"); for fp16 the copy is cast to half except normalisations
-    (Fp32Norm) and the folded plugin weights. ModelError for a layer the plugin cannot run (ops="plugin") or a
-    published layer the WTConv2d operator cannot compute.
+    (ops="plugin") or StandardWTConv2d (ops="standard"); then onnx_render.render renders the copy for ``runtime``
+    ("onnxruntime" or "tensorrt": where fp16 LayerNorms compute) and ``layout`` ("nchw", or "channels_last" for a
+    WTConvNeXt's blocks) and casts it to ``precision`` (the folded plugin weights stay fp32). ModelError for a layer
+    the plugin cannot run (ops="plugin") or a published layer the WTConv2d operator cannot compute; InputError for
+    an option that does not fit.
     """
     if ops not in OPS_CHOICES:
         raise InputError(f"ops must be one of {OPS_CHOICES}, got {ops!r}")
     if precision not in PRECISION_CHOICES:
         raise InputError(f"precision must be one of {PRECISION_CHOICES}, got {precision!r}")
+    if runtime not in RUNTIMES:
+        raise InputError(f"runtime must be one of {RUNTIMES}, got {runtime!r}")
+    check_layout(layout, ops, model)
     if ops == "plugin":
         check_plugin_limits(model)
     model = copy.deepcopy(model).cpu().float().eval()
@@ -349,12 +359,7 @@ def prepare_for_export(
         layers.append(LayerInfo(path, folded.channels, folded.kernel_size, folded.wt_levels, folded.stride))
         node = WTConv2dPluginNode(folded, index) if ops == "plugin" else StandardWTConv2d(folded, index)
         model = replace_submodule(model, path, node)
-    if precision == "fp16":
-        norms = [(path, m) for path, m in model.named_modules() if isinstance(m, (nn.LayerNorm, nn.GroupNorm)) and path]
-        for path, norm in norms:
-            replace_submodule(model, path, Fp32Norm(norm))
-        model = model.half()
-    return model.eval(), layers  # eval again: the nodes put in are new modules (in training mode)
+    return render(model, precision, runtime, layout), layers  # render ends in eval(): the nodes are new modules
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -368,6 +373,8 @@ class ExportResult:
     ops: str
     precision: str
     opset: int
+    runtime: str  # the runtime the graph is rendered for (onnx_render.RUNTIMES)
+    layout: str  # "nchw", or "channels_last" blocks (onnx_render.LAYOUTS)
     layers: list  # LayerInfo per WTConv2d layer (ONNX node order)
     num_wtconv_nodes: int  # WTConv2d nodes in the written graph (0 for ops="standard")
     input_shape: tuple  # the example input shape the graph was traced with
@@ -387,9 +394,10 @@ class ExportResult:
             )
         else:
             what = f"standard ONNX ops only ({len(self.layers)} WTConv2d layers as Conv/ConvTranspose)"
+        layout = ", channels-last blocks" if self.layout == "channels_last" else ""
         return (
-            f"wrote {self.path}: {what}, precision {self.precision}, opset {self.opset}, "
-            f"input '{INPUT_NAME}' {dims}, {self.size_bytes / 1e6:.1f} MB, onnx.checker passed"
+            f"wrote {self.path}: {what}, precision {self.precision}, opset {self.opset}, rendered for {self.runtime}"
+            f"{layout}, input '{INPUT_NAME}' {dims}, {self.size_bytes / 1e6:.1f} MB, onnx.checker passed"
         )
 
 
@@ -451,6 +459,8 @@ def export_onnx(
     input_shape: Sequence[int] = (1, 3, 224, 224),
     dynamic: bool = True,
     opset: int = DEFAULT_OPSET,
+    runtime: str = DEFAULT_RUNTIME,
+    layout: str = DEFAULT_LAYOUT,
     metadata: dict | None = None,
 ) -> ExportResult:
     """Export ``model`` (any nn.Module containing WTConv2d layers) to ONNX at ``path``.
@@ -460,7 +470,13 @@ def export_onnx(
         precision: "fp32" or "fp16" (see the module docstring for what stays fp32).
         input_shape: (B, C, H, W) of the example input used for tracing (and the shape when not dynamic).
         dynamic: batch, height and width dynamic (named batch / height / width in the graph).
-        opset: the default-domain opset.
+        opset: the default-domain opset (default 20, the first with ONNX Gelu).
+        runtime: "onnxruntime" or "tensorrt", the runtime the graph is rendered for: an fp16 LayerNorm reads and
+            writes fp16 for ONNX Runtime (its statistics in fp32, ONNX's stash_type) and runs in fp32 between two
+            Casts for TensorRT (whose strongly typed networks compute it in its input's type). fp32 exports are
+            the same for both.
+        layout: "nchw", or "channels_last" (a WTConvNeXt, ops="plugin"): every block stays (N, H, W, C) around
+            WTConv2d nodes with channels_last=1; only the stem and downsampling convolutions are transposed.
         metadata: extra metadata_props (keys are prefixed with "wtconv_trt."), e.g. the model's source
             (onnx_models.build_model's description). Without a "source", the file records source "module" and the
             model's class (onnx_models.module_description): validate it from Python with the module in hand.
@@ -476,10 +492,10 @@ def export_onnx(
     input_shape = tuple(int(d) for d in input_shape)
     if len(input_shape) != 4 or min(input_shape) < 1:
         raise InputError(f"input_shape must be (B, C, H, W) with positive sizes, got {input_shape}")
-    if not isinstance(opset, int) or opset < 18:
+    if not isinstance(opset, int) or opset < MIN_OPSET:
         raise InputError(
-            f"opset must be an integer >= 18 (the standard-op WTConv2d uses opset-18 Pad/Slice "
-            f"forms; TensorRT 10 and 11 parse 18 and later), got {opset!r}"
+            f"opset must be an integer >= {MIN_OPSET} (the standard-op WTConv2d uses opset-18 Pad/Slice "
+            f"forms; TensorRT 10 and 11 parse 18 to 20 and later), got {opset!r}"
         )
     with warnings.catch_warnings(), _quiet_exporter_logs():
         # torch.export's own deprecation chatter (FutureWarning from its pytree, "torchvision is not
@@ -488,8 +504,8 @@ def export_onnx(
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         warnings.filterwarnings("ignore", module=r"torch\.onnx.*")
         progress = Progress(logger, f"export {os.path.basename(path)}", 4, estimate=False)
-        prepared, layers = prepare_for_export(model, ops, precision)
-        progress.step(f"{len(layers)} WTConv2d layers folded ({ops}, {precision})")
+        prepared, layers = prepare_for_export(model, ops, precision, runtime, layout)
+        progress.step(f"{len(layers)} WTConv2d layers folded ({ops}, {precision}, for {runtime}, {layout})")
         layer_modules = sorted(
             (m for m in prepared.modules() if isinstance(m, (WTConv2dPluginNode, StandardWTConv2d))),
             key=lambda m: m.layer,
@@ -508,7 +524,7 @@ def export_onnx(
             external_data=False,
             verbose=False,
             report=False,
-            custom_translation_table=_translation_table(layer_modules, precision),
+            custom_translation_table=_translation_table(layer_modules, precision, opset),
         )
         progress.step("traced and converted (torch.onnx, dynamo)")
     if not layers:
@@ -529,7 +545,13 @@ def export_onnx(
     expected = len(layers) if ops == "plugin" else 0
     if num_nodes != expected:
         raise RuntimeError(f"expected {expected} {contract.OP_TYPE} nodes in the exported graph, found {num_nodes}")
-    meta = {"ops": ops, "precision": precision, "input_shape": ",".join(map(str, input_shape))}
+    meta = {
+        "ops": ops,
+        "precision": precision,
+        "runtime": runtime,
+        "layout": layout,
+        "input_shape": ",".join(map(str, input_shape)),
+    }
     if "source" not in (metadata or {}):
         meta.update(module_description(model))
     meta.update({k: str(v) for k, v in (metadata or {}).items()})
@@ -547,6 +569,8 @@ def export_onnx(
         ops=ops,
         precision=precision,
         opset=opset,
+        runtime=runtime,
+        layout=layout,
         layers=layers,
         num_wtconv_nodes=num_nodes,
         input_shape=input_shape,

@@ -8,10 +8,21 @@ from typing import Any
 
 from wtconv_core.inputs import MAX_SEED, check_choice, check_int, shape_of
 
-__all__ = ["DEFAULT_INPUT_SHAPE", "MIN_OPSET", "OPS", "PRECISIONS", "export_onnx", "newest_opset"]
+__all__ = [
+    "DEFAULT_INPUT_SHAPE",
+    "LAYOUTS",
+    "MIN_OPSET",
+    "OPS",
+    "PRECISIONS",
+    "RUNTIMES",
+    "export_onnx",
+    "newest_opset",
+]
 
 OPS = ("plugin", "standard")
 PRECISIONS = ("fp32", "fp16")
+RUNTIMES = ("onnxruntime", "tensorrt")  # wtconv_export.onnx_render.RUNTIMES (that module imports torch)
+LAYOUTS = ("nchw", "channels_last")  # wtconv_export.onnx_render.LAYOUTS
 MIN_OPSET = 18  # the oldest the standard-op WTConv2d formulation uses (opset-18 Pad/Slice forms)
 DEFAULT_INPUT_SHAPE = "1,3,224,224"  # when the model's description gives none
 
@@ -47,6 +58,8 @@ def export_onnx(
     input_shape: str | Sequence[int] | None = None,
     static: bool = False,
     opset: int | None = None,
+    runtime: str | None = None,
+    layout: str | None = None,
     force: bool = False,
 ):
     """Export a model to the ONNX file ``output``; returns wtconv_export.onnx_export.ExportResult (``.summary()``
@@ -57,7 +70,10 @@ def export_onnx(
     (one wtconv::WTConv2d node per layer) or "standard" (standard ONNX operators only). precision: "fp32" or "fp16".
     input_shape: the example input (B, C, H, W) or its text '1,3,224,224'; default the model's native size, batch 1.
     static: fix that shape in the graph (default: batch, height and width are dynamic). opset: 18 to newest_opset()
-    (default 18). force: replace an existing ``output``.
+    (default 20, the first with ONNX Gelu). runtime: the runtime the graph is rendered for, "onnxruntime" (default)
+    or "tensorrt" (fp16 LayerNorms in fp32 between Casts; docs/onnx_export.md, "Rendering for the runtime").
+    layout: "nchw" or "channels_last" (a WTConvNeXt's blocks kept channels-last around channels_last WTConv2d
+    nodes; ops="plugin"); default wtconv_export.onnx_render.DEFAULT_LAYOUT. force: replace an existing ``output``.
 
     Checked before the model is loaded or traced: the option values, where the file goes (an existing file is
     replaced only with ``force``), then the shape against the model (channels, smallest size, memory). Warns
@@ -72,10 +88,15 @@ def export_onnx(
     from wtconv_export.model_checks import check_input_shape
     from wtconv_export.onnx_export import DEFAULT_OPSET
     from wtconv_export.onnx_export import export_onnx as export_model
+    from wtconv_export.onnx_render import DEFAULT_LAYOUT, DEFAULT_RUNTIME, check_layout
     from wtconv_trt.api.models import resolve_model
 
     check_choice(ops, "ops", OPS)
     check_choice(precision, "precision", PRECISIONS)
+    if runtime is not None:
+        check_choice(runtime, "runtime", RUNTIMES)
+    if layout is not None:
+        check_choice(layout, "layout", LAYOUTS)
     seed = check_int(seed, "seed", 0, MAX_SEED)
     if opset is not None:
         opset = check_int(opset, "opset", MIN_OPSET, newest_opset(), " (ONNX opsets the installed onnx package knows)")
@@ -88,6 +109,8 @@ def export_onnx(
     description = description or {}  # a module given: the exporter records its class
     shape = shape or parse_shape(description.get("input_shape", DEFAULT_INPUT_SHAPE))
     check_input_shape(model, shape, "input_shape", dynamic=not static)
+    layout = layout or DEFAULT_LAYOUT
+    check_layout(layout, ops, model)
     if description:
         description["input_shape"] = ",".join(map(str, shape))
     opset = opset or DEFAULT_OPSET
@@ -103,6 +126,8 @@ def export_onnx(
             input_shape=shape,
             dynamic=not static,
             opset=opset,
+            runtime=runtime or DEFAULT_RUNTIME,
+            layout=layout,
             metadata=description,
         )
     except (RuntimeError, onnx.checker.ValidationError) as error:

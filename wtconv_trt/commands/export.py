@@ -64,8 +64,23 @@ def add_arguments(parser) -> None:
         "--precision",
         choices=("fp32", "fp16"),
         default="fp32",
-        help="fp16: fp16 activations and WTConv2d nodes (folded weights stay fp32, "
-        "LayerNorms run in fp32), for TensorRT's strongly typed networks",
+        help="fp16: fp16 activations and WTConv2d nodes (folded weights stay fp32), for TensorRT's strongly "
+        "typed networks and ONNX Runtime's fp16 kernels",
+    )
+    parser.add_argument(
+        "--runtime",
+        choices=("onnxruntime", "tensorrt"),
+        default=None,
+        help="the runtime the graph is rendered for (default onnxruntime): with --precision fp16, onnxruntime "
+        "writes fp16 LayerNorms (statistics in fp32, as ONNX Runtime computes them), tensorrt runs them in fp32 "
+        "between Casts (TensorRT computes a LayerNorm in its input's type); fp32 exports are the same",
+    )
+    parser.add_argument(
+        "--layout",
+        choices=("nchw", "channels_last"),
+        default=None,
+        help="channels_last: a WTConvNeXt's blocks stay (N, H, W, C) around channels_last WTConv2d nodes, only "
+        "the stem and downsampling convolutions are transposed (--ops plugin); default nchw",
     )
     parser.add_argument(
         "--input-shape",
@@ -80,7 +95,8 @@ def add_arguments(parser) -> None:
         "--opset",
         type=arguments.integer,
         default=None,
-        help="ONNX opset of the default domain, from 18 to the newest the installed onnx knows (default 18)",
+        help="ONNX opset of the default domain, from 18 to the newest the installed onnx knows (default 20, the "
+        "first with ONNX Gelu)",
     )
     parser.add_argument("--force", action="store_true", help="overwrite the output file if it exists")
 
@@ -100,6 +116,8 @@ def run(args) -> int:
             input_shape=args.input_shape,
             static=args.static,
             opset=args.opset,
+            runtime=args.runtime,
+            layout=args.layout,
             force=args.force,
         )
     for warning in caught:
