@@ -171,3 +171,12 @@ def test_channels_last_layout_refuses_a_model_that_is_not_a_wtconvnext(tmp_path)
     with pytest.raises(InputError, match="layout: channels_last renders WTConvNeXt's blocks") as error:
         export_onnx(model, tmp_path / "m.onnx", layout="channels_last", input_shape=(1, 8, 16, 16))
     assert error.value.parameter == "layout" and not (tmp_path / "m.onnx").exists()
+
+
+def test_building_an_engine_from_an_fp16_export_for_onnxruntime_says_how_to_render_it_for_tensorrt(rendered):
+    from trt_engine.build import inspect_onnx, rendering_note
+
+    note = rendering_note(inspect_onnx(rendered["fp16", "onnxruntime"]))
+    assert note and "--runtime tensorrt" in note
+    assert rendering_note(inspect_onnx(rendered["fp16", "tensorrt"])) is None
+    assert rendering_note(inspect_onnx(rendered["fp32", "onnxruntime"])) is None  # fp32: one rendering for both

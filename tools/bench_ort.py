@@ -1,27 +1,32 @@
 #!/usr/bin/env python3
-"""Benchmark of WTConvNeXt-T in ONNX Runtime with the native WTConv2d op (libwtconv_ort.so), beside the standard-op
-export and the references, on the CPU or on the GPU (onnxruntime-gpu's CUDA execution provider).
+"""Benchmark of WTConvNeXt-T in ONNX Runtime with the native WTConv2d op (libwtconv_ort.so), beside timm's
+ConvNeXt-T exported both ways and the standard-op export, on the CPU or on the GPU (onnxruntime-gpu's CUDA EP).
 
-    python tools/bench_ort.py --device cpu --out docs/bench                 # B=1 224^2, fp32
-    python tools/bench_ort.py --device cuda --out $OUT                      # fp16 and fp32, B=1 and B=64
+    python tools/bench_ort.py --device cpu --out docs/bench               # B=1 224^2, fp32, 2 threads
+    python tools/bench_ort.py --device cuda --out $OUT                    # fp16 and fp32, B=1 and B=64, CUDA graphs
+    python tools/bench_ort.py --device cuda --out $OUT --quick            # fewer runs (a first look, a smoke test)
 
-Models (WTConvNeXt-T with random weights, seed 0, 224x224, exported in this process with dynamic batch):
-  plugin      the plugin export (one wtconv::WTConv2d node per layer) on libwtconv_ort.so
-  rest        the plugin export with every WTConv2d node replaced by Identity: not a network, a probe of the time
-              of everything but the WTConv2d layers (plugin - rest = the layers' share)
-  standard    the standard-op export (`--ops standard`: the layers as Conv / ConvTranspose / Pad / Slice ...)
-  python-op   CPU only: the plugin export on the onnxruntime-extensions Python op (the old fallback; few runs)
-  eager       CPU only: PyTorch eager, the published WTConv2d layers (torch.no_grad)
-  convnext    CUDA only: timm's ConvNeXt-T, exported to ONNX here (TorchScript exporter)
-Every ONNX model runs in the same execution provider with the same options, in one process. On the GPU the input
-and the output are bound in device memory (I/O binding), so no host copy is timed.
+Models (224x224, dynamic batch, exported in this process's children at its start; WTConvNeXt-T with random
+weights, seed 0, rendered for ONNX Runtime: opset 20, fp16 LayerNorms without Casts; docs/onnx_export.md):
+  plugin                the plugin export (one wtconv::WTConv2d node per layer), NCHW blocks, on libwtconv_ort.so
+  plugin-cl             the plugin export with channels-last blocks (--layout channels_last)
+  standard              the standard-op export (--ops standard)
+  rest                  the plugin export with every WTConv2d node replaced by Identity: not a network, a probe of
+                        the time of everything but the layers (plugin - rest = the layers' share)
+  convnext-dynamo       timm's ConvNeXt-T, torch.onnx's dynamo exporter (its default opset, 20)
+  convnext-torchscript  timm's ConvNeXt-T, torch.onnx's TorchScript exporter (opset 18)
+Every model runs in the same execution provider with the same options, in one process, on the same input. On the
+GPU the input and the output are bound in device memory (I/O binding); `+graph` rows run a second session with
+ONNX Runtime's CUDA graph (enable_cuda_graph: captured at the first run, replayed after; input and output bound to
+fixed buffers), one per batch size.
 
 Method: after warm-up runs of each, the models take turns, one run each per round, for `--runs` rounds; the median
-(and the 10th / 90th percentiles) of each model's wall-clock times is reported. Taking turns spreads any drift of a
-shared machine over all models alike; PyTorch eager is timed after them, in its own phase, so that ONNX Runtime's
-spinning pool threads do not compete with it. With --profile (CPU), a separate session per ONNX model records ONNX
-Runtime's profile: where the time goes, per operator type (on the GPU the profile times launches, not kernels:
-"rest" is the measurement there).
+(and the 10th / 90th percentiles) of each model's wall-clock times is reported, with each model's output compared
+with the plugin export's (or, for a `+graph` row, with its own session's without the graph). The op types of the
+graph ONNX Runtime runs (its optimized model, saved) are counted for every model. With --profile, ONNX Runtime's
+profile by operator type: of every WTConvNeXt model on the CPU; on the GPU of the plugin exports and ConvNeXt-T at
+fp16 and the largest batch, in a child process with CUDA_LAUNCH_BLOCKING=1 (a node's time then covers its kernels,
+not only their launches; the sum is slower than a pipelined run).
 
 Writes OUT/bench_ort_<device>.json (every number, the machine, the versions and the command) and
 OUT/bench_ort_<device>.md (tables and the targets); prints a short table last.
@@ -31,13 +36,15 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import datetime
-import functools
 import json
+import multiprocessing
 import os
 import platform
 import shlex
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,68 +54,67 @@ import numpy as np
 
 ARCH = "wtconvnext_tiny"
 SHAPE = (3, 224, 224)
+MODELS = ("plugin", "plugin-cl", "standard", "rest", "convnext-dynamo", "convnext-torchscript")
+CONVNEXT = ("convnext-dynamo", "convnext-torchscript")
+GRAPHED = ("plugin", "plugin-cl", *CONVNEXT)  # the models timed with CUDA graphs too (--graph-models)
+PROFILED_CUDA = ("plugin", "plugin-cl", *CONVNEXT)
+REPOSITORY = Path(__file__).resolve().parent.parent
 
 
 def log(message: str) -> None:
     print(f"[bench_ort {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def export_models(folder: Path, precisions, device: str, models, reuse: bool = False) -> dict:
-    """{(model, precision): path}: the WTConvNeXt-T exports and, for CUDA, timm's ConvNeXt-T. `reuse`: keep files
-    already in `folder` from an earlier run of this script (so a timing can start at once)."""
+# ---------------------------------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def export_one(name: str, precision: str, path: str, device: str) -> str:
+    """Export model `name` in `precision` to `path` (run in a child process: exports are single-threaded Python,
+    so the models are exported side by side)."""
     import torch
 
+    if name in CONVNEXT:
+        import timm
+
+        on = "cuda" if device == "cuda" and torch.cuda.is_available() else "cpu"
+        dtype = torch.float16 if precision == "fp16" else torch.float32
+        net = timm.create_model("convnext_tiny", pretrained=False).eval().to(on, dtype)
+        x = torch.randn((1, *SHAPE), device=on, dtype=dtype)
+        dynamo = name == "convnext-dynamo"
+        torch.onnx.export(
+            net,
+            (x,),
+            path,
+            input_names=["input"],
+            output_names=["output"],
+            dynamo=dynamo,
+            **(
+                {"dynamic_shapes": ({0: torch.export.Dim.DYNAMIC},), "external_data": False}
+                if dynamo
+                else {"dynamic_axes": {"input": {0: "batch"}, "output": {0: "batch"}}, "opset_version": 18}
+            ),
+        )
+        return path
     from wtconv_export.onnx_export import export_onnx
     from wtconv_export.onnx_models import build_model
 
     model, description = build_model(ARCH, random_weights=True, seed=0)
-    paths = {}
-    for precision in precisions:
-        for ops in ("plugin", "standard"):
-            if ops not in models and not (ops == "plugin" and {"python-op", "rest"} & set(models)):
-                continue
-            path = folder / f"{ARCH}_{ops}_{precision}.onnx"
-            if not (reuse and path.is_file()):
-                log(f"exporting {path.name}")
-                export_onnx(model, path, ops=ops, precision=precision, input_shape=(1, *SHAPE), metadata=description)
-            paths[(ops, precision)] = path
-        if "rest" in models:
-            rest = folder / paths[("plugin", precision)].name.replace("plugin", "rest")
-            paths[("rest", precision)] = (
-                rest if reuse and rest.is_file() else without_wtconv(paths[("plugin", precision)], folder)
-            )
-    if "convnext" in models and device == "cuda":
-        try:
-            import timm
-        except ImportError as error:
-            log(f"ConvNeXt-T left out: timm is not importable ({error})")
-            return paths
-        for precision in precisions:
-            dtype = torch.float16 if precision == "fp16" else torch.float32
-            net = timm.create_model("convnext_tiny", pretrained=False).eval().to("cuda", dtype)
-            path = folder / f"convnext_tiny_{precision}.onnx"
-            x = torch.randn((1, *SHAPE), device="cuda", dtype=dtype)
-            for dynamo in (False, True):  # the TorchScript exporter where this torch still has it
-                log(f"exporting {path.name} (timm, {'dynamo' if dynamo else 'TorchScript'} exporter)")
-                try:
-                    torch.onnx.export(
-                        net,
-                        (x,),
-                        str(path),
-                        input_names=["input"],
-                        output_names=["output"],
-                        dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
-                        opset_version=18,
-                        dynamo=dynamo,
-                    )
-                    paths[("convnext", precision)] = path
-                    break
-                except Exception as error:  # noqa: BLE001 -- try the other exporter, then leave the model out
-                    log(f"{path.name}: export failed ({type(error).__name__}: {error})")
-    return paths
+    export_onnx(
+        model,
+        path,
+        ops="standard" if name == "standard" else "plugin",
+        precision=precision,
+        runtime="onnxruntime",
+        layout="channels_last" if name == "plugin-cl" else "nchw",
+        input_shape=(1, *SHAPE),
+        metadata=description,
+    )
+    return path
 
 
-def without_wtconv(path: Path, folder: Path) -> Path:
+def without_wtconv(path: Path, out: Path) -> Path:
     """The model at `path` with each WTConv2d node replaced by Identity (WTConvNeXt-T's layers keep their shape)."""
     import onnx
 
@@ -120,41 +126,115 @@ def without_wtconv(path: Path, folder: Path) -> Path:
             if any(a.name == contract.FIELD_STRIDE and a.i != 1 for a in node.attribute):
                 raise ValueError(f"{path.name}: a strided WTConv2d node cannot become Identity")
             proto.graph.node[i].CopyFrom(onnx.helper.make_node("Identity", node.input, node.output, name=node.name))
-    out = folder / path.name.replace("plugin", "rest")
     onnx.save(proto, str(out))
     return out
 
 
-def providers_for(device: str, tf32: str):
+def export_models(folder: Path, precisions, device: str, models, reuse: bool) -> tuple[dict, dict]:
+    """({(model, precision): path}, {(model, precision): why it is left out}). `reuse`: keep files already in
+    `folder` from an earlier run (so a timing can start at once)."""
+    wanted = {"plugin" if m == "rest" else m for m in models}
+    missing = {}
+    if wanted & set(CONVNEXT):
+        try:
+            import timm  # noqa: F401
+        except Exception as error:  # noqa: BLE001 -- timm absent or broken: ConvNeXt-T is left out, said why
+            for name in CONVNEXT:
+                for precision in precisions:
+                    missing[(name, precision)] = f"timm is not importable ({type(error).__name__}: {error})"
+            wanted -= set(CONVNEXT)
+    jobs = {(name, p): folder / f"{name}_{p}.onnx" for name in sorted(wanted) for p in precisions}
+    todo = {key: path for key, path in jobs.items() if not (reuse and path.is_file())}
+    paths = {key: path for key, path in jobs.items() if key not in todo}
+    if todo:
+        workers = max(1, min(len(todo), (os.cpu_count() or 2) // 2, 8))
+        log(f"exporting {len(todo)} models, {workers} at a time: {', '.join(f'{n} {p}' for n, p in todo)}")
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+            futures = {pool.submit(export_one, n, p, str(path), device): (n, p) for (n, p), path in todo.items()}
+            for future in concurrent.futures.as_completed(futures):
+                key = futures[future]
+                try:
+                    paths[key] = Path(future.result())
+                    log(f"exported {key[0]} {key[1]}")
+                except Exception as error:  # noqa: BLE001 -- one model's export failing leaves it out, said why
+                    missing[key] = f"export failed ({type(error).__name__}: {str(error).splitlines()[0][:300]})"
+                    log(f"{key[0]} {key[1]}: {missing[key]}")
+    if "rest" in models:
+        for precision in precisions:
+            if ("plugin", precision) in paths:
+                paths[("rest", precision)] = without_wtconv(
+                    paths["plugin", precision], folder / f"rest_{precision}.onnx"
+                )
+    return paths, missing
+
+
+def op_type_counts(path: Path) -> dict:
+    """{op type (domain::type for other domains): count} of a saved ONNX model, and "(nodes)"."""
+    import onnx
+
+    proto = onnx.load(str(path), load_external_data=False)
+    counts = collections.Counter(f"{n.domain}::{n.op_type}" if n.domain else n.op_type for n in proto.graph.node)
+    return {"(nodes)": len(proto.graph.node), **dict(sorted(counts.items()))}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sessions and runners
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def provider_options(device: str, graph: bool = False) -> dict | None:
+    """The CUDA EP's options, the same for every model: an exhaustive cuDNN algorithm search, TF32 off (fp32 rows
+    are fp32), ONNX Runtime's CUDA graph for `+graph` rows."""
     if device == "cpu":
-        return ["CPUExecutionProvider"]
-    options = {"device_id": "0", "cudnn_conv_algo_search": "EXHAUSTIVE"}
-    if tf32 != "default":
-        options["use_tf32"] = "1" if tf32 == "on" else "0"
-    return [("CUDAExecutionProvider", options), "CPUExecutionProvider"]
+        return None
+    options = {"device_id": "0", "cudnn_conv_algo_search": "EXHAUSTIVE", "use_tf32": "0"}
+    if graph:
+        options["enable_cuda_graph"] = "1"
+    return options
 
 
-class OrtRunner:
-    """One ONNX model in one session; on CUDA its input and output live on the GPU (I/O binding)."""
+def make_session(path, device, library, threads, graph=False, optimized=None, profile_prefix=None):
+    import onnxruntime as ort
 
-    def __init__(self, path, device, providers, library, x, op, profile_prefix=None):
+    from wtconv_ort.session import make_ort_session
+
+    options = ort.SessionOptions()
+    if device == "cpu":
+        options.intra_op_num_threads = threads
+    if optimized:
+        options.optimized_model_filepath = str(optimized)
+    if profile_prefix:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
+    options.log_severity_level = 3  # ONNX Runtime's notes (an optimized model holding NCHWc nodes, ...)
+    providers = (
+        ["CPUExecutionProvider"]
+        if device == "cpu"
+        else [("CUDAExecutionProvider", provider_options(device, graph)), "CPUExecutionProvider"]
+    )
+    return make_ort_session(path, providers, options, op="native", library=library)
+
+
+class Runner:
+    """One session at one input. CPU: plain runs. CUDA: input and output bound on the GPU (I/O binding); with
+    `graph`, bound to fixed buffers, as ONNX Runtime's CUDA graph needs (the first run captures)."""
+
+    def __init__(self, session, device, x, graph=False):
         import onnxruntime as ort
 
-        from wtconv_ort.session import make_ort_session
-
-        options = ort.SessionOptions()
-        if profile_prefix:
-            options.enable_profiling = True
-            options.profile_file_prefix = profile_prefix
-        self.session = make_ort_session(path, providers, options, op=op, library=library)
-        self.input = self.session.get_inputs()[0].name
-        self.output = self.session.get_outputs()[0].name
-        self.device = device
+        self.session, self.device, self.x = session, device, x
+        self.input = session.get_inputs()[0].name
+        self.output = session.get_outputs()[0].name
         if device == "cuda":
-            self.binding = self.session.io_binding()
+            self.binding = session.io_binding()
             self.binding.bind_ortvalue_input(self.input, ort.OrtValue.ortvalue_from_numpy(x, "cuda", 0))
-            self.binding.bind_output(self.output, "cuda")
-        self.x = x
+            if graph:
+                shape = (x.shape[0], *session.get_outputs()[0].shape[1:])
+                self.y = ort.OrtValue.ortvalue_from_shape_and_type(shape, x.dtype, "cuda", 0)
+                self.binding.bind_ortvalue_output(self.output, self.y)
+            else:
+                self.binding.bind_output(self.output, "cuda")
 
     def __call__(self):
         if self.device == "cuda":
@@ -163,49 +243,28 @@ class OrtRunner:
         else:
             self.session.run([self.output], {self.input: self.x})
 
-    def output_value(self):
+    def output_value(self) -> np.ndarray:
         if self.device == "cuda":
+            self.__call__()
             return self.binding.copy_outputs_to_cpu()[0]
         return self.session.run([self.output], {self.input: self.x})[0]
 
 
-class EagerRunner:
-    """PyTorch eager, the published layers, fp32 on the CPU."""
-
-    def __init__(self, x, threads):
-        import torch
-
-        from wtconv_export.onnx_models import build_model
-
-        torch.set_num_threads(threads)
-        self.torch = torch
-        self.model, _ = build_model(ARCH, random_weights=True, seed=0)
-        self.x = torch.from_numpy(x)
-
-    def __call__(self):
-        with self.torch.no_grad():
-            self.model(self.x)
-
-
-def time_rounds(runners: dict, warmup: int, runs: dict) -> dict:
-    """{name: [seconds]}; warm-up runs of each, then rounds in which every runner runs once while it has runs left."""
-    if not runners:
-        return {}
-    for name, run in runners.items():
-        log(f"warm-up {name}")
+def time_rounds(runners: dict, warmup: int, runs: int) -> dict:
+    """{name: [seconds]}; warm-up runs of each, then `runs` rounds in which every runner runs once."""
+    for run in runners.values():
         for _ in range(warmup):
             run()
     times = {name: [] for name in runners}
-    for _ in range(max(runs.values())):
+    for _ in range(runs):
         for name, run in runners.items():
-            if len(times[name]) < runs[name]:
-                start = time.perf_counter()
-                run()
-                times[name].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
     return times
 
 
-def summarise(name, precision, batch, seconds) -> dict:
+def summarise(name, precision, batch, seconds, agreement) -> dict:
     ms = sorted(t * 1e3 for t in seconds)
     median = statistics.median(ms)
     return {
@@ -217,13 +276,31 @@ def summarise(name, precision, batch, seconds) -> dict:
         "ms_p10": round(ms[int(0.1 * (len(ms) - 1))], 4),
         "ms_p90": round(ms[int(0.9 * (len(ms) - 1))], 4),
         "img_per_s": round(batch * 1e3 / median, 1),
+        "rel_diff": agreement,
     }
 
 
+def reference_of(name: str) -> str | None:
+    """The model whose output `name`'s is compared with: the same model without the CUDA graph, the plugin export
+    for the other renderings of the same WTConvNeXt-T; none for "rest" (not the network) and ConvNeXt-T."""
+    if name.endswith("+graph"):
+        return name[: -len("+graph")]
+    return "plugin" if name in ("plugin-cl", "standard") else None
+
+
+def rel_diff(a, ref) -> float:
+    a, ref = np.asarray(a, np.float64), np.asarray(ref, np.float64)
+    return float(np.abs(a - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Profiles
+# ---------------------------------------------------------------------------------------------------------------
+
+
 def profile_breakdowns(runners: dict, runs: int) -> dict:
-    """ONNX Runtime's profiles of `runs` runs of each runner after one warm-up, the runners taking turns (so a busy
-    spell of the machine falls on all alike): {name: {operator type: [ms per run, % of the run]}}, each figure the
-    median over the runs (one slow run does not skew it); "(model_run)" is the run itself."""
+    """ONNX Runtime's profiles of `runs` runs of each runner after one warm-up, the runners taking turns: {name:
+    {operator type: [ms per run, % of the run]}}, each figure the median over the runs; "(model_run)" is the run."""
     for run in runners.values():
         run()
     for _ in range(runs):
@@ -251,7 +328,46 @@ def profile_breakdowns(runners: dict, runs: int) -> dict:
     return out
 
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+def profile_in_process(spec: dict) -> dict:
+    """The profiles `spec` asks for ({"paths": {name: path}, "device", "library", "threads", "batch",
+    "precision", "runs", "folder"}), in this process."""
+    x = np.random.default_rng(0).standard_normal((spec["batch"], *SHAPE)).astype(np.float32)
+    x = x.astype(np.float16) if spec["precision"] == "fp16" else x
+    runners = {
+        name: Runner(
+            make_session(
+                path,
+                spec["device"],
+                spec["library"],
+                spec["threads"],
+                profile_prefix=str(Path(spec["folder"]) / f"profile_{name}"),
+            ),
+            spec["device"],
+            x,
+        )
+        for name, path in spec["paths"].items()
+    }
+    return profile_breakdowns(runners, spec["runs"])
+
+
+def profile_in_child(spec: dict) -> dict:
+    """profile_in_process in a child process with CUDA_LAUNCH_BLOCKING=1: each launch waits for its kernels, so a
+    node's profiled time is its GPU time (this process's CUDA context cannot be switched to that)."""
+    spec_file = Path(spec["folder"]) / "profile_spec.json"
+    out_file = Path(spec["folder"]) / "profile_result.json"
+    spec_file.write_text(json.dumps(spec))
+    env = {**os.environ, "CUDA_LAUNCH_BLOCKING": "1"}
+    done = subprocess.run(
+        [sys.executable, __file__, "--profile-child", str(spec_file), str(out_file)], env=env, timeout=600
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the profiling child process failed (exit status {done.returncode})")
+    return json.loads(out_file.read_text())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------------------------------
 
 
 def portable(arg) -> str:
@@ -300,6 +416,12 @@ def machine(device: str, library) -> dict:
             info["gpu"] = torch.cuda.get_device_name()
     except ImportError:
         pass
+    try:
+        import timm
+
+        info["timm"] = timm.__version__
+    except Exception:  # noqa: BLE001 -- recorded only when importable
+        pass
     return info
 
 
@@ -308,31 +430,75 @@ def find_row(rows: list[dict], model: str, precision: str, batch: int) -> dict |
     return next((r for r in rows if (r["model"], r["precision"], r["batch"]) == (model, precision, batch)), None)
 
 
-def evaluate_targets(device: str, rows: list[dict]) -> list[tuple[str, str, bool | None]]:
-    """(target, measured value, met) for each target whose models were timed: CPU, plugin against the standard-op
-    export and PyTorch eager at B=1; CUDA, plugin against the standard-op export and ConvNeXt-T (fp16)."""
-    find = functools.partial(find_row, rows)
+def fastest(rows, models, precision, batch) -> dict | None:
+    """Of `models`' rows at (precision, batch), the fastest (the baseline a target is measured against)."""
+    found = [r for r in (find_row(rows, m, precision, batch) for m in models) if r]
+    return min(found, key=lambda r: r["ms_median"]) if found else None
+
+
+def evaluate_targets(device: str, rows: list[dict]) -> list[tuple[str, str, bool]]:
+    """(target, measured value, met) for each target whose models were timed, for each plugin export (NCHW and
+    channels-last blocks). ConvNeXt-T is the faster of its two exports in each case."""
     out = []
-    if device == "cpu":
-        plugin, standard, eager = find("plugin", "fp32", 1), find("standard", "fp32", 1), find("eager", "fp32", 1)
-        if plugin and standard:
-            ratio = plugin["ms_median"] / standard["ms_median"]
-            out.append(("plugin <= 0.5x standard-op export (B=1)", f"{ratio:.2f}x", ratio <= 0.5))
-        if plugin and eager:
-            ratio = plugin["ms_median"] / eager["ms_median"]
-            out.append(("plugin faster than PyTorch eager (B=1)", f"{ratio:.2f}x eager's time", ratio < 1.0))
-        return out
-    plugin, standard, convnext = find("plugin", "fp16", 64), find("standard", "fp16", 64), find("convnext", "fp16", 64)
-    if plugin and standard:
-        ratio = plugin["img_per_s"] / standard["img_per_s"]
-        out.append(("plugin >= 3.5x standard-op export (fp16, B=64, img/s)", f"{ratio:.2f}x", ratio >= 3.5))
-    if plugin and convnext:
-        ratio = plugin["img_per_s"] / convnext["img_per_s"]
-        out.append(("plugin >= ConvNeXt-T ONNX (fp16, B=64, img/s)", f"{ratio:.2f}x", ratio >= 1.0))
-    plugin1, convnext1 = find("plugin", "fp16", 1), find("convnext", "fp16", 1)
-    if plugin1 and convnext1:
-        ratio = plugin1["ms_median"] / convnext1["ms_median"]
-        out.append(("plugin B=1 latency <= ConvNeXt-T's (fp16)", f"{ratio:.2f}x ConvNeXt-T's time", ratio <= 1.0))
+    for plugin in ("plugin", "plugin-cl"):
+        if device == "cpu":
+            ours, standard = find_row(rows, plugin, "fp32", 1), find_row(rows, "standard", "fp32", 1)
+            if ours and standard:
+                ratio = ours["ms_median"] / standard["ms_median"]
+                out.append(
+                    (f"{plugin} <= 0.65x the standard-op export's time (fp32, B=1)", f"{ratio:.2f}x", ratio <= 0.65)
+                )
+            continue
+        for precision, batch, graph, bound, what in (
+            ("fp16", 64, "", 1.1, "img/s"),
+            ("fp32", 64, "", 1.35, "img/s"),
+            ("fp16", 1, "", 0.9, "time"),
+            ("fp16", 1, "+graph", 1.0, "time"),
+        ):
+            ours = find_row(rows, plugin + graph, precision, batch)
+            base = fastest(rows, [c + graph for c in CONVNEXT], precision, batch)
+            if not (ours and base):
+                continue
+            label = f"{precision} B={batch}{' with CUDA graphs' if graph else ''}"
+            if what == "img/s":
+                ratio = ours["img_per_s"] / base["img_per_s"]
+                out.append(
+                    (
+                        f"{plugin} >= {bound}x ConvNeXt-T's img/s ({label}; {base['model']})",
+                        f"{ratio:.2f}x",
+                        ratio >= bound,
+                    )
+                )
+            else:
+                ratio = ours["ms_median"] / base["ms_median"]
+                out.append(
+                    (
+                        f"{plugin} <= {bound}x ConvNeXt-T's time ({label}; {base['model']})",
+                        f"{ratio:.2f}x",
+                        ratio <= bound,
+                    )
+                )
+        ours, standard = find_row(rows, plugin, "fp16", 64), find_row(rows, "standard", "fp16", 64)
+        if ours and standard:
+            ratio = ours["img_per_s"] / standard["img_per_s"]
+            out.append((f"{plugin} >= 4x the standard-op export's img/s (fp16, B=64)", f"{ratio:.2f}x", ratio >= 4.0))
+    return out
+
+
+def layout_verdict(rows: list[dict]) -> list[str]:
+    """Which plugin export ran faster, per (precision, batch, CUDA graph or not): the layout decision's evidence."""
+    out = []
+    for r in rows:
+        model = r["model"]
+        if model.split("+")[0] != "plugin":
+            continue
+        other = find_row(rows, model.replace("plugin", "plugin-cl", 1), r["precision"], r["batch"])
+        if other:
+            ratio = other["ms_median"] / r["ms_median"]
+            out.append(
+                f"{r['precision']} B={r['batch']}{' CUDA graph' if '+graph' in model else ''}: channels-last blocks "
+                f"take {ratio:.3f}x the NCHW blocks' time ({other['ms_median']:.3f} vs {r['ms_median']:.3f} ms)"
+            )
     return out
 
 
@@ -358,37 +524,59 @@ def markdown(result: dict) -> str:
     lines = [
         f"# WTConvNeXt-T in ONNX Runtime — {result['device'].upper()} ({where})",
         "",
+        *([] if result["complete"] else ["**Partial: the run stopped before its end.**", ""]),
         f"- {meta['date']}; ONNX Runtime {meta['onnxruntime']}, Python {meta['python']}, "
-        f"torch {meta.get('torch', '-')}; {meta['cpu_count']} CPU threads visible (load average "
-        f"{meta['load_average_1min_before']} before, {meta['load_average_1min']} after); "
-        f"provider options: {result['provider_options']}",
-        f"- library: {meta['library_info']} ",
+        f"torch {meta.get('torch', '-')}, timm {meta.get('timm', '-')}; {meta['cpu_count']} CPU threads visible "
+        f"(load average "
+        f"{meta['load_average_1min_before']} before, {meta['load_average_1min']} after); provider options: "
+        f"{result['provider_options']}",
+        f"- library: {meta['library_info']}",
         f"- command (repository root): `{meta['command']}`",
         f"- method: {result['method']}",
         "",
-        "| model | precision | batch | median ms | p10 ms | p90 ms | img/s | runs |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | precision | batch | median ms | p10 ms | p90 ms | img/s | runs | max rel. diff |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
+        diff = "-" if r["rel_diff"] is None else f"{r['rel_diff']:.1e}"
         lines.append(
-            f"| {r['model']} | {r['precision']} | {r['batch']} | {r['ms_median']:.2f} | {r['ms_p10']:.2f} | "
-            f"{r['ms_p90']:.2f} | {r['img_per_s']:.1f} | {r['runs']} |"
+            f"| {r['model']} | {r['precision']} | {r['batch']} | {r['ms_median']:.3f} | {r['ms_p10']:.3f} | "
+            f"{r['ms_p90']:.3f} | {r['img_per_s']:.1f} | {r['runs']} | {diff} |"
         )
+    lines += [
+        "",
+        "max rel. diff: max |y - y_ref| / max |y_ref| against the plugin export's output (a `+graph` row: against the "
+        "same model without the graph); ConvNeXt-T has weights of its own.",
+    ]
+    if result["left_out"]:
+        lines += ["", "## Left out", ""] + [f"- {what}: {why}" for what, why in result["left_out"].items()]
     lines += ["", "## Targets", "", "| target | result | met |", "|---|---|---|"]
     for what, value, met in result["targets"]:
         lines.append(f"| {what} | {value} | {'yes' if met else '**no**'} |")
-    shares = layer_shares(result["rows"])
-    if shares:
-        lines += ["", "## Where the time goes: the WTConv2d layers against the rest (plugin - rest)", ""]
-        lines += [f"- {s}" for s in shares]
+    for title, items in (
+        ("Layout: channels-last blocks against NCHW blocks", layout_verdict(result["rows"])),
+        ("Where the time goes: the WTConv2d layers against the rest (plugin - rest)", layer_shares(result["rows"])),
+    ):
+        if items:
+            lines += ["", f"## {title}", ""] + [f"- {s}" for s in items]
+    counts = result.get("op_types", {})
+    if counts:
+        names = list(counts)
+        types = sorted({t for c in counts.values() for t in c}, key=lambda t: (t != "(nodes)", t))
+        lines += ["", "## The graph ONNX Runtime runs (its optimized model), by op type", ""]
+        lines += ["| op type | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+        for t in types:
+            lines.append(f"| {t} | " + " | ".join(str(counts[n].get(t, "")) for n in names) + " |")
     for key, breakdown in result.get("profiles", {}).items():
         lines += ["", f"## Where the time goes: {key} (ONNX Runtime profile, by operator type)", ""]
         lines += ["| operator | ms per run | % of the run |", "|---|---|---|"]
-        lines += [f"| {op} | {ms:.2f} | {share:.1f} |" for op, (ms, share) in breakdown.items()]
+        lines += [f"| {op} | {ms:.3f} | {share:.1f} |" for op, (ms, share) in breakdown.items()]
     return "\n".join(lines) + "\n"
 
 
-MODELS = ("plugin", "rest", "standard", "python-op", "eager", "convnext")
+# ---------------------------------------------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------------------------------------------
 
 
 def at_least(minimum: int):
@@ -406,31 +594,68 @@ def at_least(minimum: int):
     return parse
 
 
-def main(argv=None) -> int:
+def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), required=True)
     parser.add_argument("--out", type=Path, required=True, help="folder for bench_ort_<device>.{json,md}")
     parser.add_argument("--library", type=Path, help="libwtconv_ort.so (default: wtconv_libs.lookup lookup)")
-    parser.add_argument("--batches", type=at_least(1), nargs="+", help="default: 1 (cpu), 1 64 (cuda)")
+    parser.add_argument("--batches", type=at_least(1), nargs="+", help="default: 1 (cpu), 64 1 (cuda)")
     parser.add_argument("--precisions", nargs="+", choices=("fp32", "fp16"), help="default: fp32 (cpu), fp16 fp32")
+    parser.add_argument("--models", nargs="+", choices=MODELS, help="default: all (ConvNeXt-T where timm imports)")
     parser.add_argument(
-        "--models",
-        nargs="+",
+        "--graph-models",
+        nargs="*",
         choices=MODELS,
-        help="default: plugin standard rest python-op eager (cpu), plugin standard rest convnext",
+        help="CUDA: the models also timed with ONNX Runtime's CUDA graph (default: " + " ".join(GRAPHED) + ")",
     )
-    parser.add_argument(
-        "--runs", type=at_least(0), default=0, help="timed runs per model (default 30 on cpu, 200 on cuda)"
-    )
-    parser.add_argument("--warmup", type=at_least(0), default=5)
-    parser.add_argument(
-        "--threads", type=at_least(0), default=0, help="CPU: intra-op / torch threads (default: all cores)"
-    )
-    parser.add_argument("--tf32", choices=("default", "on", "off"), default="default", help="CUDA EP use_tf32")
-    parser.add_argument("--profile", action="store_true", help="CPU: add ONNX Runtime's per-operator profile")
+    parser.add_argument("--runs", type=at_least(1), help="timed rounds (default 30 on cpu, 100 on cuda; --quick 10)")
+    parser.add_argument("--warmup", type=at_least(0), default=5, help="warm-up runs of each model (default 5)")
+    parser.add_argument("--threads", type=at_least(1), default=2, help="CPU: intra-op threads (default 2)")
+    parser.add_argument("--quick", action="store_true", help="10 rounds, 2 warm-up runs, 3 profiled runs")
+    parser.add_argument("--profile", action="store_true", help="add ONNX Runtime's profile by operator type")
     parser.add_argument("--onnx-dir", type=Path, help="keep the exported models here (default: a temporary folder)")
     parser.add_argument("--reuse-onnx", action="store_true", help="with --onnx-dir: use the models already there")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def save(args, device, library, load_before, warmup, runs, rows, left_out, op_types, profiles, done) -> dict:
+    """Write OUT/bench_ort_<device>.{json,md} with what is measured so far (written after every timing phase, so a
+    run stopped early still leaves its results; `done` False marks them partial). Returns the result."""
+    result = {
+        "device": device,
+        "complete": done,
+        "meta": {**machine(device, library), "load_average_1min_before": load_before},
+        "provider_options": provider_options(device) or f"CPUExecutionProvider, {args.threads} intra-op threads",
+        "method": (
+            f"{warmup} warm-up runs each, then {runs} rounds taking turns; median wall time per run; "
+            + (
+                "input and output bound on the GPU (I/O binding); +graph: ONNX Runtime's CUDA graph, fixed buffers"
+                if device == "cuda"
+                else f"{args.threads} intra-op threads"
+            )
+            + (
+                " (profile: CUDA_LAUNCH_BLOCKING=1, a node's time covers its kernels)"
+                if args.profile and device == "cuda"
+                else ""
+            )
+        ),
+        "rows": rows,
+        "left_out": left_out,
+        "op_types": op_types,
+        "profiles": profiles,
+    }
+    result["targets"] = evaluate_targets(device, rows)
+    (args.out / f"bench_ort_{device}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / f"bench_ort_{device}.md").write_text(markdown(result))
+    return result
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--profile-child"]:  # profile_in_child's process
+        Path(argv[2]).write_text(json.dumps(profile_in_process(json.loads(Path(argv[1]).read_text()))))
+        return 0
+    args = parse_args(argv)
 
     import onnxruntime as ort
 
@@ -440,88 +665,95 @@ def main(argv=None) -> int:
     if device == "cuda" and "CUDAExecutionProvider" not in ort.get_available_providers():
         print(f"bench_ort: onnxruntime {ort.__version__} has no CUDAExecutionProvider (install onnxruntime-gpu)")
         return 2
-    batches = args.batches or ([1] if device == "cpu" else [1, 64])
+    batches = args.batches or ([1] if device == "cpu" else [64, 1])
     precisions = args.precisions or (["fp32"] if device == "cpu" else ["fp16", "fp32"])
-    models = args.models or (
-        ["plugin", "standard", "rest", "python-op", "eager"]
-        if device == "cpu"
-        else ["plugin", "standard", "rest", "convnext"]
-    )
-    runs = args.runs or (30 if device == "cpu" else 200)
-    threads = args.threads or (os.cpu_count() or 1)
-    _, library = resolve_wtconv_op("native", args.library) if "plugin" in models else (None, None)
-    providers = providers_for(device, args.tf32)
+    models = args.models or list(MODELS)
+    graphed = [] if device == "cpu" else [m for m in (GRAPHED if args.graph_models is None else args.graph_models)]
+    runs = args.runs or (10 if args.quick else 30 if device == "cpu" else 100)
+    warmup = 2 if args.quick else args.warmup
+    profile_runs = 3 if args.quick else 10
+    _, library = resolve_wtconv_op("native", args.library)
     args.out.mkdir(parents=True, exist_ok=True)
-
-    def ort_runner(name, key, x, profile_prefix=None):
-        # "plugin" on the native op; the others on the Python op ("python-op") or with no WTConv2d node at all.
-        op = "native" if name == "plugin" else "python"
-        return OrtRunner(paths[key], device, providers, library, x, op, profile_prefix=profile_prefix)
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.onnx_dir or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        paths = export_models(folder, precisions, device, models, reuse=args.reuse_onnx and args.onnx_dir is not None)
-        rows, profiles = [], {}
+        paths, left_out = export_models(folder, precisions, device, models, args.reuse_onnx and bool(args.onnx_dir))
+        left_out = {f"{m} {p}": why for (m, p), why in left_out.items()}
+        rows, op_types, profiles = [], {}, {}
         load_before = round(os.getloadavg()[0], 2)
         for precision in precisions:
+            names = [m for m in models if (m, precision) in paths]
+            sessions = {}
+            for name in list(names):  # one session per model and precision, shared by the batch sizes
+                optimized = folder / f"{name}_{precision}.optimized.onnx"
+                try:
+                    sessions[name] = make_session(
+                        paths[name, precision], device, library, args.threads, optimized=optimized
+                    )
+                except Exception as error:  # noqa: BLE001 -- a model ONNX Runtime refuses is left out, said why
+                    names.remove(name)
+                    left_out[f"{name} {precision}"] = str(error).strip().splitlines()[-1][:300]
+                    log(f"{name} {precision}: {left_out[f'{name} {precision}']}")
+                    continue
+                op_types[f"{name} {precision}"] = op_type_counts(optimized)
             for batch in batches:
                 x = np.random.default_rng(0).standard_normal((batch, *SHAPE)).astype(np.float32)
-                xp = x.astype(np.float16) if precision == "fp16" else x
-                runners, counts = {}, {}
-                for name in models:
-                    if name == "eager":
-                        if precision == "fp32":
-                            runners[name], counts[name] = EagerRunner(x, threads), runs
-                        continue
-                    key = ("plugin", precision) if name == "python-op" else (name, precision)
-                    if key not in paths:
-                        continue
-                    runners[name] = ort_runner(name, key, xp)
-                    counts[name] = 3 if name == "python-op" else runs
-                eager = {n: runners.pop(n) for n in list(runners) if n == "eager"}
+                x = x.astype(np.float16) if precision == "fp16" else x
+                runners = {name: Runner(sessions[name], device, x) for name in names}
+                for name in (n for n in names if n in graphed):  # a CUDA graph captures one shape: a session each
+                    try:
+                        session = make_session(paths[name, precision], device, library, args.threads, graph=True)
+                        runners[f"{name}+graph"] = Runner(session, device, x, graph=True)
+                        runners[f"{name}+graph"]()  # the capture: a failure is recorded, not fatal
+                    except Exception as error:  # noqa: BLE001 -- e.g. a node ONNX Runtime cannot capture
+                        runners.pop(f"{name}+graph", None)
+                        left_out[f"{name}+graph {precision} B={batch}"] = str(error).strip().splitlines()[-1][:300]
+                        log(f"{name}+graph {precision} B={batch}: {left_out[f'{name}+graph {precision} B={batch}']}")
                 log(f"timing {precision} B={batch}: {', '.join(runners)}")
-                times = time_rounds(runners, args.warmup, counts)
-                if eager:
-                    time.sleep(2.0)  # ONNX Runtime's intra-op threads stop spinning and sleep
-                    log("timing PyTorch eager")
-                    times.update(time_rounds(eager, args.warmup, counts))
-                    runners.update(eager)
-                rows += [summarise(name, precision, batch, times[name]) for name in runners]
-                if args.profile and device == "cpu":
-                    profiled = {
-                        name: ort_runner(
-                            name, (name, precision), xp, str(Path(tmp) / f"profile_{name}_{precision}_b{batch}")
-                        )
-                        for name in ("plugin", "standard")
-                        if name in runners
-                    }
-                    for name, breakdown in profile_breakdowns(profiled, 10).items():
-                        profiles[f"{name} {precision} B={batch}"] = breakdown
+                times = time_rounds(runners, warmup, runs)
+                outputs = {name: runner.output_value() for name, runner in runners.items()}
+                for name in runners:
+                    ref = reference_of(name)
+                    agreement = rel_diff(outputs[name], outputs[ref]) if ref in outputs else None
+                    rows.append(summarise(name, precision, batch, times[name], agreement))
                 del runners
-    result = {
-        "device": device,
-        "meta": {**machine(device, library), "load_average_1min_before": load_before},
-        "provider_options": providers[0][1] if device == "cuda" else "CPUExecutionProvider, default options",
-        "method": (
-            f"{args.warmup} warm-up runs each, then {runs} rounds taking turns (python-op: 3); median wall time "
-            "per run; "
-            + ("input and output bound on the GPU (I/O binding)" if device == "cuda" else f"{threads} threads")
-        ),
-        "rows": rows,
-        "profiles": profiles,
-    }
-    result["targets"] = evaluate_targets(device, rows)
-    (args.out / f"bench_ort_{device}.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / f"bench_ort_{device}.md").write_text(markdown(result))
+                save(args, device, library, load_before, warmup, runs, rows, left_out, op_types, profiles, done=False)
+            del sessions
+        if args.profile:
+            precision, batch = ("fp16", max(batches)) if device == "cuda" else (precisions[0], max(batches))
+            names = [
+                m
+                for m in (PROFILED_CUDA if device == "cuda" else ("plugin", "plugin-cl", "standard", "rest"))
+                if (m, precision) in paths
+            ]
+            spec = {
+                "paths": {name: str(paths[name, precision]) for name in names},
+                "device": device,
+                "library": str(library),
+                "threads": args.threads,
+                "batch": batch,
+                "precision": precision,
+                "runs": profile_runs,
+                "folder": str(folder),
+            }
+            log(f"profiling {precision} B={batch}: {', '.join(names)}")
+            try:
+                found = profile_in_child(spec) if device == "cuda" else profile_in_process(spec)
+                profiles = {f"{name} {precision} B={batch}": breakdown for name, breakdown in found.items()}
+            except Exception as error:  # noqa: BLE001 -- the timings stand without the profile
+                left_out["profile"] = f"{type(error).__name__}: {error}"
+    result = save(args, device, library, load_before, warmup, runs, rows, left_out, op_types, profiles, done=True)
     print(f"\nWTConvNeXt-T in ONNX Runtime ({device}; {result['meta'].get('gpu') or result['meta']['cpu']})")
-    print(f"{'model':10} {'prec':5} {'B':>3} {'median ms':>10} {'img/s':>9}")
+    print(f"{'model':28} {'prec':5} {'B':>3} {'median ms':>10} {'img/s':>9}")
     for r in rows:
-        print(f"{r['model']:10} {r['precision']:5} {r['batch']:>3} {r['ms_median']:>10.2f} {r['img_per_s']:>9.1f}")
+        print(f"{r['model']:28} {r['precision']:5} {r['batch']:>3} {r['ms_median']:>10.3f} {r['img_per_s']:>9.1f}")
     for what, value, met in result["targets"]:
         print(f"target {'met   ' if met else 'MISSED'} {what}: {value}")
-    for share in layer_shares(rows):
-        print(share)
+    for line in layout_verdict(rows) + layer_shares(rows):
+        print(line)
+    for what, why in left_out.items():
+        print(f"left out: {what}: {why}")
     return 0
 
 

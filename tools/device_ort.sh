@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # tools/device_ort.sh — on a GPU machine, from the repository root: build libwtconv_ort.so with its CUDA op, run the
 # ONNX Runtime tests (the CUDA op's GPU tests, CUDA graphs included, and the CPU, channels-last, shape-inference and
-# malformed-node tests on the same library) and the GPU benchmark (tools/bench_ort.py --device cuda). ONNX Runtime
-# with the CUDA execution provider must be importable:
-# point PYTHONPATH at an unpacked onnxruntime-gpu (ONNX Runtime 1.17 or newer), e.g.
+# malformed-node tests on the same library) and the GPU benchmark (tools/bench_ort.py --device cuda: WTConvNeXt-T's
+# plugin export, NCHW and channels-last blocks, beside timm's ConvNeXt-T exported both ways and the standard-op
+# export, fp16 and fp32, B=64 and B=1, with and without ONNX Runtime's CUDA graphs, the optimized graphs' op types,
+# a profile by operator). ONNX Runtime with the CUDA execution provider must be importable: point PYTHONPATH at an
+# unpacked onnxruntime-gpu (1.17 or newer), e.g.
 #   PYTHONPATH=/tmp/site OUT=... tools/device_ort.sh
-# ONNX Runtime's C API headers: $ONNXRUNTIME_INCLUDE_DIR, else third_party/onnxruntime-headers/<version>/include (an
-# ignored folder: carry it). Results: $OUT/bench_ort_cuda.{json,md}; logs: $OUT/ort_logs.tgz; a short table last.
-#   STAGES="build test bench" CUDA_ARCHS=90 BENCH_ARGS="--runs 100" PYTEST_ARGS="-k stage" tools/device_ort.sh
+# ONNX Runtime's C API headers: $ONNXRUNTIME_INCLUDE_DIR, else ../shared/onnxruntime-headers/<version>/include or
+# third_party/onnxruntime-headers/<version>/include (an ignored folder: carry it). Results:
+# $OUT/bench_ort_cuda.{json,md} (rewritten after every timing phase: a run stopped early leaves what it measured),
+# $OUT/bench.log; logs: $OUT/ort_logs.tgz; a short table last. About 5 minutes on one H200 (QUICK=1: about 3).
+#   STAGES="build test bench" CUDA_ARCHS=90 QUICK=1 BENCH_ARGS="--runs 100" PYTEST_ARGS="-k graph" tools/device_ort.sh
 set -uo pipefail
 OUT=${OUT:-device_out}
 mkdir -p "$OUT"
@@ -23,7 +27,7 @@ finish() {
   tar czf "$OUT/ort_logs.tgz" -C "$LOGS" . 2>/dev/null
   echo "===== summary"
   printf '%s\n' "${summary[@]}"
-  [[ -f "$OUT/bench_ort_cuda.md" ]] && sed -n '/^| model/,/^$/p;/^## Targets/,/^$/p' "$OUT/bench_ort_cuda.md" | head -30
+  [[ -f "$OUT/bench_ort_cuda.md" ]] && sed -n '/^## Targets/,/^$/p' "$OUT/bench_ort_cuda.md" | head -30
   exit $status
 }
 
@@ -39,7 +43,8 @@ fi
 summary+=("onnxruntime: $(head -1 "$LOGS/onnxruntime.txt")")
 
 if [[ -z "${ONNXRUNTIME_INCLUDE_DIR:-}" ]]; then
-  ONNXRUNTIME_INCLUDE_DIR=$(ls -d third_party/onnxruntime-headers/*/include 2>/dev/null | sort -V | tail -1)
+  ONNXRUNTIME_INCLUDE_DIR=$(ls -d ../shared/onnxruntime-headers/*/include third_party/onnxruntime-headers/*/include \
+    2>/dev/null | sort -V | tail -1)
 fi
 if [[ ! -f "${ONNXRUNTIME_INCLUDE_DIR:-}/onnxruntime_c_api.h" ]]; then
   summary+=("headers: onnxruntime_c_api.h not found (set ONNXRUNTIME_INCLUDE_DIR or carry third_party/onnxruntime-headers)")
@@ -54,7 +59,7 @@ if [[ " $STAGES " == *" build "* ]]; then
       -DWTCONV_BUILD_PLUGIN_HARNESS=OFF -DWTCONV_ORT_WERROR=ON -DONNXRUNTIME_INCLUDE_DIR="$ONNXRUNTIME_INCLUDE_DIR" \
     && cmake --build $BUILD --target wtconv_ort -j; } > "$LOGS/build.log" 2>&1 \
     || { echo "BUILD FAILED"; tail -40 "$LOGS/build.log"; status=1; summary+=("build: FAILED"); finish; }
-  summary+=("build: ok ($((SECONDS - start)) s): $(python3 -c "from wtconv_export import libraries; print(libraries.ort_library_info('$BUILD/onnxruntime/libwtconv_ort.so'))")")
+  summary+=("build: ok ($((SECONDS - start)) s): $(python3 -c "from wtconv_libs import lookup; print(lookup.ort_library_info('$BUILD/onnxruntime/libwtconv_ort.so'))")")
 fi
 export WTCONV_ORT_LIB=$PWD/$BUILD/onnxruntime/libwtconv_ort.so
 
@@ -70,10 +75,12 @@ fi
 
 if [[ " $STAGES " == *" bench "* ]]; then
   start=$SECONDS
-  python3 tools/bench_ort.py --device cuda --out "$OUT" --library "$WTCONV_ORT_LIB" ${BENCH_ARGS:-} \
-    > "$LOGS/bench.log" 2>&1 || status=1
-  summary+=("bench ($((SECONDS - start)) s): $(grep -c '^target' "$LOGS/bench.log") targets evaluated")
-  sed -n '/^WTConvNeXt-T in ONNX Runtime/,$p' "$LOGS/bench.log"
-  [[ -f "$OUT/bench_ort_cuda.md" ]] || tail -30 "$LOGS/bench.log"
+  # QUICK=1: 10 timed rounds and 3 profiled runs instead of 40 and 10 (a first look, or a budget running out).
+  quick=$([[ "${QUICK:-0}" == 1 ]] && echo "--quick" || echo "--runs 40")
+  python3 tools/bench_ort.py --device cuda --out "$OUT" --library "$WTCONV_ORT_LIB" --profile $quick \
+    ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1 || status=1
+  summary+=("bench ($((SECONDS - start)) s): $(grep -c '^target' "$OUT/bench.log") targets evaluated")
+  sed -n '/^WTConvNeXt-T in ONNX Runtime/,$p' "$OUT/bench.log"
+  [[ -f "$OUT/bench_ort_cuda.md" ]] || tail -30 "$OUT/bench.log"
 fi
 finish

@@ -381,6 +381,17 @@ def default_precision(info: OnnxInfo) -> tuple[str, str]:
     )
 
 
+def rendering_note(info: OnnxInfo) -> str | None:
+    """The line saying that an fp16 export rendered for ONNX Runtime has fp16 LayerNorms, which a strongly typed
+    TensorRT network computes in fp16 (docs/onnx_export.md, "Rendering for the runtime"); None otherwise."""
+    if info.input_dtype != "float16" or info.metadata.get("runtime") != "onnxruntime":
+        return None
+    return (
+        "rendering: this fp16 export was rendered for onnxruntime, its LayerNorms read fp16 and TensorRT computes "
+        "them in fp16; 'wtconv-trt export --precision fp16 --runtime tensorrt' keeps them in fp32"
+    )
+
+
 def default_shapes(info: OnnxInfo) -> tuple[list, str | None]:
     """(shapes, note) when none are given: for a single 4-D input with dynamic height and width, batch 1/8/32 at
     the export's example size (its ``input_shape`` metadata) and the line saying so; otherwise ([], None), which
@@ -483,6 +494,7 @@ def plan_build(opts: BuildOptions) -> BuildPlan:
     if not shapes:
         shapes, note = default_shapes(info)
         notes += [note] if note else []
+    notes += [note] if (note := rendering_note(info)) else []
     profiles = plan_profiles(shapes, info.inputs)
     check_profile_sizes(profiles)
     if opts.plugin:
