@@ -107,6 +107,7 @@ def test_plugin_export_has_one_node_per_layer_with_folded_attributes(tiny, expor
     types = {
         **{f: onnx.AttributeProto.INT for f in contract.INT_FIELDS},
         **{f: onnx.AttributeProto.FLOATS for f in contract.FLOAT_FIELDS},
+        contract.FIELD_CHANNELS_LAST: onnx.AttributeProto.INT,
         contract.FIELD_PLUGIN_VERSION: onnx.AttributeProto.STRING,
         contract.FIELD_PLUGIN_NAMESPACE: onnx.AttributeProto.STRING,
     }
@@ -120,6 +121,7 @@ def test_plugin_export_has_one_node_per_layer_with_folded_attributes(tiny, expor
             np.testing.assert_array_equal(
                 np.asarray(attrs[field], np.float32), np.asarray(expected[field], np.float32), err_msg=f"{path} {field}"
             )
+        assert attrs[contract.FIELD_CHANNELS_LAST] == 0  # NCHW blocks (the default layout)
         assert attrs[contract.FIELD_PLUGIN_VERSION] == contract.PLUGIN_VERSION.encode()
         assert attrs[contract.FIELD_PLUGIN_NAMESPACE] == contract.PLUGIN_NAMESPACE.encode()
     # The published stage configuration: kernel 5, levels (5, 4, 3, 2) over 3 + 3 + 9 + 3 blocks.

@@ -43,20 +43,23 @@ def shipped_model():
 @pytest.fixture(scope="session")
 def shipped_exports(shipped_model, export_dir):
     """The shipped model's exports (plugin fp32, plugin fp16, standard ops fp32, rendered for ONNX Runtime: the files
-    both runtimes are given by default; and plugin fp16 rendered for TensorRT, key (ops, precision, "tensorrt")), made
-    once per session."""
+    both runtimes are given by default; plugin fp16 rendered for TensorRT, key (ops, precision, "tensorrt"); plugin
+    fp16 with channels-last blocks, key (ops, precision, "channels_last")), made once per session."""
     from wtconv_export.onnx_export import export_onnx
 
     paths = {}
-    for key in (("plugin", "fp32"), ("plugin", "fp16"), ("standard", "fp32"), ("plugin", "fp16", "tensorrt")):
-        ops, precision, runtime = (*key, "onnxruntime")[:3]
-        paths[key] = export_dir / f"digits_{ops}_{precision}_{runtime}.onnx"
+    keys = [("plugin", "fp32"), ("plugin", "fp16"), ("standard", "fp32")]
+    keys += [("plugin", "fp16", "tensorrt"), ("plugin", "fp16", "channels_last")]
+    for key in keys:
+        ops, precision, rendering = (*key, "onnxruntime")[:3]
+        paths[key] = export_dir / f"digits_{ops}_{precision}_{rendering}.onnx"
         export_onnx(
             shipped_model,
             paths[key],
             ops=ops,
             precision=precision,
-            runtime=runtime,
+            runtime="tensorrt" if rendering == "tensorrt" else "onnxruntime",
+            layout="channels_last" if rendering == "channels_last" else "nchw",
             input_shape=(1, 1, 32, 32),
             metadata={"source": "default"},
         )
@@ -130,18 +133,20 @@ def build_and_check(
     return manifest, plan
 
 
-@pytest.mark.parametrize("precision, runtime", [("fp32", None), ("fp16", None), ("fp16", "tensorrt")])
+@pytest.mark.parametrize(
+    "precision, rendering", [("fp32", None), ("fp16", None), ("fp16", "tensorrt"), ("fp16", "channels_last")]
+)
 def test_shipped_model_plugin_export(
-    precision, runtime, rtx_plugin, shipped_model, shipped_exports, tmp_path, build_times
+    precision, rendering, rtx_plugin, shipped_model, shipped_exports, tmp_path, build_times
 ):
     """Opset 20 (ONNX Gelu), fp16 LayerNorms reading fp16 (rendered for ONNX Runtime) or fp32 between Casts (for
-    TensorRT): each parses and builds."""
+    TensorRT), channels-last blocks around channels_last nodes: each parses and builds, with PyTorch's shapes."""
     from wtconv_export.onnx_export import find_wtconv_layers
 
     layers = len(find_wtconv_layers(shipped_model))
     assert layers == 5
     manifest, _ = build_and_check(
-        shipped_exports[("plugin", precision, runtime) if runtime else ("plugin", precision)],
+        shipped_exports[("plugin", precision, rendering) if rendering else ("plugin", precision)],
         profile_text="input:1x1x32x32/8x1x32x32/32x1x64x48",
         precision=precision,
         plugin=rtx_plugin["plugin"],
@@ -149,7 +154,7 @@ def test_shipped_model_plugin_export(
         wtconv_layers=layers,
         tmp_path=tmp_path,
         build_times=build_times,
-        label=f"shipped model, plugin {precision}" + (f" for {runtime}" if runtime else ""),
+        label=f"shipped model, plugin {precision}" + (f" for {rendering}" if rendering else ""),
     )
     dtype = {"fp32": "float32", "fp16": "float16"}[precision]
     assert [t.dtype for t in manifest.io] == [dtype, dtype]

@@ -705,11 +705,15 @@ def main(argv=None) -> int:
                     try:
                         session = make_session(paths[name, precision], device, library, args.threads, graph=True)
                         runners[f"{name}+graph"] = Runner(session, device, x, graph=True)
-                        runners[f"{name}+graph"]()  # the capture: a failure is recorded, not fatal
-                    except Exception as error:  # noqa: BLE001 -- e.g. a node ONNX Runtime cannot capture
-                        runners.pop(f"{name}+graph", None)
+                    except Exception as error:  # noqa: BLE001 -- recorded below as any first run's failure
                         left_out[f"{name}+graph {precision} B={batch}"] = str(error).strip().splitlines()[-1][:300]
-                        log(f"{name}+graph {precision} B={batch}: {left_out[f'{name}+graph {precision} B={batch}']}")
+                for name, runner in list(runners.items()):  # the first run (a graph's capture): a failure leaves
+                    try:  # the model out, with its reason, and the others are timed
+                        runner()
+                    except Exception as error:  # noqa: BLE001 -- e.g. a node ONNX Runtime cannot capture
+                        runners.pop(name)
+                        left_out[f"{name} {precision} B={batch}"] = str(error).strip().splitlines()[-1][:300]
+                        log(f"{name} {precision} B={batch}: {left_out[f'{name} {precision} B={batch}']}")
                 log(f"timing {precision} B={batch}: {', '.join(runners)}")
                 times = time_rounds(runners, warmup, runs)
                 outputs = {name: runner.output_value() for name, runner in runners.items()}

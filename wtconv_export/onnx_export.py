@@ -82,6 +82,7 @@ def _wtconv2d_op_schema():
     kinds = {
         **{f: OpSchema.AttrType.INT for f in contract.INT_FIELDS},
         **{f: OpSchema.AttrType.FLOATS for f in contract.FLOAT_FIELDS},
+        contract.FIELD_CHANNELS_LAST: OpSchema.AttrType.INT,
         contract.FIELD_PLUGIN_VERSION: OpSchema.AttrType.STRING,
         contract.FIELD_PLUGIN_NAMESPACE: OpSchema.AttrType.STRING,
     }
@@ -173,7 +174,8 @@ def _translation_table(modules: list, precision: str, opset: int):
     def translate(x, layer: int, stride: int, channels_last: bool):
         module = modules[layer]
         if isinstance(module, WTConv2dPluginNode):
-            return node_op(x, **module.onnx_attributes)
+            # channels_last on every node, 0 or 1: TensorRT's parser warns about a listed plugin field left out.
+            return node_op(x, **module.onnx_attributes, **{contract.FIELD_CHANNELS_LAST: int(channels_last)})
         return _standard_subgraph(standard_ops, x, module, np_dtype)
 
     return {torch.ops.wtconv_export.onnx_wtconv2d_node.default: translate}
