@@ -46,17 +46,24 @@ def structure(shipped):
 
 @pytest.fixture(scope="module")
 def rendered(shipped, tmp_path_factory):
-    """{(precision, runtime): path}, the default layout."""
+    """{(precision, rendering): path}: NCHW blocks rendered for "onnxruntime" or "tensorrt", or "channels_last"
+    blocks rendered for ONNX Runtime."""
     out = tmp_path_factory.mktemp("render")
     paths = {}
-    for precision, runtime in (("fp32", "onnxruntime"), ("fp16", "onnxruntime"), ("fp16", "tensorrt")):
-        paths[precision, runtime] = out / f"digits_{precision}_{runtime}.onnx"
+    for precision, rendering in (
+        ("fp32", "onnxruntime"),
+        ("fp16", "onnxruntime"),
+        ("fp16", "tensorrt"),
+        ("fp32", "channels_last"),
+        ("fp16", "channels_last"),
+    ):
+        paths[precision, rendering] = out / f"digits_{precision}_{rendering}.onnx"
         export_onnx(
             shipped,
-            paths[precision, runtime],
+            paths[precision, rendering],
             precision=precision,
-            runtime=runtime,
-            layout="nchw",
+            runtime="tensorrt" if rendering == "tensorrt" else "onnxruntime",
+            layout="channels_last" if rendering == "channels_last" else "nchw",
             input_shape=EXPORT_SHAPE,
             metadata={"source": "default"},
         )
@@ -182,30 +189,12 @@ def test_building_an_engine_from_an_fp16_export_for_onnxruntime_says_how_to_rend
     assert rendering_note(inspect_onnx(rendered["fp32", "onnxruntime"])) is None  # fp32: one rendering for both
 
 
-@pytest.fixture(scope="module")
-def channels_last(shipped, tmp_path_factory):
-    """{precision: path} of the channels-last rendering (rendered for ONNX Runtime)."""
-    out = tmp_path_factory.mktemp("channels_last")
-    paths = {}
-    for precision in ("fp32", "fp16"):
-        paths[precision] = out / f"digits_cl_{precision}.onnx"
-        export_onnx(
-            shipped,
-            paths[precision],
-            precision=precision,
-            layout="channels_last",
-            input_shape=EXPORT_SHAPE,
-            metadata={"source": "default"},
-        )
-    return paths
-
-
-def test_channels_last_blocks_keep_nhwc_between_the_nodes(channels_last, structure):
+def test_channels_last_blocks_keep_nhwc_between_the_nodes(rendered, structure):
     """Every node reads and writes (N, H, W, C) with channels_last=1; the only Transposes are the stem's and the
     two around each downsampling convolution (ConvNeXt's rendering has a pair per block and per LayerNorm2d)."""
     blocks, stages, _ = structure
-    for precision, path in channels_last.items():
-        proto = onnx.load(str(path))
+    for precision in ("fp32", "fp16"):
+        proto = onnx.load(str(rendered[precision, "channels_last"]))
         shapes = {v.name: v.type.tensor_type.shape.dim for v in proto.graph.value_info}
         nodes = [n for n in proto.graph.node if n.op_type == contract.OP_TYPE]
         assert len(nodes) == blocks
@@ -218,7 +207,7 @@ def test_channels_last_blocks_keep_nhwc_between_the_nodes(channels_last, structu
         assert op_types(proto)["Transpose"] == 1 + 2 * (stages - 1), precision
 
 
-def test_channels_last_blocks_run_in_onnxruntime_as_pytorch(shipped, channels_last, ort_library, tmp_path):
+def test_channels_last_blocks_run_in_onnxruntime_as_pytorch(shipped, rendered, ort_library, tmp_path):
     """The channels-last rendering against the PyTorch model, in ONNX Runtime on our CPU op: fp32 to fp32 rounding
     (1e-5 relative), fp16 within the fp16 contract; and what ONNX Runtime's CPU EP leaves of it (BiasGelu in every
     block, no more Transposes than exported)."""
@@ -227,14 +216,16 @@ def test_channels_last_blocks_run_in_onnxruntime_as_pytorch(shipped, channels_la
         ref32 = shipped(x).numpy().astype(np.float64)
         ref64 = copy.deepcopy(shipped).double()(x.double()).numpy()
         own16 = copy.deepcopy(shipped).half()(x.half()).double().numpy()
-    y32 = make_ort_session(channels_last["fp32"], op="native", library=ort_library).run(None, {"input": x.numpy()})[0]
+    y32 = make_ort_session(rendered["fp32", "channels_last"], op="native", library=ort_library).run(
+        None, {"input": x.numpy()}
+    )[0]
     assert np.abs(y32 - ref32).max() / np.abs(ref32).max() <= 1e-5
-    y16 = make_ort_session(channels_last["fp16"], op="native", library=ort_library).run(
+    y16 = make_ort_session(rendered["fp16", "channels_last"], op="native", library=ort_library).run(
         None, {"input": x.half().numpy()}
     )[0]
     error = np.abs(y16.astype(np.float64) - ref64).max() / np.abs(ref64).max()
     assert error <= FP16_FACTOR * np.abs(own16 - ref64).max() / np.abs(ref64).max()
     blocks = sum(len(stage.blocks) for stage in shipped.stages)
-    counts = op_types(optimized_graph(channels_last["fp32"], ort_library, tmp_path))
+    counts = op_types(optimized_graph(rendered["fp32", "channels_last"], ort_library, tmp_path))
     assert counts["com.microsoft::BiasGelu"] == blocks, counts
-    assert counts["Transpose"] <= op_types(onnx.load(str(channels_last["fp32"])))["Transpose"], counts
+    assert counts["Transpose"] <= op_types(onnx.load(str(rendered["fp32", "channels_last"])))["Transpose"], counts
