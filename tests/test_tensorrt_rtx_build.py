@@ -218,14 +218,15 @@ def test_single_layer(
 
 def channels_last_node(path, out_path):
     """The one-layer export at ``path`` rewritten as a node with channels_last = 1 (docs/design.md §4): the same
-    attributes plus channels_last, input and output declared (N, H, W, C) with the export's own dimensions."""
+    attributes with channels_last set, input and output declared (N, H, W, C) with the export's own dimensions."""
     import onnx
 
     from wtconv_export import contract
 
     model = onnx.load(str(path))
     (node,) = [n for n in model.graph.node if n.op_type == contract.OP_TYPE]
-    node.attribute.append(onnx.helper.make_attribute(contract.FIELD_CHANNELS_LAST, 1))
+    (flag,) = [a for a in node.attribute if a.name == contract.FIELD_CHANNELS_LAST]  # the exporter writes 0
+    flag.i = 1
     for value in (model.graph.input[0], model.graph.output[0]):
         dims = value.type.tensor_type.shape.dim
         n, c, h, w = (onnx.TensorShapeProto.Dimension.FromString(d.SerializeToString()) for d in dims)
