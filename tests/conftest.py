@@ -318,6 +318,45 @@ def install():
         pytest.skip("tritonserver is not installed: " + INSTALL_HINT)
 
 
+@pytest.fixture(scope="session")
+def shipped_model():
+    """The shipped default model (a small WTConvNeXt: 5 blocks in 4 stages), loaded once per session."""
+    from wtconv_export.models import load_default_model
+
+    model, _ = load_default_model()
+    return model
+
+
+@pytest.fixture(scope="session")
+def shipped_export(shipped_model, tmp_path_factory):
+    """export(ops, precision, runtime, layout) -> the path of the shipped default model's export (example input
+    1x1x32x32, dynamic), made once per session: the rendering tests and the TensorRT-RTX tests share them."""
+    from wtconv_export.onnx_export import export_onnx
+
+    model = shipped_model
+    folder = tmp_path_factory.mktemp("shipped_exports")
+    made = {}
+
+    def export(ops="plugin", precision="fp32", runtime="onnxruntime", layout="nchw"):
+        key = (ops, precision, runtime, layout)
+        if key not in made:
+            path = folder / ("digits_" + "_".join(key) + ".onnx")
+            export_onnx(
+                model,
+                path,
+                ops=ops,
+                precision=precision,
+                runtime=runtime,
+                layout=layout,
+                input_shape=(1, 1, 32, 32),
+                metadata={"source": "default"},
+            )
+            made[key] = path
+        return made[key]
+
+    return export
+
+
 @pytest.fixture
 def no_tensorrt(monkeypatch):
     """Neither TensorRT nor TensorRT-RTX, whatever is installed: the backend lookup finds none and ``import

@@ -21,7 +21,6 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from wtconv_export import contract  # noqa: E402
-from wtconv_export.models import load_default_model  # noqa: E402
 from wtconv_export.onnx_export import export_onnx  # noqa: E402
 from wtconv_ort.session import make_ort_session  # noqa: E402
 
@@ -30,44 +29,23 @@ FP16_FACTOR = 2.0  # fp16 exports: within 2x PyTorch-fp16's own error against fl
 
 
 @pytest.fixture(scope="module")
-def shipped():
-    model, _ = load_default_model()
-    return model
-
-
-@pytest.fixture(scope="module")
-def structure(shipped):
+def structure(shipped_model):
     """(blocks, stages, LayerNorms) of the shipped model: a LayerNorm per block, the stem's, one per downsampling
     stage, the head's."""
-    blocks = sum(len(stage.blocks) for stage in shipped.stages)
-    stages = len(shipped.stages)
+    blocks = sum(len(stage.blocks) for stage in shipped_model.stages)
+    stages = len(shipped_model.stages)
     return blocks, stages, blocks + 1 + (stages - 1) + 1
 
 
 @pytest.fixture(scope="module")
-def rendered(shipped, tmp_path_factory):
+def rendered(shipped_export):
     """{(precision, rendering): path}: NCHW blocks rendered for "onnxruntime" or "tensorrt", or "channels_last"
-    blocks rendered for ONNX Runtime."""
-    out = tmp_path_factory.mktemp("render")
-    paths = {}
-    for precision, rendering in (
-        ("fp32", "onnxruntime"),
-        ("fp16", "onnxruntime"),
-        ("fp16", "tensorrt"),
-        ("fp32", "channels_last"),
-        ("fp16", "channels_last"),
-    ):
-        paths[precision, rendering] = out / f"digits_{precision}_{rendering}.onnx"
-        export_onnx(
-            shipped,
-            paths[precision, rendering],
-            precision=precision,
-            runtime="tensorrt" if rendering == "tensorrt" else "onnxruntime",
-            layout="channels_last" if rendering == "channels_last" else "nchw",
-            input_shape=EXPORT_SHAPE,
-            metadata={"source": "default"},
-        )
-    return paths
+    blocks rendered for ONNX Runtime (conftest's exports, shared with the TensorRT-RTX tests)."""
+    renderings = {"onnxruntime": ("onnxruntime", "nchw"), "tensorrt": ("tensorrt", "nchw")}
+    renderings["channels_last"] = ("onnxruntime", "channels_last")
+    keys = [("fp32", "onnxruntime"), ("fp16", "onnxruntime"), ("fp16", "tensorrt")]
+    keys += [("fp32", "channels_last"), ("fp16", "channels_last")]
+    return {(p, r): shipped_export("plugin", p, *renderings[r]) for p, r in keys}
 
 
 def op_types(proto) -> collections.Counter:
@@ -158,12 +136,12 @@ def test_onnxruntime_cpu_fuses_every_gelu_with_its_bias(rendered, structure, ort
 
 
 @pytest.mark.parametrize("runtime", ["onnxruntime", "tensorrt"])
-def test_fp16_renderings_match_pytorch_within_the_fp16_contract(runtime, shipped, rendered, ort_library):
+def test_fp16_renderings_match_pytorch_within_the_fp16_contract(runtime, shipped_model, rendered, ort_library):
     session = make_ort_session(rendered["fp16", runtime], op="native", library=ort_library)
     x = torch.randn((6, 1, 32, 32), generator=torch.Generator().manual_seed(3)).half()
     with torch.no_grad():
-        ref64 = copy.deepcopy(shipped).double()(x.double()).numpy()
-        own = copy.deepcopy(shipped).half()(x).double().numpy()
+        ref64 = copy.deepcopy(shipped_model).double()(x.double()).numpy()
+        own = copy.deepcopy(shipped_model).half()(x).double().numpy()
     y = session.run(None, {"input": x.numpy()})[0].astype(np.float64)
     error = np.abs(y - ref64).max() / np.abs(ref64).max()
     own_error = np.abs(own - ref64).max() / np.abs(ref64).max()
@@ -207,15 +185,15 @@ def test_channels_last_blocks_keep_nhwc_between_the_nodes(rendered, structure):
         assert op_types(proto)["Transpose"] == 1 + 2 * (stages - 1), precision
 
 
-def test_channels_last_blocks_run_in_onnxruntime_as_pytorch(shipped, rendered, ort_library, tmp_path):
+def test_channels_last_blocks_run_in_onnxruntime_as_pytorch(shipped_model, rendered, ort_library, tmp_path):
     """The channels-last rendering against the PyTorch model, in ONNX Runtime on our CPU op: fp32 to fp32 rounding
     (1e-5 relative), fp16 within the fp16 contract; and what ONNX Runtime's CPU EP leaves of it (BiasGelu in every
     block, no more Transposes than exported)."""
     x = torch.randn((5, 1, 32, 32), generator=torch.Generator().manual_seed(4)).half().float()
     with torch.no_grad():
-        ref32 = shipped(x).numpy().astype(np.float64)
-        ref64 = copy.deepcopy(shipped).double()(x.double()).numpy()
-        own16 = copy.deepcopy(shipped).half()(x.half()).double().numpy()
+        ref32 = shipped_model(x).numpy().astype(np.float64)
+        ref64 = copy.deepcopy(shipped_model).double()(x.double()).numpy()
+        own16 = copy.deepcopy(shipped_model).half()(x.half()).double().numpy()
     y32 = make_ort_session(rendered["fp32", "channels_last"], op="native", library=ort_library).run(
         None, {"input": x.numpy()}
     )[0]
@@ -225,7 +203,23 @@ def test_channels_last_blocks_run_in_onnxruntime_as_pytorch(shipped, rendered, o
     )[0]
     error = np.abs(y16.astype(np.float64) - ref64).max() / np.abs(ref64).max()
     assert error <= FP16_FACTOR * np.abs(own16 - ref64).max() / np.abs(ref64).max()
-    blocks = sum(len(stage.blocks) for stage in shipped.stages)
+    blocks = sum(len(stage.blocks) for stage in shipped_model.stages)
     counts = op_types(optimized_graph(rendered["fp32", "channels_last"], ort_library, tmp_path))
     assert counts["com.microsoft::BiasGelu"] == blocks, counts
     assert counts["Transpose"] <= op_types(onnx.load(str(rendered["fp32", "channels_last"])))["Transpose"], counts
+
+
+@pytest.mark.parametrize("ops", ["plugin", "standard"])
+def test_opset_18_still_exports_and_runs(ops, shipped_model, ort_library, tmp_path):
+    """For a runtime that stops at opset 18: the standard-op WTConv2d needs 18, GELU is then the exporter's
+    Div/Erf/Add/Mul/Mul; the file matches PyTorch in ONNX Runtime (fp32, 1e-5 relative)."""
+    path = tmp_path / f"digits_{ops}_opset18.onnx"
+    export_onnx(shipped_model, path, ops=ops, opset=18, input_shape=EXPORT_SHAPE, metadata={"source": "default"})
+    proto = onnx.load(str(path))
+    assert ("", 18) in {(o.domain, o.version) for o in proto.opset_import}
+    assert op_types(proto)["Gelu"] == 0 and op_types(proto)["Erf"] > 0
+    x = torch.randn((3, 1, 32, 32), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        ref = shipped_model(x).numpy()
+    y = make_ort_session(path, op="native", library=ort_library).run(None, {"input": x.numpy()})[0]
+    assert np.abs(y - ref).max() / np.abs(ref).max() <= 1e-5

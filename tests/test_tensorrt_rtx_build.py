@@ -33,37 +33,18 @@ def export_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def shipped_model():
-    from wtconv_export.models import load_default_model
-
-    model, _ = load_default_model()
-    return model
-
-
-@pytest.fixture(scope="session")
-def shipped_exports(shipped_model, export_dir):
-    """The shipped model's exports (plugin fp32, plugin fp16, standard ops fp32, rendered for ONNX Runtime: the files
-    both runtimes are given by default; plugin fp16 rendered for TensorRT, key (ops, precision, "tensorrt"); plugin
-    fp16 with channels-last blocks, key (ops, precision, "channels_last")), made once per session."""
-    from wtconv_export.onnx_export import export_onnx
-
-    paths = {}
-    keys = [("plugin", "fp32"), ("plugin", "fp16"), ("standard", "fp32")]
-    keys += [("plugin", "fp16", "tensorrt"), ("plugin", "fp16", "channels_last")]
-    for key in keys:
-        ops, precision, rendering = (*key, "onnxruntime")[:3]
-        paths[key] = export_dir / f"digits_{ops}_{precision}_{rendering}.onnx"
-        export_onnx(
-            shipped_model,
-            paths[key],
-            ops=ops,
-            precision=precision,
-            runtime="tensorrt" if rendering == "tensorrt" else "onnxruntime",
-            layout="channels_last" if rendering == "channels_last" else "nchw",
-            input_shape=(1, 1, 32, 32),
-            metadata={"source": "default"},
-        )
-    return paths
+def shipped_exports(shipped_export):
+    """The shipped model's exports (conftest's, shared with the rendering tests): plugin fp32, plugin fp16, standard
+    ops fp32, rendered for ONNX Runtime (the files both runtimes are given by default); plugin fp16 rendered for
+    TensorRT, key (ops, precision, "tensorrt"); plugin fp16 with channels-last blocks, key (ops, precision,
+    "channels_last")."""
+    return {
+        ("plugin", "fp32"): shipped_export("plugin", "fp32"),
+        ("plugin", "fp16"): shipped_export("plugin", "fp16"),
+        ("standard", "fp32"): shipped_export("standard", "fp32"),
+        ("plugin", "fp16", "tensorrt"): shipped_export("plugin", "fp16", "tensorrt"),
+        ("plugin", "fp16", "channels_last"): shipped_export("plugin", "fp16", "onnxruntime", "channels_last"),
+    }
 
 
 def wtconv_node_fields(onnx_path) -> list[dict]:
