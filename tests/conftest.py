@@ -357,6 +357,25 @@ def shipped_export(shipped_model, tmp_path_factory):
     return export
 
 
+@pytest.fixture(scope="session")
+def export_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("rtx_exports")
+
+
+@pytest.fixture(scope="session")
+def shipped_exports(shipped_export):
+    """The shipped model's exports (shipped_export's): plugin fp32, plugin fp16, standard ops fp32, rendered for
+    ONNX Runtime (the files both runtimes are given by default); plugin fp16 rendered for TensorRT, key (ops,
+    precision, "tensorrt"); plugin fp16 with channels-last blocks, key (ops, precision, "channels_last")."""
+    return {
+        ("plugin", "fp32"): shipped_export("plugin", "fp32"),
+        ("plugin", "fp16"): shipped_export("plugin", "fp16"),
+        ("standard", "fp32"): shipped_export("standard", "fp32"),
+        ("plugin", "fp16", "tensorrt"): shipped_export("plugin", "fp16", "tensorrt"),
+        ("plugin", "fp16", "channels_last"): shipped_export("plugin", "fp16", "onnxruntime", "channels_last"),
+    }
+
+
 @pytest.fixture
 def no_tensorrt(monkeypatch):
     """Neither TensorRT nor TensorRT-RTX, whatever is installed: the backend lookup finds none and ``import

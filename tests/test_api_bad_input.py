@@ -124,6 +124,9 @@ TWINS = {
     "build/max-shape-elements": lambda f: wtconv_trt.build_engine(
         f["d_onnx"], shapes=["input:1x1x32x32/8x1x32x32/2147483647x1x32x32"]
     ),
+    "build/max-shape-layer-elements": lambda f: wtconv_trt.build_engine(
+        f["d_onnx"], shapes=["input:1x1x32x32/1000000x1x32x32/2000000x1x32x32"]
+    ),
     "build/shapes-channels": lambda f: wtconv_trt.build_engine(
         f["d_onnx"], shapes=["input:1x3x32x32/1x3x32x32/1x3x32x32"]
     ),

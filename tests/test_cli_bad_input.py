@@ -320,6 +320,11 @@ CASES = [
         ["build", "{d_onnx}", "--shapes", "input:1x1x32x32/8x1x32x32/2147483647x1x32x32"],
         "elements",
     ),
+    (
+        "build/max-shape-layer-elements",
+        ["build", "{d_onnx}", "--shapes", "input:1x1x32x32/1000000x1x32x32/2000000x1x32x32"],
+        "the output of layer 'stages.0.blocks.0.mlp.fc1' (MatMul) would be 2000000x16x16x64",
+    ),
     ("build/shapes-channels", ["build", "{d_onnx}", "--shapes", "input:1x3x32x32/1x3x32x32/1x3x32x32"], "fixed at 1"),
     (
         "build/shapes-order",

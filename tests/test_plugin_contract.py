@@ -99,6 +99,9 @@ def test_limits_agree(cpp):
     }
     assert kernel["kMaxKernelSize"] == contract.MAX_KERNEL_SIZE
     assert kernel["kMaxLevels"] == contract.MAX_WT_LEVELS
+    source = _strip_comments((KERNEL_HEADER.parent / "wtconvKernel.cu").read_text())
+    shift, less = re.search(r"kMaxDim\s*=\s*\(int64_t\{1\}\s*<<\s*(\d+)\)\s*-\s*(\d+)\s*;", source).groups()
+    assert (1 << int(shift)) - int(less) == contract.MAX_DIM
 
 
 def test_plugin_sources_spell_no_contract_string(cpp):

@@ -25,26 +25,7 @@ from random_layers import random_wtconv
 pytestmark = pytest.mark.slow  # real TensorRT-RTX builds with the plugin built once: minutes; CI runs them
 
 PLUGIN_FIELDS = ("base_weight", "base_bias", "wavelet_weight")
-
-
-@pytest.fixture(scope="session")
-def export_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("rtx_exports")
-
-
-@pytest.fixture(scope="session")
-def shipped_exports(shipped_export):
-    """The shipped model's exports (conftest's, shared with the rendering tests): plugin fp32, plugin fp16, standard
-    ops fp32, rendered for ONNX Runtime (the files both runtimes are given by default); plugin fp16 rendered for
-    TensorRT, key (ops, precision, "tensorrt"); plugin fp16 with channels-last blocks, key (ops, precision,
-    "channels_last")."""
-    return {
-        ("plugin", "fp32"): shipped_export("plugin", "fp32"),
-        ("plugin", "fp16"): shipped_export("plugin", "fp16"),
-        ("standard", "fp32"): shipped_export("standard", "fp32"),
-        ("plugin", "fp16", "tensorrt"): shipped_export("plugin", "fp16", "tensorrt"),
-        ("plugin", "fp16", "channels_last"): shipped_export("plugin", "fp16", "onnxruntime", "channels_last"),
-    }
+# export_dir, shipped_model, shipped_exports: conftest's (shared with the rendering and activation tests)
 
 
 def wtconv_node_fields(onnx_path) -> list[dict]:

@@ -27,8 +27,10 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trt_engine import manifest as mf
+from trt_engine.activations import MAX_TENSOR_ELEMENTS, check_activations, weightless_model
 from trt_engine.profiles import check_profile_against_inputs, default_profile, parse_profile
 from wtconv_core.errors import ConfigurationError, InputError, ModelError, PluginError
 from wtconv_core.files import atomic_write_bytes
@@ -41,7 +43,7 @@ log = logging.getLogger(__name__)
 PRECISIONS = ("fp32", "fp16")
 BACKENDS = ("auto", "tensorrt", "tensorrt-rtx")
 # TensorRT indexes most tensors with 32-bit offsets: a profile whose largest input has more elements cannot build.
-MAX_INPUT_ELEMENTS = 2**31 - 1
+MAX_INPUT_ELEMENTS = MAX_TENSOR_ELEMENTS
 MAX_WORKSPACE_MIB = 1 << 24  # 16 TiB: more than any GPU has
 OPTIMIZATION_LEVELS = (0, 5)  # IBuilderConfig.builder_optimization_level; TensorRT's default is 3
 
@@ -118,6 +120,7 @@ class OnnxInfo:
     outputs: list
     wtconv_nodes: int
     metadata: dict  # wtconv_trt.* metadata_props without the prefix
+    skeleton: Any = None  # the graph without its weights, for the activation check (trt_engine.activations)
 
 
 def inspect_onnx(path) -> OnnxInfo:
@@ -148,7 +151,8 @@ def inspect_onnx(path) -> OnnxInfo:
     metadata = {
         p.key[len(METADATA_PREFIX) :]: p.value for p in proto.metadata_props if p.key.startswith(METADATA_PREFIX)
     }
-    return OnnxInfo(inputs, dtype, [o.name for o in proto.graph.output], nodes, metadata)
+    skeleton = weightless_model(proto)
+    return OnnxInfo(inputs, dtype, [o.name for o in proto.graph.output], nodes, metadata, skeleton)
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -497,6 +501,8 @@ def plan_build(opts: BuildOptions) -> BuildPlan:
     notes += [note] if (note := rendering_note(info)) else []
     profiles = plan_profiles(shapes, info.inputs)
     check_profile_sizes(profiles)
+    if info.skeleton is not None:
+        check_activations(info.skeleton, profiles)  # every layer's output at the max shapes, not only the input
     if opts.plugin:
         check_dynamic_plugin(opts.plugin)
     check_profiles_fit_model(info, profiles)

@@ -31,6 +31,7 @@ FLOAT_FIELDS = (FIELD_BASE_WEIGHT, FIELD_BASE_BIAS, FIELD_WAVELET_WEIGHT)
 # has no such limits; the exporter checks them so a model the plugin cannot run fails at export.
 MAX_KERNEL_SIZE = 15
 MAX_WT_LEVELS = 8
+MAX_DIM = 2**31 - 64  # largest batch, channels, height or width the kernels take (wtconvKernel.cu, kMaxDim)
 
 # ONNX metadata_props keys written by the exporter and read by the engine builder ("wtconv_trt.source",
 # "wtconv_trt.weights", "wtconv_trt.input_shape", "wtconv_trt.precision", ...): how a built engine finds the
