@@ -30,6 +30,7 @@ def test_missing_headers_are_said_before_compiling(tmp_path, monkeypatch, caplog
         return {"kernels": tmp_path / "libwtconv_kernels_capi.so"}
 
     monkeypatch.setattr(build, "build_libraries", cmake_stand_in)
+    monkeypatch.setattr(build, "cuda_gpu_count", lambda: 1)  # a GPU machine: the CUDA code is wanted
     with caplog.at_level(logging.INFO):
         built = wtconv_trt.build_libraries()
     assert len(said_before) == 1 and said_before[0].startswith("no TensorRT headers given: building the kernel library")
@@ -53,8 +54,48 @@ def test_each_source_tree_has_its_own_build_folder(tmp_path, monkeypatch):
     assert first != build.default_build_dir(tmp_path / "clone1" / "plugin", None)
 
 
+def test_without_a_gpu_the_hints_name_no_cuda(tmp_path, monkeypatch, caplog):
+    """Where no CUDA GPU is visible, a plain build-libs says before compiling that --no-cuda is what this machine
+    needs, and every hint that sends the user to build libwtconv_ort.so names it, doctor included; with a GPU they
+    name plain build-libs."""
+    from trt_engine import environment
+
+    said_before = []
+
+    def cmake_stand_in(**options):
+        said_before.extend(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+        return {"kernels": tmp_path / "libwtconv_kernels_capi.so"}
+
+    monkeypatch.setattr(build, "build_libraries", cmake_stand_in)
+    monkeypatch.setattr(build, "nvcc_path", lambda: tmp_path / "nvcc")
+    monkeypatch.setenv("WTCONV_TRT_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.delenv("WTCONV_ORT_LIB", raising=False)
+    for gpus, command in ((0, "wtconv-trt build-libs --no-cuda"), (1, "wtconv-trt build-libs")):
+        monkeypatch.setattr(build, "cuda_gpu_count", lambda gpus=gpus: gpus)
+        monkeypatch.setattr(environment, "cuda_gpu_count", lambda gpus=gpus: gpus)
+        said_before.clear()
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            wtconv_trt.build_libraries(tensorrt_headers=None)
+        no_gpu_warning = [m for m in said_before if m.startswith("no CUDA GPU here")]
+        assert len(no_gpu_warning) == (0 if gpus else 1) and all("--no-cuda" in m for m in no_gpu_warning)
+        with pytest.raises(ConfigurationError) as caught:
+            wtconv_trt.ort_library()
+        assert f"'{command}' builds and installs it" in str(caught.value)
+        findings = {f.what: f.detail for f in environment.survey().can}
+        assert f"this machine needs '{command}'" in findings["build the libraries (wtconv-trt build-libs)"]
+        ort_cpu = next(detail for name, detail in findings.items() if name.startswith("run plugin exports in ONNX"))
+        assert f"({command})" in ort_cpu
+
+
+def test_the_gpu_count_is_pytorchs():
+    """The CUDA driver's count of visible GPUs (no PyTorch) against PyTorch's own."""
+    torch = pytest.importorskip("torch")
+    assert build.cuda_gpu_count() == torch.cuda.device_count()
+
+
 @pytest.mark.slow
-def test_two_clones_build_with_one_cache(tmp_path, monkeypatch):
+def test_two_clones_build_with_one_cache(tmp_path, monkeypatch, caplog):
     reason = ort_library_skip_reason()
     headers = build.onnxruntime_headers(source=REPO / "plugin")
     if reason or headers is None:
@@ -65,14 +106,22 @@ def test_two_clones_build_with_one_cache(tmp_path, monkeypatch):
         source = tmp_path / clone / "plugin"
         shutil.copytree(REPO / "plugin", source, ignore=shutil.ignore_patterns("build*", "__pycache__"))
         shutil.copy(REPO / "VERSION", source.parent / "VERSION")  # the libraries' version (plugin/CMakeLists.txt)
-        installed = build.build_libraries(
-            source=source,
-            kinds=["ort"],
-            with_cuda=False,
-            onnxruntime_include=headers,
-            install_root=tmp_path / clone / "lib",
-        )
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            installed = build.build_libraries(
+                source=source,
+                kinds=["ort"],
+                with_cuda=False,
+                onnxruntime_include=headers,
+                install_root=tmp_path / clone / "lib",
+            )
         assert installed["ort"].is_file()
+        # CMake's progress is shown as it builds (one record per line it prints: "[ 41%] Building CXX object ..."),
+        # and all its output is in the log file.
+        progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("[")]
+        assert progress and progress[-1] == "[100%] Built target wtconv_ort", progress
+        log_text = (build.default_build_dir(source, None) / "build-libs.log").read_text()
+        assert all(line in log_text for line in progress)
         built.append(build.default_build_dir(source, None))
     assert built[0] != built[1] and all((b / "CMakeCache.txt").is_file() for b in built)
     for folder, clone in zip(built, ("clone1", "clone2"), strict=True):

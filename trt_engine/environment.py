@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from trt_engine import backends
 from wtconv_libs import lookup
+from wtconv_libs.build import build_libs_command, cuda_gpu_count
 
 if TYPE_CHECKING:
     from trt_engine.manifest import EngineManifest
@@ -255,7 +256,7 @@ def survey() -> Survey:
             f"WTConv2d nodes on the native op {s.ort_library}"
             if s.ort_library
             else "WTConv2d nodes through the onnxruntime-extensions Python op, several times slower: build "
-            "libwtconv_ort.so (wtconv-trt build-libs)",
+            f"libwtconv_ort.so ({build_libs_command()})",
             s.ort_library is not None,
         )
     )
@@ -322,10 +323,18 @@ def survey() -> Survey:
         buildable.append("the kernel library, and the TensorRT plugin with --tensorrt-headers")
     if cmake and compiler and ort_headers is not None:
         buildable.append("libwtconv_ort.so" + (" with its CUDA op" if nvcc else " (CPU op; its CUDA op needs nvcc)"))
+    # Which command this machine needs: the CUDA code compiles without a GPU (for minutes) but cannot run here.
+    if cuda_gpu_count():
+        needs = f"this machine needs '{build_libs_command()}' (with --tensorrt-headers DIR for the TensorRT plugin)"
+    else:
+        needs = (
+            f"this machine needs '{build_libs_command()}' for libwtconv_ort.so (no CUDA GPU: its CPU op alone, in "
+            "seconds), and '--tensorrt-headers DIR' instead only for the TensorRT plugin"
+        )
     s.can.append(
         Finding(
             "build the libraries (wtconv-trt build-libs)",
-            "; ".join(buildable)
+            "; ".join(buildable) + f"; {needs}"
             if buildable
             else "needs CMake with the CUDA toolkit (nvcc) for the kernels and plugin, or with a C++ compiler and ONNX "
             "Runtime's C API headers for libwtconv_ort.so",

@@ -16,6 +16,8 @@ library, ``lib/<abi>/`` for the plugins, the ABI (``trt10`` / ``trt11``) read fr
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import hashlib
 import logging
 import os
@@ -47,6 +49,26 @@ def default_source_dir() -> Path | None:
     """``plugin/`` of the checkout this package runs from, or None (an installed wheel has no sources)."""
     folder = lookup.build_tree_dir().parent.parent / "plugin"
     return folder if (folder / "CMakeLists.txt").is_file() else None
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_gpu_count() -> int:
+    """CUDA GPUs visible to this process, asked of the CUDA driver (libcuda) itself: 0 without a driver or a GPU.
+    Needs neither PyTorch nor the CUDA toolkit."""
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    count = ctypes.c_int(0)
+    if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return count.value
+
+
+def build_libs_command() -> str:
+    """The ``build-libs`` command this machine needs for libwtconv_ort.so: with ``--no-cuda`` where no CUDA GPU is
+    visible (the CUDA code would compile, for minutes, and never run here; docs/engines.md, "Compiled libraries")."""
+    return "wtconv-trt build-libs" + ("" if cuda_gpu_count() else " --no-cuda")
 
 
 def nvcc_path() -> Path | None:
@@ -135,16 +157,29 @@ def default_build_dir(source: Path, abi: str | None) -> Path:
     return lookup.user_cache_dir() / "build" / f"{abi or 'kernels'}-{tree}"
 
 
+# CMake's progress lines ("[ 42%] Building CUDA object ...", "[100%] Linking CXX shared library ..."), shown as
+# the build goes; everything it prints goes to the log file.
+_PROGRESS = re.compile(r"^\[\s*\d+%\]\s")
+
+
 def _run(command: list[str], what: str, log_file: Path) -> None:
     log.info("%s: %s", what, " ".join(command))
     with open(log_file, "a", encoding="utf-8") as out:
         out.write("$ " + " ".join(command) + "\n")
         out.flush()
-        result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
-    if result.returncode != 0:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1
+        )
+        with process:
+            for line in process.stdout:
+                out.write(line)
+                if _PROGRESS.match(line):
+                    log.info("%s", line.rstrip())
+        returncode = process.wait()
+    if returncode != 0:
         tail = log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
         raise ConfigurationError(
-            f"{what} failed (exit {result.returncode}); full log in {log_file}; last lines: "
+            f"{what} failed (exit {returncode}); full log in {log_file}; last lines: "
             + " | ".join(line.strip() for line in tail if line.strip())
         )
 
@@ -248,6 +283,8 @@ def build_libraries(
 __all__ = [
     "ENV_ORT_HEADERS",
     "build_libraries",
+    "build_libs_command",
+    "cuda_gpu_count",
     "default_build_dir",
     "default_source_dir",
     "headers_abi",

@@ -35,9 +35,10 @@ def check_ort_library(path: str | os.PathLike, option: str = "ort_library") -> P
     """``path`` must be a libwtconv_ort.so (an existing file carrying the library's record,
     wtconv_libs.lookup.ort_library_info); InputError naming ``option`` otherwise."""
     from wtconv_core.paths import check_input_file
+    from wtconv_libs.build import build_libs_command
     from wtconv_libs.lookup import ort_library_info
 
-    made_by = "give the libwtconv_ort.so 'wtconv-trt build-libs' builds ('wtconv-trt doctor --ort-library' prints it)"
+    made_by = f"give the libwtconv_ort.so '{build_libs_command()}' builds ('wtconv-trt doctor --ort-library' prints it)"
     check_input_file(path, what=option, made_by=made_by)
     if not ort_library_info(path):
         raise InputError(
@@ -153,9 +154,11 @@ def plan_ort_execution(model: Any, device: str = "cpu", library: str | os.PathLi
             f"device {shown}: the model's {nodes} WTConv2d nodes need {error}", parameter="device"
         ) from None
     if how == "python" and importlib.util.find_spec("onnxruntime_extensions") is None:
+        from wtconv_libs.build import build_libs_command
+
         raise ConfigurationError(
-            f"the model has {nodes} WTConv2d nodes and no libwtconv_ort.so is built: build it with 'wtconv-trt "
-            "build-libs', or pip install onnxruntime-extensions for the slower Python op"
+            f"the model has {nodes} WTConv2d nodes and no libwtconv_ort.so is built: build it with "
+            f"'{build_libs_command()}', or pip install onnxruntime-extensions for the slower Python op"
         )
     if kind == "cuda":
         from wtconv_libs.lookup import ort_library_info

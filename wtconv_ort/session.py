@@ -15,6 +15,7 @@ import numpy as np
 from wtconv_core.errors import ConfigurationError, ModelError
 from wtconv_export import contract
 from wtconv_libs import lookup
+from wtconv_libs.build import build_libs_command
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ def resolve_wtconv_op(op: str = "auto", library: str | os.PathLike | None = None
             else "not found (wtconv-trt doctor shows where it is looked for)"
         )
         raise ConfigurationError(
-            f"the ONNX Runtime op library libwtconv_ort.so: {where}; build it with 'wtconv-trt build-libs' or set "
+            f"the ONNX Runtime op library libwtconv_ort.so: {where}; build it with '{build_libs_command()}' or set "
             f"{lookup.ENV_VARS['ort']} to its path"
         )
     return "python", None
@@ -230,9 +231,10 @@ def warn_python_op_fallback(count: int) -> None:
     _fallback_said = True
     log.warning(
         "libwtconv_ort.so not found: the %d %s nodes run through the onnxruntime-extensions Python op (CPU only, "
-        "several times slower); build the native op with 'wtconv-trt build-libs'",
+        "several times slower); build the native op with '%s'",
         count,
         contract.OP_TYPE,
+        build_libs_command(),
     )
 
 
@@ -258,7 +260,7 @@ def make_ort_session(
             options.register_custom_ops_library(str(path))
         except Exception as error:  # onnxruntime raises its own Fail type
             raise ConfigurationError(
-                f"ONNX Runtime could not load {path}: {str(error).strip()}; rebuild it with 'wtconv-trt build-libs'"
+                f"ONNX Runtime could not load {path}: {str(error).strip()}; rebuild it with '{build_libs_command()}'"
             ) from error
         log.info("WTConv2d nodes run on the native ONNX Runtime op %s", path)
         wants_cuda = any((p[0] if isinstance(p, tuple) else p) == "CUDAExecutionProvider" for p in providers)
@@ -280,7 +282,7 @@ def make_ort_session(
         except ImportError as error:
             raise ConfigurationError(
                 f"the model has {count} {contract.OP_TYPE} nodes; running them in ONNX Runtime needs libwtconv_ort.so "
-                "(wtconv-trt build-libs) or onnxruntime-extensions (pip install onnxruntime-extensions)"
+                f"({build_libs_command()}) or onnxruntime-extensions (pip install onnxruntime-extensions)"
             ) from error
         if op == "auto":
             warn_python_op_fallback(count)

@@ -83,7 +83,7 @@ def build_libraries(
     from wtconv_core.paths import check_not_an_input, check_output_dir
     from wtconv_libs import lookup
     from wtconv_libs.build import build_libraries as build
-    from wtconv_libs.build import default_source_dir, headers_abi, tensorrt_root
+    from wtconv_libs.build import cuda_gpu_count, default_source_dir, headers_abi, nvcc_path, tensorrt_root
     from wtconv_libs.build import onnxruntime_headers as find_ort_headers
 
     if jobs is not None:
@@ -107,6 +107,11 @@ def build_libraries(
     if onnxruntime_headers is None and find_ort_headers(None, source) is None:  # given ones were checked above
         ort_note = f"no libwtconv_ort.so built: {NO_ORT_HEADERS}"
     # What will not be built is said before the minutes of compiling, not only after them.
+    if cuda and not tensorrt_headers and nvcc_path() is not None and not cuda_gpu_count():
+        log.warning(
+            "no CUDA GPU here: the CUDA kernels and ops compile (minutes) but cannot run on this machine; "
+            "'wtconv-trt build-libs --no-cuda' builds libwtconv_ort.so's CPU op alone, in seconds"
+        )
     if not cuda:
         log.info("without CUDA: building libwtconv_ort.so with its CPU op alone")
     elif not tensorrt_headers:
@@ -118,7 +123,7 @@ def build_libraries(
         )
     elif ort_note:
         log.warning("%s", ort_note)
-    log.info("building with CMake (a few minutes for several GPU architectures) ...")
+    log.info("building with CMake%s ...", " (a few minutes for several GPU architectures)" if cuda else "")
     installed = build(
         tensorrt_headers=tensorrt_headers,
         source=source,
@@ -207,18 +212,19 @@ def ort_library() -> Path:
     file that does not exist (a path the user named is never passed over for another)."""
     from wtconv_core.errors import ConfigurationError
     from wtconv_libs import lookup
+    from wtconv_libs.build import build_libs_command
 
     variable = lookup.ENV_VARS["ort"]
     named = os.environ.get(variable)
     if named and not Path(named).expanduser().is_file():
         raise ConfigurationError(
             f"{variable}={named}: no such file; point it at libwtconv_ort.so or unset it to use the one "
-            "'wtconv-trt build-libs' installs"
+            f"'{build_libs_command()}' installs"
         )
     found = lookup.ort_library()
     if found is None:
         raise ConfigurationError(
-            "libwtconv_ort.so is not built: 'wtconv-trt build-libs' builds and installs it (CMake, a C++ compiler "
+            f"libwtconv_ort.so is not built: '{build_libs_command()}' builds and installs it (CMake, a C++ compiler "
             f"and ONNX Runtime's C API headers; docs/onnx_runtime.md), or set {variable} to its path"
         )
     return found
