@@ -11,12 +11,12 @@ prints the line that runs this client for its model, or the TensorRT-backend rep
     python samples/triton_client.py --model tiny --inputs batch.npz      # your own (B,C,H,W) arrays, not checked
 
 It asks the server for the model's input name, shape and datatype (model metadata and config: FP16 for an fp16
-export or engine), sends the data in requests of ``--batch`` images (the server's dynamic batcher may merge
-concurrent requests) and, with ``--onnx``, runs the same inputs through that ONNX file in ONNX Runtime here
-(WTConv2d nodes through wtconv_ort.session.make_ort_session) and compares: element-wise within atol and
-rtol (default per datatype: the engine validation's, docs/engines.md), the largest difference relative to the
-output's scale, and the top-1 agreement of a classifier's logits (with the held-out labels' accuracy for the
-shipped digits model).
+export or engine), sends the data in requests of ``--batch`` images (at most the served max_batch_size: a larger
+``--batch`` is said and sent in requests of the maximum; the server's dynamic batcher may merge concurrent
+requests) and, with ``--onnx``, runs the same inputs through that ONNX file in ONNX Runtime here (WTConv2d nodes
+through wtconv_ort.session.make_ort_session) and compares: element-wise within atol and rtol (default per datatype:
+the engine validation's, docs/engines.md), the largest difference relative to the output's scale, and the top-1
+agreement of a classifier's logits (with the held-out labels' accuracy for the shipped digits model).
 
 The data: ``--images`` (pictures resized to the served height and width; grey for one channel, RGB for three;
 the shipped digits model's own preprocessing when the ONNX file says it is that model, else values in [0, 1]
@@ -26,8 +26,8 @@ height or width is dynamic (a TensorRT-backend repository of a dynamic engine) t
 else from the size the ONNX file was exported at.
 
 Exit status: 0 when every answer matches (or was not checked, without --onnx), 1 when they differ beyond the
-tolerance, 2 with one line for anything that stops the check (no server, model not ready, a shape or file that
-does not fit).
+tolerance, 2 with one line for anything that stops the check (no server, the server's HTTP port given instead of
+its gRPC one, model not ready, a shape, file or picture that does not fit).
 """
 
 import argparse
@@ -40,6 +40,24 @@ DTYPES = {"FP16": np.float16, "FP32": np.float32}
 # computes with TF32 (fp32) or fp16 arithmetic; ONNX Runtime inside the server gives the local result exactly.
 TOLERANCE = {"FP16": 5e-2, "FP32": 1e-3}
 IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+
+
+DEFAULT_BATCH = 16
+
+
+def answers_http(url) -> bool:
+    """True when ``url`` (HOST:PORT) answers an HTTP request for Triton's liveness: the HTTP port given to this
+    gRPC client."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://{url}/v2/health/live", timeout=5):
+            return True
+    except urllib.error.HTTPError:
+        return True  # an HTTP server answered, with an error status
+    except (OSError, ValueError):
+        return False
 
 
 class Stop(Exception):
@@ -84,10 +102,22 @@ def fill_dynamic(sample, shape_option, metadata, model):
     )
 
 
+def open_picture(path, mode, width, height):
+    """The picture at ``path`` converted to ``mode`` ("L" grey, "RGB") and resized; Stop in one line when it cannot
+    be read as one (a missing file, not a picture, a truncated one)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as picture:
+            return picture.convert(mode).resize((width, height), Image.BILINEAR)
+    except (OSError, ValueError, Image.DecompressionBombError) as error:
+        raise Stop(f"--images {path}: cannot read it as a picture ({error})") from None
+
+
 def load_images(paths, channels, height, width, digits_config, mean, std):
     """Pictures -> (N, C, H, W) float32 model input."""
     try:
-        from PIL import Image
+        import PIL  # noqa: F401 (open_picture's)
     except ImportError:
         raise Stop("--images needs Pillow: pip install Pillow (or give arrays with --inputs)") from None
     if digits_config is not None:  # the shipped digits model: 8x8, ink bright on dark, values 0..16, then its own
@@ -97,7 +127,7 @@ def load_images(paths, channels, height, width, digits_config, mean, std):
 
         digits = []
         for path in paths:
-            grey = np.asarray(Image.open(path).convert("L").resize((8, 8), Image.BILINEAR), dtype=np.float32)
+            grey = np.asarray(open_picture(path, "L", 8, 8), dtype=np.float32)
             if grey.mean() > 127:  # dark ink on light paper: invert to the dataset's convention
                 grey = 255.0 - grey
             digits.append(grey / 255.0 * 16.0)
@@ -108,10 +138,7 @@ def load_images(paths, channels, height, width, digits_config, mean, std):
     mode = "L" if channels == 1 else "RGB"
     pictures = []
     for path in paths:
-        try:
-            picture = Image.open(path).convert(mode).resize((width, height), Image.BILINEAR)
-        except OSError as error:
-            raise Stop(f"--images {path}: cannot read it as a picture ({error})") from None
+        picture = open_picture(path, mode, width, height)
         array = np.asarray(picture, dtype=np.float32).reshape(height, width, channels) / 255.0
         pictures.append(array.transpose(2, 0, 1))
     if mean is None:
@@ -184,7 +211,9 @@ def main(argv=None) -> int:
     data.add_argument("--images", nargs="+", metavar="PICTURE", help="pictures to send (needs Pillow)")
     data.add_argument("--inputs", metavar="FILE", help="a .npy array (B,C,H,W) or a .npz of such arrays to send")
     parser.add_argument("--count", type=int, default=None, help="images to send (default 256 digits, 32 random)")
-    parser.add_argument("--batch", type=int, default=16, help="images per request (<= max_batch_size; default 16)")
+    parser.add_argument(
+        "--batch", type=int, help="images per request (default 16; above the served max_batch_size: requests of it)"
+    )
     parser.add_argument("--shape", metavar="C,H,W", help="image size for a served input with dynamic dimensions")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random images (default 0)")
     parser.add_argument("--mean", type=float, nargs="+", help="--images: per-channel mean (default ImageNet's)")
@@ -203,7 +232,7 @@ def run(args) -> int:
     import tritonclient.grpc as grpcclient
     from tritonclient.utils import InferenceServerException
 
-    if (args.count is not None and args.count < 1) or args.batch < 1:
+    if (args.count is not None and args.count < 1) or (args.batch is not None and args.batch < 1):
         raise Stop("--count and --batch must be at least 1")
     if (args.mean is None) != (args.std is None):
         raise Stop("--mean and --std go together")
@@ -218,6 +247,12 @@ def run(args) -> int:
         name, datatype, sample, max_batch, fixed_batch = served_input(client, args.model)
         output = client.get_model_metadata(args.model).outputs[0].name
     except InferenceServerException as error:
+        if answers_http(args.url):
+            raise Stop(
+                f"{args.url} is Triton's HTTP endpoint (it answered /v2/health/live); this client speaks gRPC: give "
+                "the server's gRPC endpoint with --url HOST:PORT (tritonserver's --grpc-port, 8001 by default; "
+                "'wtconv-trt serve' prints the client line with it)"
+            ) from None
         raise Stop(f"cannot reach Triton at {args.url}: {error}") from None
 
     session, metadata = reference_session(args.onnx, name, datatype, sample) if args.onnx else (None, {})
@@ -249,9 +284,13 @@ def run(args) -> int:
             f"the inputs have shape {list(x.shape)}; model {args.model!r} takes [B, {channels}, {height}, {width}]"
         )
     x = np.ascontiguousarray(x.astype(DTYPES[datatype]))
-    batch = fixed_batch if fixed_batch > 0 else min(args.batch, max_batch or args.batch)
+    wanted = DEFAULT_BATCH if args.batch is None else args.batch
+    batch = fixed_batch if fixed_batch > 0 else min(wanted, max_batch or wanted)
     if fixed_batch > 0 and len(x) % fixed_batch:
         raise Stop(f"model {args.model!r} takes batches of exactly {fixed_batch}; send a multiple of it (--count)")
+    if args.batch is not None and batch != args.batch:
+        served_limit = f"batches of exactly {fixed_batch}" if fixed_batch > 0 else f"max_batch_size {max_batch}"
+        print(f"--batch {args.batch}: model {args.model!r} is served with {served_limit}; sending requests of {batch}")
 
     answers = []
     for start in range(0, len(x), batch):

@@ -153,23 +153,43 @@ def test_client_sample_checks_against_the_onnx_file(served, exports, name):
 
 
 def test_client_sample_says_what_does_not_fit(served, exports, tmp_path):
-    """Arrays of the user's (--inputs), another export of the same model (not bit-identical, within the
-    tolerance; beyond a zero one: exit 1), and every way the check cannot run: exit 2, one line."""
+    """Arrays of the user's (--inputs) with a --batch above the served max_batch_size (said, and sent in requests
+    of the maximum), another export of the same model (not bit-identical, within the tolerance; beyond a zero one:
+    exit 1), and every way the check cannot run: exit 2, one line (an unreadable picture, the server's HTTP port
+    given to this gRPC client, named as such)."""
     arrays = tmp_path / "arrays.npz"
     rng = np.random.default_rng(3)
     np.savez(
-        arrays, a=rng.standard_normal((5, 1, 32, 32), np.float32), b=rng.standard_normal((3, 1, 32, 32), np.float32)
+        arrays,
+        a=rng.standard_normal((BATCH + 2, 1, 32, 32), np.float32),
+        b=rng.standard_normal((3, 1, 32, 32), np.float32),
     )
     status, out, err = run_client(
-        "--url", served.grpc_url, "--model", "digits", "--onnx", exports["digits_std"], "--inputs", arrays
+        "--url",
+        served.grpc_url,
+        "--model",
+        "digits",
+        "--onnx",
+        exports["digits_std"],
+        "--inputs",
+        arrays,
+        "--batch",
+        10**5,
     )
-    assert status == 0 and "8 images" in out and "bit-identical" not in out and "PASSED" in out, out + err
+    assert status == 0 and f"{BATCH + 5} images" in out and "bit-identical" not in out and "PASSED" in out, out + err
+    said = f"--batch 100000: model 'digits' is served with max_batch_size {BATCH}; sending requests of {BATCH}"
+    assert said in out and f"batches of {BATCH};" in out, out
     zero = ("--atol", 0, "--rtol", 0)
     status, out, err = run_client("--url", served.grpc_url, "--model", "digits", "--onnx", exports["digits_std"], *zero)
     assert status == 1 and "FAILED: the served answers differ" in out, out + err
     wrong = np.zeros((2, 3, 32, 32), np.float32)
     np.save(tmp_path / "rgb.npy", wrong)
+    (tmp_path / "notapicture.jpg").write_text("a text file with a picture's name\n")
     cases = [
+        (
+            ("--model", "digits", "--onnx", exports["digits"], "--images", tmp_path / "notapicture.jpg"),
+            f"--images {tmp_path / 'notapicture.jpg'}: cannot read it as a picture",
+        ),
         (("--model", "no_such_model"), "model 'no_such_model' is not ready on"),
         (("--model", "digits", "--onnx", exports["digits_fp16"]), "takes input 'input' FP16"),
         (("--model", "digits", "--onnx", tmp_path / "missing.onnx"), "does not exist"),
@@ -180,6 +200,9 @@ def test_client_sample_says_what_does_not_fit(served, exports, tmp_path):
         status, out, err = run_client("--url", served.grpc_url, *argv)
         lines = err.strip().splitlines()
         assert status == 2 and lines and phrase in lines[-1] and "Traceback" not in err, (argv, out, err)
+    status, out, err = run_client("--url", served.http_url, "--model", "digits")
+    assert status == 2 and len(err.strip().splitlines()) == 1, (out, err)
+    assert f"{served.http_url} is Triton's HTTP endpoint" in err and "--url HOST:PORT" in err, err
 
 
 def test_bounded_load(served, exports):
