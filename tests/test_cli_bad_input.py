@@ -9,6 +9,7 @@ Relu-only ONNX models and a fake engine with its manifest (no TensorRT needed: e
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -576,16 +577,20 @@ GENERIC = [(f"{name}/unknown-option", [name, "--no-such-option"], "error:") for 
 
 
 def _snapshot(root: Path) -> dict:
-    """Every file under ``root`` with its size and modification time, and every folder (a new, changed or removed
-    one shows; a folder's own time is left out: checking that a folder is writable touches it)."""
+    """Every file under ``root`` with its sha256 and modification time, every symbolic link with its target, and
+    every folder (a new, changed or removed one shows; a folder's own time is left out: checking that a folder is
+    writable touches it)."""
     found = {}
     for directory, folders, names in os.walk(root):
-        for name in folders:
-            found[str((Path(directory) / name).relative_to(root))] = "folder"
-        for name in names:
+        for name in folders + names:
             path = Path(directory) / name
-            stat = path.lstat()
-            found[str(path.relative_to(root))] = (stat.st_size, stat.st_mtime_ns)
+            key = str(path.relative_to(root))
+            if path.is_symlink():
+                found[key] = ("link", os.readlink(path))
+            elif path.is_dir():
+                found[key] = "folder"
+            else:
+                found[key] = (hashlib.sha256(path.read_bytes()).hexdigest(), path.lstat().st_mtime_ns)
     return found
 
 

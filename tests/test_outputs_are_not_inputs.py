@@ -9,12 +9,12 @@ manifest): every case is refused before a model is loaded or TensorRT is importe
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 import pytest
 from engine_helpers import fake_engine, tiny_onnx
+from test_cli_bad_input import _snapshot as state
 
 import wtconv_trt
 from wtconv_core.errors import InputError
@@ -22,23 +22,6 @@ from wtconv_core.paths import check_not_an_input
 from wtconv_trt import cli
 
 pytest.importorskip("onnx")
-
-
-def state(root: Path) -> dict:
-    """Every name under ``root`` with, for a file, its sha256 and modification time (links not followed)."""
-    found = {}
-    for directory, folders, names in os.walk(root):
-        for name in folders + names:
-            path = Path(directory) / name
-            info = path.lstat()
-            if path.is_symlink():
-                found[str(path.relative_to(root))] = ("link", os.readlink(path))
-            elif path.is_file():
-                digest = hashlib.sha256(path.read_bytes()).hexdigest()
-                found[str(path.relative_to(root))] = (digest, info.st_mtime_ns)
-            else:
-                found[str(path.relative_to(root))] = "folder"
-    return found
 
 
 @pytest.fixture
