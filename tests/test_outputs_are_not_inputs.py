@@ -190,13 +190,13 @@ def test_an_api_function_refuses_to_write_over_its_input(call, parameter, work):
 
 def test_outputs_that_are_other_files_pass(tmp_path):
     """A copy (same bytes, another inode), a sibling, a new file and a folder beside the input are all fine; a
-    missing input is left to its own check."""
+    missing input is left to its own check, and arrays given in place of an input file are not paths."""
     source = tmp_path / "a.onnx"
     source.write_bytes(b"x")
     copy = tmp_path / "copy.onnx"
     copy.write_bytes(b"x")
     (tmp_path / "out").mkdir()
-    inputs = [("ONNX model", source), ("missing", tmp_path / "nothing-here")]
+    inputs = [("ONNX model", source), ("missing", tmp_path / "nothing-here"), ("inputs", [b"arrays", 1.0])]
     check_not_an_input(inputs, files=[("output", copy), ("output", tmp_path / "new.onnx"), ("output", None)])
     check_not_an_input(inputs, folders=[("out", tmp_path / "out"), ("out", tmp_path / "new-folder")])
     check_not_an_input(inputs, files=[("output", tmp_path / "nothing-here")])

@@ -160,11 +160,13 @@ def check_not_an_input(
     it writes: refused when one is the same file as an input: the same path, a symbolic link or a hard link to it
     (device and inode compared), or a path not yet existing that resolves to it. ``folders``: (parameter, path) of
     the folders it writes into: refused when an input is that folder or lies under it (writing there may replace or
-    remove it). Paths that are None are skipped."""
-    given = [(what, path) for what, path in inputs if path is not None]
-    for option, path in files:
-        if path is None:
-            continue
+    remove it). Entries that are not paths (None, arrays given in place of a file) are skipped."""
+
+    def paths(pairs):
+        return [(name, path) for name, path in pairs if isinstance(path, (str, os.PathLike))]
+
+    given = paths(inputs)
+    for option, path in paths(files):
         for what, source in given:
             how = _same_file(path, source)
             if how:
@@ -173,9 +175,7 @@ def check_not_an_input(
                     f"is the {what} {os.fspath(source)} ({how}): writing it would destroy the input; choose another "
                     "path",
                 )
-    for option, path in folders:
-        if path is None:
-            continue
+    for option, path in paths(folders):
         for what, source in given:
             if _inside(path, source):
                 raise _refuse(

@@ -134,9 +134,7 @@ def validate_engine(
 
     check_int(seed, "seed", 0, MAX_SEED)
     sources = [("engine", engine), ("engine manifest", manifest_path(engine)), ("checkpoint", checkpoint)]
-    sources += [("plugin library", plugin)] + (
-        [("inputs file", inputs)] if isinstance(inputs, (str, os.PathLike)) else []
-    )
+    sources += [("plugin library", plugin), ("inputs file", inputs)]
     check_not_an_input(sources, files=[("save_inputs", save_inputs), ("save_outputs", save_outputs)])
     opened = open_engine(engine)  # the file, its manifest and its sha256, checked once for the whole job
     model, source = resolve_model(model, arch, checkpoint, random_weights, seed, num_classes, in_chans)
