@@ -16,9 +16,9 @@ from wtconv_serving.repository import (
     default_model_name,
     describe_onnx,
     onnx_batching,
-    prepare_model_dir,
     serve_script,
     write_model_config,
+    writing_model_dir,
 )
 from wtconv_serving.triton_config import (
     InstanceGroup,
@@ -29,7 +29,9 @@ from wtconv_serving.triton_config import (
     check_model_name,
     dynamic_batching,
     label_lines,
+    warmup_batch_sizes,
 )
+from wtconv_serving.tuning import CUDNN_CODES, Tuning
 
 __all__ = ["INSTANCE_KINDS", "onnxruntime_config", "write_onnxruntime_repository"]
 
@@ -49,12 +51,25 @@ def onnxruntime_config(
     preferred_batch_sizes=None,
     max_queue_delay_us: int = 100,
     labels: tuple[str, ...] | None = None,
+    tuning: Tuning | None = None,
+    warmup: bool = True,
 ) -> ModelConfig:
-    """The model configuration of an export (``description``: repository.describe_onnx): its I/O, batching, the
-    instances (GPU indices only for GPU instances), the custom-op library (``library_path``, as the server sees it)
-    and, for an fp32 export on the GPU, the CUDA execution provider with TF32 off (docs/onnx_runtime.md)."""
+    """The model configuration of an export (``description``: repository.describe_onnx): its I/O, batching (preferred
+    sizes: the buckets of ``tuning``, with its queue policy), a warm-up request per bucket, the instances (GPU indices
+    only for GPU instances), the custom-op library (``library_path``, as the server sees it) and, on the GPU, the CUDA
+    execution provider's options: TF32 by precision (off for fp32, docs/onnx_runtime.md) and a cuDNN search that does
+    not re-plan at length for every new batch size (Tuning.cudnn_search_for without graphs: the backend binds each
+    request's own buffers, which ONNX Runtime's CUDA graphs cannot replay, docs/serving.md "Tuning")."""
     batch, input_dims, output_dims = onnx_batching(description, max_batch_size)
     inp, out = description["input"], description["output"]
+    tuning = (tuning or Tuning()).with_max_batch(batch)
+    accelerator, parameters = (), ()
+    if kind == "KIND_GPU":
+        search = tuning.cudnn_search_for(graphs=False)
+        accelerator = (("cudnn_conv_algo_search", search), ("use_tf32", "0" if inp["dtype"] == "float32" else "1"))
+        # The backend reads a model parameter of this name too, and when the config has any parameters it overrides
+        # the accelerator's value with it (EXHAUSTIVE when absent): both say the same.
+        parameters = (("cudnn_conv_algo_search", str(CUDNN_CODES[search])),)
     return ModelConfig(
         name=name,
         backend="onnxruntime",
@@ -62,10 +77,12 @@ def onnxruntime_config(
         default_model_filename=MODEL_FILE,
         inputs=(TensorConfig(inp["name"], inp["dtype"], tuple(input_dims)),),
         outputs=(TensorConfig(out["name"], out["dtype"], tuple(output_dims), "labels.txt" if labels else None),),
-        dynamic_batching=dynamic_batching(batch, preferred_batch_sizes, max_queue_delay_us),
+        dynamic_batching=dynamic_batching(batch, preferred_batch_sizes, max_queue_delay_us, tuning),
         instance_group=InstanceGroup(count=instances, kind=kind, gpus=tuple(gpus) if kind == "KIND_GPU" else ()),
+        warmup_batch_sizes=warmup_batch_sizes(batch, input_dims, warmup, tuning.buckets),
+        parameters=parameters,
         op_libraries=(library_path,) if library_path else (),
-        cuda_accelerator=(("use_tf32", "0"),) if kind == "KIND_GPU" and inp["dtype"] == "float32" else (),
+        cuda_accelerator=accelerator,
         labels=labels,
     )
 
@@ -77,7 +94,7 @@ def write_onnxruntime_repository(
     name: str | None = None,
     ort_library=None,
     max_batch_size: int | None = None,
-    instances: int = 1,
+    instances: int | None = None,
     instance_kind: str = "auto",
     gpus=None,
     preferred_batch_sizes=None,
@@ -85,18 +102,22 @@ def write_onnxruntime_repository(
     labels=None,
     server_path=None,
     force: bool = False,
+    tuning: Tuning | None = None,
+    warmup: bool = True,
 ) -> TritonRepository:
     """Write ``out/<name>/`` (config.pbtxt, 1/model.onnx: the export unchanged, libwtconv_ort.so when it has
     WTConv2d nodes, labels.txt) and ``out/serve.sh``. Every option and file is checked before anything is written:
     the counts and GPU indices, the ONNX file, the library (``ort_library``, else the one found in lookup order), the
     labels, the repository folder (a model folder that holds files is replaced only with ``force``), ``server_path``
-    (absolute). ``instance_kind`` "auto": KIND_GPU, or KIND_CPU when the library has no CUDA op (said in the note)."""
+    (absolute). ``instance_kind`` "auto": KIND_GPU, or KIND_CPU when the library has no CUDA op (said in the note).
+    ``instances`` None: Tuning.gpu_instances per GPU, 1 on the CPU."""
     from wtconv_libs import lookup
     from wtconv_ort.execution import check_ort_library
 
     instances, preferred_batch_sizes, max_queue_delay_us = check_batching_options(
         instances, preferred_batch_sizes, max_queue_delay_us
     )
+    tuning = tuning or Tuning()
     gpus = check_gpus(gpus)
     if max_batch_size is not None:
         check_int(max_batch_size, "max_batch_size", 1, MAX_INT32)
@@ -151,18 +172,20 @@ def write_onnxruntime_repository(
         name=name,
         max_batch_size=max_batch_size,
         library_path=library_in_server,
-        instances=instances,
+        instances=instances or (tuning.gpu_instances if kind == "KIND_GPU" else 1),
         kind=kind,
         gpus=gpus,
         preferred_batch_sizes=preferred_batch_sizes,
         max_queue_delay_us=max_queue_delay_us,
         labels=label_lines(labels, description["metadata"].get("source") == "default"),
+        tuning=tuning,
+        warmup=warmup,
     )
-    version = prepare_model_dir(model_dir)
-    atomic_copy(onnx, version / MODEL_FILE, mode=user_file_mode())
-    if library is not None:
-        atomic_copy(library, model_dir / library.name)
-    text = write_model_config(model_dir, config)
+    with writing_model_dir(model_dir) as staging:
+        atomic_copy(onnx, staging / "1" / MODEL_FILE, mode=user_file_mode())
+        if library is not None:
+            atomic_copy(library, staging / library.name)
+        text = write_model_config(staging, config)
     comments = [
         "Triton's onnxruntime backend, e.g. inside its NGC container (the repository mounted where config.pbtxt",
         "says, see the library path below). Its ONNX Runtime must be 1.17 or newer (libwtconv_ort.so asks for its",

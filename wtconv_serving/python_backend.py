@@ -18,8 +18,8 @@ from wtconv_serving.repository import (
     default_model_name,
     describe_onnx,
     onnx_batching,
-    prepare_model_dir,
     write_model_config,
+    writing_model_dir,
 )
 from wtconv_serving.triton_config import (
     MAX_INSTANCES,
@@ -32,6 +32,7 @@ from wtconv_serving.triton_config import (
     label_lines,
     warmup_batch_sizes,
 )
+from wtconv_serving.tuning import Tuning
 
 __all__ = [
     "INSTANCE_KINDS",
@@ -68,6 +69,8 @@ class ServingRepository:
     threads: int = 0
     ort_device: str | None = None  # where ONNX Runtime runs the model: "cpu" or "cuda" (runtime onnxruntime or auto)
     ort_library: Path | None = None  # the libwtconv_ort.so copied into the model's folder
+    tuning: Tuning = Tuning()  # buckets resolved for max_batch_size
+    instances: int = 1
 
 
 @dataclass
@@ -80,7 +83,7 @@ class PythonRepositoryPlan:
     description: dict
     runtime: str
     max_batch_size: int | None
-    instances: int
+    instances: int | None  # None: Tuning.gpu_instances for GPU instances, else 1
     instance_kind: str
     max_queue_delay_us: int
     threads: int
@@ -90,6 +93,7 @@ class PythonRepositoryPlan:
     engine: OpenedEngine | None = None
     plugin: Path | None = None
     ort_library: Path | None = None
+    tuning: Tuning = Tuning()
 
     @property
     def name(self) -> str:
@@ -118,7 +122,7 @@ def check_python_repository(
     plugin=None,
     runtime: str = "auto",
     max_batch_size: int | None = None,
-    instances: int = 1,
+    instances: int | None = None,
     instance_kind: str = "auto",
     preferred_batch_sizes=None,
     max_queue_delay_us: int = 500,
@@ -127,6 +131,7 @@ def check_python_repository(
     force: bool = False,
     device: str = "auto",
     ort_library=None,
+    tuning: Tuning | None = None,
 ) -> PythonRepositoryPlan:
     """Every option of a Python-backend repository checked once, in the order ``wtconv-trt serve`` reports them,
     before anything is written: the values, the library, the repository folder (a model folder that holds files
@@ -138,7 +143,8 @@ def check_python_repository(
 
     if max_batch_size is not None:
         check_int(max_batch_size, "max_batch_size", 1, MAX_INT32)
-    check_int(instances, "instances", 1, MAX_INSTANCES)
+    if instances is not None:
+        check_int(instances, "instances", 1, MAX_INSTANCES)
     check_choice(instance_kind, "instance_kind", tuple(INSTANCE_KINDS) + tuple(INSTANCE_KINDS.values())[1:])
     check_int(max_queue_delay_us, "max_queue_delay_us", 0, MAX_QUEUE_DELAY_US)
     check_int(threads, "threads", 0, MAX_THREADS)
@@ -162,6 +168,13 @@ def check_python_repository(
     description = describe_onnx(onnx)
     opened = open_engine(engine) if engine else None
     name = check_model_name(name or default_model_name(onnx, description["metadata"]))
+    batch, _, _ = onnx_batching(description, max_batch_size)
+    if opened is not None:
+        from wtconv_serving.tensorrt_backend import plan_batching
+
+        engine_batch = plan_batching(opened.manifest).max_batch_size
+        batch = engine_batch if max_batch_size is None else min(int(max_batch_size), engine_batch)
+    tuning = (tuning or Tuning()).with_max_batch(batch)
     return PythonRepositoryPlan(
         onnx=Path(onnx),
         repository=Path(out),
@@ -179,6 +192,7 @@ def check_python_repository(
         engine=opened,
         plugin=None if plugin is None else Path(plugin),
         ort_library=None if ort_library is None else Path(ort_library),
+        tuning=tuning,
     )
 
 
@@ -196,19 +210,23 @@ def python_config(
     max_queue_delay_us: int = 500,
     warmup: bool = True,
     labels: tuple[str, ...] | None = None,
+    tuning: Tuning | None = None,
 ) -> ModelConfig:
-    """The model configuration of the Python-backend model: the export's I/O, batching, warm-up, the instances and
-    the string parameters model.py reads."""
+    """The model configuration of the Python-backend model: the export's I/O, batching (preferred sizes: the buckets
+    of ``tuning``, with its queue policy), warm-up per bucket, the instances and the string parameters model.py
+    reads (those of ``tuning`` included)."""
     inp, out = description["input"], description["output"]
+    tuning = (tuning or Tuning()).with_max_batch(max_batch_size)
+    parameters = {**parameters, **tuning.parameters()}
     return ModelConfig(
         name=name,
         backend="python",
         max_batch_size=max_batch_size,
         inputs=(TensorConfig(inp["name"], inp["dtype"], tuple(input_dims)),),
         outputs=(TensorConfig(out["name"], out["dtype"], tuple(output_dims), "labels.txt" if labels else None),),
-        dynamic_batching=dynamic_batching(max_batch_size, preferred_batch_sizes, max_queue_delay_us),
+        dynamic_batching=dynamic_batching(max_batch_size, preferred_batch_sizes, max_queue_delay_us, tuning),
         instance_group=InstanceGroup(count=instances, kind=instance_kind),
-        warmup_batch_sizes=warmup_batch_sizes(max_batch_size, input_dims, warmup),
+        warmup_batch_sizes=warmup_batch_sizes(max_batch_size, input_dims, warmup, tuning.buckets),
         parameters=tuple(parameters.items()),
         labels=labels,
     )
@@ -216,18 +234,15 @@ def python_config(
 
 def write_python_repository(plan: PythonRepositoryPlan) -> ServingRepository:
     """Write the checked repository (check_python_repository): the model's folder with config.pbtxt, model.py, the
-    export, the engine and its manifest, the plugin and op libraries, labels.txt.
+    export, the engine and its manifest, the plugin and op libraries, labels.txt. The folder takes its place only
+    once complete (repository.writing_model_dir): an interrupted write leaves the repository as it was.
 
     ``device``: where the onnxruntime runtime runs the model, "cpu", "cuda" (the instance's GPU, CUDA execution
     provider) or "auto" (cuda where onnxruntime-gpu and, for WTConv2d nodes, the library's CUDA op exist on this
     machine, else cpu)."""
     description, runtime = plan.description, plan.runtime
-    batch, input_dims, output_dims = onnx_batching(description, plan.max_batch_size)
-    if plan.engine is not None:
-        from wtconv_serving.tensorrt_backend import plan_batching
-
-        engine_batch = plan_batching(plan.engine.manifest).max_batch_size
-        batch = engine_batch if plan.max_batch_size is None else min(int(plan.max_batch_size), engine_batch)
+    _, input_dims, output_dims = onnx_batching(description, plan.max_batch_size)
+    batch = plan.tuning.buckets[-1] if plan.tuning.buckets else 0
     ort_device, ort_library = None, plan.ort_library
     if runtime in ("auto", "onnxruntime"):
         from wtconv_libs import lookup
@@ -242,6 +257,7 @@ def write_python_repository(plan: PythonRepositoryPlan) -> ServingRepository:
             kind = "KIND_GPU" if ort_device == "cuda" else "KIND_CPU"
         else:
             kind = "KIND_GPU" if runtime != "auto" else "KIND_MODEL"
+    instances = plan.instances or (plan.tuning.gpu_instances if kind == "KIND_GPU" else 1)
     parameters = {"runtime": runtime, "onnx_file": "model.onnx", "site_packages": os.pathsep.join(environment_paths())}
     if plan.engine is not None:
         parameters["engine_file"] = "model.plan"
@@ -253,6 +269,9 @@ def write_python_repository(plan: PythonRepositoryPlan) -> ServingRepository:
         parameters["ort_library"] = Path(ort_library).name
     if plan.threads:
         parameters["threads"] = str(int(plan.threads))
+    if kind != "KIND_CPU":
+        # Inputs a client placed in GPU memory (CUDA shared memory) reach the runner there, through DLPack.
+        parameters["FORCE_CPU_ONLY_INPUT_TENSORS"] = "no"
     config = python_config(
         description,
         name=plan.name,
@@ -260,25 +279,27 @@ def write_python_repository(plan: PythonRepositoryPlan) -> ServingRepository:
         input_dims=input_dims,
         output_dims=output_dims,
         parameters=parameters,
-        instances=plan.instances,
+        instances=instances,
         instance_kind=kind,
         preferred_batch_sizes=plan.preferred_batch_sizes,
         max_queue_delay_us=plan.max_queue_delay_us,
         warmup=plan.warmup,
         labels=label_lines(None, description["metadata"].get("source") == "default"),
+        tuning=plan.tuning,
     )
     model_dir = plan.model_dir
-    version = prepare_model_dir(model_dir)
-    atomic_copy(plan.onnx, version / "model.onnx", mode=user_file_mode())
-    if plan.engine is not None:
-        atomic_copy(plan.engine.path, version / "model.plan", mode=user_file_mode())
-        write_manifest(version / "model.plan", plan.engine.manifest)
-    if plan.plugin:
-        atomic_copy(plan.plugin, model_dir / plan.plugin.name)
-    if "ort_library" in parameters:
-        atomic_copy(ort_library, model_dir / parameters["ort_library"])
-    atomic_copy(MODEL_TEMPLATE, version / "model.py", mode=user_file_mode())
-    text = write_model_config(model_dir, config)
+    with writing_model_dir(model_dir) as staging:
+        version = staging / "1"
+        atomic_copy(plan.onnx, version / "model.onnx", mode=user_file_mode())
+        if plan.engine is not None:
+            atomic_copy(plan.engine.path, version / "model.plan", mode=user_file_mode())
+            write_manifest(version / "model.plan", plan.engine.manifest)
+        if plan.plugin:
+            atomic_copy(plan.plugin, staging / plan.plugin.name)
+        if "ort_library" in parameters:
+            atomic_copy(ort_library, staging / parameters["ort_library"])
+        atomic_copy(MODEL_TEMPLATE, version / "model.py", mode=user_file_mode())
+        text = write_model_config(staging, config)
     return ServingRepository(
         name=plan.name,
         repository=plan.repository,
@@ -294,4 +315,6 @@ def write_python_repository(plan: PythonRepositoryPlan) -> ServingRepository:
         threads=plan.threads,
         ort_device=ort_device,
         ort_library=model_dir / parameters["ort_library"] if "ort_library" in parameters else None,
+        tuning=plan.tuning,
+        instances=instances,
     )

@@ -1,15 +1,16 @@
 """What the served model does inside Triton's Python backend (model.py hands over to ServedModel).
 
 Triton's core has already checked each request against config.pbtxt (input name, datatype, dims, batch size <=
-max_batch_size) before ``execute`` sees it. The dynamic batcher hands ``execute`` several requests at once: their
-inputs are concatenated along the batch axis, run as one batch on the runner, and the output is split back, one
-response per request in the order received. A failure while running answers every request of that batch with the
-error and leaves the model serving.
+max_batch_size) before ``execute`` sees it. The dynamic batcher hands ``execute`` several requests at once: the
+runner copies each request's rows once into its batch buffer, runs the batch (padded up to its bucket on a GPU) and
+returns one output per request, answered in the order received (wtconv_serving.batch_runner). A failure while running
+answers every request of that batch with the error and leaves the model serving.
 
 Tensors cross the backend boundary through DLPack (``np.from_dlpack`` in, ``Tensor.from_dlpack`` out), not
 ``as_numpy()`` / ``Tensor(name, array)``: the backend's compiled helpers read NumPy 1's array-descriptor layout,
 and under NumPy 2 they see garbage item sizes (inputs read as repeated first elements, outputs sent with 0
-bytes). DLPack describes the memory itself and is correct with either NumPy. Outputs are handed over as PyTorch
+bytes). DLPack describes the memory itself and is correct with either NumPy; an input a client placed in GPU memory
+arrives as a CUDA tensor (``torch.from_dlpack``) and is copied on the GPU. Outputs are handed over as PyTorch
 tensors (``torch.from_numpy``, no copy): the backend renames the DLPack capsule it consumes to a name NumPy's
 capsule destructor does not expect, so a NumPy capsule prints an "unraisable" traceback for every response,
 while PyTorch's destructor leaves a renamed capsule alone, as the DLPack protocol says.
@@ -30,9 +31,11 @@ log = logging.getLogger(__name__)
 class ServedModel:
     def __init__(self, args: dict, config: dict, parameters: dict, pb_utils):
         from wtconv_serving.runtimes import make_runner
+        from wtconv_serving.tuning import Tuning
 
         self.pb = pb_utils
-        self.batching = int(config.get("max_batch_size", 0)) > 0
+        max_batch = int(config.get("max_batch_size", 0))
+        self.batching = max_batch > 0
         version_dir = Path(args["model_repository"]) / args["model_version"]
         onnx = version_dir / parameters["onnx_file"] if parameters.get("onnx_file") else None
         engine = version_dir / parameters["engine_file"] if parameters.get("engine_file") else None
@@ -40,6 +43,9 @@ class ServedModel:
         ort_library = _model_file(args, parameters.get("ort_library"))
         device = int(args.get("model_instance_device_id") or 0)
         threads = int(parameters.get("threads") or 0)
+        self.input_name = config["input"][0]["name"]
+        self.output_name = config["output"][0]["name"]
+        dims = [int(d) for d in config["input"][0]["dims"]]
         start = time.perf_counter()
         self.runner = make_runner(
             parameters.get("runtime", "auto"),
@@ -50,9 +56,9 @@ class ServedModel:
             threads=threads,
             ort_device=parameters.get("ort_device") or "cpu",
             ort_library=ort_library,
+            tuning=Tuning.from_parameters(parameters).with_max_batch(max_batch),
+            input_dims=dims if self.batching else None,
         )
-        self.input_name = config["input"][0]["name"]
-        self.output_name = config["output"][0]["name"]
         self.logger = pb_utils.Logger
         described = getattr(self.runner, "description", None)
         self.logger.log_info(
@@ -63,29 +69,25 @@ class ServedModel:
 
     def execute(self, requests):
         pb = self.pb
-        arrays, errors = [], {}
+        parts, errors = {}, {}
         for index, request in enumerate(requests):
             tensor = pb.get_input_tensor_by_name(request, self.input_name)
             if tensor is None:
                 errors[index] = f"the request has no input named {self.input_name!r}"
-                arrays.append(None)
                 continue
-            x = np.from_dlpack(tensor)  # not as_numpy(): see the module docstring
-            if x.dtype != self.runner.input_dtype:
+            x = _from_dlpack(tensor)  # not as_numpy(): see the module docstring
+            if np.dtype(str(x.dtype).replace("torch.", "")) != self.runner.input_dtype:
                 errors[index] = f"input {self.input_name!r} must be {self.runner.input_dtype}, got {x.dtype}"
-                arrays.append(None)
                 continue
-            arrays.append(x)
+            parts[index] = x
         good = [i for i in range(len(requests)) if i not in errors]
         outputs = {}
         if good:
             try:
-                if self.batching and len(good) > 1:
-                    y = self.runner(np.concatenate([arrays[i] for i in good]))
-                    sizes = np.cumsum([len(arrays[i]) for i in good])[:-1]
-                    outputs = dict(zip(good, np.split(y, sizes), strict=True))
+                if self.batching:
+                    outputs = dict(zip(good, self.runner.run([parts[i] for i in good]), strict=True))
                 else:
-                    outputs = {i: self.runner(arrays[i]) for i in good}
+                    outputs = {i: self.runner.run([parts[i]])[0] for i in good}
             except Exception as error:  # answer the batch with the error; the model keeps serving
                 message = f"{self.runner.name} failed on this batch: {type(error).__name__}: {error}"
                 self.logger.log_error(message)
@@ -102,6 +104,16 @@ class ServedModel:
 
     def finalize(self) -> None:
         self.runner = None
+
+
+def _from_dlpack(tensor):
+    """A request's input: a NumPy array over the backend's host memory, or a CUDA tensor when a client placed it in
+    GPU memory (the config lets such inputs through, FORCE_CPU_ONLY_INPUT_TENSORS)."""
+    if tensor.is_cpu():
+        return np.from_dlpack(tensor)
+    import torch
+
+    return torch.from_dlpack(tensor)
 
 
 def _model_file(args: dict, value: str | None) -> str | None:

@@ -8,26 +8,29 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from wtconv_core.errors import InputError, ModelError, ServingError
 from wtconv_core.files import atomic_write_bytes
 from wtconv_serving.triton_config import LABELS_FILE, ModelConfig, parse_config
+from wtconv_serving.tuning import DEFAULT_MAX_BATCH, default_max_batch
 
 __all__ = [
-    "DEFAULT_MAX_BATCH",
     "TritonRepository",
     "check_repository",
     "default_model_name",
     "describe_onnx",
     "onnx_batching",
-    "prepare_model_dir",
+    "writing_model_dir",
     "serve_script",
     "write_model_config",
 ]
 
-DEFAULT_MAX_BATCH = 32  # Triton's max_batch_size for an export with a dynamic batch axis, unless given
 ONNX_TYPES = {1: "float32", 10: "float16"}  # onnx.TensorProto.FLOAT, FLOAT16
 
 
@@ -88,15 +91,19 @@ def describe_onnx(onnx_path) -> dict:
 
 def onnx_batching(description: dict, max_batch_size: int | None) -> tuple[int, list[int], list[int]]:
     """(max_batch_size, input dims, output dims) for an export: a dynamic batch axis gets Triton batching up to
-    ``max_batch_size`` (default DEFAULT_MAX_BATCH); other dims come from the export's native input shape in its
-    metadata where the graph leaves them dynamic (so Triton refuses other sizes before the model sees them)."""
+    ``max_batch_size`` (default: tuning.default_max_batch of one input image's bytes); other dims come from the
+    export's native input shape in its metadata where the graph leaves them dynamic (so Triton refuses other sizes
+    before the model sees them)."""
     shape = description["input"]["shape"]
     native = description["metadata"].get("input_shape")
     native = [int(d) for d in native.split(",")] if native else None
     dims = [d if d != -1 or native is None else native[i] for i, d in enumerate(shape)]
     out_dims = description["output"]["shape"]
     if shape[0] == -1:
-        return (DEFAULT_MAX_BATCH if max_batch_size is None else int(max_batch_size)), dims[1:], out_dims[1:]
+        if max_batch_size is None:
+            image = int(np.prod([max(int(d), 1) for d in dims[1:]])) * np.dtype(description["input"]["dtype"]).itemsize
+            max_batch_size = default_max_batch(image) if all(int(d) > 0 for d in dims[1:]) else DEFAULT_MAX_BATCH
+        return int(max_batch_size), dims[1:], out_dims[1:]
     return 0, dims, out_dims
 
 
@@ -118,12 +125,35 @@ def check_model_dir(out, name: str, force: bool) -> Path:
     return model_dir
 
 
-def prepare_model_dir(model_dir: Path) -> Path:
-    """A fresh model folder with its version folder 1/ (a previous one removed); returns the version folder."""
-    if model_dir.exists():
-        shutil.rmtree(model_dir)
-    (model_dir / "1").mkdir(parents=True)
-    return model_dir / "1"
+@contextmanager
+def writing_model_dir(model_dir: Path) -> Iterator[Path]:
+    """A fresh folder, with its version folder 1/, to write the model into; it takes the place of ``model_dir`` (a
+    previous one removed) only when the block ends without an error, so a failed or interrupted write (Ctrl-C) leaves
+    the repository as it was: the staging folder is removed, and so is a repository folder this write created."""
+    repository = model_dir.parent
+    created = [p for p in (repository, *repository.parents) if not p.exists()]
+    staging = repository / f".{model_dir.name}.partial"
+    old = repository / f".{model_dir.name}.old"
+    try:
+        for path in (staging, old):
+            if path.exists():
+                shutil.rmtree(path)
+        (staging / "1").mkdir(parents=True)
+        yield staging
+        if model_dir.exists():
+            model_dir.rename(old)
+        staging.rename(model_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if old.exists() and not model_dir.exists():
+            old.rename(model_dir)
+        for path in created:  # deepest first
+            try:
+                path.rmdir()
+            except OSError:
+                break
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def write_model_config(model_dir: Path, config: ModelConfig) -> str:

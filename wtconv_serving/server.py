@@ -14,8 +14,16 @@ The wheel carries a complete server (``pytriton/tritonserver/bin/tritonserver``)
   site-packages itself, from a config parameter (wtconv_serving/python_backend.py);
 - the server runs in its own process group, so stopping it also stops the stubs, whatever state a test left.
 
+The repository, logging and trace APIs answer only requests carrying a key the launcher generates for each server
+(Triton's --http-restricted-api / --grpc-restricted-protocol): with model control "explicit", whoever reaches the
+port could otherwise unload models or load one with a ``model.py`` of their own (docs/serving.md, "Listening
+address"); the launcher's own reloads send the key.
+
 Our launcher refuses, with one line naming the cause, a port already in use, a repository whose configs do not
-parse, and a server that exits or fails to load a model before it is ready.
+parse, and a server that exits or fails to load a model before it is ready. ``stop`` drains: the server gets
+SIGTERM and finishes the requests in flight (``drain_s``) before it exits, then whatever is left of its process group
+is killed, the shared-memory regions of its backend stubs are removed, and so is the temporary log folder unless the
+log is kept (a failed start keeps it and names it).
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -38,11 +48,11 @@ from pathlib import Path
 
 from wtconv_core.errors import ConfigurationError, ServingError
 from wtconv_core.files import atomic_copy
+from wtconv_libs.lookup import ENV_CACHE, user_cache_dir
 
 log = logging.getLogger(__name__)
 
 ENV_HOME = "WTCONV_TRITON_HOME"  # a pytriton/tritonserver folder (bin/, backends/, python_backend_stubs/)
-ENV_CACHE = "WTCONV_TRITON_CACHE"  # where the prepared backend directory goes (default ~/.cache/wtconv-trt)
 PYTRITON_VERSION = "0.7.0"  # the wheel this project was tested with (Triton server 2.51.0)
 INSTALL_HINT = (
     f"install the server binary with: pip install --no-deps nvidia-pytriton=={PYTRITON_VERSION} "
@@ -50,6 +60,9 @@ INSTALL_HINT = (
     f"{ENV_HOME} to an unpacked wheel's pytriton/tritonserver folder"
 )
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+KEY_HEADER = "wtconv-trt-key"  # the header (gRPC metadata key) that carries the launcher's key
+RESTRICTED_APIS = "model-repository,logging,trace"  # what only the key opens: loading code, writing files
+SHM_PREFIX = "triton_python_backend_shm_region_"  # the Python backend's shared-memory regions in /dev/shm
 
 
 @dataclass(frozen=True)
@@ -97,10 +110,9 @@ def python_library_dir() -> str | None:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get(ENV_CACHE) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "wtconv-trt"
-    )
-    return Path(base)
+    """Where the prepared backend directories go: under the package's one per-user cache (wtconv_libs.lookup,
+    ``$WTCONV_TRT_CACHE``)."""
+    return user_cache_dir() / "triton"
 
 
 def prepare_backends(install: ServerInstall) -> Path:
@@ -158,16 +170,20 @@ def port_in_use(host: str, port: int) -> bool:
 
 
 def check_ports(host: str, ports: dict) -> None:
-    """Every port given ({"http": 8000, "grpc": 8001, "metrics": 0}; 0: chosen later, or off for metrics) must be
-    free on ``host``, and HTTP and gRPC must differ; ServingError naming the option otherwise."""
-    for what, port in ports.items():
-        if port > 0 and port_in_use(host, port):
+    """The ports given ({"http": 8000, "grpc": 8001, "metrics": 8002}; 0: any free one, chosen later; None: that
+    endpoint is off) must differ from each other and be free on ``host``; ServingError naming the options
+    otherwise."""
+    given = {what: port for what, port in ports.items() if port}
+    for what, port in given.items():
+        same = [other for other, p in given.items() if p == port and other != what]
+        if same:
+            raise ServingError(f"{what}_port={port} and {same[0]}_port={port}: each endpoint needs its own port")
+    for what, port in given.items():
+        if port_in_use(host, port):
             raise ServingError(
                 f"port {port} on {host} ({what}) is already in use: stop what listens "
                 f"there or choose another with {what}_port=PORT"
             )
-    if ports.get("http", 0) > 0 and ports.get("http") == ports.get("grpc"):
-        raise ServingError(f"the HTTP and gRPC ports are both {ports['http']}: give two different ports")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -227,8 +243,10 @@ class TritonServer:
             server.http_url, server.grpc_url
 
     ``start`` checks the ports and the repository's configs first, then waits for ``/v2/health/ready``; any
-    failure raises ServingError with one line (the server's own first error when it logged one). ``stop`` sends
-    SIGTERM to the server's process group (the server and its backend stubs), then SIGKILL after a grace period.
+    failure raises ServingError with one line (the server's own first error when it logged one). ``stop`` drains and
+    cleans up (the module docstring). ``metrics_port``: 0 picks a free port, None turns the metrics endpoint off.
+    ``log_file``: kept; without one the log goes to a temporary folder made at start and removed by stop, unless the
+    server failed. ``drain_s``: how long the server may finish the requests in flight when stopped.
     """
 
     def __init__(
@@ -238,25 +256,28 @@ class TritonServer:
         host: str = "127.0.0.1",
         http_port: int = 8000,
         grpc_port: int = 8001,
-        metrics_port: int = 0,
+        metrics_port: int | None = None,
         log_file=None,
         model_control: str = "none",
         load_models=(),
         extra_args=(),
         install: ServerInstall | None = None,
+        drain_s: float = 10.0,
     ):
         self.repository = Path(repository).resolve()
         self.host = host
-        self.ports = {"http": int(http_port), "grpc": int(grpc_port), "metrics": int(metrics_port)}
-        # Without a log file given, a temporary folder is made when the server starts (start), so a run refused
-        # before that leaves nothing behind.
+        self.ports = {"http": int(http_port), "grpc": int(grpc_port), "metrics": metrics_port}
         self.log_file = Path(log_file) if log_file else None
+        self.log_dir: Path | None = None  # the temporary folder of a log not given, made by start
         self.model_control = model_control
         self.load_models = list(load_models)
         self.extra_args = list(extra_args)
         self.install = install
+        self.drain_s = float(drain_s)
+        self.key = secrets.token_urlsafe(24)  # opens the restricted APIs (the module docstring)
         self.process: subprocess.Popen | None = None
         self.recoveries: list = []  # (model, dead stub pid, seconds to reload, error or None)
+        self.shm_regions: set = set()  # names in /dev/shm of this server's backend stubs
         self._watch_stop = threading.Event()
         self._watcher: threading.Thread | None = None
 
@@ -268,10 +289,22 @@ class TritonServer:
     def grpc_url(self) -> str:
         return f"{self._client_host()}:{self.ports['grpc']}"
 
+    @property
+    def metrics_url(self) -> str | None:
+        """The Prometheus metrics endpoint (None when off)."""
+        port = self.ports["metrics"]
+        return None if port is None else f"http://{self._client_host()}:{port}/metrics"
+
+    @property
+    def key_header(self) -> dict:
+        """The header that opens the restricted APIs, for the HTTP and gRPC clients of whoever started the server."""
+        return {KEY_HEADER: self.key}
+
     def _client_host(self) -> str:
         return "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
 
     def command(self, backends: Path) -> list:
+        restricted = f"{RESTRICTED_APIS}:{KEY_HEADER}={self.key}"
         cmd = [
             str(self.install.binary),
             f"--model-repository={self.repository}",
@@ -281,13 +314,15 @@ class TritonServer:
             f"--http-port={self.ports['http']}",
             f"--grpc-port={self.ports['grpc']}",
             f"--model-control-mode={self.model_control}",
-            "--exit-timeout-secs=3",
+            f"--http-restricted-api={restricted}",
+            f"--grpc-restricted-protocol={restricted}",
+            f"--exit-timeout-secs={max(1, round(self.drain_s))}",
             "--log-verbose=0",
             # No auto-complete: it starts a short-lived stub per model, which the stub watch would take for a
             # crash; our configs are complete.
             "--disable-auto-complete-config",
         ]
-        if self.ports["metrics"] > 0:
+        if self.ports["metrics"] is not None:
             cmd += [f"--metrics-address={self.host}", f"--metrics-port={self.ports['metrics']}"]
         else:
             cmd.append("--allow-metrics=false")
@@ -301,26 +336,32 @@ class TritonServer:
         self.install = self.install or find_server()
         backends = prepare_backends(self.install)
         check_ports(self.host, self.ports)
+        taken = {p for p in self.ports.values() if p}
         for what, port in self.ports.items():
-            if port == 0 and what != "metrics":
-                self.ports[what] = free_port(self._client_host())
-        if self.ports["http"] == self.ports["grpc"]:
-            raise ServingError(f"the HTTP and gRPC ports are both {self.ports['http']}: give two different ports")
+            if port == 0:
+                while port == 0 or port in taken:  # a free port, not one given to another endpoint
+                    port = free_port(self._client_host())
+                self.ports[what] = port
+                taken.add(port)
         if self.log_file is None:
-            self.log_file = Path(tempfile.mkdtemp(prefix="tritonserver-")) / "server.log"
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        log.debug("starting %s", " ".join(self.command(backends)))
-        with open(self.log_file, "wb") as out:
-            self.process = subprocess.Popen(
-                self.command(backends),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=server_environment(self.install),
-                start_new_session=True,
-            )
+            self.log_dir = Path(tempfile.mkdtemp(prefix="tritonserver-"))
+            self.log_file = self.log_dir / "server.log"
         try:
+            self.log_file.parent.mkdir(parents=True, exist_ok=True)
+            log.debug("starting %s", " ".join(self.command(backends)))
+            with open(self.log_file, "wb") as out:
+                self.process = subprocess.Popen(
+                    self.command(backends),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=server_environment(self.install),
+                    start_new_session=True,
+                )
             self.wait_ready(timeout)
+        except ServingError:
+            self.stop(keep_log=True)  # the message names the log
+            raise
         except BaseException:
             self.stop()
             raise
@@ -345,6 +386,7 @@ class TritonServer:
         start = time.monotonic()
         deadline, next_note = start + timeout, start + progress_s
         while time.monotonic() < deadline:
+            self.note_shm_regions()
             if self.process.poll() is not None:
                 cause = first_error(self.log_text()) or f"exit status {self.process.returncode}"
                 raise ServingError(f"tritonserver stopped before it was ready: {cause} (log: {self.log_file})")
@@ -368,9 +410,14 @@ class TritonServer:
     def stubs(self) -> dict:
         """{pid: model name} of this server's Python backend stubs (children of the server process; the stub's
         command line ends with the instance name, <model>_<group>_<index>)."""
+        return {pid: model for pid, (model, _) in self._stub_processes().items()}
+
+    def _stub_processes(self) -> dict:
+        """{pid: (model name, shared-memory region)} of this server's backend stubs: their command line is the stub,
+        the model file, the region's name, ..., the instance name <model>_<group>_<index>."""
         if self.process is None:
             return {}
-        pids = {}
+        found = {}
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
@@ -382,18 +429,38 @@ class TritonServer:
                 argv = (entry / "cmdline").read_text().split("\0")
                 if argv and argv[0].endswith("triton_python_backend_stub"):
                     instance = next((a for a in argv[8:9] if a), "")
-                    pids[int(entry.name)] = instance.rsplit("_", 2)[0] if instance.count("_") >= 2 else instance
+                    model = instance.rsplit("_", 2)[0] if instance.count("_") >= 2 else instance
+                    region = next((a for a in argv[2:3] if a.startswith(SHM_PREFIX)), None)
+                    found[int(entry.name)] = (model, region)
             except (OSError, ValueError, IndexError):
                 continue
-        return pids
+        return found
+
+    def note_shm_regions(self) -> None:
+        """Remember the shared-memory regions of this server's stubs (their command lines) and those the server maps,
+        so that stop removes any the processes leave behind (a server or stub killed does not remove its own)."""
+        regions = {region for _, region in self._stub_processes().values() if region}
+        if self.process is not None:
+            try:
+                with open(f"/proc/{self.process.pid}/maps") as maps:
+                    for line in maps:
+                        name = line.rsplit("/", 1)[-1].strip()
+                        if "/dev/shm/" in line and name.startswith(SHM_PREFIX):
+                            regions.add(name)
+            except OSError:
+                pass
+        self.shm_regions |= regions
 
     def reload(self, model: str, timeout: float = 120.0) -> None:
-        """Unload and load ``model`` through the repository API (needs model_control "explicit"): a new backend
-        stub starts and the model warms up again. Requests in the gap are answered with an error."""
+        """Unload and load ``model`` through the repository API (needs model_control "explicit"; sends the key): a new
+        backend stub starts and the model warms up again. Requests in the gap are answered with an error."""
         base = f"http://{self.http_url}/v2/repository/models/{model}"
         for action in ("unload", "load"):
             request = urllib.request.Request(
-                f"{base}/{action}", data=b"{}", method="POST", headers={"Content-Type": "application/json"}
+                f"{base}/{action}",
+                data=b"{}",
+                method="POST",
+                headers={"Content-Type": "application/json", **self.key_header},
             )
             try:
                 with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -420,12 +487,15 @@ class TritonServer:
         while not self._watch_stop.wait(interval):
             if self.process is None or self.process.poll() is not None:
                 return
+            self.note_shm_regions()
             now = self.stubs()
             dead = {}
             for pid, model in known.items():
                 if pid not in now and model:
                     dead.setdefault(model, pid)
             for model, pid in dead.items():
+                if self._watch_stop.is_set():
+                    return
                 log.warning("the backend stub of model %s (pid %d) died; reloading the model", model, pid)
                 start = time.monotonic()
                 try:
@@ -439,31 +509,67 @@ class TritonServer:
                 now = self.stubs()
             known = now
 
-    def stop(self, grace: float = 15.0) -> int | None:
-        """Stop the server and its stubs; returns its exit status (None if it never started)."""
+    def stop(self, grace: float | None = None, keep_log: bool = False) -> int | None:
+        """Drain and stop the server, then clean up (the module docstring); returns its exit status (None if it never
+        started). ``grace``: seconds to wait for it after SIGTERM (default drain_s + 5); ``keep_log``: keep a
+        temporary log folder (a failure's log)."""
         self._watch_stop.set()
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.process.wait(grace)
-            except subprocess.TimeoutExpired:
-                log.warning("tritonserver did not stop within %.0f s; killing it", grace)
+        status = None
         try:
-            os.killpg(self.process.pid, signal.SIGKILL)  # stubs left behind by a killed server
-        except (ProcessLookupError, PermissionError):
-            pass
-        return self.process.wait()
+            if self.process is not None:
+                self.note_shm_regions()
+                if self.process.poll() is None:
+                    try:
+                        self.process.send_signal(signal.SIGTERM)  # the server only: it drains, then stops its stubs
+                    except ProcessLookupError:
+                        pass
+                    try:
+                        self.process.wait(self.drain_s + 5 if grace is None else grace)
+                    except subprocess.TimeoutExpired:
+                        log.warning("tritonserver did not stop within %.0f s; killing it", self.drain_s + 5)
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)  # stubs left behind by a killed server
+                except (ProcessLookupError, PermissionError):
+                    pass
+                status = self.process.wait()
+                _wait_gone(self.process.pid)
+        finally:
+            for name in self.shm_regions:
+                try:
+                    os.unlink(f"/dev/shm/{name}")
+                except OSError:
+                    pass
+            if self.log_dir is not None and not keep_log:
+                shutil.rmtree(self.log_dir, ignore_errors=True)
+        return status
 
     def __enter__(self) -> TritonServer:
         return self.start() if self.process is None else self
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _wait_gone(group: int, timeout: float = 5.0) -> None:
+    """Wait until no live process of process group ``group`` is left (zombies, which init reaps, do not count)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and group_members(group):
+        time.sleep(0.05)
+
+
+def group_members(group: int) -> list:
+    """Process ids of the live (not zombie) processes of process group ``group``."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == group:
+            members.append(int(entry.name))
+    return members
 
 
 def is_loopback(host: str) -> bool:
@@ -482,5 +588,6 @@ __all__ = [
     "loading_phase",
     "is_loopback",
     "INSTALL_HINT",
+    "KEY_HEADER",
     "PYTRITON_VERSION",
 ]

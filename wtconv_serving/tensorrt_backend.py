@@ -14,11 +14,12 @@ from wtconv_core.paths import check_input_file, check_output_dir
 from wtconv_serving.repository import (
     TritonRepository,
     check_model_dir,
-    prepare_model_dir,
     serve_script,
     write_model_config,
+    writing_model_dir,
 )
 from wtconv_serving.triton_config import (
+    CudaGraph,
     InstanceGroup,
     ModelConfig,
     TensorConfig,
@@ -27,7 +28,9 @@ from wtconv_serving.triton_config import (
     check_model_name,
     dynamic_batching,
     label_lines,
+    warmup_batch_sizes,
 )
+from wtconv_serving.tuning import Tuning
 
 __all__ = ["BatchPlan", "plan_batching", "tensorrt_config", "write_tensorrt_repository"]
 
@@ -94,14 +97,26 @@ def tensorrt_config(
     max_queue_delay_us: int = 100,
     labels: tuple[str, ...] | None = None,
     plan: BatchPlan | None = None,
+    tuning: Tuning | None = None,
+    warmup: bool = True,
 ) -> ModelConfig:
     """The model configuration of an engine: max_batch_size and dims from its profiles (plan_batching), its I/O
-    types, preferred batch sizes (default: the profiles' opt batches and max_batch_size), the instances on the GPU
-    with the profiles Triton may use. ``plan``: plan_batching's, when made already."""
+    types, batching with the buckets of ``tuning`` as preferred sizes (default: powers of two up to max_batch_size)
+    and its queue policy, a warm-up request per bucket, and with ``tuning.cuda_graphs`` one CUDA graph per bucket,
+    each also serving the sizes down to the bucket below (graph_lower_bound: Triton pads the batch, as our runners
+    do), and the instances on the GPU with the profiles Triton may use. ``plan``: plan_batching's, when made
+    already. Graphs and warm-up need the input's dims fixed besides the batch."""
     plan = plan or plan_batching(manifest)
-    if preferred_batch_sizes is None:
-        opts = {int(manifest.profiles[i].inputs[manifest.inputs[0].name].opt[0]) for i in plan.profiles}
-        preferred_batch_sizes = [b for b in sorted(opts | {plan.max_batch_size}) if 1 < b <= plan.max_batch_size]
+    tuning = (tuning or Tuning()).with_max_batch(plan.max_batch_size)
+    name_in = manifest.inputs[0].name
+    static = all(int(d) > 0 for d in plan.input_dims)
+    graphs = []
+    if tuning.cuda_graphs and static and plan.max_batch_size > 0:
+        previous = 0
+        for bucket in tuning.buckets:
+            lower = previous + 1 if previous + 1 < bucket else 0
+            graphs.append(CudaGraph(bucket, name_in, tuple(plan.input_dims), lower))
+            previous = bucket
     outputs = [
         TensorConfig(t.name, t.dtype, tuple(t.shape[1:] if plan.max_batch_size > 0 else t.shape))
         for t in manifest.outputs
@@ -115,13 +130,15 @@ def tensorrt_config(
         default_model_filename=MODEL_FILE,
         inputs=(TensorConfig(manifest.inputs[0].name, manifest.inputs[0].dtype, tuple(plan.input_dims)),),
         outputs=tuple(outputs),
-        dynamic_batching=dynamic_batching(plan.max_batch_size, preferred_batch_sizes, max_queue_delay_us),
+        dynamic_batching=dynamic_batching(plan.max_batch_size, preferred_batch_sizes, max_queue_delay_us, tuning),
         instance_group=InstanceGroup(
             count=instances,
             kind="KIND_GPU",
             gpus=tuple(gpus),
             profiles=tuple(plan.profiles) if len(manifest.profiles) > 1 else (),
         ),
+        warmup_batch_sizes=warmup_batch_sizes(plan.max_batch_size, plan.input_dims, warmup, tuning.buckets),
+        cuda_graphs=tuple(graphs),
         labels=labels,
     )
 
@@ -132,12 +149,14 @@ def write_tensorrt_repository(
     *,
     name: str | None = None,
     plugin_static=None,
-    instances: int = 1,
+    instances: int | None = None,
     gpus=None,
     preferred_batch_sizes=None,
     max_queue_delay_us: int = 100,
     labels=None,
     force: bool = False,
+    tuning: Tuning | None = None,
+    warmup: bool = True,
 ) -> TritonRepository:
     """Write ``out/<name>/`` (config.pbtxt, 1/model.plan, engine.json: the manifest, labels.txt, the
     static-registration plugin) and ``out/serve.sh``. Every option and file is checked before anything is written:
@@ -164,15 +183,18 @@ def write_tensorrt_repository(
     plugin_static = _static_plugin(manifest, plugin_static)
     source = manifest.source_model or {}
     plan = plan_batching(manifest)
+    tuning = tuning or Tuning()
     config = tensorrt_config(
         manifest,
         name=name,
-        instances=instances,
+        instances=instances or tuning.gpu_instances,
         gpus=gpus,
         preferred_batch_sizes=preferred_batch_sizes,
         max_queue_delay_us=max_queue_delay_us,
         labels=label_lines(labels, source.get("source") == "default"),
         plan=plan,
+        tuning=tuning,
+        warmup=warmup,
     )
     return _write(opened, Path(out), model_dir, config, plugin_static, plan.note)
 
@@ -198,13 +220,14 @@ def _static_plugin(manifest: EngineManifest, given) -> Path | None:
 def _write(
     opened: OpenedEngine, out: Path, model_dir: Path, config: ModelConfig, plugin: Path | None, note: str
 ) -> TritonRepository:
-    version = prepare_model_dir(model_dir)
-    atomic_copy(opened.path, version / MODEL_FILE, mode=user_file_mode())
-    atomic_write_json(model_dir / "engine.json", opened.manifest.to_json())  # the client sample reads its dtypes
-    text = write_model_config(model_dir, config)
+    with writing_model_dir(model_dir) as staging:
+        atomic_copy(opened.path, staging / "1" / MODEL_FILE, mode=user_file_mode())
+        atomic_write_json(staging / "engine.json", opened.manifest.to_json())  # the client sample reads its dtypes
+        text = write_model_config(staging, config)
+        if plugin is not None:
+            atomic_copy(plugin, staging / plugin.name)
     setup, command = [], 'exec tritonserver --model-repository="$HERE" "$@"'
     if plugin is not None:
-        atomic_copy(plugin, model_dir / plugin.name)
         setup = [
             "# The WTConv2d plugin: the static-registration library (a plain dlopen registers its creator).",
             f'PLUGIN="${{WTCONV_PLUGIN:-$HERE/{config.name}/{plugin.name}}}"',

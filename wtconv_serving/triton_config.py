@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 
 from wtconv_core.errors import InputError, ServingError
 from wtconv_core.inputs import MAX_INT32, check_int
+from wtconv_serving.tuning import Tuning
 
 __all__ = [
     "CLIENT_DTYPES",
+    "CudaGraph",
     "DEFAULT_LABELS",
     "DynamicBatching",
     "InstanceGroup",
@@ -74,10 +76,26 @@ class TensorConfig:
 
 @dataclass(frozen=True)
 class DynamicBatching:
-    """Triton's dynamic batcher: the batch sizes it prefers to form and how long it waits for them."""
+    """Triton's dynamic batcher: the batch sizes it prefers to form, how long it waits for them, and its queue policy
+    (default_queue_policy): requests beyond ``max_queue_size`` are refused at once, and a request that waited longer
+    than ``queue_timeout_us`` is refused (0: no limit for either); a client may ask for a shorter timeout."""
 
     preferred_batch_sizes: tuple[int, ...] = ()
     max_queue_delay_us: int = 100
+    max_queue_size: int = 0
+    queue_timeout_us: int = 0
+
+
+@dataclass(frozen=True)
+class CudaGraph:
+    """One CUDA graph the TensorRT backend captures at load (optimization.cuda.graph_spec): for batch ``batch_size``
+    and, from ``lower_bound`` up to it, the batches it also serves (their rows beyond the batch are left unset, which a
+    model computing each image on its own does not read); ``input``: the input's dims without the batch."""
+
+    batch_size: int
+    input_name: str
+    input_dims: tuple[int, ...]
+    lower_bound: int = 0  # 0: the graph serves batch_size only
 
 
 @dataclass(frozen=True)
@@ -108,6 +126,7 @@ class ModelConfig:
     parameters: tuple[tuple[str, str], ...] = ()  # string parameters the model reads
     op_libraries: tuple[str, ...] = ()  # model_operations.op_library_filename: ONNX Runtime custom-op libraries
     cuda_accelerator: tuple[tuple[str, str], ...] = ()  # the onnxruntime backend's CUDA execution provider options
+    cuda_graphs: tuple[CudaGraph, ...] = ()  # the TensorRT backend's CUDA graphs (optimization.cuda)
     labels: tuple[str, ...] | None = field(default=None, compare=False)  # written as LABELS_FILE beside the config
 
     def render(self) -> str:
@@ -134,10 +153,21 @@ class ModelConfig:
                 lines.append("  }" + ("," if i < len(tensors) - 1 else ""))
             lines.append("]")
         if self.dynamic_batching is not None:
+            batching = self.dynamic_batching
             lines.append("dynamic_batching {")
-            if self.dynamic_batching.preferred_batch_sizes:
-                lines.append(f"  preferred_batch_size: {_ints(self.dynamic_batching.preferred_batch_sizes)}")
-            lines += [f"  max_queue_delay_microseconds: {int(self.dynamic_batching.max_queue_delay_us)}", "}"]
+            if batching.preferred_batch_sizes:
+                lines.append(f"  preferred_batch_size: {_ints(batching.preferred_batch_sizes)}")
+            lines.append(f"  max_queue_delay_microseconds: {int(batching.max_queue_delay_us)}")
+            if batching.max_queue_size or batching.queue_timeout_us:
+                lines += [
+                    "  default_queue_policy {",
+                    f"    max_queue_size: {int(batching.max_queue_size)}",
+                    f"    default_timeout_microseconds: {int(batching.queue_timeout_us)}",
+                    "    timeout_action: REJECT",
+                    "    allow_timeout_override: true",
+                    "  }",
+                ]
+            lines.append("}")
         group = self.instance_group
         lines += ["instance_group [", "  {", f"    count: {int(group.count)}", f"    kind: {group.kind}"]
         if group.gpus:
@@ -161,15 +191,25 @@ class ModelConfig:
             ]
         for library in self.op_libraries:
             lines.append(f"model_operations {{ op_library_filename: {_string(library)} }}")
-        if self.cuda_accelerator:
-            options = " ".join(
-                f"parameters {{ key: {_string(k)} value: {_string(v)} }}" for k, v in self.cuda_accelerator
-            )
-            lines += [
-                "optimization { execution_accelerators {",
-                f'  gpu_execution_accelerator [ {{ name: "cuda" {options} }} ]',
-                "} }",
-            ]
+        if self.cuda_accelerator or self.cuda_graphs:
+            lines.append("optimization {")
+            if self.cuda_accelerator:
+                options = " ".join(
+                    f"parameters {{ key: {_string(k)} value: {_string(v)} }}" for k, v in self.cuda_accelerator
+                )
+                lines.append(
+                    f'  execution_accelerators {{ gpu_execution_accelerator [ {{ name: "cuda" {options} }} ] }}'
+                )
+            if self.cuda_graphs:
+                lines += ["  cuda {", "    graphs: true"]
+                for graph in self.cuda_graphs:
+                    shape = f"input {{ key: {_string(graph.input_name)} value {{ dim: {_ints(graph.input_dims)} }} }}"
+                    lines.append(f"    graph_spec {{ batch_size: {int(graph.batch_size)} {shape}")
+                    if graph.lower_bound:
+                        lines.append(f"      graph_lower_bound {{ batch_size: {int(graph.lower_bound)} {shape} }}")
+                    lines.append("    }")
+                lines.append("  }")
+            lines.append("}")
         text = "\n".join(lines) + "\n"
         parse_config(text, f"the generated config of {self.name}")
         return text
@@ -227,20 +267,26 @@ def check_gpus(gpus) -> tuple[int, ...]:
     return tuple(gpus)
 
 
-def check_batching_options(instances: int, preferred_batch_sizes, max_queue_delay_us: int) -> tuple:
-    """(instances, preferred batch sizes or None, queue delay) checked: 1 to MAX_INSTANCES instances, batch sizes
-    from 1, a delay from 0 to MAX_QUEUE_DELAY_US microseconds."""
-    instances = check_int(instances, "instances", 1, MAX_INSTANCES)
+def check_batching_options(instances: int | None, preferred_batch_sizes, max_queue_delay_us: int) -> tuple:
+    """(instances, preferred batch sizes or None, queue delay) checked: 1 to MAX_INSTANCES instances (None: the
+    backend's default), batch sizes from 1, a delay from 0 to MAX_QUEUE_DELAY_US microseconds."""
+    if instances is not None:
+        instances = check_int(instances, "instances", 1, MAX_INSTANCES)
     if preferred_batch_sizes is not None:
         preferred_batch_sizes = [check_int(b, "preferred_batch_sizes", 1, MAX_INT32) for b in preferred_batch_sizes]
     return instances, preferred_batch_sizes, check_int(max_queue_delay_us, "max_queue_delay_us", 0, MAX_QUEUE_DELAY_US)
 
 
-def dynamic_batching(max_batch_size: int, preferred_batch_sizes, max_queue_delay_us: int) -> DynamicBatching | None:
-    """Triton's dynamic batcher for a model that batches (None when max_batch_size is 0). A preferred batch size
-    outside 1..max_batch_size is refused: Triton would never form it."""
+def dynamic_batching(
+    max_batch_size: int, preferred_batch_sizes, max_queue_delay_us: int, tuning: Tuning | None = None
+) -> DynamicBatching | None:
+    """Triton's dynamic batcher for a model that batches (None when max_batch_size is 0), with the queue policy of
+    ``tuning``. Preferred batch sizes: those given, else the buckets of ``tuning``. A preferred batch size outside
+    1..max_batch_size is refused: Triton would never form it."""
     if max_batch_size <= 0:
         return None
+    if preferred_batch_sizes is None and tuning is not None:
+        preferred_batch_sizes = tuning.buckets
     preferred = sorted({int(b) for b in preferred_batch_sizes or ()})
     outside = [b for b in preferred if not 1 <= b <= max_batch_size]
     if outside:
@@ -248,15 +294,21 @@ def dynamic_batching(max_batch_size: int, preferred_batch_sizes, max_queue_delay
             f"preferred_batch_sizes {outside}: outside 1..{max_batch_size} (max_batch_size)",
             parameter="preferred_batch_sizes",
         )
-    return DynamicBatching(tuple(preferred), int(max_queue_delay_us))
+    queue = tuning or Tuning(max_queue_size=0, queue_timeout_ms=0)
+    return DynamicBatching(
+        tuple(preferred), int(max_queue_delay_us), int(queue.max_queue_size), int(queue.queue_timeout_ms) * 1000
+    )
 
 
-def warmup_batch_sizes(max_batch_size: int, input_dims, warmup: bool = True) -> tuple[int, ...]:
-    """The warm-up requests a model gets when loaded: batch 1 and the largest batch (one request of batch 0, i.e. the
-    fixed shape, without batching); none when ``warmup`` is off or a dimension is dynamic (no shape to send)."""
+def warmup_batch_sizes(max_batch_size: int, input_dims, warmup: bool = True, buckets=()) -> tuple[int, ...]:
+    """The warm-up requests a model gets when loaded: one per bucket, else batch 1 and the largest batch (one
+    request of batch 0, i.e. the fixed shape, without batching); none when ``warmup`` is off or a dimension is
+    dynamic (no shape to send)."""
     if not warmup or any(int(d) <= 0 for d in input_dims):
         return ()
-    return tuple(sorted({1, int(max_batch_size)})) if max_batch_size > 0 else (0,)
+    if max_batch_size <= 0:
+        return (0,)
+    return tuple(sorted({int(b) for b in buckets} or {1, int(max_batch_size)}))
 
 
 def label_lines(labels_file=None, default_model: bool = False) -> tuple[str, ...] | None:

@@ -1,9 +1,10 @@
 """Serving with Triton Inference Server's Python backend (``wtconv-trt serve``; docs/serving.md).
 
-``plan_serving`` checks every option and file before anything is written or started and returns a ServingPlan;
+``plan_serving`` checks every option, file and port before anything is written or started and returns a ServingPlan;
 ``ServingPlan.write_repository`` writes the model repository and ``ServingPlan.start`` starts the server on it
-(Served, a context manager that stops it). ``write_serving_repository`` and ``serve`` do those steps in one
-call. ``Served.load_test`` sends a bounded load and checks every answer against the same runtime run directly.
+(Served, a context manager that drains and stops it and leaves nothing behind). ``write_serving_repository`` and
+``serve`` do those steps in one call. ``Served.load_test`` checks every answer against the model run directly, times
+the runner directly, and sweeps the load from several client processes (wtconv_serving.load_test).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Any
 
 from wtconv_core.errors import InputError
 from wtconv_core.inputs import check_choice, check_int, check_number
+from wtconv_serving.load_test import LoadTestResult
 from wtconv_serving.python_backend import PythonRepositoryPlan, ServingRepository
+from wtconv_serving.tuning import DEFAULT_TUNING, check_tuning
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,8 @@ DEFAULT_REPOSITORY = "triton_models"
 MAX_TIMEOUT_S = 86_400.0
 MAX_LOAD_REQUESTS = 10**7
 MAX_CONCURRENCY = 4096
+MAX_PROCESSES = 64
+MAX_WINDOW_S = 3600.0
 PROTOCOLS = ("grpc", "http", "both")
 MAX_PORT = 65535
 
@@ -48,15 +53,30 @@ def check_load_test(
     concurrency: int = 16,
     batch_sizes: Sequence[int] = (1, 2, 4, 8),
     protocol: str = "grpc",
+    sweep: Sequence[int] = (),
+    mixes: Sequence[Sequence[int]] = (),
+    processes: int | None = None,
+    window_s: float = 3.0,
 ) -> list[int]:
-    """The load-test options checked (requests 1 to 10**7 when given, concurrency 1 to 4096, batch sizes >= 1,
-    protocol grpc / http / both); returns the batch sizes as a list."""
+    """The load-test options checked (requests 1 to 10**7 when given, concurrency and each sweep value 1 to 4096,
+    batch sizes >= 1 in every mix, protocol grpc / http / both, processes 1 to 64, window 0.1 to 3600 s); returns
+    the batch sizes as a list."""
     if requests is not None:
         check_int(requests, "requests", 1, MAX_LOAD_REQUESTS)
     check_int(concurrency, "concurrency", 1, MAX_CONCURRENCY)
+    for value in sweep:
+        check_int(value, "sweep", 1, MAX_CONCURRENCY)
     sizes = [check_int(b, "batch_sizes", 1, 2**31 - 1) for b in batch_sizes]
     if not sizes:
         raise InputError("batch_sizes: expected at least one batch size, e.g. 1,2,4,8", parameter="batch_sizes")
+    for mix in mixes:
+        if not list(mix):
+            raise InputError("mixes: expected at least one batch size in each mix, e.g. 1,2,4,8", parameter="mixes")
+        for b in mix:
+            check_int(b, "mixes", 1, 2**31 - 1)
+    if processes is not None:
+        check_int(processes, "processes", 1, MAX_PROCESSES)
+    check_number(window_s, "window_s", 0.1, MAX_WINDOW_S, what=" s")
     check_choice(protocol, "protocol", PROTOCOLS)
     return sizes
 
@@ -67,13 +87,14 @@ class ServingPlan:
 
     repository_plan: PythonRepositoryPlan
     host: str
-    ports: dict
+    ports: dict  # {"http", "grpc", "metrics"}: a port, 0 for any free one; metrics None when off
     log: Path | None
     timeout: float
     written: ServingRepository | None = field(default=None, repr=False)
     # The runtime the server will choose on this machine and why (serving only): one line said before the wait.
     runtime_here: str | None = None
     runtime_note: str | None = None
+    json_path: Path | None = None  # where the load test's report goes (checked writable)
 
     @property
     def onnx(self) -> Path:
@@ -86,23 +107,26 @@ class ServingPlan:
         return self.repository_plan.repository
 
     def write_repository(self) -> ServingRepository:
-        """Write the model's folder into the repository (wtconv_serving.python_backend.write_python_repository)."""
+        """Write the model's folder into the repository (wtconv_serving.python_backend.write_python_repository);
+        interrupted, it leaves the repository as it was."""
         from wtconv_serving.python_backend import write_python_repository
 
         self.written = write_python_repository(self.repository_plan)
         return self.written
 
     def start(self) -> Served:
-        """Start tritonserver on the written repository, wait until the model is ready, and watch its backend
-        stubs (a crashed one is reloaded); returns the running Served. ServingError in one line when it cannot."""
+        """Start tritonserver on the written repository, wait until the model is ready (warmed up at every bucket),
+        and watch its backend stubs (a crashed one is reloaded); returns the running Served. ServingError in one line
+        when it cannot (the server's log is then kept and named); interrupted, nothing is left running."""
         from wtconv_serving.server import TritonServer, is_loopback
 
         repository = self.written or self.write_repository()
         network_note = None
         if not is_loopback(self.host):
             network_note = (
-                f"listening on {self.host}, reachable from the network; the server runs the repository's model "
-                f"code, engines and plugin libraries as native code: serve only files you trust"
+                f"listening on {self.host}, reachable from the network: inference, metadata and statistics answer "
+                f"anyone who reaches the ports (the repository API only this process); serve only files you trust "
+                f"and put an authenticating proxy in front for clients you do not"
             )
         server = TritonServer(
             self.repository,
@@ -138,7 +162,7 @@ def plan_serving(
     plugin: str | os.PathLike | None = None,
     runtime: str = "auto",
     max_batch_size: int | None = None,
-    instances: int = 1,
+    instances: int | None = None,
     instance_kind: str = "auto",
     max_queue_delay_us: int = 500,
     threads: int = 0,
@@ -146,31 +170,45 @@ def plan_serving(
     force: bool = False,
     device: str = "auto",
     ort_library: str | os.PathLike | None = None,
+    buckets: Sequence[int] | None = None,
+    cuda_graphs: bool = DEFAULT_TUNING.cuda_graphs,
+    cudnn_search: str = DEFAULT_TUNING.cudnn_search,
+    session_per_bucket: bool = DEFAULT_TUNING.session_per_bucket,
+    max_queue_size: int = DEFAULT_TUNING.max_queue_size,
+    queue_timeout_ms: int = DEFAULT_TUNING.queue_timeout_ms,
     serving: bool = True,
     host: str = "127.0.0.1",
     http_port: int = 8000,
     grpc_port: int = 8001,
-    metrics_port: int = 0,
+    metrics_port: int = 8002,
+    metrics: bool = True,
     log: str | os.PathLike | None = None,
     timeout: float = 300.0,
     load_test: int | None = None,
     concurrency: int = 16,
     batch_sizes: Sequence[int] = (1, 2, 4, 8),
     protocol: str = "grpc",
+    sweep: Sequence[int] = (),
+    mixes: Sequence[Sequence[int]] = (),
+    processes: int | None = None,
+    window_s: float = 3.0,
+    json_path: str | os.PathLike | None = None,
 ) -> ServingPlan:
     """Check everything a ``wtconv-trt serve`` run needs before anything is written or started; returns the
     ServingPlan that writes the repository and starts the server.
 
     The repository options are those of write_serving_repository. serving: also check what serving here needs:
-    the server options (ports 0 to 65535, 0 picks a free one; timeout 1 to 86400 s), that a runtime named with
-    ``runtime`` can run on this machine, and the ports given are free. load_test, concurrency, batch_sizes,
-    protocol: a load test to run once the server is ready (checked by check_load_test)."""
-    from wtconv_core.paths import check_not_an_input
+    the server options (ports 0 to 65535, 0 picks a free one, given ones distinct and free; metrics off with
+    metrics=False; timeout 1 to 86400 s), that a runtime named with ``runtime`` can run on this machine, that no
+    output (``log``, ``json_path``, the repository) is one of the inputs, and that ``log`` and ``json_path`` can be
+    written (both are replaced when they exist). load_test, concurrency, batch_sizes, protocol, sweep, mixes,
+    processes, window_s: a load test to run once the server is ready (checked by check_load_test)."""
+    from wtconv_core.paths import check_not_an_input, check_output_file
     from wtconv_serving.python_backend import check_python_repository
 
     check_not_an_input(
         [("ONNX model", onnx), ("engine", engine), ("plugin", plugin), ("library", ort_library)],
-        files=[("log", log)],
+        files=[("log", log), ("json_path", json_path)],
         folders=[("repository", repository)],
     )
     ports = {
@@ -178,8 +216,27 @@ def plan_serving(
         "grpc": check_int(grpc_port, "grpc_port", 0, MAX_PORT, " (a TCP port; 0: any free port)"),
         "metrics": check_int(metrics_port, "metrics_port", 0, MAX_PORT, " (a TCP port; 0: any free port)"),
     }
+    if not metrics:
+        ports["metrics"] = None
     timeout = check_number(timeout, "timeout", 1.0, MAX_TIMEOUT_S, what=" s")
-    check_load_test(load_test, concurrency=concurrency, batch_sizes=batch_sizes, protocol=protocol)
+    check_load_test(
+        load_test,
+        concurrency=concurrency,
+        batch_sizes=batch_sizes,
+        protocol=protocol,
+        sweep=sweep,
+        mixes=mixes,
+        processes=processes,
+        window_s=window_s,
+    )
+    tuning = check_tuning(
+        buckets=buckets,
+        cuda_graphs=cuda_graphs,
+        cudnn_search=cudnn_search,
+        session_per_bucket=session_per_bucket,
+        max_queue_size=max_queue_size,
+        queue_timeout_ms=queue_timeout_ms,
+    )
     repository_plan = check_python_repository(
         onnx,
         repository,
@@ -196,11 +253,16 @@ def plan_serving(
         force=force,
         device=device,
         ort_library=ort_library,
+        tuning=tuning,
     )
     runtime_here = runtime_note = None
     if serving:
         from wtconv_serving.server import check_ports
 
+        if log is not None:
+            check_output_file(log, option="log", force=True)
+        if json_path is not None:
+            check_output_file(json_path, option="json_path", force=True)
         # The server runs on this machine: a runtime that cannot run here is refused now, in one line, rather than
         # as a model that fails to load inside the server; "auto" is resolved as the server will resolve it.
         runtime_here, runtime_note = runtime_choice(
@@ -219,6 +281,7 @@ def plan_serving(
         timeout=timeout,
         runtime_here=runtime_here,
         runtime_note=runtime_note,
+        json_path=None if json_path is None else Path(json_path),
     )
 
 
@@ -274,7 +337,7 @@ def write_serving_repository(
     plugin: str | os.PathLike | None = None,
     runtime: str = "auto",
     max_batch_size: int | None = None,
-    instances: int = 1,
+    instances: int | None = None,
     instance_kind: str = "auto",
     max_queue_delay_us: int = 500,
     threads: int = 0,
@@ -282,6 +345,12 @@ def write_serving_repository(
     force: bool = False,
     device: str = "auto",
     ort_library: str | os.PathLike | None = None,
+    buckets: Sequence[int] | None = None,
+    cuda_graphs: bool = DEFAULT_TUNING.cuda_graphs,
+    cudnn_search: str = DEFAULT_TUNING.cudnn_search,
+    session_per_bucket: bool = DEFAULT_TUNING.session_per_bucket,
+    max_queue_size: int = DEFAULT_TUNING.max_queue_size,
+    queue_timeout_ms: int = DEFAULT_TUNING.queue_timeout_ms,
 ) -> ServingRepository:
     """Write a Triton Python-backend model repository for an exported ONNX model (``wtconv-trt serve
     --write-only``); returns ServingRepository.
@@ -289,14 +358,22 @@ def write_serving_repository(
     name: default 'digits' for the shipped model, else the file's stem. engine / plugin: a TensorRT engine built
     from the model and its plugin library, served where TensorRT and a GPU exist. runtime: "auto" (the first of
     TensorRT engine, PyTorch on our CUDA kernels, ONNX Runtime that can run where the server runs), "tensorrt",
-    "torch-cuda" or "onnxruntime". max_batch_size: Triton's (default: the engine's profiles, else 32).
-    instances: 1 to 64; instance_kind: "auto", "cpu", "gpu", "model". max_queue_delay_us: 0 to 10**8.
-    threads: ONNX Runtime intra-op threads, 0 to 1024 (0: its own). warmup: add model_warmup to the config.
-    force: replace the model's folder when it holds files. device: where the onnxruntime runtime runs the model:
-    "auto" (on the GPU where this machine's onnxruntime has the CUDA execution provider and, for WTConv2d nodes,
-    libwtconv_ort.so has its CUDA op; else the CPU), "cpu", or "cuda" (each KIND_GPU instance on its GPU, TF32 off);
+    "torch-cuda" or "onnxruntime". max_batch_size: Triton's (default: the engine's profiles, else 128 images, fewer
+    for large inputs: wtconv_serving.tuning.default_max_batch). instances: 1 to 64 (default: 2 per GPU for GPU
+    instances, else 1); instance_kind: "auto", "cpu", "gpu", "model". max_queue_delay_us: 0 to 10**8. threads:
+    ONNX Runtime intra-op threads, 0 to 1024 (0: its own). warmup: add model_warmup (one request per bucket) to the
+    config. force: replace the model's folder when it holds files. device: where the onnxruntime runtime runs the
+    model: "auto" (on the GPU where this machine's onnxruntime has the CUDA execution provider and, for WTConv2d
+    nodes, libwtconv_ort.so has its CUDA op; else the CPU), "cpu", or "cuda" (each KIND_GPU instance on its GPU);
     only with runtime onnxruntime or auto. ort_library: libwtconv_ort.so for the WTConv2d nodes (default: the one
-    ``wtconv-trt doctor`` finds), copied into the model's folder; without one the Python op runs them (CPU)."""
+    ``wtconv-trt doctor`` finds), copied into the model's folder; without one the Python op runs them (CPU).
+
+    Tuning (docs/serving.md, "Tuning"; defaults in wtconv_serving.tuning): buckets: the batch sizes a batch is
+    padded up to on a GPU, Triton's preferred sizes and the warm-up sizes (default powers of two up to
+    max_batch_size, which must be the largest). cuda_graphs: one CUDA graph per bucket. cudnn_search: ONNX Runtime's
+    cudnn_conv_algo_search, "auto", "EXHAUSTIVE", "HEURISTIC" or "DEFAULT". session_per_bucket: ONNX Runtime without
+    graphs, one session per bucket. max_queue_size: 0 to 10**6 waiting requests before the next is refused at once
+    (0: no limit). queue_timeout_ms: 0 to 3,600,000, a request waiting longer is refused (0: no limit)."""
     return plan_serving(
         onnx,
         repository,
@@ -313,61 +390,38 @@ def write_serving_repository(
         force=force,
         device=device,
         ort_library=ort_library,
+        buckets=buckets,
+        cuda_graphs=cuda_graphs,
+        cudnn_search=cudnn_search,
+        session_per_bucket=session_per_bucket,
+        max_queue_size=max_queue_size,
+        queue_timeout_ms=queue_timeout_ms,
         serving=False,
     ).write_repository()
 
 
 def serve(onnx: str | os.PathLike, repository: str | os.PathLike = DEFAULT_REPOSITORY, **options: Any) -> Served:
     """Write the repository and start tritonserver on it (``wtconv-trt serve``); returns the running Served, a
-    context manager that stops the server::
+    context manager that drains and stops the server::
 
-        with wtconv_trt.serve("digits.onnx", http_port=0, grpc_port=0) as served:
-            print(served.grpc_url)
+        with wtconv_trt.serve("digits.onnx", http_port=0, grpc_port=0, metrics_port=0) as served:
+            print(served.grpc_url, served.metrics_url)
             print(served.load_test(1000).passed)
 
-    ``options``: those of plan_serving (the repository's, host, http_port, grpc_port, metrics_port, log,
-    timeout), all checked before anything is written."""
+    ``options``: those of plan_serving (the repository's and its tuning, host, http_port, grpc_port, metrics_port,
+    metrics, log, timeout), all checked before anything is written."""
     return plan_serving(onnx, repository, **options).start()
 
 
-@dataclass
-class LoadTestResult:
-    """A load test: one wtconv_serving.load.LoadReport per protocol, the runtime's direct throughput per
-    batch size, and the JSON document (``report``) ``wtconv-trt serve --load-test --json`` writes."""
-
-    reports: list
-    report: dict
-    passed: bool
-
-    @property
-    def direct(self) -> list:
-        """The runtime's direct throughput and latency per batch size (the report's "direct" entries)."""
-        return self.report["direct"]
-
-    def table(self) -> str:
-        """Throughput and latency, direct and served, as ``wtconv-trt serve --load-test`` prints them."""
-        lines = [f"{'':10} {'batch':>5} {'images/s':>10} {'p50 ms':>8} {'p99 ms':>8}"]
-        for d in self.direct:
-            lines.append(
-                f"{'direct':10} {d['batch']:>5} {d['images_per_s']:>10.1f} {d['latency_ms']['p50']:>8.3f} "
-                f"{d['latency_ms']['p99']:>8.3f}"
-            )
-        for r in self.report["load"]:
-            lines.append(
-                f"{'served ' + r['protocol']:10} {'mixed':>5} {r['throughput_images_per_s']:>10.1f} "
-                f"{r['latency_ms']['p50']:>8.3f} {r['latency_ms']['p99']:>8.3f}"
-            )
-        return "\n".join(lines)
-
-
 class Served:
-    """A running tritonserver serving one model (ServingPlan.start / serve). ``with served:`` stops it at the end;
-    ``stop()`` does too."""
+    """A running tritonserver serving one model (ServingPlan.start / serve). ``with served:`` drains and stops it at
+    the end; ``stop()`` does too."""
 
     def __init__(self, repository: ServingRepository, server: Any, network_note: str | None = None) -> None:
         self.repository = repository
         self.server = server
         self.network_note = network_note  # said when the server listens beyond this machine
+        self.failed = False  # a load test that did not pass, or a server that exited by itself: its log is kept
 
     @property
     def name(self) -> str:
@@ -383,6 +437,11 @@ class Served:
     def grpc_url(self) -> str:
         """The server's gRPC endpoint, host:port."""
         return self.server.grpc_url
+
+    @property
+    def metrics_url(self) -> str | None:
+        """The server's Prometheus metrics endpoint (None when off)."""
+        return self.server.metrics_url
 
     @property
     def log_file(self) -> Path:
@@ -401,15 +460,22 @@ class Served:
         onnx = shlex.quote(os.fspath(self.repository.onnx))
         return f"python {shlex.quote(shown)} --url {self.grpc_url} --model {shlex.quote(self.name)} --onnx {onnx}"
 
-    def stop(self) -> int | None:
-        """Stop the server and its backend stubs; returns its exit status."""
-        return self.server.stop()
+    def stop(self, keep_log: bool = False) -> int | None:
+        """Drain and stop the server and its backend stubs, removing what they leave (shared memory, the temporary
+        log folder unless ``keep_log``); returns its exit status."""
+        return self.server.stop(keep_log=keep_log)
 
     def __enter__(self) -> Served:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+    def __exit__(self, kind, value, traceback) -> None:
+        """Drain and stop; the temporary log is kept, and named in a warning, after a failure (``failed``, or an
+        error other than Ctrl-C or SystemExit leaving the block)."""
+        keep = self.failed or (kind is not None and not issubclass(kind, (KeyboardInterrupt, SystemExit)))
+        keep = keep and self.server.log_dir is not None
+        self.stop(keep_log=keep)
+        if keep:
+            log.warning("the server's log is kept: %s", self.log_file)
 
     def wait(self, stop: threading.Event | None = None, poll_s: float = 1.0) -> int | None:
         """Block until ``stop`` is set (None returned) or the server exits by itself (its exit status returned).
@@ -418,6 +484,7 @@ class Served:
         while not stop.wait(poll_s):
             code = self.server.process.poll()
             if code is not None:
+                self.failed = True
                 return code
         return None
 
@@ -428,73 +495,53 @@ class Served:
         concurrency: int = 16,
         batch_sizes: Sequence[int] = (1, 2, 4, 8),
         protocol: str = "grpc",
+        sweep: Sequence[int] = (),
+        mixes: Sequence[Sequence[int]] = (),
+        processes: int | None = None,
+        window_s: float = 3.0,
+        extra_process: bool = True,
+        kill_backend: bool = False,
         json_path: str | os.PathLike | None = None,
     ) -> LoadTestResult:
-        """Send ``requests`` requests (distinct inputs, batch sizes cycled) from ``concurrency`` clients over
-        ``protocol`` ("grpc", "http" or "both"), check every answer against the served runtime run here directly
-        (atol = rtol = 1e-5, fp16 1e-2), and measure the direct throughput per batch size. json_path: write the
-        report there (atomically). ``passed``: every request answered and matched."""
-        import platform
-
-        import numpy as np
-
+        """Check ``requests`` requests (distinct inputs, batch sizes cycled) from ``concurrency`` clients over
+        ``protocol`` ("grpc", "http" or "both") against the served model run here directly (atol = rtol = 1e-5,
+        fp16 1e-2), with ``kill_backend`` killing the model's backend a quarter of the way through; time the served
+        runner directly per bucket; then, with ``sweep`` (requests in flight per point), sweep the load from
+        ``processes`` client processes over ``batch_sizes`` and each of ``mixes``, ``window_s`` seconds a point,
+        and once more with one more process (``extra_process``). json_path: write the report there (atomically).
+        ``passed``: every request of the check answered and matched, none of the sweep failed
+        (wtconv_serving.load_test)."""
         from wtconv_core.files import atomic_write_json
         from wtconv_core.paths import check_output_file
-        from wtconv_serving.load import direct_throughput, expected_outputs, input_pool, run_load
-        from wtconv_serving.repository import onnx_batching
-        from wtconv_serving.runtimes import make_runner
+        from wtconv_serving.load_test import run_load_test
 
-        sizes = check_load_test(requests, concurrency=concurrency, batch_sizes=batch_sizes, protocol=protocol)
+        check_load_test(
+            requests,
+            concurrency=concurrency,
+            batch_sizes=batch_sizes,
+            protocol=protocol,
+            sweep=sweep,
+            mixes=mixes,
+            processes=processes,
+            window_s=window_s,
+        )
         if json_path:
             check_output_file(json_path, option="json_path", force=True)
-        repo = self.repository
-        runner = make_runner(
-            repo.runtime,
-            onnx_path=repo.onnx,
-            engine_path=repo.engine,
-            plugin=repo.plugin,
-            threads=repo.threads,
-            ort_device=repo.ort_device or "cpu",
-            ort_library=repo.ort_library,
+        result = run_load_test(
+            self.repository,
+            self.server,
+            requests,
+            concurrency=concurrency,
+            batch_sizes=list(batch_sizes),
+            protocol=protocol,
+            sweep=list(sweep),
+            mixes=[list(m) for m in mixes],
+            processes=processes,
+            window_s=window_s,
+            extra_process=extra_process,
+            kill_backend=kill_backend,
         )
-        _, input_dims, _ = onnx_batching(repo.description, repo.max_batch_size or None)
-        pool = input_pool(
-            repo.description["metadata"],
-            input_dims,
-            runner.input_dtype,
-            size=max(256, -(-requests // len(set(sizes))) + 1),
-        )
-        expected = expected_outputs(runner, pool)
-        tolerance = 1e-2 if runner.input_dtype == np.float16 else 1e-5
-        report = {
-            "machine": platform.platform(),
-            "runtime": runner.name,
-            "execution": getattr(runner, "description", None),  # where ONNX Runtime ran it, for onnxruntime
-            "model": str(repo.onnx),
-            "input_dtype": str(runner.input_dtype),
-            "load": [],
-            "direct": [],
-        }
-        reports, passed = [], True
-        for each in ["grpc", "http"] if protocol == "both" else [protocol]:
-            load = run_load(
-                self.grpc_url if each == "grpc" else self.http_url,
-                repo.name,
-                pool,
-                expected,
-                protocol=each,
-                requests=requests,
-                concurrency=concurrency,
-                batch_sizes=sizes,
-                input_name=repo.description["input"]["name"],
-                output_name=repo.description["output"]["name"],
-                atol=tolerance,
-                rtol=tolerance,
-            )
-            reports.append(load)
-            report["load"].append(load.summary())
-            passed &= load.failed == 0 and load.lost == 0 and load.mismatched == 0
-        report["direct"] = [direct_throughput(runner, pool, batch) for batch in sorted(set(sizes))]
         if json_path:
-            atomic_write_json(json_path, report)  # an interrupted run leaves no half-written file
-        return LoadTestResult(reports, report, passed)
+            atomic_write_json(json_path, result.report)  # an interrupted run leaves no half-written file
+        self.failed |= not result.passed
+        return result

@@ -1,0 +1,310 @@
+"""A timed load that is not the limit: several client processes, asynchronous gRPC, a sweep of requests in flight.
+
+The answer check is a separate, untimed pass (wtconv_serving.load.run_load). Here each worker process keeps its share
+of the requests in flight on one asyncio gRPC channel and sends requests serialized once in advance (Triton's
+ModelInfer protobuf, raw tensor bytes), so a request costs the client little more than gRPC's own work; a response
+counts when it carries the expected number of output bytes. Completions are counted inside a measured window that
+starts after a warm-up; Triton's statistics API (``/v2/models/<m>/stats``) is read at both ends of the window, for
+the batch sizes the server actually executed and the time requests spent queued and computing. ``direct_rate``
+turns the same runner's direct time per batch into the rate it would reach on those very batches.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import tempfile
+import time
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from wtconv_core.stats import percentile
+
+__all__ = ["LoadWorkers", "SweepPoint", "direct_rate", "model_stats", "stats_delta"]
+
+WIRE_TYPES = {np.dtype(np.float32): "FP32", np.dtype(np.float16): "FP16"}
+VARIANTS = 4  # distinct serialized requests per batch size
+
+
+@dataclass
+class SweepPoint:
+    """One point of the sweep: what was asked, what came back in the window, what the server executed."""
+
+    concurrency: int
+    processes: int
+    batch_sizes: list
+    window_s: float
+    completed: int = 0
+    failed: int = 0
+    images: int = 0
+    latencies_ms: list = field(default_factory=list, repr=False)
+    errors: list = field(default_factory=list)
+    executed: dict = field(default_factory=dict)  # batch size -> executions in the window (Triton's statistics)
+    queue_ms: float | None = None  # mean time a request waited in Triton's queue
+    compute_ms: float | None = None  # mean compute time of one execution (input, infer, output)
+    direct_images_per_s: float | None = None  # the same runner, directly, on the executed batches
+
+    @property
+    def images_per_s(self) -> float:
+        return self.images / self.window_s if self.window_s else 0.0
+
+    def summary(self) -> dict:
+        lat = sorted(self.latencies_ms)
+        p50, p90, p99 = (percentile(lat, p) if lat else None for p in (50, 90, 99))
+        return {
+            "concurrency": self.concurrency,
+            "processes": self.processes,
+            "batch_sizes": self.batch_sizes,
+            "window_s": round(self.window_s, 3),
+            "completed": self.completed,
+            "failed": self.failed,
+            "images": self.images,
+            "images_per_s": round(self.images_per_s, 1),
+            "requests_per_s": round(self.completed / self.window_s, 1) if self.window_s else None,
+            "latency_ms": {
+                "p50": None if p50 is None else round(p50, 3),
+                "p90": None if p90 is None else round(p90, 3),
+                "p99": None if p99 is None else round(p99, 3),
+                "p99_over_p50": round(p99 / p50, 2) if p50 else None,
+            },
+            "executed_batches": {str(k): v for k, v in sorted(self.executed.items())},
+            "mean_executed_batch": round(_mean_batch(self.executed), 2) if self.executed else None,
+            "queue_ms": None if self.queue_ms is None else round(self.queue_ms, 3),
+            "compute_ms_per_execution": None if self.compute_ms is None else round(self.compute_ms, 3),
+            "direct_images_per_s_at_executed": (
+                None if self.direct_images_per_s is None else round(self.direct_images_per_s, 1)
+            ),
+            "served_over_direct": (
+                round(self.images_per_s / self.direct_images_per_s, 3) if self.direct_images_per_s else None
+            ),
+            "first_errors": self.errors[:3],
+        }
+
+
+def _mean_batch(executed: dict) -> float:
+    executions = sum(executed.values())
+    return sum(int(b) * n for b, n in executed.items()) / executions if executions else 0.0
+
+
+def direct_rate(executed: dict, direct_ms: dict, buckets=()) -> float | None:
+    """Images per second the runner reaches called directly on the batches Triton executed: ``executed`` {batch size:
+    count}, ``direct_ms`` {batch size: ms per call}. With ``buckets`` a batch costs its bucket's time (measured at
+    every bucket); without, the time at its own size, interpolated linearly between the sizes measured (and
+    proportionally beyond the largest). None when nothing was executed or measured."""
+    from wtconv_serving.tuning import bucket_for
+
+    if not executed or not direct_ms:
+        return None
+    sizes = sorted(direct_ms)
+    images = seconds = 0.0
+    for size, count in executed.items():
+        size = int(size)
+        if buckets:
+            ms = direct_ms[bucket_for(size, buckets)]
+        elif size > sizes[-1]:
+            ms = direct_ms[sizes[-1]] * size / sizes[-1]
+        else:
+            ms = float(np.interp(size, sizes, [direct_ms[s] for s in sizes]))
+        images += size * count
+        seconds += count * ms / 1e3
+    return images / seconds if seconds else None
+
+
+def model_stats(http_url: str, model: str) -> dict:
+    """Triton's statistics of ``model`` (its first version), as JSON."""
+    with urllib.request.urlopen(f"http://{http_url}/v2/models/{model}/stats", timeout=10) as response:
+        stats = json.loads(response.read())
+    return stats["model_stats"][0]
+
+
+def stats_delta(before: dict, after: dict) -> tuple[dict, float | None, float | None]:
+    """({batch size: executions}, mean queue ms per request, mean compute ms per execution) between two readings."""
+
+    def batches(stats):
+        return {int(b["batch_size"]): int(b["compute_infer"]["count"]) for b in stats.get("batch_stats", [])}
+
+    executed = Counter(batches(after))
+    executed.subtract(batches(before))
+    executed = {b: n for b, n in executed.items() if n > 0}
+
+    def total(stats, what, key):
+        entry = stats.get("inference_stats", {}).get(what, {})
+        return int(entry.get(key, 0))
+
+    requests = total(after, "success", "count") - total(before, "success", "count")
+    queue_ns = total(after, "queue", "ns") - total(before, "queue", "ns")
+    executions = int(after.get("execution_count", 0)) - int(before.get("execution_count", 0))
+    compute_ns = sum(
+        total(after, part, "ns") - total(before, part, "ns")
+        for part in ("compute_input", "compute_infer", "compute_output")
+    )
+    queue_ms = queue_ns / requests / 1e6 if requests > 0 else None
+    compute_ms = compute_ns / executions / 1e6 if executions > 0 else None
+    return executed, queue_ms, compute_ms
+
+
+def _requests(pool_file: str, model: str, input_name: str, batch_sizes, variants: int) -> dict:
+    """{batch size: [serialized ModelInferRequest]} from the pool's rows (distinct rows per variant)."""
+    from tritonclient.grpc import service_pb2
+
+    pool = np.load(pool_file, mmap_mode="r")
+    datatype = WIRE_TYPES[np.dtype(pool.dtype)]
+    out = {}
+    for size in sorted(set(batch_sizes)):
+        out[size] = []
+        for variant in range(variants):
+            index = (variant * 7919 + np.arange(size)) % len(pool)
+            x = np.ascontiguousarray(pool[index])
+            request = service_pb2.ModelInferRequest(model_name=model)
+            tensor = request.inputs.add()
+            tensor.name, tensor.datatype = input_name, datatype
+            tensor.shape.extend(x.shape)
+            request.raw_input_contents.append(x.tobytes())
+            out[size].append(request.SerializeToString())
+    return out
+
+
+def _worker(connection, url: str, pool_file: str, model: str, input_name: str, output_bytes: int) -> None:
+    """A client process: waits for (concurrency, batch sizes, start, warm-up s, window s) and answers with its
+    counts, until it receives None."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops the workers
+    import asyncio
+
+    import grpc
+    from tritonclient.grpc import service_pb2
+
+    cache: dict = {}
+
+    async def run(concurrency, batch_sizes, start, warmup_s, window_s):
+        for size in set(batch_sizes) - set(cache):
+            cache.update(_requests(pool_file, model, input_name, [size], VARIANTS))
+        options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+        result = {"completed": 0, "failed": 0, "images": 0, "latencies": [], "errors": []}
+        begin, end = start + warmup_s, start + warmup_s + window_s
+        async with grpc.aio.insecure_channel(url, options=options) as channel:
+            infer = channel.unary_unary(
+                "/inference.GRPCInferenceService/ModelInfer",
+                request_serializer=None,
+                response_deserializer=service_pb2.ModelInferResponse.FromString,
+            )
+
+            async def client(index):
+                sent = index
+                while True:
+                    size = batch_sizes[sent % len(batch_sizes)]
+                    payload = cache[size][(sent // len(batch_sizes)) % VARIANTS]
+                    sent += concurrency
+                    t0 = time.time()
+                    if t0 >= end:
+                        return
+                    try:
+                        response = await infer(payload, timeout=60)
+                        ok = len(response.raw_output_contents[0]) == size * output_bytes
+                        error = None if ok else "response of the wrong size"
+                    except grpc.aio.AioRpcError as failure:
+                        error = f"{failure.code().name}: {failure.details()}"
+                    t1 = time.time()
+                    if begin <= t0 and t1 <= end:
+                        if error is None:
+                            result["completed"] += 1
+                            result["images"] += size
+                            result["latencies"].append((t1 - t0) * 1e3)
+                        else:
+                            result["failed"] += 1
+                            if len(result["errors"]) < 3:
+                                result["errors"].append(error)
+
+            await asyncio.sleep(max(0.0, start - time.time()))
+            await asyncio.gather(*(client(i) for i in range(concurrency)))
+        return result
+
+    while True:
+        task = connection.recv()
+        if task is None:
+            return
+        connection.send(asyncio.run(run(*task)))
+
+
+class LoadWorkers:
+    """``processes`` client processes for ``model`` at the gRPC ``url`` (started once, reused by every point of the
+    sweep; ``add`` starts one more). ``pool``: the inputs requests are cut from; ``output_bytes``: one image's output
+    size. A context manager: leaving it stops the processes and removes the pool's temporary copy."""
+
+    def __init__(self, url: str, model: str, pool: np.ndarray, input_name: str, output_bytes: int, processes: int):
+        self.folder = tempfile.mkdtemp(prefix="wtconv-load-")
+        self.args = (url, os.path.join(self.folder, "pool.npy"), model, input_name, int(output_bytes))
+        np.save(self.args[1], np.ascontiguousarray(pool))
+        self.context = multiprocessing.get_context("spawn")  # no fork of a process holding CUDA and gRPC state
+        self.workers: list = []
+        try:
+            for _ in range(processes):
+                self.add()
+        except BaseException:
+            self.close()
+            raise
+
+    def add(self) -> None:
+        parent, child = self.context.Pipe()
+        process = self.context.Process(target=_worker, args=(child, *self.args), daemon=True)
+        process.start()
+        child.close()
+        self.workers.append((process, parent))
+
+    def point(self, concurrency: int, batch_sizes, window_s: float, warmup_s: float = 1.0, stats=None) -> SweepPoint:
+        """Run one point: ``concurrency`` requests in flight, shared by the processes, request sizes cycling through
+        ``batch_sizes``; ``stats``: a function returning Triton's statistics, read at the window's two ends."""
+        count = len(self.workers)
+        shares = [concurrency // count + (1 if i < concurrency % count else 0) for i in range(count)]
+        start = time.time() + 2.0  # time for every worker to get the task and prepare its requests
+        for (_, connection), share in zip(self.workers, shares, strict=True):
+            connection.send((max(share, 0), list(batch_sizes), start, warmup_s, window_s))
+        point = SweepPoint(concurrency, count, list(batch_sizes), window_s)
+        before = after = None
+        if stats is not None:
+            time.sleep(max(0.0, start + warmup_s - time.time()))
+            before = stats()
+            time.sleep(max(0.0, start + warmup_s + window_s - time.time()))
+            after = stats()
+        for process, connection in self.workers:
+            if not connection.poll(window_s + warmup_s + 120):
+                raise RuntimeError(f"load worker {process.pid} did not answer")
+            result = connection.recv()
+            point.completed += result["completed"]
+            point.failed += result["failed"]
+            point.images += result["images"]
+            point.latencies_ms += result["latencies"]
+            point.errors += result["errors"]
+        if before is not None:
+            point.executed, point.queue_ms, point.compute_ms = stats_delta(before, after)
+        return point
+
+    def close(self) -> None:
+        for _, connection in self.workers:
+            try:
+                connection.send(None)
+            except (OSError, ValueError):
+                pass
+        for process, _ in self.workers:
+            process.join(5)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        self.workers = []
+        for name in ("pool.npy",):
+            Path(self.folder, name).unlink(missing_ok=True)
+        try:
+            os.rmdir(self.folder)
+        except OSError:
+            pass
+
+    def __enter__(self) -> LoadWorkers:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

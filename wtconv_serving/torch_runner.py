@@ -1,0 +1,125 @@
+"""The ``torch-cuda`` runtime: the PyTorch model of the ONNX file (its wtconv_trt.* metadata), WTConv2d layers fused on
+our CUDA kernels, in the precision the model was exported in; one CUDA graph per bucket (docs/serving.md, "Tuning")."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from wtconv_serving.batch_runner import BatchRunner, DeviceBuffers, graph_agrees
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TorchCudaRunner"]
+
+
+class TorchCudaRunner(BatchRunner):
+    """The model on GPU ``device``. With ``buckets`` and the input's ``input_dims`` (without the batch), batches run
+    on pinned and device buffers made once, padded up to their bucket, each bucket replayed as a CUDA graph when
+    ``cuda_graphs`` (captured and checked against an eager run at load; a bucket whose capture fails or disagrees
+    runs eagerly, and ``description`` says so). Without them, each call allocates as PyTorch does."""
+
+    name = "torch-cuda"
+
+    def __init__(self, onnx_path, device: int = 0, *, buckets=(), input_dims=None, cuda_graphs: bool = True):
+        import onnx
+        import torch
+
+        from wtconv_export import cuda_kernels
+        from wtconv_export.fused_module import fuse_wtconv_layers
+        from wtconv_export.onnx_export import read_metadata
+        from wtconv_export.onnx_models import build_model_from_metadata
+
+        proto = onnx.load(str(onnx_path), load_external_data=False)
+        metadata = read_metadata(proto)
+        cuda_kernels.register()
+        model, _ = build_model_from_metadata(metadata)
+        self.precision = metadata.get("precision", "fp32")
+        self.torch_dtype = torch.float16 if self.precision == "fp16" else torch.float32
+        # fp32 means fp32: no TF32 in the model's other convolutions and matmuls (as the exported model).
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+        self.device = torch.device("cuda", int(device))
+        self.model = fuse_wtconv_layers(model.float().eval().to(self.device, self.torch_dtype))
+        self.input_name = proto.graph.input[0].name
+        self.output_name = proto.graph.output[0].name
+        self.input_dtype = self.output_dtype = np.dtype(np.float16 if self.precision == "fp16" else np.float32)
+        self.torch = torch
+        self.graphs: dict = {}  # bucket -> (CUDAGraph, its output tensor)
+        self.eager_note = ""
+        self.buffers = None
+        if buckets and input_dims and all(int(d) > 0 for d in input_dims):
+            self.buckets = tuple(int(b) for b in buckets)
+            # Fixed shapes: cuDNN's search runs once per bucket and is remembered per shape (unlike ONNX Runtime).
+            torch.backends.cudnn.benchmark = True
+            with torch.cuda.device(self.device):
+                self.stream = torch.cuda.Stream(self.device)
+                self.buffers = DeviceBuffers(
+                    torch, self.device, self.stream, self.buckets[-1], input_dims, self.input_dtype
+                )
+                self._prepare(cuda_graphs)
+
+    @property
+    def description(self) -> str:
+        if self.buffers is None:
+            return f"PyTorch on our CUDA kernels, {self.precision}, eager"
+        graphs = sorted(self.graphs)
+        how = f"CUDA graphs for batches {_sizes(graphs)}" if graphs else "eager"
+        return f"PyTorch on our CUDA kernels, {self.precision}, buckets {_sizes(self.buckets)}, {how}{self.eager_note}"
+
+    def _forward(self, x):
+        with self.torch.inference_mode():
+            return self.model(x).to(self.torch_dtype)
+
+    def _prepare(self, cuda_graphs: bool) -> None:
+        """Warm every bucket up (cuDNN's per-shape search) and, with graphs, capture it right after its warm-up (our
+        kernels' plans are made per shape outside the capture). Largest first: the graphs share one memory pool,
+        which is safe because each batch's output is copied out before another graph replays."""
+        torch = self.torch
+        pool = torch.cuda.graph_pool_handle() if cuda_graphs else None
+        failed = []
+        self.buffers.device_input.normal_()
+        for bucket in sorted(self.buckets, reverse=True):
+            x = self.buffers.device_input[:bucket]
+            with torch.cuda.stream(self.stream):
+                for _ in range(2):
+                    eager = self._forward(x)
+            self.stream.synchronize()
+            if not cuda_graphs:
+                continue
+            try:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool, stream=self.stream):
+                    output = self._forward(x)
+                graph.replay()
+                self.stream.synchronize()
+                if not graph_agrees(output.float().cpu().numpy(), eager.float().cpu().numpy()):
+                    raise RuntimeError("the graph's output differs from the eager run's")
+                self.graphs[bucket] = (graph, output)
+            except RuntimeError as error:
+                failed.append(bucket)
+                log.warning("torch-cuda: batch %d runs eagerly: capturing its CUDA graph failed: %s", bucket, error)
+        if failed:
+            self.eager_note = f" (eager for {_sizes(sorted(failed))}: capture failed)"
+
+    def _run(self, parts, rows: int, size: int) -> np.ndarray:
+        torch = self.torch
+        if self.buffers is None:
+            x = parts[0] if len(parts) == 1 else np.concatenate([np.asarray(p) for p in parts])
+            with torch.cuda.device(self.device):
+                tensor = torch.as_tensor(np.ascontiguousarray(x)).to(self.device)
+                return self._forward(tensor).cpu().numpy()
+        with torch.cuda.device(self.device):
+            self.buffers.stage(parts, rows)
+            if size in self.graphs:
+                graph, output = self.graphs[size]
+                with torch.cuda.stream(self.stream):
+                    graph.replay()
+            else:
+                with torch.cuda.stream(self.stream):
+                    output = self._forward(self.buffers.device_input[:size])
+            return self.buffers.fetch(output, rows)
+
+
+def _sizes(sizes) -> str:
+    return ",".join(map(str, sizes)) if sizes else "none"
