@@ -35,6 +35,15 @@ def tiny_onnx(path, dtype=TensorProto.FLOAT, batch="batch", metadata=None):
     return path
 
 
+def snapshot(folder) -> dict:
+    """{relative path: bytes, or None for a folder} of everything under ``folder``: what a refused or interrupted
+    command must leave as it was."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    return {str(p.relative_to(folder)): (None if p.is_dir() else p.read_bytes()) for p in sorted(folder.rglob("*"))}
+
+
 def write(onnx, out, **options):
     """check_python_repository then write_python_repository, as wtconv-trt serve --write-only does."""
     return python_backend.write_python_repository(python_backend.check_python_repository(onnx, out, **options))
@@ -60,14 +69,48 @@ def test_config_follows_the_model(tmp_path, dtype, wire):
     assert inputs == [("input", pb.DataType.Value(wire), [1, 8, 8])]
     assert [(o.name, o.data_type) for o in config.output] == [("output", pb.DataType.Value(wire))]
     assert config.HasField("dynamic_batching")
-    assert config.instance_group[0].kind == pb.ModelInstanceGroup.KIND_CPU
-    assert sorted(w.batch_size for w in config.model_warmup) == [1, 16]
+    # The buckets: powers of two up to max_batch_size, Triton's preferred sizes, one warm-up request each.
+    assert list(config.dynamic_batching.preferred_batch_size) == [1, 2, 4, 8, 16]
+    assert sorted(w.batch_size for w in config.model_warmup) == [1, 2, 4, 8, 16]
+    policy = config.dynamic_batching.default_queue_policy
+    assert (policy.max_queue_size, policy.default_timeout_microseconds) == (512, 5_000_000)
+    assert config.instance_group[0].kind == pb.ModelInstanceGroup.KIND_CPU and config.instance_group[0].count == 1
     params = {k: v.string_value for k, v in config.parameters.items()}
     assert params["runtime"] == "onnxruntime" and params["onnx_file"] == "model.onnx"
+    assert params["buckets"] == "1,2,4,8,16" and params["cuda_graphs"] == "1"
+    assert "FORCE_CPU_ONLY_INPUT_TENSORS" not in params  # CPU instances take host inputs only
     assert any(p.endswith("site-packages") for p in params["site_packages"].split(":"))
     version = tmp_path / "repo" / "tiny" / "1"
     assert (version / "model.py").read_text() == python_backend.MODEL_TEMPLATE.read_text()
     assert (version / "model.onnx").read_bytes() == (tmp_path / "m.onnx").read_bytes()
+
+
+def test_gpu_instances_take_gpu_inputs_and_come_two_per_gpu(tmp_path):
+    """A GPU runtime's config: two instances per GPU unless told (one prepares a batch while the other computes), and
+    inputs a client placed in GPU memory reach the runner there."""
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    onnx_path = tiny_onnx(tmp_path / "m.onnx")
+    config = parsed(write(onnx_path, tmp_path / "repo", name="g", runtime="torch-cuda"))
+    [group] = config.instance_group
+    assert (group.kind, group.count) == (pb.ModelInstanceGroup.KIND_GPU, 2)
+    assert config.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value == "no"
+    config = parsed(write(onnx_path, tmp_path / "repo", name="h", runtime="torch-cuda", instances=3))
+    assert config.instance_group[0].count == 3
+
+
+def test_the_backend_copy_lives_under_the_one_cache_root(tmp_path, monkeypatch):
+    """WTCONV_TRT_CACHE moves every cache of the package, the Triton backend copy included."""
+    from wtconv_libs import lookup
+
+    try:
+        install = server.find_server()
+    except ConfigurationError:
+        pytest.skip("tritonserver is not installed: " + server.INSTALL_HINT)
+    monkeypatch.setenv(lookup.ENV_CACHE, str(tmp_path / "cache"))
+    backends = server.prepare_backends(install)
+    assert backends.parent == tmp_path / "cache" / "triton"
+    assert (backends / "python" / "triton_python_backend_stub").is_file()
 
 
 def test_fixed_batch_means_no_triton_batching(tmp_path):
@@ -262,3 +305,49 @@ def test_a_module_exported_from_python_is_not_served_by_torch_cuda(tmp_path, mon
     assert runtimes.unavailable_reason("torch-cuda", onnx_path=shipped) is None
     assert runtimes.select_runtime("auto", onnx_path=mine) == "onnxruntime"
     assert runtimes.select_runtime("auto", onnx_path=shipped) == "torch-cuda"
+
+
+def test_serve_refuses_before_it_writes_or_starts_anything(tmp_path, capsys):
+    """Each refusal of ``serve``: exit status 2, one line naming the option, and the disk as it was (a snapshot of
+    the folder the repository, the log and the report would go to). An output that cannot be written (/proc), two
+    endpoints on one port, a port in use, a runtime that cannot run here, a repository that cannot be written."""
+    from wtconv_trt.cli import main
+
+    from test_cli_bad_input import _unwritable_dir
+
+    onnx_path = tiny_onnx(tmp_path / "m.onnx")
+    work = tmp_path / "work"
+    work.mkdir()
+    unwritable = _unwritable_dir(work)  # where even root cannot create files
+    base = ["serve", str(onnx_path), "--repo", str(work / "repo"), "--http-port", "0", "--grpc-port", "0"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = str(taken.getsockname()[1])
+        cases = [
+            (
+                base + ["--json", "/proc/load.json", "--load-test", "10"],
+                "--json /proc/load.json: cannot create files in /proc",
+            ),
+            (base + ["--log", "/proc/server.log"], "--log /proc/server.log: cannot create files in /proc"),
+            (base + ["--log", str(work / "missing" / "server.log")], "does not exist; create it first"),
+            (
+                base[:-4] + ["--http-port", "8123", "--grpc-port", "0", "--metrics-port", "8123"],
+                "--http-port 8123 and --metrics-port 8123: each endpoint needs its own port",
+            ),
+            (
+                base[:-4] + ["--http-port", "0", "--grpc-port", busy],
+                f"port {busy} on 127.0.0.1 (grpc) is already in use",
+            ),
+            (base + ["--metrics-port", busy], f"port {busy} on 127.0.0.1 (metrics) is already in use"),
+            (base + ["--runtime", "tensorrt"], "runtime tensorrt cannot run here"),
+        ]
+        if unwritable is not None:
+            cases.append((base[:3] + [str(unwritable / "repo"), *base[4:]], "cannot create files in"))
+        for argv, phrase in cases:
+            before = snapshot(tmp_path)
+            capsys.readouterr()
+            assert main(argv) == 2, argv
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and err[0].startswith("wtconv-trt serve: error: ") and phrase in err[0], (argv, err)
+            assert snapshot(tmp_path) == before, argv

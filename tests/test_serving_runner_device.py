@@ -1,4 +1,4 @@
-"""The serving runners work on their instance's GPU (wtconv_serving.runtimes): Triton gives each model instance a
+"""The serving runners work on their instance's GPU (wtconv_serving.tensorrt_runner): Triton gives each model instance a
 device id, and a backend process starts on device 0. TensorRT deserializes an engine and creates its execution
 context on the *current* device (and our plugin uploads its weights there), so the runner must make the instance's
 device current for all of that, not only for its stream and tensors.
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from wtconv_serving import runtimes
+from wtconv_serving import tensorrt_runner
 
 
 class DeviceLog:
@@ -106,7 +106,7 @@ def gpus(monkeypatch):
 
 @pytest.mark.parametrize("device", [1, 3])
 def test_tensorrt_runner_works_on_its_instance_device(gpus, device):
-    runner = runtimes.TensorRTRunner("model.engine", device=device)
+    runner = tensorrt_runner.TensorRTRunner("model.engine", device=device)
     assert dict(gpus.events) == {"deserialize": device, "create context": device, "stream": device}
     gpus.events.clear()
     out = runner(np.zeros((2, 3), dtype=np.float32))

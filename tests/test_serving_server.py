@@ -3,10 +3,12 @@ model exported to ONNX: end to end over HTTP and gRPC, the client sample, a boun
 process killed under load, a repository that does not load.
 
 Oracles: the same runtime (ONNX Runtime on the same exported file) called directly in this process, which must
-give bit-identical outputs; the PyTorch model, within the ONNX tolerance of the precision; the held-out labels.
-One server (module fixture) serves three models: the plugin export in fp32 and fp16 (WTConv2d nodes run in ONNX
-Runtime through onnxruntime-extensions) and the standard-op export, which the load test uses because it is about
-twenty times faster on a CPU. The server is stopped by the fixture's finalizer, whatever the tests did.
+give bit-identical outputs; the PyTorch model, within the ONNX tolerance of the precision; the held-out labels;
+Triton's own answers to requests without the launcher's key and beyond its queue limit.
+One server (module fixture) serves four models: the plugin export in fp32 and fp16 (WTConv2d nodes run in ONNX
+Runtime through onnxruntime-extensions), the standard-op export, which the load test uses because it is about
+twenty times faster on a CPU, and the plugin export again behind a queue of two requests with a 100 ms timeout. The
+server is stopped by the fixture's finalizer, whatever the tests did.
 """
 
 import http.client
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -34,15 +37,18 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 from wtconv_core.errors import ServingError  # noqa: E402
 from wtconv_export.models import load_default_model, load_heldout_digits  # noqa: E402
 from wtconv_serving import load  # noqa: E402
+from wtconv_serving.ort_runner import OnnxRuntimeRunner  # noqa: E402
 from wtconv_serving.python_backend import check_python_repository, write_python_repository  # noqa: E402
-from wtconv_serving.runtimes import OnnxRuntimeRunner  # noqa: E402
-from wtconv_serving.server import TritonServer, loading_phase  # noqa: E402
+from wtconv_serving.server import KEY_HEADER, TritonServer, loading_phase  # noqa: E402
+from wtconv_serving.tuning import Tuning  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a real tritonserver per module: about a minute; CI runs them
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = {"digits": ("plugin", "fp32"), "digits_fp16": ("plugin", "fp16"), "digits_std": ("standard", "fp32")}
 BATCH = 32
+QUEUED = "digits_queue"  # the plugin export behind a queue of QUEUE requests, each refused after 100 ms of waiting
+QUEUE = 2
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +74,24 @@ def served(install, exports, tmp_path_factory):
             path, repo, name=name, runtime="onnxruntime", device="cpu", max_batch_size=BATCH, threads=1
         )
         write_python_repository(plan)
+    queue = Tuning(buckets=(BATCH,), max_queue_size=QUEUE, queue_timeout_ms=100)
+    plan = check_python_repository(
+        exports["digits"],
+        repo,
+        name=QUEUED,
+        runtime="onnxruntime",
+        device="cpu",
+        max_batch_size=BATCH,
+        threads=1,
+        tuning=queue,
+    )
+    write_python_repository(plan)
     server = TritonServer(
         repo,
         http_port=0,
         grpc_port=0,
         model_control="explicit",
-        load_models=list(MODELS),
+        load_models=[*MODELS, QUEUED],
         log_file=repo.parent / "server.log",
         install=install,
     )
@@ -510,3 +528,89 @@ def test_serve_of_a_model_of_ones_own_client_line_and_ctrl_c(install, tmp_path):
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def test_the_repository_api_needs_the_launchers_key(served, digits):
+    """Unload, load (with a model file of the caller's, the way foreign code would get in) and the logging API are
+    refused without the key the launcher generated, over HTTP and gRPC, and the model keeps serving; inference and
+    statistics answer anyone; with the key the repository API answers (the stub watch reloads with it)."""
+    import base64
+
+    x = digits[0][:4]
+    grpc = grpcclient.InferenceServerClient(served.grpc_url)
+    good = infer(grpc, grpcclient, "digits_std", x)
+    json_type = {"Content-Type": "application/json"}
+    for action in ("unload", "load"):
+        status, text = post(served.http_url, f"/v2/repository/models/digits_std/{action}", b"{}", json_type)
+        assert status == 403 and KEY_HEADER in text, (action, status, text)
+    intruder = json.dumps(
+        {
+            "parameters": {
+                "config": '{"backend": "python"}',
+                "file:1/model.py": base64.b64encode(b"raise SystemExit").decode(),
+            }
+        }
+    ).encode()
+    status, _ = post(served.http_url, "/v2/repository/models/intruder/load", intruder, json_type)
+    assert status == 403
+    status, _ = post(served.http_url, "/v2/logging", b'{"log_file": "/tmp/x"}', json_type)
+    assert status == 403
+    with pytest.raises(InferenceServerException, match=KEY_HEADER):
+        grpc.unload_model("digits_std")
+    with pytest.raises(InferenceServerException, match=KEY_HEADER):
+        grpc.load_model("intruder", config='{"backend": "python"}', files={"file:1/model.py": b"raise SystemExit"})
+    assert grpc.is_model_ready("digits_std") and not grpc.is_model_ready("intruder")
+    assert np.array_equal(infer(grpc, grpcclient, "digits_std", x), good)
+    with urllib.request.urlopen(f"http://{served.http_url}/v2/models/digits_std/stats") as response:
+        assert json.loads(response.read())["model_stats"][0]["name"] == "digits_std"
+    index = grpc.get_model_repository_index(headers=served.grpc_key_header)
+    assert {m.name for m in index.models} >= {*MODELS, QUEUED}
+    with pytest.raises(InferenceServerException, match=KEY_HEADER):
+        grpc.get_model_repository_index()
+
+
+def test_overload_is_refused_at_once_not_queued(served, exports):
+    """Sixteen clients send a batch of 32 at once to a model whose queue holds two requests and drops a request
+    after 100 ms of waiting: every request is answered (none lost); those beyond the queue are refused at once,
+    sooner than one execution of the model takes by the server's own statistics (not after a growing wait); those
+    that waited too long are refused as timed out; those run are answered as ONNX Runtime answers them directly."""
+    runner = OnnxRuntimeRunner(exports["digits"])
+    pool = load.input_pool({"source": "default"}, (1, 32, 32), np.float32, size=16 * BATCH)
+    expected = load.expected_outputs(runner, pool)
+    results = [None] * 16
+    start = threading.Barrier(16)
+
+    def client(i):
+        grpc = grpcclient.InferenceServerClient(served.grpc_url)
+        x = pool[i * BATCH : (i + 1) * BATCH]
+        start.wait()
+        t0 = time.perf_counter()
+        try:
+            got, error = infer(grpc, grpcclient, QUEUED, x), None
+        except InferenceServerException as failure:
+            got, error = None, str(failure)
+        results[i] = (got, error, time.perf_counter() - t0)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert all(r is not None for r in results), "a request got no answer"
+    stats = load_stats(served, QUEUED)
+    execution_s = (
+        stats["inference_stats"]["compute_infer"]["ns"] / stats["inference_stats"]["compute_infer"]["count"] / 1e9
+    )
+    full = [r for r in results if r[1] and "Exceeds maximum queue size" in r[1]]
+    timed_out = [r for r in results if r[1] and "timeout" in r[1].lower()]
+    done = [(i, r) for i, r in enumerate(results) if r[1] is None]
+    assert full and done, [r[1] for r in results]
+    assert len(full) + len(timed_out) + len(done) == 16, [r[1] for r in results]
+    assert max(r[2] for r in full) < execution_s, (max(r[2] for r in full), execution_s)
+    for i, (got, _, _) in done:
+        assert np.array_equal(got, expected[i * BATCH : (i + 1) * BATCH])
+
+
+def load_stats(served, model):
+    with urllib.request.urlopen(f"http://{served.http_url}/v2/models/{model}/stats") as response:
+        return json.loads(response.read())["model_stats"][0]

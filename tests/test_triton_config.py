@@ -11,6 +11,7 @@ from engine_helpers import fake_engine
 from wtconv_core.errors import InputError
 from wtconv_serving.repository import write_model_config
 from wtconv_serving.triton_config import (
+    CudaGraph,
     DynamicBatching,
     InstanceGroup,
     ModelConfig,
@@ -21,6 +22,7 @@ from wtconv_serving.triton_config import (
     label_lines,
     warmup_batch_sizes,
 )
+from wtconv_serving.tuning import Tuning
 
 model_config_pb2 = pytest.importorskip(
     "tritonclient.grpc.model_config_pb2",
@@ -44,12 +46,13 @@ def test_every_field_renders_as_triton_reads_it():
         default_model_filename="model.onnx",
         inputs=(TensorConfig("input", "float16", (1, 32, 32)),),
         outputs=(TensorConfig("output", "float16", (10,), "labels.txt"),),
-        dynamic_batching=DynamicBatching((4, 16), 250),
+        dynamic_batching=DynamicBatching((4, 16), 250, max_queue_size=64, queue_timeout_us=2_000_000),
         instance_group=InstanceGroup(count=2, kind="KIND_GPU", gpus=(0, 1), profiles=(0, 1)),
         warmup_batch_sizes=(1, 16),
         parameters=(("runtime", "onnxruntime"), ("quoted", 'a "b" \\c')),
         op_libraries=("/models/digits/libwtconv_ort.so",),
-        cuda_accelerator=(("use_tf32", "0"),),
+        cuda_accelerator=(("use_tf32", "0"), ("cudnn_conv_algo_search", "HEURISTIC")),
+        cuda_graphs=(CudaGraph(1, "input", (1, 32, 32)), CudaGraph(16, "input", (1, 32, 32), lower_bound=5)),
     )
     parsed = parse(config.render())
     assert (parsed.name, parsed.backend, parsed.max_batch_size) == ("digits", "onnxruntime", 16)
@@ -59,6 +62,9 @@ def test_every_field_renders_as_triton_reads_it():
     assert (out.name, list(out.dims), out.label_filename) == ("output", [10], "labels.txt")
     assert list(parsed.dynamic_batching.preferred_batch_size) == [4, 16]
     assert parsed.dynamic_batching.max_queue_delay_microseconds == 250
+    policy = parsed.dynamic_batching.default_queue_policy
+    assert (policy.max_queue_size, policy.default_timeout_microseconds) == (64, 2_000_000)
+    assert policy.timeout_action == model_config_pb2.ModelQueuePolicy.REJECT and policy.allow_timeout_override
     [group] = parsed.instance_group
     assert (group.count, group.kind, list(group.gpus), list(group.profile)) == (
         2,
@@ -74,7 +80,14 @@ def test_every_field_renders_as_triton_reads_it():
     }
     assert list(parsed.model_operations.op_library_filename) == ["/models/digits/libwtconv_ort.so"]
     [accelerator] = parsed.optimization.execution_accelerators.gpu_execution_accelerator
-    assert accelerator.name == "cuda" and dict(accelerator.parameters) == {"use_tf32": "0"}
+    assert accelerator.name == "cuda"
+    assert dict(accelerator.parameters) == {"use_tf32": "0", "cudnn_conv_algo_search": "HEURISTIC"}
+    cuda = parsed.optimization.cuda
+    assert cuda.graphs and [g.batch_size for g in cuda.graph_spec] == [1, 16]
+    assert list(cuda.graph_spec[1].input["input"].dim) == [1, 32, 32]
+    assert not cuda.graph_spec[0].HasField("graph_lower_bound")
+    bound = cuda.graph_spec[1].graph_lower_bound
+    assert bound.batch_size == 5 and list(bound.input["input"].dim) == [1, 32, 32]
 
 
 def test_the_least_config_and_a_platform():
@@ -95,6 +108,10 @@ def test_batching_is_decided_in_one_place():
     assert dynamic_batching(0, [4], 100) is None  # a fixed batch: Triton does not batch
     assert dynamic_batching(32, [8, 32, 8], 100) == DynamicBatching((8, 32), 100)
     assert dynamic_batching(32, None, 7) == DynamicBatching((), 7)
+    # With the tuning: its buckets are the preferred sizes, its queue policy the batcher's (ms -> us).
+    tuning = Tuning(max_queue_size=9, queue_timeout_ms=250).with_max_batch(32)
+    assert dynamic_batching(32, None, 7, tuning) == DynamicBatching((1, 2, 4, 8, 16, 32), 7, 9, 250_000)
+    assert dynamic_batching(32, [8], 7, tuning).preferred_batch_sizes == (8,)
     with pytest.raises(InputError, match=r"^preferred_batch_sizes \[0, 64\]: outside 1..32 \(max_batch_size\)$"):
         dynamic_batching(32, [0, 8, 64], 100)
 
@@ -139,6 +156,7 @@ def test_every_backend_refuses_a_preferred_batch_outside_its_range_alike(backend
 
 def test_warmup_sizes():
     assert warmup_batch_sizes(16, [1, 32, 32]) == (1, 16)
+    assert warmup_batch_sizes(16, [1, 32, 32], buckets=(16, 1, 4)) == (1, 4, 16)  # one request per bucket
     assert warmup_batch_sizes(1, [1, 32, 32]) == (1,)
     assert warmup_batch_sizes(0, [4, 1, 32, 32]) == (0,)  # no batching: one request of the fixed shape
     assert warmup_batch_sizes(16, [1, -1, -1]) == ()  # a dynamic dimension: no shape to send

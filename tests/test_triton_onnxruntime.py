@@ -65,7 +65,10 @@ def test_plugin_export_config_and_files(exports, ort_library, tmp_path):
     assert config.name == repo.name == "digits" and config.backend == "onnxruntime"
     assert config.default_model_filename == "model.onnx"
     name, elem, dims, out_name, out_dims = export_io(exports["plugin"])
-    assert config.max_batch_size == 32  # the export's batch axis is dynamic: Triton batches
+    assert config.max_batch_size == 128  # the export's batch axis is dynamic: Triton batches
+    buckets = [1, 2, 4, 8, 16, 32, 64, 128]
+    assert list(config.dynamic_batching.preferred_batch_size) == buckets
+    assert [w.batch_size for w in config.model_warmup] == buckets  # every bucket warmed up at load
     [inp] = config.input
     assert inp.name == name and list(inp.dims) == dims == [1, 32, 32]
     assert elem == onnx.TensorProto.FLOAT and inp.data_type == model_config_pb2.TYPE_FP32
@@ -83,7 +86,7 @@ def test_plugin_export_config_and_files(exports, ort_library, tmp_path):
     assert (repo.model_dir / "1" / "model.onnx").read_bytes() == exports["plugin"].read_bytes()
     [group] = config.instance_group
     gpu = lookup.ort_library_info(ort_library)["cuda"] == "yes"
-    assert group.count == 1
+    assert group.count == (2 if gpu else 1)
     assert group.kind == (
         model_config_pb2.ModelInstanceGroup.KIND_GPU if gpu else model_config_pb2.ModelInstanceGroup.KIND_CPU
     )
@@ -104,10 +107,12 @@ def test_plugin_export_config_and_files(exports, ort_library, tmp_path):
     assert np.abs(got - reference).max() <= 1e-5 * np.abs(reference).max()
 
 
-def test_gpu_instances_turn_tf32_off_for_fp32(exports, ort_library, tmp_path):
-    """KIND_GPU instances: an fp32 export asks the CUDA execution provider for TF32 off (the backend passes the
-    "cuda" accelerator's parameters to it as provider options); an fp16 export needs no such block. --server-path
-    names the library where a container mounts the repository; --gpus, --instances and preferred batches."""
+def test_gpu_instances_get_tf32_by_precision_and_a_cheap_cudnn_search(exports, ort_library, tmp_path):
+    """KIND_GPU instances: the CUDA execution provider's options (the backend passes the "cuda" accelerator's
+    parameters to it): TF32 off for an fp32 export, on for fp16, and cuDNN's HEURISTIC search, which re-plans a Conv
+    for a new batch size in milliseconds (the backend keeps no plan per size and cannot replay CUDA graphs); the same
+    search as the model parameter the backend also reads (0/1/2, and EXHAUSTIVE when absent). --server-path names
+    the library where a container mounts the repository; --gpus, --instances and preferred batches."""
     repo = wtconv_trt.write_onnxruntime_repository(
         exports["plugin"],
         tmp_path / "models",
@@ -127,12 +132,22 @@ def test_gpu_instances_turn_tf32_off_for_fp32(exports, ort_library, tmp_path):
     assert config.max_batch_size == 64 and list(config.dynamic_batching.preferred_batch_size) == [16, 64]
     assert list(config.model_operations.op_library_filename) == ["/models/digits/libwtconv_ort.so"]
     [accelerator] = config.optimization.execution_accelerators.gpu_execution_accelerator
-    assert accelerator.name == "cuda" and dict(accelerator.parameters) == {"use_tf32": "0"}
+    assert accelerator.name == "cuda"
+    assert dict(accelerator.parameters) == {"use_tf32": "0", "cudnn_conv_algo_search": "HEURISTIC"}
+    assert config.parameters["cudnn_conv_algo_search"].string_value == "1"
     half = wtconv_trt.write_onnxruntime_repository(
-        exports["plugin_fp16"], tmp_path / "models", name="digits_fp16", ort_library=ort_library, instance_kind="gpu"
+        exports["plugin_fp16"],
+        tmp_path / "models",
+        name="digits_fp16",
+        ort_library=ort_library,
+        instance_kind="gpu",
+        cudnn_search="EXHAUSTIVE",
     )
     config = parse(half.config_text)
-    assert half.name == "digits_fp16" and not config.HasField("optimization")
+    [accelerator] = config.optimization.execution_accelerators.gpu_execution_accelerator
+    assert dict(accelerator.parameters) == {"use_tf32": "1", "cudnn_conv_algo_search": "EXHAUSTIVE"}
+    assert config.parameters["cudnn_conv_algo_search"].string_value == "0"
+    assert half.name == "digits_fp16" and config.instance_group[0].count == 2
     assert config.input[0].data_type == config.output[0].data_type == model_config_pb2.TYPE_FP16
 
 

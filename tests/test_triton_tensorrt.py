@@ -9,6 +9,7 @@ from engine_helpers import fake_engine
 from test_triton_config import model_config_pb2, parse  # the schema check (skips without tritonclient[grpc])
 
 from wtconv_serving.tensorrt_backend import plan_batching, tensorrt_config, write_tensorrt_repository
+from wtconv_serving.tuning import Tuning
 
 
 def make_config(manifest, **options):
@@ -26,11 +27,23 @@ def test_fp16_config_against_the_schema(tmp_path):
     [out] = config.output
     assert out.name == "output" and out.data_type == model_config_pb2.TYPE_FP16 and list(out.dims) == [10]
     assert out.label_filename == "labels.txt"
-    assert list(config.dynamic_batching.preferred_batch_size) == [8, 32]
+    # The buckets (powers of two up to max_batch_size): preferred sizes, warm-up, one CUDA graph each, every graph
+    # also serving the sizes above the bucket below (Triton pads the batch up to it).
+    buckets = [1, 2, 4, 8, 16, 32]
+    assert list(config.dynamic_batching.preferred_batch_size) == buckets
     assert config.dynamic_batching.max_queue_delay_microseconds == 100
+    assert config.dynamic_batching.default_queue_policy.max_queue_size == 512
+    assert [w.batch_size for w in config.model_warmup] == buckets
+    assert all(list(w.inputs["input"].dims) == [1, 32, 32] for w in config.model_warmup)
+    cuda = config.optimization.cuda
+    assert cuda.graphs and [g.batch_size for g in cuda.graph_spec] == buckets
+    assert [g.graph_lower_bound.batch_size for g in cuda.graph_spec] == [0, 0, 3, 5, 9, 17]
+    assert all(list(g.input["input"].dim) == [1, 32, 32] for g in cuda.graph_spec)
     [group] = config.instance_group
     assert group.count == 2 and group.kind == model_config_pb2.ModelInstanceGroup.KIND_GPU
     assert list(group.gpus) == [0, 1] and list(group.profile) == []
+    eager = parse(make_config(manifest, name="m", tuning=Tuning(cuda_graphs=False, buckets=(1, 8, 32))))
+    assert not eager.optimization.HasField("cuda") and list(eager.dynamic_batching.preferred_batch_size) == [1, 8, 32]
 
 
 def test_fp32_engine_has_fp32_io(tmp_path):
@@ -51,7 +64,9 @@ def test_several_profiles_and_dynamic_resolution(tmp_path):
     config = parse(make_config(manifest, name="m"))
     assert list(config.input[0].dims) == [3, -1, -1]
     assert list(config.instance_group[0].profile) == ["0", "1"]
-    assert list(config.dynamic_batching.preferred_batch_size) == [4, 32, 64]
+    assert list(config.dynamic_batching.preferred_batch_size) == [1, 2, 4, 8, 16, 32, 64]
+    # Height and width are dynamic: no shape to capture a graph or send a warm-up request with.
+    assert not config.optimization.HasField("cuda") and not config.model_warmup
 
 
 def test_gap_between_profiles_limits_max_batch(tmp_path):

@@ -34,6 +34,7 @@ class ServedModel:
         from wtconv_serving.tuning import Tuning
 
         self.pb = pb_utils
+        self.instance = args.get("model_instance_name") or args["model_name"]
         max_batch = int(config.get("max_batch_size", 0))
         self.batching = max_batch > 0
         version_dir = Path(args["model_repository"]) / args["model_version"]
@@ -103,7 +104,10 @@ class ServedModel:
         return responses
 
     def finalize(self) -> None:
+        """Called once the instance has finished its last batch (the server unloads the model); the log line tells
+        the launcher the answers are computed (wtconv_serving.server.FINALIZED)."""
         self.runner = None
+        self.logger.log_info(f"{self.instance}: finalized")
 
 
 def _from_dlpack(tensor):

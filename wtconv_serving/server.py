@@ -60,9 +60,13 @@ INSTALL_HINT = (
     f"{ENV_HOME} to an unpacked wheel's pytriton/tritonserver folder"
 )
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-KEY_HEADER = "wtconv-trt-key"  # the header (gRPC metadata key) that carries the launcher's key
+KEY_HEADER = "wtconv-trt-key"  # the HTTP header that carries the launcher's key
+GRPC_KEY_PREFIX = "triton-grpc-protocol-"  # Triton's prefix of that header as gRPC metadata
 RESTRICTED_APIS = "model-repository,logging,trace"  # what only the key opens: loading code, writing files
 SHM_PREFIX = "triton_python_backend_shm_region_"  # the Python backend's shared-memory regions in /dev/shm
+DRAINED = "All models are stopped"  # Triton's log line once no request waits in a queue after SIGTERM (server.cc)
+FINALIZED = ": finalized"  # our model's log line once its instance has run its last batch (python_model.py)
+FLUSH_S = 1.0  # then time for the endpoints to send the last answers (0.85 s seen on a busy 2-core machine)
 
 
 @dataclass(frozen=True)
@@ -278,6 +282,7 @@ class TritonServer:
         self.process: subprocess.Popen | None = None
         self.recoveries: list = []  # (model, dead stub pid, seconds to reload, error or None)
         self.shm_regions: set = set()  # names in /dev/shm of this server's backend stubs
+        self.ready = False  # it answered /v2/health/ready: stop drains its requests in flight
         self._watch_stop = threading.Event()
         self._watcher: threading.Thread | None = None
 
@@ -297,8 +302,13 @@ class TritonServer:
 
     @property
     def key_header(self) -> dict:
-        """The header that opens the restricted APIs, for the HTTP and gRPC clients of whoever started the server."""
+        """The HTTP header that opens the restricted APIs, for whoever started the server."""
         return {KEY_HEADER: self.key}
+
+    @property
+    def grpc_key_header(self) -> dict:
+        """The same for gRPC: Triton expects the metadata key prefixed with ``triton-grpc-protocol-``."""
+        return {GRPC_KEY_PREFIX + KEY_HEADER: self.key}
 
     def _client_host(self) -> str:
         return "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
@@ -391,6 +401,7 @@ class TritonServer:
                 cause = first_error(self.log_text()) or f"exit status {self.process.returncode}"
                 raise ServingError(f"tritonserver stopped before it was ready: {cause} (log: {self.log_file})")
             if self.is_ready():
+                self.ready = True
                 return
             if time.monotonic() >= next_note:
                 log.info("tritonserver: %s (%.0f s)", loading_phase(self.log_text()), time.monotonic() - start)
@@ -511,24 +522,19 @@ class TritonServer:
 
     def stop(self, grace: float | None = None, keep_log: bool = False) -> int | None:
         """Drain and stop the server, then clean up (the module docstring); returns its exit status (None if it never
-        started). ``grace``: seconds to wait for it after SIGTERM (default drain_s + 5); ``keep_log``: keep a
-        temporary log folder (a failure's log)."""
+        started). A server that was ready gets SIGTERM and finishes its requests in flight (at most ``grace``
+        seconds, default drain_s + 5); once its log says so, the rest of its shutdown (the backends' unloading, some
+        seconds per Python model) is cut short with SIGKILL, since what it would release is released here. One never
+        ready has nothing in flight and is killed at once. ``keep_log``: keep a temporary log folder (a failure's)."""
         self._watch_stop.set()
         status = None
         try:
             if self.process is not None:
                 self.note_shm_regions()
-                if self.process.poll() is None:
-                    try:
-                        self.process.send_signal(signal.SIGTERM)  # the server only: it drains, then stops its stubs
-                    except ProcessLookupError:
-                        pass
-                    try:
-                        self.process.wait(self.drain_s + 5 if grace is None else grace)
-                    except subprocess.TimeoutExpired:
-                        log.warning("tritonserver did not stop within %.0f s; killing it", self.drain_s + 5)
+                if self.process.poll() is None and self.ready:
+                    self._drain(self.drain_s + 5 if grace is None else grace)
                 try:
-                    os.killpg(self.process.pid, signal.SIGKILL)  # stubs left behind by a killed server
+                    os.killpg(self.process.pid, signal.SIGKILL)  # the server, and stubs left behind by it
                 except (ProcessLookupError, PermissionError):
                     pass
                 status = self.process.wait()
@@ -542,6 +548,31 @@ class TritonServer:
             if self.log_dir is not None and not keep_log:
                 shutil.rmtree(self.log_dir, ignore_errors=True)
         return status
+
+    def _drain(self, grace: float) -> None:
+        """SIGTERM, then wait, at most ``grace`` seconds, until the server has finished its requests in flight: its
+        log says the queues are empty (DRAINED; Triton does not count a batch already executing) and every backend
+        stub has finalized its model, which the backend does only after the instance's last batch (FINALIZED), and
+        the endpoints have had FLUSH_S to send the last answers; or until it exits by itself."""
+        start = len(self.log_text())
+        instances = len(self._stub_processes())
+        try:
+            self.process.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace
+        while self.process.poll() is None:
+            text = self.log_text()[start:]
+            if DRAINED in text and (text.count(FINALIZED) >= instances or not self._stub_processes()):
+                try:
+                    self.process.wait(FLUSH_S)
+                except subprocess.TimeoutExpired:
+                    pass
+                return
+            if time.monotonic() > deadline:
+                log.warning("tritonserver did not finish its requests in flight within %.0f s; killing it", grace)
+                return
+            time.sleep(0.05)
 
     def __enter__(self) -> TritonServer:
         return self.start() if self.process is None else self

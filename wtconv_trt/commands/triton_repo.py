@@ -10,8 +10,8 @@ HELP = (
 )
 
 # Options of one backend only (argparse destinations).
-ENGINE_ONLY = ("plugin_static",)
-ONNX_ONLY = ("ort_library", "max_batch_size", "instance_kind", "server_path")
+ENGINE_ONLY = ("plugin_static", "no_cuda_graphs")
+ONNX_ONLY = ("ort_library", "max_batch_size", "instance_kind", "server_path", "cudnn_search")
 
 
 def add_arguments(parser):
@@ -33,8 +33,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--instances",
         type=arguments.integer,
-        default=1,
-        help="model instances per GPU, 1 to 64 (instance_group count; default 1; 2-4 overlap copies and compute)",
+        help="model instances per GPU, 1 to 64 (instance_group count; default 2 on GPUs, 1 on the CPU)",
     )
     parser.add_argument(
         "--gpus", metavar="0,1", type=arguments.gpu_list, help="GPUs for the instances (default: every visible GPU)"
@@ -44,9 +43,28 @@ def add_arguments(parser):
         type=arguments.integer,
         action="append",
         metavar="N",
-        help="dynamic batching preferred batch size (repeatable; default for an engine: the profiles' opt batch and "
-        "max batch; for --onnx none)",
+        help="dynamic batching preferred batch size (repeatable; default: the buckets)",
     )
+    parser.add_argument(
+        "--buckets",
+        type=arguments.integer_list,
+        metavar="1,2,4,...",
+        help="batch sizes the dynamic batcher prefers and the model is warmed up at (default: powers of two up to "
+        "max_batch_size, which must be the largest; docs/serving.md, 'Tuning')",
+    )
+    parser.add_argument(
+        "--max-queue-size",
+        type=arguments.integer,
+        default=512,
+        help="requests waiting beyond which the next is refused at once (default 512; 0: no limit)",
+    )
+    parser.add_argument(
+        "--queue-timeout-ms",
+        type=arguments.integer,
+        default=5000,
+        help="a request waiting longer in the queue is refused (default 5000 ms; 0: no limit)",
+    )
+    parser.add_argument("--no-warmup", action="store_true", help="no model_warmup in the config")
     parser.add_argument(
         "--max-queue-delay-us",
         type=arguments.integer,
@@ -66,6 +84,12 @@ def add_arguments(parser):
         help="the static-registration plugin library libwtconv_trt_plugin.so (default: beside the "
         "dynamic library recorded in the manifest); copied into the repository",
     )
+    g.add_argument(
+        "--no-cuda-graphs",
+        action="store_true",
+        default=None,
+        help="no CUDA graphs (default: the backend captures one per bucket)",
+    )
     g = parser.add_argument_group("onnxruntime backend (with --onnx)")
     g.add_argument(
         "--ort-library",
@@ -82,6 +106,12 @@ def add_arguments(parser):
         "--instance-kind",
         choices=["auto", "gpu", "cpu"],
         help="instance_group kind (default auto: gpu, or cpu when libwtconv_ort.so has no CUDA op)",
+    )
+    g.add_argument(
+        "--cudnn-search",
+        choices=["auto", "EXHAUSTIVE", "HEURISTIC", "DEFAULT"],
+        help="the CUDA execution provider's cudnn_conv_algo_search (default auto: HEURISTIC, which re-plans a "
+        "convolution for a new batch size in milliseconds where EXHAUSTIVE takes about 100)",
     )
     g.add_argument(
         "--server-path",
@@ -102,6 +132,10 @@ def run(args) -> int:
         max_queue_delay_us=args.max_queue_delay_us,
         labels=args.labels,
         force=args.force,
+        buckets=args.buckets,
+        max_queue_size=args.max_queue_size,
+        queue_timeout_ms=args.queue_timeout_ms,
+        warmup=not args.no_warmup,
     )
     if args.onnx:
         arguments.only_with(args, "engine", ENGINE_ONLY, "it is the TensorRT backend's plugin")
@@ -112,12 +146,15 @@ def run(args) -> int:
             max_batch_size=args.max_batch_size,
             instance_kind=args.instance_kind or "auto",
             server_path=args.server_path,
+            cudnn_search=args.cudnn_search or "auto",
             **common,
         )
         backend = "onnxruntime backend"
     else:
         arguments.only_with(args, "onnx", ONNX_ONLY, "options of the onnxruntime backend's repository")
-        repo = write_triton_repository(args.engine, args.out, plugin_static=args.plugin_static, **common)
+        repo = write_triton_repository(
+            args.engine, args.out, plugin_static=args.plugin_static, cuda_graphs=not args.no_cuda_graphs, **common
+        )
         backend = "TensorRT backend"
     print(f"model repository: {args.out} (model '{repo.name}', {backend}, max_batch_size {repo.max_batch_size})")
     if repo.note:
