@@ -311,9 +311,9 @@ def test_serve_refuses_before_it_writes_or_starts_anything(tmp_path, capsys):
     """Each refusal of ``serve``: exit status 2, one line naming the option, and the disk as it was (a snapshot of
     the folder the repository, the log and the report would go to). An output that cannot be written (/proc), two
     endpoints on one port, a port in use, a runtime that cannot run here, a repository that cannot be written."""
-    from wtconv_trt.cli import main
-
     from test_cli_bad_input import _unwritable_dir
+
+    from wtconv_trt.cli import main
 
     onnx_path = tiny_onnx(tmp_path / "m.onnx")
     work = tmp_path / "work"
