@@ -239,7 +239,10 @@ def run(args) -> int:
     client = grpcclient.InferenceServerClient(url=args.url)
     try:
         if not client.is_model_ready(args.model):
-            index = client.get_model_repository_index().models
+            try:
+                index = client.get_model_repository_index().models
+            except InferenceServerException:  # wtconv-trt serve opens its model list only to itself
+                raise Stop(f"model {args.model!r} is not ready on {args.url}") from None
             there = ", ".join(
                 f"{m.name} ({m.state or 'not loaded'}{': ' + m.reason if m.reason else ''})" for m in index
             )

@@ -19,7 +19,7 @@ import tritonclient.grpc as grpcclient  # noqa: E402
 
 import wtconv_trt  # noqa: E402
 from wtconv_export.models import load_default_model, load_heldout_digits  # noqa: E402
-from wtconv_serving.runtimes import OnnxRuntimeRunner  # noqa: E402
+from wtconv_serving.ort_runner import OnnxRuntimeRunner  # noqa: E402
 from wtconv_serving.server import TritonServer  # noqa: E402
 from wtconv_trt import cli  # noqa: E402
 
@@ -92,14 +92,36 @@ def test_heldout_digits_match_the_export_run_directly(served, exports, ort_libra
     assert (got.argmax(1) == labels.numpy()).mean() == pytest.approx(config["heldout_accuracy"], abs=1e-9)
 
 
-def test_serve_with_a_load_test(install, exports, ort_library, tmp_path, capsys):
-    """``wtconv-trt serve --runtime onnxruntime --load-test``: the runtime line says the library runs the nodes, and
-    every request is answered and matched (none lost)."""
+def test_serve_with_a_load_test(install, exports, ort_library, tmp_path, capsys, monkeypatch):
+    """``wtconv-trt serve --runtime onnxruntime --load-test --sweep``: the runtime line says the library runs the
+    nodes; every request of the check is answered and matched (none lost); the sweep's point, from a client process,
+    has no failure and reads from Triton's statistics the batches it executed, each within max_batch_size; and the
+    run, ending by itself, leaves no server process and no temporary folder behind."""
+    import json
+    import tempfile
+
+    from test_serving_cleanup import processes_naming
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
     argv = ["serve", str(exports["digits_fp16"]), "--repo", str(tmp_path / "repo"), "--runtime", "onnxruntime"]
     argv += ["--ort-library", str(ort_library), "--device", "cpu", "--threads", "1", "--http-port", "0"]
-    argv += ["--grpc-port", "0", "--load-test", "400", "--concurrency", "8", "--log", str(tmp_path / "server.log")]
+    argv += ["--grpc-port", "0", "--metrics-port", "0", "--load-test", "400", "--concurrency", "8"]
+    argv += ["--max-batch-size", "16", "--sweep", "8", "--window", "1", "--processes", "1", "--no-extra-process"]
+    argv += ["--json", str(tmp_path / "load.json")]
     capsys.readouterr()
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert f"serving on this machine: runtime onnxruntime (--runtime onnxruntime): {NATIVE}\n" in out
     assert "400 ok, 0 failed, 0 lost, 0 mismatched" in out and "OK: every request answered and matched" in out
+    report = json.loads((tmp_path / "load.json").read_text())
+    [point] = report["sweep"]
+    assert point["failed"] == 0 and point["completed"] > 0 and point["concurrency"] == 8
+    executed = {int(b): n for b, n in point["executed_batches"].items()}
+    assert executed and all(1 <= b <= 16 and n > 0 for b, n in executed.items()), executed
+    assert point["direct_images_per_s_at_executed"] > 0 and point["served_over_direct"] > 0
+    assert [d["batch"] for d in report["direct"]] == [1, 2, 4, 8]  # no buckets on the CPU: the request sizes
+    assert processes_naming(tmp_path / "repo") == {}
+    assert (
+        list((tmp_path / "tmp").glob("tritonserver-*")) == [] and list((tmp_path / "tmp").glob("wtconv-load-*")) == []
+    )

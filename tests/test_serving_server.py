@@ -389,6 +389,8 @@ def test_cli_serves_until_sigterm(install, tmp_path):
             "0",
             "--grpc-port",
             "0",
+            "--metrics-port",
+            "0",
             "--log",
             str(tmp_path / "server.log"),
         ],
@@ -404,7 +406,7 @@ def test_cli_serves_until_sigterm(install, tmp_path):
             if line.startswith("serving 'relu'"):
                 break
         assert lines and lines[-1].startswith("serving 'relu'"), "".join(lines)
-        grpc_url = lines[-1].split("gRPC ")[1].split(" ")[0]
+        grpc_url = lines[-1].split("gRPC ")[1].split(",")[0].split(" ")[0]
         x = np.linspace(-1, 1, 2 * 64, dtype=np.float32).reshape(2, 1, 8, 8)
         got = infer(grpcclient.InferenceServerClient(grpc_url), grpcclient, "relu", x)
         assert np.array_equal(got, np.maximum(x, 0))
@@ -490,7 +492,7 @@ def test_serve_of_a_model_of_ones_own_client_line_and_ctrl_c(install, tmp_path):
     with torch.no_grad():
         per_image = list(unet(torch.zeros(1, 3, 32, 32)).shape[1:])
     argv = [sys.executable, "-m", "wtconv_trt", "serve", str(onnx_path), "--repo", str(tmp_path / "repo")]
-    argv += ["--http-port", "0", "--grpc-port", "0", "--log", str(tmp_path / "server.log")]
+    argv += ["--http-port", "0", "--grpc-port", "0", "--metrics-port", "0", "--log", str(tmp_path / "server.log")]
     process = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, preexec_fn=interruptible
     )

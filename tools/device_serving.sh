@@ -1,42 +1,53 @@
 #!/usr/bin/env bash
-# tools/device_serving.sh — Triton serving on a GPU machine, fp16, PyTorch on our CUDA kernels inside the server
-# (RUNTIME=onnxruntime: the exported file itself in onnxruntime-gpu's CUDA EP with libwtconv_ort.so), a bounded load
-# test beside the throughput of calling the same model directly (docs/serving.md).
+# tools/device_serving.sh — Triton serving on a GPU machine (docs/serving.md, "Measured on a GPU"): WTConvNeXt-T fp16
+# (random weights) and the shipped digits model, each served by `wtconv-trt serve` with both GPU runtimes, torch-cuda
+# (PyTorch on our CUDA kernels) and onnxruntime (the exported file in onnxruntime-gpu's CUDA EP, WTConv2d nodes on
+# libwtconv_ort.so), with the tuning's defaults (wtconv_serving/tuning.py: buckets, CUDA graphs, 2 instances per GPU).
 #
 #   tools/device_serving.sh pack   # where pip reaches PyPI: fills .whl/serving/ (about 30 MB): the tritonclient,
-#                                  # python-rapidjson and polygraphy (for validate) wheels for Python 3.12, and
+#                                  # python-rapidjson and polygraphy wheels for Python 3.12, and
 #                                  # tritonserver-py3.12.tar.xz, the server binary, Python backend, 3.12 stub and the
 #                                  # libraries they load, cut from the nvidia-pytriton wheel
-#   tools/device_serving.sh        # on a GPU machine (no network needed), repository root, .whl/serving present
+#   tools/device_serving.sh        # on a GPU machine (no network needed), repository root, .whl/serving present;
+#                                  # onnxruntime-gpu importable (e.g. unpacked in /tmp/site, on PYTHONPATH below)
 #
-# Stages (each logged under $OUT; a table and one result line per model are printed last): build the kernel
-# library (sm_90), export the shipped digits model and WTConvNeXt-T (random weights) to fp16 ONNX (plugin
-# exports: one WTConv2d node per layer), then for each: `wtconv-trt serve --runtime torch-cuda --load-test N` (starts
-# tritonserver on loopback ports, checks every response against the same runtime run directly, measures direct
-# throughput per batch size, stops the server).
+# For each runtime and model, one `serve --load-test` run: the answer check (every response compared with the same
+# file run eagerly in the client; digits: the backend killed a quarter of the way through, the clients retry), the
+# served runner timed directly per bucket, then the sweep: 16 / 64 / 256 requests in flight from several client
+# processes (asynchronous gRPC), request sizes 1/2/4/8 and 1..64, the busiest point again with one more process;
+# Triton's statistics give the batch sizes executed, and the direct rate on those batches the "x direct" column.
+# Then the alternatives the defaults were chosen against, direct (tools/serving_alternatives.py: CUDA graphs, cuDNN
+# search, a session per bucket, no buckets, denser buckets) and served (1 instance per GPU instead of 2).
+# Results: $OUT/serving_results.{json,md} and $OUT/logs.tgz; a table last. Stages past the time budget are skipped.
 #
-# RUNTIME=onnxruntime: the build stage builds libwtconv_ort.so with its CUDA op (sm_90) instead, from ONNX Runtime's
-# C API headers ($ONNXRUNTIME_INCLUDE_DIR, else third_party/onnxruntime-headers/<version>/include: carry it), and
-# each model is served with `--runtime onnxruntime --device cuda --ort-library` that library: onnxruntime-gpu's CUDA
-# EP inside the server, TF32 off. onnxruntime-gpu must be importable with its CUDAExecutionProvider (e.g. unpacked in
-# /tmp/site, which is on PYTHONPATH below and which the served model's Python sees too); the script stops at once
-# when it is not.
-#
-# Knobs (defaults for the GPU machine): PYV (Python of the stub and wheels, 3.12), WHEELS (.whl/serving),
-# RUNTIME (torch-cuda), SKIP_BUILD (1: use the built library as it is), DIGITS_REQUESTS (2000),
-# TINY_REQUESTS (1000; 0 skips WTConvNeXt-T), CUDA_ARCHS (90), DEVICE (serve's and validate's --device for
-# onnxruntime, default cuda), VALIDATE (1: with RUNTIME=onnxruntime, also `wtconv-trt validate --device` of the
-# exports, WTConvNeXt-T in fp16 and fp32, and the integration's GPU tests). With PYV=3.11 RUNTIME=onnxruntime
-# DEVICE=cpu the same script runs on a CPU machine, which is how its shell logic was checked.
+# Knobs: QUICK=1 (shorter windows, main alternatives only; about half the time), RUNTIMES ("torch-cuda onnxruntime";
+# RUNTIME=X alone also works), MODELS ("tiny digits"), SWEEP (16,64,256; the digits model: SWEEP_DIGITS, 16,256),
+# WINDOW (3 s per point), PROCESSES (4),
+# CHECK (requests of the check, 1024), BUDGET (seconds, 400: later stages are skipped past it), ALTERNATIVES (1),
+# SKIP_BUILD (1: use the built libraries), CUDA_ARCHS (90), DEVICE (onnxruntime's device: cuda), PYV (3.12), WHEELS
+# (.whl/serving). With PYV=3.11 RUNTIME=onnxruntime DEVICE=cpu the same script runs on a CPU machine (the digits model,
+# small settings, WTCONV_ORT_LIB to a built libwtconv_ort.so and SKIP_BUILD=1), which is how its shell logic was
+# checked.
 set -uo pipefail
 PYTRITON=0.7.0
 TRITONCLIENT=2.73.0
 POLYGRAPHY=0.53.6
 PYV=${PYV:-3.12}
 WHEELS=${WHEELS:-.whl/serving}
-RUNTIME=${RUNTIME:-torch-cuda}
 DEVICE=${DEVICE:-cuda}
 ARCHS=${CUDA_ARCHS:-90}
+QUICK=${QUICK:-0}
+RUNTIMES=${RUNTIMES:-${RUNTIME:-torch-cuda onnxruntime}}
+if [ "$DEVICE" = cpu ]; then
+    MODELS=${MODELS:-digits}; SWEEP=${SWEEP:-4}; WINDOW=${WINDOW:-1}; PROCESSES=${PROCESSES:-1}; CHECK=${CHECK:-64}
+fi
+MODELS=${MODELS:-tiny digits}
+SWEEP=${SWEEP:-16,64,256}
+if [ "$QUICK" = 1 ]; then WINDOW=${WINDOW:-2}; else WINDOW=${WINDOW:-3}; fi
+PROCESSES=${PROCESSES:-4}
+CHECK=${CHECK:-1024}
+BUDGET=${BUDGET:-400}
+ALTERNATIVES=${ALTERNATIVES:-1}
 
 if [ "${1:-}" = pack ]; then
     set -e
@@ -78,33 +89,51 @@ if [ "${1:-}" = pack ]; then
     exit 0
 fi
 
-final_out=${OUT:-device_serving_out}     # kept small: logs.tgz and the JSON results
-out=$(mktemp -d)
-mkdir -p "$final_out"
+final_out=${OUT:-device_serving_out}     # kept small: serving_results.{json,md} and logs.tgz
+work=$(mktemp -d)
+logs=$work/logs
+mkdir -p "$final_out" "$logs"
 export PYTHONUNBUFFERED=1
 summary=()
 status=0
-stage() {  # name, command...
+stage() {  # name, command...: run it with its output in logs/NAME.log; its tail, its time and status said
     local name=$1; shift
     local start=$SECONDS
-    "$@" > "$out/$name.log" 2>&1
+    "$@" > "$logs/$name.log" 2>&1
     local rc=$?
     [ $rc -ne 0 ] && status=1
     summary+=("$name: rc=$rc ($((SECONDS - start)) s)")
-    echo "===== $name rc=$rc ($((SECONDS - start)) s)"; tail -15 "$out/$name.log"
+    echo "===== $name rc=$rc ($((SECONDS - start)) s, $SECONDS s in all)"; tail -12 "$logs/$name.log"
     return $rc
+}
+within_budget() {  # name: true while the time budget lasts, else the stage is noted as skipped
+    if [ "$SECONDS" -lt "$BUDGET" ]; then return 0; fi
+    summary+=("$1: skipped (time budget of $BUDGET s spent)")
+    return 1
+}
+finish() {
+    python3 tools/serving_summary.py "$work" "$final_out" > "$logs/summary.txt" 2>&1 || status=1
+    tar czf "$final_out/logs.tgz" -C "$work" logs $(cd "$work" && ls *.json 2>/dev/null)
+    echo
+    echo "===== stages"
+    printf '%s\n' "${summary[@]}"
+    echo "===== results ($SECONDS s)"
+    cat "$logs/summary.txt"
+    exit $status
 }
 
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     "$WHEELS"/*.whl || { echo "wheel install failed"; exit 1; }
 mkdir -p /tmp/triton && tar -C /tmp/triton -xJf "$WHEELS/tritonserver-py$PYV.tar.xz" || { echo "untar failed"; exit 1; }
-export PYTHONPATH=$PWD:/tmp/site
-export WTCONV_TRITON_HOME=/tmp/triton/pytriton/tritonserver WTCONV_TRITON_CACHE=/tmp/triton-cache
-export WTCONV_KERNELS_LIB=$PWD/build/plugin/libwtconv_kernels_capi.so
-python3 - <<'PY' 2>&1 | tee "$out/environment.log"
-import sys, sysconfig, torch
+export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+export WTCONV_TRITON_HOME=/tmp/triton/pytriton/tritonserver WTCONV_TRT_CACHE=${WTCONV_TRT_CACHE:-/tmp/wtconv-cache}
+export WTCONV_KERNELS_LIB=${WTCONV_KERNELS_LIB:-$PWD/build/plugin/libwtconv_kernels_capi.so}
+export WTCONV_ORT_LIB=${WTCONV_ORT_LIB:-$PWD/build/plugin/onnxruntime/libwtconv_ort.so}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$logs/environment.log" 2>&1
+python3 - <<'PY' 2>&1 | tee -a "$logs/environment.log"
+import os, sys, sysconfig, torch
 print("python", sys.version.split()[0], "shared libpython:", sysconfig.get_config_var("Py_ENABLE_SHARED"),
-      sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME"))
+      sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME"), "cores", os.cpu_count())
 print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else "")
 try:
     import onnxruntime
@@ -112,105 +141,96 @@ try:
 except ImportError as error:
     print("onnxruntime: not importable:", error)
 PY
-ORT_ARGS=()
-if [ "$RUNTIME" = onnxruntime ]; then
-    if [ "$DEVICE" = cuda ] && ! grep -q "CUDAExecutionProvider" "$out/environment.log"; then
-        echo "RUNTIME=onnxruntime: this onnxruntime has no CUDAExecutionProvider; install onnxruntime-gpu (e.g. into"
-        echo "/tmp/site) first, or run with DEVICE=cpu"
-        exit 1
-    fi
-    if [ -z "${ONNXRUNTIME_INCLUDE_DIR:-}" ]; then
-        ONNXRUNTIME_INCLUDE_DIR=$(ls -d third_party/onnxruntime-headers/*/include 2>/dev/null | sort -V | tail -1)
-    fi
-    if [ "${SKIP_BUILD:-0}" != 1 ] && [ ! -f "${ONNXRUNTIME_INCLUDE_DIR:-}/onnxruntime_c_api.h" ]; then
-        echo "RUNTIME=onnxruntime: onnxruntime_c_api.h not found: set ONNXRUNTIME_INCLUDE_DIR or carry"
-        echo "third_party/onnxruntime-headers/<version>/include"
-        exit 1
-    fi
-    [ -n "${ONNXRUNTIME_INCLUDE_DIR:-}" ] && ONNXRUNTIME_INCLUDE_DIR=$(cd "$ONNXRUNTIME_INCLUDE_DIR" && pwd)
-    export WTCONV_ORT_LIB=${WTCONV_ORT_LIB:-$PWD/build/plugin/onnxruntime/libwtconv_ort.so}
-    ORT_ARGS=(--device "$DEVICE" --ort-library "$WTCONV_ORT_LIB")
+if [[ " $RUNTIMES " == *" onnxruntime "* ]] && [ "$DEVICE" = cuda ] && ! grep -q "CUDAExecutionProvider" "$logs/environment.log"; then
+    echo "onnxruntime: this onnxruntime has no CUDAExecutionProvider; install onnxruntime-gpu (e.g. into /tmp/site)"
+    echo "first, or run with RUNTIMES=torch-cuda (or DEVICE=cpu)"
+    exit 1
 fi
 # The backend stub loads this Python's shared libpython; the launcher finds it through sysconfig. Where sysconfig
 # names none that exists, look for one and put its folder on LD_LIBRARY_PATH (the launcher keeps it).
 libpython=$(python3 -c 'from wtconv_serving.server import python_library_dir as d; print(d() or "")')
 if [ -z "$libpython" ]; then
     found=$(find / -xdev -name "libpython$PYV.so.1.0" 2>/dev/null | head -1)
-    echo "sysconfig names no shared libpython; found: ${found:-none}" | tee -a "$out/environment.log"
+    echo "sysconfig names no shared libpython; found: ${found:-none}" | tee -a "$logs/environment.log"
     [ -n "$found" ] && export LD_LIBRARY_PATH=$(dirname "$found")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
-LD_LIBRARY_PATH=${libpython:+$libpython:}${LD_LIBRARY_PATH:-} \
-    ldd "/tmp/triton/pytriton/tritonserver/python_backend_stubs/$PYV/triton_python_backend_stub" |
-    grep -E "python|not found" | tee -a "$out/environment.log"
 
-if [ "$RUNTIME" = onnxruntime ]; then
-    build_args=(-DONNXRUNTIME_INCLUDE_DIR="${ONNXRUNTIME_INCLUDE_DIR:-}" -DWTCONV_BUILD_PLUGIN_HARNESS=OFF)
-    target=wtconv_ort
-else
-    build_args=()
-    target=wtconv_kernels_capi
-fi
-[ "${SKIP_BUILD:-0}" = 1 ] || stage build bash -c "cmake -S plugin -B build/plugin -G Ninja -DCMAKE_CUDA_ARCHITECTURES=$ARCHS \
-                     ${build_args[*]} >/dev/null && cmake --build build/plugin -j --target $target" ||
-    { tar czf "$final_out/logs.tgz" -C "$out" .; printf '%s\n' "${summary[@]}"; exit 1; }
-if [ "$RUNTIME" = onnxruntime ]; then
-    python3 -c "from wtconv_libs.lookup import ort_library_info as i; print('$WTCONV_ORT_LIB', i('$WTCONV_ORT_LIB'))" \
-        2>&1 | tee -a "$out/environment.log"
-fi
-stage export_digits python3 -m wtconv_trt export -o /tmp/digits_fp16.onnx --precision fp16 --force
-[ "${TINY_REQUESTS:-1000}" != 0 ] && stage export_tiny python3 -m wtconv_trt export -o /tmp/tiny_fp16.onnx --precision fp16 --arch wtconvnext_tiny \
-    --random-weights --force
-
-serve() {  # name, onnx, requests, batch sizes, extra options...
-    python3 -m wtconv_trt serve "$2" --repo "/tmp/repo_$1" --name "$1" --runtime "$RUNTIME" --force \
-        --http-port 0 --grpc-port 0 --log "$out/server_$1.log" --timeout 180 \
-        --load-test "$3" --concurrency 16 --batch-sizes "$4" --protocol grpc --json "$final_out/load_$1.json" \
-        "${ORT_ARGS[@]}" "${@:5}"
-}
-serve_kinds() {  # as serve; KIND_GPU instances first, KIND_CPU instances (model still on cuda:0) if that fails
-    serve "$@" || { echo "--- retrying with --instance-kind cpu"; serve "$@" --instance-kind cpu; }
-}
-stage serve_digits serve_kinds digits /tmp/digits_fp16.onnx "${DIGITS_REQUESTS:-2000}" 1,2,4,8
-[ "${TINY_REQUESTS:-1000}" != 0 ] && stage serve_tiny serve_kinds tiny /tmp/tiny_fp16.onnx "${TINY_REQUESTS:-1000}" 1,2,4,8
-if [ "$RUNTIME" = onnxruntime ] && [ "${VALIDATE:-1}" = 1 ]; then
-    # The same library on the same EP against PyTorch: validate --device (fp32 compared with TF32 off), and the
-    # GPU tests of the integration (tests/test_onnxruntime_integration.py: validate --device cuda on the CUDA op).
-    valid=(--device "$DEVICE" --ort-library "$WTCONV_ORT_LIB")
-    stage validate_digits python3 -m wtconv_trt validate /tmp/digits_fp16.onnx "${valid[@]}"
-    if [ "${TINY_REQUESTS:-1000}" != 0 ]; then
-        stage validate_tiny_fp16 python3 -m wtconv_trt validate /tmp/tiny_fp16.onnx "${valid[@]}"
-        stage export_tiny_fp32 python3 -m wtconv_trt export -o /tmp/tiny_fp32.onnx --arch wtconvnext_tiny \
-            --random-weights --force
-        stage validate_tiny_fp32 python3 -m wtconv_trt validate /tmp/tiny_fp32.onnx "${valid[@]}"
+# --- build: the kernel library (torch-cuda) and libwtconv_ort.so with its CUDA op (onnxruntime), one configure
+targets=()
+build_args=(-DWTCONV_BUILD_PLUGIN_HARNESS=OFF)
+[[ " $RUNTIMES " == *" torch-cuda "* ]] && targets+=(wtconv_kernels_capi)
+if [[ " $RUNTIMES " == *" onnxruntime "* ]]; then
+    targets+=(wtconv_ort)
+    ONNXRUNTIME_INCLUDE_DIR=${ONNXRUNTIME_INCLUDE_DIR:-$(ls -d third_party/onnxruntime-headers/*/include 2>/dev/null | sort -V | tail -1)}
+    if [ "${SKIP_BUILD:-0}" != 1 ] && [ ! -f "${ONNXRUNTIME_INCLUDE_DIR:-}/onnxruntime_c_api.h" ]; then
+        echo "onnxruntime: onnxruntime_c_api.h not found: set ONNXRUNTIME_INCLUDE_DIR or carry"
+        echo "third_party/onnxruntime-headers/<version>/include"
+        exit 1
     fi
-    stage test_gpu python3 -m pytest -q -rs -p no:cacheprovider tests/test_onnxruntime_integration.py -k "gpu or device"
+    [ -n "${ONNXRUNTIME_INCLUDE_DIR:-}" ] && build_args+=(-DONNXRUNTIME_INCLUDE_DIR="$(cd "$ONNXRUNTIME_INCLUDE_DIR" && pwd)")
 fi
-tar czf "$final_out/logs.tgz" -C "$out" .
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+    stage build bash -c "cmake -S plugin -B build/plugin -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CUDA_ARCHITECTURES=$ARCHS ${build_args[*]} >/dev/null && cmake --build build/plugin -j --target ${targets[*]}" ||
+        finish
+fi
+[[ " $RUNTIMES " == *" onnxruntime "* ]] &&
+    python3 -c "from wtconv_libs.lookup import ort_library_info as i; print('$WTCONV_ORT_LIB', i('$WTCONV_ORT_LIB'))" \
+        >> "$logs/environment.log" 2>&1
 
-echo
-echo "===== summary"
-printf '%s\n' "${summary[@]}"
-for name in digits tiny; do
-    [ -f "$out/serve_$name.log" ] || continue
-    echo "--- $name (fp16, runtime $RUNTIME inside Triton's Python backend, loopback gRPC, 16 clients)"
-    sed -n '/^ *batch *images/,/^OK\|^FAILED/p' "$out/serve_$name.log"
+# --- exports, side by side
+onnx_tiny=$work/tiny_fp16.onnx
+onnx_digits=$work/digits_fp16.onnx
+pids=()
+if [[ " $MODELS " == *" tiny "* ]]; then
+    python3 -m wtconv_trt export -o "$onnx_tiny" --precision fp16 --arch wtconvnext_tiny --random-weights --force \
+        > "$logs/export_tiny.log" 2>&1 & pids+=($!)
+fi
+if [[ " $MODELS " == *" digits "* ]]; then
+    python3 -m wtconv_trt export -o "$onnx_digits" --precision fp16 --force > "$logs/export_digits.log" 2>&1 & pids+=($!)
+fi
+for pid in "${pids[@]}"; do wait "$pid" || { status=1; summary+=("export: FAILED (see logs)"); }; done
+summary+=("exports: done ($SECONDS s in all)")
+
+# --- served runs: serve TAG RUNTIME MODEL [serve's options]: the check of $CHECK requests at 64 in flight, the direct
+# timing, and the options' sweep; the digits model's check kills its backend a quarter of the way through.
+serve() {
+    local tag=$1 runtime=$2 model=$3; shift 3
+    local onnx=$onnx_tiny
+    [ "$model" = digits ] && onnx=$onnx_digits
+    local extra=()
+    [ "$runtime" = onnxruntime ] && extra+=(--device "$DEVICE" --ort-library "$WTCONV_ORT_LIB")
+    python3 -m wtconv_trt serve "$onnx" --repo "$work/repo_$tag" --name "$model" --runtime "$runtime" --force \
+        --http-port 0 --grpc-port 0 --metrics-port 0 --log "$logs/server_$tag.log" --timeout 300 \
+        --load-test "$CHECK" --concurrency 64 --batch-sizes 1,2,4,8 --processes "$PROCESSES" --window "$WINDOW" \
+        --json "$work/load_$tag.json" "${extra[@]}" "$@"
+}
+for model in $MODELS; do
+    options=(--sweep "$SWEEP" --mix 1,2,4,8,16,32,64)                        # WTConvNeXt-T: the targets
+    [ "$model" = digits ] && options=(--sweep "${SWEEP_DIGITS:-16,256}" --mix 1,2,4,8,16,32,64 --kill-backend)
+    for runtime in $RUNTIMES; do
+        within_budget "serve_${runtime}_$model" &&
+            stage "serve_${runtime}_$model" serve "${runtime}_$model" "$runtime" "$model" "${options[@]}"
+    done
 done
-for name in validate_digits validate_tiny_fp16 validate_tiny_fp32 test_gpu; do
-    [ -f "$out/$name.log" ] && echo "$name: $(grep -E '^(PASSED|FAILED)|passed|failed|error:' "$out/$name.log" | tail -1)"
-done
-echo
-for name in digits tiny; do  # one result line per model, from the load test's JSON
-    [ -f "$final_out/load_$name.json" ] || continue
-    python3 - "$final_out/load_$name.json" "$name" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-g = r["load"][0]
-direct = max(r["direct"], key=lambda d: d["batch"])
-print(f"RESULT {sys.argv[2]}: {r['runtime']} ({r.get('execution') or 'n/a'}), {r['input_dtype']}: {g['completed']} ok / "
-      f"{g['failed']} failed / {g['lost']} lost / {g['mismatched']} mismatched of {g['requests']} "
-      f"({g['bit_identical']} bit-identical); served {g['throughput_images_per_s']} images/s, p50 "
-      f"{g['latency_ms']['p50']} ms, p99 {g['latency_ms']['p99']} ms; direct batch {direct['batch']}: "
-      f"{direct['images_per_s']} images/s")
-PY
-done
-exit $status
+
+# --- alternatives: direct (tiny, else digits), then served with 1 instance per GPU instead of 2
+alt_model=$onnx_tiny
+[[ " $MODELS " == *" tiny "* ]] || alt_model=$onnx_digits
+if [ "$ALTERNATIVES" = 1 ]; then
+    for runtime in $RUNTIMES; do
+        quick=(); [ "$QUICK" = 1 ] && quick=(--quick)
+        within_budget "alternatives_$runtime" && stage "alternatives_$runtime" python3 tools/serving_alternatives.py \
+            --onnx "$alt_model" --runtime "$runtime" --ort-library "$WTCONV_ORT_LIB" --device "$DEVICE" --dense \
+            --json "$work/alternatives_$runtime.json" "${quick[@]}"
+    done
+    if [ "$QUICK" != 1 ]; then
+        model=tiny; [[ " $MODELS " == *" tiny "* ]] || model=digits
+        for runtime in $RUNTIMES; do
+            within_budget "serve_${runtime}_${model}_1instance" && stage "serve_${runtime}_${model}_1instance" \
+                serve "${runtime}_${model}_1instance" "$runtime" "$model" --instances 1 --sweep 256 \
+                --no-extra-process --load-test 64
+        done
+    fi
+fi
+finish

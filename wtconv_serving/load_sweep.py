@@ -261,7 +261,7 @@ class LoadWorkers:
         ``batch_sizes``; ``stats``: a function returning Triton's statistics, read at the window's two ends."""
         count = len(self.workers)
         shares = [concurrency // count + (1 if i < concurrency % count else 0) for i in range(count)]
-        start = time.time() + 2.0  # time for every worker to get the task and prepare its requests
+        start = time.time() + 1.0  # time for every worker to get the task and prepare its requests
         for (_, connection), share in zip(self.workers, shares, strict=True):
             connection.send((max(share, 0), list(batch_sizes), start, warmup_s, window_s))
         point = SweepPoint(concurrency, count, list(batch_sizes), window_s)
