@@ -10,8 +10,8 @@
 #   tools/device_session.sh part       # later calls: takes the carried wheel parts (.devwheels/*.partNN)
 #   tools/device_session.sh install    # joins the wheel, checks its md5 (.devwheels/*.md5), installs it and the
 #                                      # serving wheels (.whl/serving) into /tmp/site, unpacks tritonserver
-#   tools/device_session.sh ort-test   # ONNX Runtime GPU tests (tools/device_ort.sh STAGES=test), beside the
-#                                      # background stage
+#   tools/device_session.sh ort-test   # ONNX Runtime GPU tests (tools/device_ort.sh STAGES=test) and the serving
+#                                      # runners' GPU tests, beside the background stage
 #   tools/device_session.sh wait [S]   # waits up to S seconds (default 540) for the background stage; its summary
 #   tools/device_session.sh bench      # timed: tools/device_ort.sh STAGES=bench (QUICK=1 unless QUICK=0; BENCH_ARGS
 #                                      # passed on)
@@ -82,7 +82,7 @@ summary() {
         read -r code seconds < "$rc"
         printf '%-14s rc=%s (%s s): ' "$name" "$code" "$seconds"
         case $name in
-            kernel_tests|ort_tests) tail -1 "$LOGS/$name.log" ;;
+            kernel_tests|ort_tests|runner_tests) tail -1 "$LOGS/$name.log" ;;
             memcheck|racecheck) { grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/$name.log" || tail -1 "$LOGS/$name.log"; } | tail -1 ;;
             harness) grep -E "^(host|gpu): [0-9]+ passed|run_device.sh|warnings in" "$LOGS/$name.log" | tr '\n' ' '; echo ;;
             *) tail -1 "$LOGS/$name.log" ;;
@@ -125,6 +125,11 @@ case ${1:-} in
         ONNXRUNTIME_INCLUDE_DIR=$(ort_headers) STAGES=test OUT="$LOGS/ort" tools/device_ort.sh > "$LOGS/ort_tests.log" 2>&1
         echo "$? $((SECONDS - start))" > "$LOGS/ort_tests.rc"
         tail -30 "$LOGS/ort_tests.log"
+        # the serving runners on the GPU (CUDA graphs per bucket, torch-cuda and ONNX Runtime)
+        start=$SECONDS
+        python3 -m pytest -q -rs -p no:cacheprovider tests/test_serving_runners_gpu.py > "$LOGS/runner_tests.log" 2>&1
+        echo "$? $((SECONDS - start))" > "$LOGS/runner_tests.rc"
+        tail -15 "$LOGS/runner_tests.log"
         summary
         ;;
     wait)
