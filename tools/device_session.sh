@@ -26,7 +26,7 @@ set -uo pipefail
 STATE=/tmp/wtconv-session
 LOGS=$STATE/logs
 ARCHS=${CUDA_ARCHS:-90}
-SANITIZE_S=${SANITIZE_S:-240}
+SANITIZE_S=${SANITIZE_S:-300}
 OUT=${OUT:-device_out}
 mkdir -p "$STATE/parts" "$LOGS" "$OUT"
 export PYTHONUNBUFFERED=1
