@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# tools/device_session.sh — the whole GPU verification of a change over one warm session of short calls on the GPU
+# machine, for when onnxruntime-gpu's wheel must arrive in parts (it is larger than one call may carry). Each call
+# runs one step from the repository root; the state lives in /tmp/wtconv-session, which lasts while the machine stays
+# warm, so the calls follow each other at once. The work that is not timed (builds, GPU tests, compute-sanitizer, the
+# plugin harness) runs in a background process session started by `start`, beside the calls that carry the wheel;
+# the timed steps (`bench`, `serve`) wait for it, so nothing else runs on the GPU while they measure.
+#
+#   tools/device_session.sh start      # first call: takes the carried wheel parts, starts the background stage
+#   tools/device_session.sh part       # later calls: takes the carried wheel parts (.devwheels/*.partNN)
+#   tools/device_session.sh install    # joins the wheel, checks its md5 (.devwheels/*.md5), installs it and the
+#                                      # serving wheels (.whl/serving) into /tmp/site, unpacks tritonserver
+#   tools/device_session.sh ort-test   # ONNX Runtime GPU tests (tools/device_ort.sh STAGES=test) and the serving
+#                                      # runners' GPU tests, beside the background stage
+#   tools/device_session.sh wait [S]   # waits up to S seconds (default 540) for the background stage; its summary
+#   tools/device_session.sh bench      # timed: tools/device_ort.sh STAGES=bench (QUICK=1 unless QUICK=0; BENCH_ARGS
+#                                      # passed on)
+#   tools/device_session.sh serve      # timed: tools/device_serving.sh, both GPU runtimes (RUNTIMES), QUICK=1 and a
+#                                      # BUDGET of 360 s unless given
+#   tools/device_session.sh collect    # every log so far, packed into $OUT/session_logs.tgz
+#
+# Carried paths: .devwheels (the parts and the md5 file written by ../shared/device/split-wheel or `split -b`),
+# .trt/<version> (TensorRT header trees for the harness), third_party/onnxruntime-headers/<version>,
+# .whl/serving (tools/device_serving.sh pack). Build for sm_90 unless CUDA_ARCHS says otherwise.
+set -uo pipefail
+STATE=/tmp/wtconv-session
+LOGS=$STATE/logs
+ARCHS=${CUDA_ARCHS:-90}
+SANITIZE_S=${SANITIZE_S:-300}
+OUT=${OUT:-device_out}
+mkdir -p "$STATE/parts" "$LOGS" "$OUT"
+export PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD:/tmp/site
+export WTCONV_KERNELS_LIB=$PWD/build/plugin/libwtconv_kernels_capi.so
+export WTCONV_ORT_LIB=$PWD/build/plugin/onnxruntime/libwtconv_ort.so
+ort_headers() { ls -d "$PWD"/third_party/onnxruntime-headers/*/include 2>/dev/null | sort -V | tail -1; }
+
+take_parts() {
+    local n=0
+    for part in .devwheels/*.part[0-9]*; do
+        [ -f "$part" ] || continue
+        cp "$part" "$STATE/parts/" && n=$((n + 1))
+    done
+    cp .devwheels/*.md5 "$STATE/parts/" 2>/dev/null
+    echo "parts here: $(ls "$STATE/parts" | grep -c part) (this call brought $n)"
+}
+
+# One step of the background stage: its output in $LOGS/NAME.log, its exit status in $LOGS/NAME.rc.
+step() {
+    local name=$1; shift
+    local start=$SECONDS
+    "$@" > "$LOGS/$name.log" 2>&1
+    local rc=$?
+    echo "$rc $((SECONDS - start))" > "$LOGS/$name.rc"
+    return $rc
+}
+
+background() {
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$LOGS/gpu.log" 2>&1
+    # The harness builds its own trees (one per TensorRT header set) and needs no other build: it starts at once.
+    step harness env CMAKE_CUDA_ARCHITECTURES="$ARCHS" OUT="$LOGS" plugin/trt/harness/run_device.sh .trt/*/ &
+    local harness=$!
+    step build bash -c "cmake -S plugin -B build/plugin -G Ninja -DCMAKE_CUDA_ARCHITECTURES=$ARCHS \
+        -DWTCONV_BUILD_PLUGIN_HARNESS=OFF -DWTCONV_ORT_WERROR=ON -DONNXRUNTIME_INCLUDE_DIR=$ORT_HEADERS \
+        && cmake --build build/plugin -j" || { wait $harness; return 1; }
+    # tools/device_ort.sh reads its library from build/ort_gpu.
+    mkdir -p build && ln -sfn plugin build/ort_gpu
+    step kernel_tests python3 -m pytest -q -rs -p no:cacheprovider tests/test_kernels_gpu.py tests/test_model_gpu.py &
+    # compute-sanitizer over the runner's launches, each cut at SANITIZE_S seconds (racecheck of every case takes
+    # longer than a session can give it; the log says how far it got).
+    step memcheck timeout "$SANITIZE_S" compute-sanitizer --tool memcheck --error-exitcode 3 build/plugin/wtconv_sanitize_runner &
+    step racecheck timeout "$SANITIZE_S" compute-sanitizer --tool racecheck --error-exitcode 3 build/plugin/wtconv_sanitize_runner &
+    wait
+    touch "$STATE/background.done"
+}
+
+summary() {
+    for rc in "$LOGS"/*.rc; do
+        [ -f "$rc" ] || continue
+        local name
+        name=$(basename "$rc" .rc)
+        read -r code seconds < "$rc"
+        printf '%-14s rc=%s (%s s): ' "$name" "$code" "$seconds"
+        case $name in
+            kernel_tests|ort_tests|runner_tests) tail -1 "$LOGS/$name.log" ;;
+            memcheck|racecheck) { grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/$name.log" || tail -1 "$LOGS/$name.log"; } | tail -1 ;;
+            harness) grep -E "^(host|gpu): [0-9]+ passed|run_device.sh|warnings in" "$LOGS/$name.log" | tr '\n' ' '; echo ;;
+            *) tail -1 "$LOGS/$name.log" ;;
+        esac
+    done
+}
+
+case ${1:-} in
+    start)
+        take_parts
+        [ -f "$STATE/background.pid" ] && { echo "the background stage was already started"; exit 0; }
+        export -f step background
+        export LOGS STATE ARCHS ORT_HEADERS SANITIZE_S
+        ORT_HEADERS=$(ort_headers)
+        setsid nohup bash -c background > "$LOGS/background.log" 2>&1 < /dev/null &
+        echo $! > "$STATE/background.pid"
+        echo "background stage started (pid $(cat "$STATE/background.pid"))"
+        ;;
+    part)
+        take_parts
+        [ -f "$STATE/background.pid" ] && summary
+        ;;
+    install)
+        take_parts
+        cd "$STATE/parts" || exit 1
+        whl=$(ls *.part00 | sed 's/\.part00$//')
+        sums=$(ls *.md5 | head -1)
+        cat "$whl".part* > "$STATE/$whl" || exit 1
+        (cd "$STATE" && md5sum -c "parts/$sums") || { echo "md5 mismatch: a part is missing"; exit 1; }
+        cd - > /dev/null || exit 1
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+            "$STATE/$whl" .whl/serving/*.whl || exit 1
+        mkdir -p /tmp/triton && tar -C /tmp/triton -xJf .whl/serving/tritonserver-py3.12.tar.xz || exit 1
+        python3 -c "import onnxruntime as o; print(o.__version__, o.__file__, o.get_available_providers())"
+        summary
+        ;;
+    ort-test)
+        [ -f "$WTCONV_ORT_LIB" ] || { echo "no $WTCONV_ORT_LIB yet: the background build has not finished"; summary; exit 1; }
+        start=$SECONDS
+        ONNXRUNTIME_INCLUDE_DIR=$(ort_headers) STAGES=test OUT="$LOGS/ort" tools/device_ort.sh > "$LOGS/ort_tests.log" 2>&1
+        echo "$? $((SECONDS - start))" > "$LOGS/ort_tests.rc"
+        tail -30 "$LOGS/ort_tests.log"
+        # the serving runners on the GPU (CUDA graphs per bucket, torch-cuda and ONNX Runtime)
+        start=$SECONDS
+        python3 -m pytest -q -rs -p no:cacheprovider tests/test_serving_runners_gpu.py > "$LOGS/runner_tests.log" 2>&1
+        echo "$? $((SECONDS - start))" > "$LOGS/runner_tests.rc"
+        tail -15 "$LOGS/runner_tests.log"
+        summary
+        ;;
+    wait)
+        limit=${2:-540}
+        start=$SECONDS
+        while [ ! -f "$STATE/background.done" ] && [ $((SECONDS - start)) -lt "$limit" ]; do sleep 5; done
+        [ -f "$STATE/background.done" ] && echo "background stage done" || echo "background stage still running"
+        summary
+        ;;
+    bench)
+        [ -f "$STATE/background.done" ] || echo "WARNING: the background stage is still running: timings are shared"
+        ONNXRUNTIME_INCLUDE_DIR=$(ort_headers) STAGES=bench QUICK=${QUICK:-1} OUT="$OUT" tools/device_ort.sh
+        ;;
+    serve)
+        [ -f "$STATE/background.done" ] || echo "WARNING: the background stage is still running: timings are shared"
+        RUNTIMES=${RUNTIMES:-torch-cuda onnxruntime} QUICK=${QUICK:-1} BUDGET=${BUDGET:-360} SKIP_BUILD=1 \
+            OUT="$OUT/serving" tools/device_serving.sh
+        ;;
+    collect)
+        summary | tee "$LOGS/summary.txt"
+        tar czf "$OUT/session_logs.tgz" -C "$STATE" logs
+        ;;
+    *)
+        sed -n '2,25p' "$0"
+        exit 2
+        ;;
+esac
