@@ -37,10 +37,10 @@ GPU machines keep PyTorch's default, since their tests may compute large float64
 ``error_report``: tests record (what, error) figures; the worst of each is printed in the terminal summary,
 so a plain ``pytest -q`` run shows the measured agreement, not only pass/fail.
 
-Side by side (``-n 2``, pytest-xdist): each module runs whole on one worker, since its tests share module fixtures
-(exports, builds), except where a test names its own group (the plugin harness: one per TensorRT header tree), and
-the longest modules start first; the workers' error reports and build times are merged into
-the summary. Session fixtures that build libraries take a file lock, so two workers build a library once.
+Side by side (``-n 2``, pytest-xdist): each module runs whole on one worker (``--dist loadfile``), since its tests
+share module fixtures (exports, builds), and the longest modules start first; the workers' error reports and build
+times are merged into the summary. Session fixtures that build libraries take a file lock, so two workers build a
+library once.
 """
 
 import importlib
@@ -83,8 +83,10 @@ LONGEST_MODULES = (
 def pytest_configure(config):
     if getattr(config.option, "numprocesses", None):
         if config.option.dist == "load":
-            config.option.dist = "loadgroup"  # one group per module (pytest_collection_modifyitems), on one worker
-        config.option.loadscopereorder = False  # the order of pytest_collection_modifyitems, longest first
+            # Each module whole on one worker (its tests share module fixtures: exports, builds). Not by
+            # xdist_group: xdist 3.8 marks a group in the node id through an attribute pytest 9.2 no longer reads.
+            config.option.dist = "loadfile"
+        config.option.loadscopereorder = False  # the workers' order (pytest_collection_modifyitems), longest first
     try:
         import torch
     except ImportError:
@@ -463,17 +465,13 @@ def build_times():
     return _BUILD_TIMES
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """With -n: the longest modules first (LONGEST_MODULES), the others in their usual order; each module one xdist
-    group (its tests share module fixtures), unless a test names its own group (one per plugin build)."""
-    if not getattr(config.option, "numprocesses", None):
+    """On an xdist worker (the workers collect; the controller schedules modules in the order they report): the
+    longest modules first (LONGEST_MODULES), the others in their usual order."""
+    if not hasattr(config, "workerinput"):
         return
     rank = {name: i for i, name in enumerate(LONGEST_MODULES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a module's order is kept
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 def pytest_sessionfinish(session):

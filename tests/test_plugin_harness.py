@@ -15,6 +15,7 @@ else the git-ignored folders .trt/*/ of the checkout, else ../shared/tensorrt-he
 Without headers, CMake or nvcc the tests skip, saying so.
 """
 
+import fcntl
 import os
 import re
 import shutil
@@ -51,10 +52,7 @@ def toolchain_skip_reason():
 
 
 ROOTS = header_roots()
-# One xdist group per header tree: with -n the two plugin builds run side by side (tests/conftest.py).
-PARAMS = [pytest.param(r, id=r.name, marks=pytest.mark.xdist_group(f"plugin-harness-{r.name}")) for r in ROOTS] or [
-    pytest.param(None, id="no-headers")
-]
+PARAMS = [pytest.param(r, id=r.name) for r in ROOTS] or [pytest.param(None, id="no-headers")]
 _RESULTS = {}
 
 
@@ -72,6 +70,20 @@ def harness(root):
     if root in _RESULTS:
         return _RESULTS[root]
     build = ROOT / "build" / f"plugin-harness-{root.name}"
+    build.parent.mkdir(parents=True, exist_ok=True)
+    # One build of a tree at a time, should two test runs share the checkout.
+    with open(build.parent / f"{build.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _RESULTS[root] = _build_and_run(root, build)
+    return _RESULTS[root]
+
+
+def _build_and_run(root, build):
+    """Configure, build (the harness target) and run CTest in ``build``; (build_ok, build_output, ctest_output)."""
+
+    def log(kind):
+        return build.parent / f"{build.name}.{kind}.log"
+
     # Without a GPU only the host part runs, which launches no kernel: PTX alone is enough, and skipping ptxas takes
     # about a third off compiling the kernels.
     arch = os.environ.get("WTCONV_CUDA_ARCHITECTURES") or (
@@ -89,24 +101,21 @@ def harness(root):
             "-DWTCONV_PLUGIN_WERROR=ON",
             f"-DPython3_EXECUTABLE={sys.executable}",
         ],
-        build.with_suffix(".configure.log"),
+        log("configure"),
     )
     if configure.returncode != 0:
-        _RESULTS[root] = (False, configure.stdout, "")
-        return _RESULTS[root]
+        return False, configure.stdout, ""
     # The harness and what it loads (both plugin libraries, the kernels they link); the rest of plugin/ (the kernel
     # C API, the ONNX Runtime library) is built by the tests that check it.
     compiled = _run(
         ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2), "--target", "wtconv_plugin_harness"],
-        build.with_suffix(".build.log"),
+        log("build"),
     )
     if compiled.returncode != 0:
-        _RESULTS[root] = (False, compiled.stdout, "")
-        return _RESULTS[root]
-    ctest = _run(["ctest", "--test-dir", str(build / "trt"), "-V"], build.with_suffix(".ctest.log"))
+        return False, compiled.stdout, ""
+    ctest = _run(["ctest", "--test-dir", str(build / "trt"), "-V"], log("ctest"))
     output = re.sub(r"(?m)^\d+: ", "", ctest.stdout)
-    _RESULTS[root] = (True, compiled.stdout, output)
-    return _RESULTS[root]
+    return True, compiled.stdout, output
 
 
 def _failures(output):

@@ -107,7 +107,7 @@ def measure(name, tuning, args, input_dims, max_batch, pool, sequences) -> dict:
             "images_per_s": round(sum(sizes) / wall, 1),
             "ms_per_batch": round(wall / len(sizes) * 1e3, 3),
         }
-    del runner
+    runner = None  # its sessions and buffers freed before the next variant is made
     gc.collect()
     try:
         import torch

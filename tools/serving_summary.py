@@ -60,9 +60,8 @@ def targets(runs) -> list:
         if top:
             rate, ratio = top[0]["images_per_s"], top[0]["served_over_direct"]
             goal = TARGET_IMAGES_PER_S.get(runtime)
-            lines.append(
-                f"{runtime}: {rate:.0f} images/s at 256 in flight (target {goal}): {'met' if goal and rate >= goal else 'NOT met'}"
-            )
+            verdict = "met" if goal and rate >= goal else "NOT met"
+            lines.append(f"{runtime}: {rate:.0f} images/s at 256 in flight (target {goal}): {verdict}")
             if ratio is not None:
                 met = "met" if ratio >= TARGET_RATIO else "NOT met"
                 lines.append(f"{runtime}: served / direct at the executed batches {ratio:.2f} (target 0.8): {met}")
@@ -98,8 +97,8 @@ def markdown(summary: dict) -> str:
         ]
         out += [
             "",
-            "| in flight | processes | sizes | images/s | p50 ms | p99 ms | x direct | mean batch | padding | queue ms | "
-            "compute ms | failed |",
+            "| in flight | processes | sizes | images/s | p50 ms | p99 ms | x direct | mean batch | padding "
+            "| queue ms | compute ms | failed |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for p in run["sweep"]:
@@ -147,15 +146,17 @@ def table(summary: dict) -> str:
             lat = p["latency_ms"]
             lines.append(
                 f"{run['tag']:28} {str(p['concurrency']) + 'x' + str(p['processes']):>9} "
-                f"{str(p['batch_sizes'][-1]):>6} {p['images_per_s']:>9.0f} {lat['p50'] or 0:>8.2f} {lat['p99'] or 0:>8.2f} "
+                f"{str(p['batch_sizes'][-1]):>6} {p['images_per_s']:>9.0f} "
+                f"{lat['p50'] or 0:>8.2f} {lat['p99'] or 0:>8.2f} "
                 f"{p['served_over_direct'] or 0:>8.2f} {p['padding_share'] or 0:>5.2f}"
             )
     for alt in summary["alternatives"]:
         for v in alt["variants"]:
             if "error" not in v:
+                full, narrow = v["sequence_sizes_1_to_max"], v["sequence_sizes_25_to_32"]
                 lines.append(
-                    f"direct {alt['runtime']} {v['variant']:18} sizes 1..max {v['sequence_sizes_1_to_max']['images_per_s']:>9} "
-                    f"img/s, 25..32 {v['sequence_sizes_25_to_32']['images_per_s']:>9} img/s, load {v['load_s']} s"
+                    f"direct {alt['runtime']} {v['variant']:18} sizes 1..max {full['images_per_s']:>9} "
+                    f"img/s, 25..32 {narrow['images_per_s']:>9} img/s, load {v['load_s']} s"
                 )
             else:
                 lines.append(f"direct {alt['runtime']} {v['variant']:18} {v['error']}")

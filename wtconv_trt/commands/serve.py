@@ -266,37 +266,14 @@ def _terminated(signum, frame):
 
 def _serving(args, served) -> int:
     """What the command does with the running server: the load test, or serve until Ctrl-C / SIGTERM."""
-    if served.network_note:
-        print(f"note: {served.network_note}")
-    metrics = f", metrics {served.metrics_url}" if served.metrics_url else ""
-    print(
-        f"serving '{served.name}': HTTP {served.http_url}, gRPC {served.grpc_url}{metrics} (log: {served.log_file})",
-        flush=True,
-    )
     if args.load_test:
-        print(f"load test: checking {args.load_test} requests, then the sweep", flush=True)
-        result = served.load_test(
-            args.load_test,
-            concurrency=args.concurrency,
-            batch_sizes=args.batch_sizes,
-            protocol=args.protocol,
-            sweep=args.sweep,
-            mixes=args.mix,
-            processes=args.processes,
-            window_s=args.window,
-            extra_process=not args.no_extra_process,
-            kill_backend=args.kill_backend,
-            json_path=args.json,
-        )
-        for report in result.reports:
-            print(report.line())
-        print("\n" + result.table())
-        print("OK: every request answered and matched" if result.passed else "FAILED: see the counts above")
-        return 0 if result.passed else 1
-    print(f"client: {served.client_command()}   (Ctrl-C stops the server)", flush=True)
+        return _load_test(args, served)
+    # Stopped by SIGTERM from here on: a client may send it as soon as the serving line is out.
     stop = threading.Event()
     _STOP.append(stop)
     try:
+        _print_serving(served)
+        print(f"client: {served.client_command()}   (Ctrl-C stops the server)", flush=True)
         status = served.wait(stop)
     finally:
         _STOP.remove(stop)
@@ -304,3 +281,39 @@ def _serving(args, served) -> int:
         print(f"tritonserver exited with status {status} (log: {served.log_file})")
         return 1
     return 0
+
+
+def _print_serving(served) -> None:
+    """The lines that say where the server answers (clients and tests read the 'serving' line)."""
+    if served.network_note:
+        print(f"note: {served.network_note}")
+    metrics = f", metrics {served.metrics_url}" if served.metrics_url else ""
+    print(
+        f"serving '{served.name}': HTTP {served.http_url}, gRPC {served.grpc_url}{metrics} (log: {served.log_file})",
+        flush=True,
+    )
+
+
+def _load_test(args, served) -> int:
+    """--load-test: the answer check and the sweep against the running server; 0 when every request was answered
+    and matched."""
+    _print_serving(served)
+    print(f"load test: checking {args.load_test} requests, then the sweep", flush=True)
+    result = served.load_test(
+        args.load_test,
+        concurrency=args.concurrency,
+        batch_sizes=args.batch_sizes,
+        protocol=args.protocol,
+        sweep=args.sweep,
+        mixes=args.mix,
+        processes=args.processes,
+        window_s=args.window,
+        extra_process=not args.no_extra_process,
+        kill_backend=args.kill_backend,
+        json_path=args.json,
+    )
+    for report in result.reports:
+        print(report.line())
+    print("\n" + result.table())
+    print("OK: every request answered and matched" if result.passed else "FAILED: see the counts above")
+    return 0 if result.passed else 1
