@@ -11,7 +11,7 @@
 #   tools/device_session.sh install    # joins the wheel, checks its md5 (.devwheels/*.md5), installs it and the
 #                                      # serving wheels (.whl/serving) into /tmp/site, unpacks tritonserver
 #   tools/device_session.sh ort-test   # ONNX Runtime GPU tests (tools/device_ort.sh STAGES=test) and the serving
-#                                      # runners' GPU tests, beside the background stage
+#                                      # runners' GPU tests, once the background stage is done
 #   tools/device_session.sh wait [S]   # waits up to S seconds (default 540) for the background stage; its summary
 #   tools/device_session.sh bench      # timed: tools/device_ort.sh STAGES=bench (QUICK=1 unless QUICK=0; BENCH_ARGS
 #                                      # passed on)
@@ -27,12 +27,16 @@ STATE=/tmp/wtconv-session
 LOGS=$STATE/logs
 ARCHS=${CUDA_ARCHS:-90}
 SANITIZE_S=${SANITIZE_S:-300}
-OUT=${OUT:-device_out}
-mkdir -p "$STATE/parts" "$LOGS" "$OUT"
+# Every step runs in a copy of the checkout made by `start`: each call of the GPU machine syncs the working tree
+# again, which would take files from under a build still running from an earlier call.
+REPO=$STATE/repo
+mkdir -p "$STATE/parts" "$LOGS" "${OUT:=device_out}"
+OUT=$(cd "$OUT" && pwd)
 export PYTHONUNBUFFERED=1
-export PYTHONPATH=$PWD:/tmp/site
-export WTCONV_KERNELS_LIB=$PWD/build/plugin/libwtconv_kernels_capi.so
-export WTCONV_ORT_LIB=$PWD/build/plugin/onnxruntime/libwtconv_ort.so
+export PYTHONPATH=$REPO:/tmp/site
+export WTCONV_KERNELS_LIB=$REPO/build/plugin/libwtconv_kernels_capi.so
+export WTCONV_ORT_LIB=$REPO/build/plugin/onnxruntime/libwtconv_ort.so
+in_repo() { cd "$REPO" 2>/dev/null || { echo "no copy of the checkout in $REPO: call start first"; exit 1; }; }
 ort_headers() { ls -d "$PWD"/third_party/onnxruntime-headers/*/include 2>/dev/null | sort -V | tail -1; }
 
 take_parts() {
@@ -94,6 +98,9 @@ case ${1:-} in
     start)
         take_parts
         [ -f "$STATE/background.pid" ] && { echo "the background stage was already started"; exit 0; }
+        mkdir -p "$REPO" && tar --exclude=./.devwheels --exclude=./build -cf - . | tar -C "$REPO" -xf - || exit 1
+        in_repo
+        mkdir -p build
         export -f step background
         export LOGS STATE ARCHS ORT_HEADERS SANITIZE_S
         ORT_HEADERS=$(ort_headers)
@@ -120,7 +127,13 @@ case ${1:-} in
         summary
         ;;
     ort-test)
-        [ -f "$WTCONV_ORT_LIB" ] || { echo "no $WTCONV_ORT_LIB yet: the background build has not finished"; summary; exit 1; }
+        in_repo
+        # Not beside the background stage: its kernel tests and harness cases take every core, and the ORT tests
+        # starve (measured: a quarter of them in 500 s). Wait for it first (WAIT_S, default 540 s).
+        start=$SECONDS
+        while [ ! -f "$STATE/background.done" ] && [ $((SECONDS - start)) -lt "${WAIT_S:-540}" ]; do sleep 5; done
+        [ -f "$STATE/background.done" ] || { echo "the background stage is still running: call ort-test again"; summary; exit 1; }
+        [ -f "$WTCONV_ORT_LIB" ] || { echo "no $WTCONV_ORT_LIB: the background build failed"; summary; exit 1; }
         start=$SECONDS
         ONNXRUNTIME_INCLUDE_DIR=$(ort_headers) STAGES=test OUT="$LOGS/ort" tools/device_ort.sh > "$LOGS/ort_tests.log" 2>&1
         echo "$? $((SECONDS - start))" > "$LOGS/ort_tests.rc"
@@ -140,13 +153,16 @@ case ${1:-} in
         summary
         ;;
     bench)
+        in_repo
         [ -f "$STATE/background.done" ] || echo "WARNING: the background stage is still running: timings are shared"
         ONNXRUNTIME_INCLUDE_DIR=$(ort_headers) STAGES=bench QUICK=${QUICK:-1} OUT="$OUT" tools/device_ort.sh
         ;;
     serve)
+        wheels=$PWD/.whl/serving  # carried into the synced tree, not the copy
+        in_repo
         [ -f "$STATE/background.done" ] || echo "WARNING: the background stage is still running: timings are shared"
         RUNTIMES=${RUNTIMES:-torch-cuda onnxruntime} QUICK=${QUICK:-1} BUDGET=${BUDGET:-360} SKIP_BUILD=1 \
-            OUT="$OUT/serving" tools/device_serving.sh
+            WHEELS="$wheels" OUT="$OUT/serving" tools/device_serving.sh
         ;;
     collect)
         summary | tee "$LOGS/summary.txt"
