@@ -15,6 +15,7 @@ harness on a GPU (docs/engines.md, "What ran where"). The plugin is built once p
 ``rtx_plugin`` fixture; build times are printed in the terminal summary.
 """
 
+import copy
 import time
 
 import numpy as np
@@ -42,9 +43,11 @@ def wtconv_node_fields(onnx_path) -> list[dict]:
 
 
 def torch_output_shape(model, shape, dtype=torch.float32) -> tuple:
-    """PyTorch's output shape for an input of ``shape`` (meta device: shapes only, nothing computed)."""
+    """PyTorch's output shape for an input of ``shape`` (meta device: shapes only, nothing computed), from a copy:
+    the model may be a session fixture other modules run after this one."""
     with torch.no_grad():
-        return tuple(model.to("meta").eval()(torch.empty(shape, device="meta", dtype=dtype)).shape)
+        on_meta = copy.deepcopy(model).to("meta").eval()
+        return tuple(on_meta(torch.empty(shape, device="meta", dtype=dtype)).shape)
 
 
 def build_and_check(
