@@ -54,6 +54,7 @@ def toolchain_skip_reason():
 ROOTS = header_roots()
 PARAMS = [pytest.param(r, id=r.name) for r in ROOTS] or [pytest.param(None, id="no-headers")]
 _RESULTS = {}
+_KERNELS = {}  # CUDA architectures -> libwtconv_kernels.a of a tree built here: the next tree links it
 
 
 def _run(cmd, log):
@@ -89,6 +90,8 @@ def _build_and_run(root, build):
     arch = os.environ.get("WTCONV_CUDA_ARCHITECTURES") or (
         "native" if cuda_device_skip_reason() is None else "90-virtual"
     )
+    # The kernels do not depend on TensorRT's headers: compiled in the first tree, linked by the others.
+    prebuilt = _KERNELS.get(arch)
     configure = _run(
         [
             "cmake",
@@ -100,6 +103,7 @@ def _build_and_run(root, build):
             f"-DTensorRT_ROOT={root}",
             "-DWTCONV_PLUGIN_WERROR=ON",
             f"-DPython3_EXECUTABLE={sys.executable}",
+            f"-DWTCONV_KERNELS_PREBUILT={prebuilt or ''}",
         ],
         log("configure"),
     )
@@ -113,6 +117,8 @@ def _build_and_run(root, build):
     )
     if compiled.returncode != 0:
         return False, compiled.stdout, ""
+    if prebuilt is None and (build / "libwtconv_kernels.a").is_file():
+        _KERNELS[arch] = build / "libwtconv_kernels.a"
     ctest = _run(["ctest", "--test-dir", str(build / "trt"), "-V"], log("ctest"))
     output = re.sub(r"(?m)^\d+: ", "", ctest.stdout)
     return True, compiled.stdout, output
