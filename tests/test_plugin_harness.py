@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 from conftest import TENSORRT_HEADERS, cuda_device_skip_reason
+from kernels_tree import ARCHS as KERNELS_ARCHS
+from kernels_tree import kernels_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow  # builds plugin/ once per TensorRT header tree
@@ -85,12 +87,17 @@ def _build_and_run(root, build):
     def log(kind):
         return build.parent / f"{build.name}.{kind}.log"
 
-    # Without a GPU only the host part runs, which launches no kernel: PTX alone is enough, and skipping ptxas takes
-    # about a third off compiling the kernels.
-    arch = os.environ.get("WTCONV_CUDA_ARCHITECTURES") or (
-        "native" if cuda_device_skip_reason() is None else "90-virtual"
-    )
-    # The kernels do not depend on TensorRT's headers: compiled in the first tree, linked by the others.
+    # With a GPU, the kernels for it (the GPU part launches them); without one only the host part runs, which
+    # launches no kernel, and the trees link the kernels the compile test builds (tests/kernels_tree.py). Otherwise
+    # the kernels do not depend on TensorRT's headers: compiled in the first tree, linked by the others.
+    arch = os.environ.get("WTCONV_CUDA_ARCHITECTURES") or ("native" if cuda_device_skip_reason() is None else None)
+    if arch is None:
+        arch = KERNELS_ARCHS
+        if arch not in _KERNELS:
+            ok, output, tree = kernels_tree(arch)
+            if not ok:
+                return False, output, ""
+            _KERNELS[arch] = tree / "libwtconv_kernels.a"
     prebuilt = _KERNELS.get(arch)
     configure = _run(
         [
