@@ -49,12 +49,6 @@ def test_torch_cuda_runner_replays_a_graph_per_bucket_and_matches_eager(shipped_
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(
-    strict=True,
-    reason="on an H200 (onnxruntime-gpu 1.31.1) the runner's check at load found the batch-1 CUDA graph answering "
-    "differently from an eager run of the same session and fell back to eager sessions; cause not yet known "
-    "(docs/serving.md, 'On a GPU')",
-)
 def test_onnxruntime_runner_replays_a_graph_per_bucket_and_matches_the_cpu(shipped_export, ort_cuda):
     from wtconv_serving.ort_runner import OnnxRuntimeRunner
 

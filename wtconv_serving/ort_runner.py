@@ -17,7 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from wtconv_core.errors import ServingError
-from wtconv_serving.batch_runner import BatchRunner, DeviceBuffers, graph_agrees, host_array
+from wtconv_serving.batch_runner import (
+    BatchRunner,
+    DeviceBuffers,
+    graph_agrees,
+    graph_tolerance,
+    host_array,
+    relative_difference,
+)
 from wtconv_serving.tuning import Tuning
 
 log = logging.getLogger(__name__)
@@ -25,9 +32,9 @@ log = logging.getLogger(__name__)
 __all__ = ["OnnxRuntimeRunner"]
 
 _ONNX_NUMPY = {1: np.float32, 10: np.float16}  # onnx.TensorProto.FLOAT, FLOAT16
-# ONNX Runtime runs a graph id regularly this many times before it captures it (its CUDA EP's
-# min_num_runs_before_cuda_graph_capture, 2 in the releases we use), then replays it: warm-up runs each bucket once
-# more than that, and the last run is a replay.
+# ONNX Runtime captures a graph id once the session has made this many regular runs (its CUDA EP's
+# min_num_runs_before_cuda_graph_capture, at most 2 in the releases we use), then replays it: warm-up runs each
+# bucket once more than that, so the last run is a replay.
 RUNS_BEFORE_CAPTURE = 2
 
 
@@ -147,7 +154,8 @@ class OnnxRuntimeRunner(BatchRunner):
         search = self.tuning.cudnn_search_for(graphs or per_bucket)
         shared = None if per_bucket else self._gpu_session(graphs=graphs, search=search)
         self.bindings, self.run_options, self.outputs = {}, {}, {}
-        self.buffers.device_input.normal_()
+        with torch.cuda.stream(self.stream):  # ordered before ONNX Runtime's runs on the same stream
+            self.buffers.device_input.normal_()
         for index, bucket in enumerate(self.buckets):
             session = shared or self._gpu_session(graphs=False, search=search)
             self.sessions[bucket] = session
@@ -160,9 +168,11 @@ class OnnxRuntimeRunner(BatchRunner):
             options.add_run_config_entry("disable_synchronize_execution_providers", "1")  # we synchronise once
             if graphs:
                 options.add_run_config_entry("gpu_graph_id", str(index + 1))
-            # The output's shape from one run on a buffer of ONNX Runtime's, then our own buffer bound.
+            # The output's shape from one run on a buffer of ONNX Runtime's, then our own buffer bound. That run must
+            # not be captured (ONNX Runtime counts regular runs per session, not per graph id, so a later bucket's
+            # first run would be): a graph replays into the buffer bound at capture, here one freed at once.
             binding.bind_output(self.output_name, "cuda", self.device.index)
-            session.run_with_iobinding(binding, options)
+            session.run_with_iobinding(binding, _eager_run_options(ort))
             self.stream.synchronize()
             shape = tuple(binding.get_outputs()[0].shape())
             output = torch.empty(shape, dtype=_torch_dtype(torch, self.output_dtype), device=self.device)
@@ -174,19 +184,36 @@ class OnnxRuntimeRunner(BatchRunner):
                 session.run_with_iobinding(binding, options)
             self.stream.synchronize()
             if graphs:
-                replayed = output.float().cpu().numpy()
-                eager = ort.RunOptions()
-                eager.add_run_config_entry("gpu_graph_id", "-1")  # this run neither captures nor replays
-                session.run_with_iobinding(binding, eager)
-                self.stream.synchronize()
-                if not graph_agrees(replayed, output.float().cpu().numpy()):
-                    raise ServingError(f"batch {bucket}: the CUDA graph's output differs from an eager run's")
+                self._check_replay(session, binding, options, output, bucket)
         if graphs:
             self.mode = f"CUDA graphs (cudnn_conv_algo_search {search} at capture)"
         elif per_bucket:
             self.mode = f"eager, one session per bucket (cudnn_conv_algo_search {search})"
         else:
             self.mode = f"eager (cudnn_conv_algo_search {search})"
+
+    def _check_replay(self, session, binding, options, output, bucket: int) -> None:
+        """A replay at a new input into an output filled with NaN, against an eager run of the same session on that
+        input: a graph that missed work done outside its capture leaves NaN or an answer to the old input."""
+        import onnxruntime as ort
+
+        torch = self.torch
+        results = []
+        for run_options in (options, _eager_run_options(ort)):
+            with torch.cuda.stream(self.stream):
+                if not results:
+                    self.buffers.device_input[:bucket].normal_()
+                output.fill_(float("nan"))
+            self.stream.synchronize()
+            session.run_with_iobinding(binding, run_options)
+            self.stream.synchronize()
+            results.append(output.float().cpu().numpy())
+        tolerance = graph_tolerance(self.output_dtype)
+        if not graph_agrees(*results, tolerance):
+            raise ServingError(
+                f"batch {bucket}: the CUDA graph's output differs from an eager run's by "
+                f"{relative_difference(*results):.1e} of its largest value (at most {tolerance:.0e})"
+            )
 
     def _run(self, parts, rows: int, size: int) -> np.ndarray:
         if self.buffers is None:
@@ -210,6 +237,13 @@ class OnnxRuntimeRunner(BatchRunner):
                 start += len(part)
             x = self.staging[:rows]
         return self.session.run([self.output_name], {self.input_name: x})[0]
+
+
+def _eager_run_options(ort):
+    """Run options for a run that neither captures nor replays a CUDA graph (gpu_graph_id -1)."""
+    options = ort.RunOptions()
+    options.add_run_config_entry("gpu_graph_id", "-1")
+    return options
 
 
 def _torch_dtype(torch, dtype):
