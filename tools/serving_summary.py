@@ -25,6 +25,13 @@ TARGET_RATIO = 0.8
 TARGET_TAIL = 3.0
 
 
+def _parts(by_part) -> str:
+    """Triton's compute time of one execution by part, "input / infer / output" in ms."""
+    if not by_part:
+        return "-"
+    return " / ".join(f"{by_part[part]:.2f}" for part in ("input", "infer", "output"))
+
+
 def padding_share(executed: dict, buckets) -> float | None:
     """Images computed but dropped (a batch padded up to its bucket) over all images computed."""
     if not executed or not buckets:
@@ -98,7 +105,7 @@ def markdown(summary: dict) -> str:
         out += [
             "",
             "| in flight | processes | sizes | images/s | p50 ms | p99 ms | x direct | mean batch | padding "
-            "| queue ms | compute ms | failed |",
+            "| queue ms | ms per execution: input / infer / output | failed |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for p in run["sweep"]:
@@ -107,7 +114,7 @@ def markdown(summary: dict) -> str:
                 f"| {p['concurrency']} | {p['processes']} | {p['batch_sizes'][0]}-{p['batch_sizes'][-1]} | "
                 f"{p['images_per_s']} | {lat['p50']} | {lat['p99']} | {p['served_over_direct']} | "
                 f"{p['mean_executed_batch']} | {p['padding_share']} | {p['queue_ms']} | "
-                f"{p['compute_ms_per_execution']} | {p['failed']} |"
+                f"{_parts(p.get('compute_ms_by_part'))} | {p['failed']} |"
             )
         for check in run["check"]:
             out.append(

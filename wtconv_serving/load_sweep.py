@@ -18,7 +18,6 @@ import signal
 import tempfile
 import time
 import urllib.request
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,7 +46,7 @@ class SweepPoint:
     errors: list = field(default_factory=list)
     executed: dict = field(default_factory=dict)  # batch size -> executions in the window (Triton's statistics)
     queue_ms: float | None = None  # mean time a request waited in Triton's queue
-    compute_ms: float | None = None  # mean compute time of one execution (input, infer, output)
+    compute_ms: dict = field(default_factory=dict)  # mean ms of one execution by part (stats_delta's COMPUTE_PARTS)
     direct_images_per_s: float | None = None  # the same runner, directly, on the executed batches
 
     @property
@@ -76,7 +75,8 @@ class SweepPoint:
             "executed_batches": {str(k): v for k, v in sorted(self.executed.items())},
             "mean_executed_batch": round(_mean_batch(self.executed), 2) if self.executed else None,
             "queue_ms": None if self.queue_ms is None else round(self.queue_ms, 3),
-            "compute_ms_per_execution": None if self.compute_ms is None else round(self.compute_ms, 3),
+            "compute_ms_per_execution": round(sum(self.compute_ms.values()), 3) if self.compute_ms else None,
+            "compute_ms_by_part": {part: round(ms, 3) for part, ms in self.compute_ms.items()},
             "direct_images_per_s_at_executed": (
                 None if self.direct_images_per_s is None else round(self.direct_images_per_s, 1)
             ),
@@ -123,29 +123,36 @@ def model_stats(http_url: str, model: str) -> dict:
     return stats["model_stats"][0]
 
 
-def stats_delta(before: dict, after: dict) -> tuple[dict, float | None, float | None]:
-    """({batch size: executions}, mean queue ms per request, mean compute ms per execution) between two readings."""
+COMPUTE_PARTS = ("input", "infer", "output")
 
-    def batches(stats):
-        return {int(b["batch_size"]): int(b["compute_infer"]["count"]) for b in stats.get("batch_stats", [])}
 
-    executed = Counter(batches(after))
-    executed.subtract(batches(before))
-    executed = {b: n for b, n in executed.items() if n > 0}
+def stats_delta(before: dict, after: dict) -> tuple[dict, float | None, dict]:
+    """({batch size: executions}, mean queue ms per request, {part: mean ms per execution}) between two readings.
+
+    Triton's per-model ``inference_stats`` count every request of a batch with the batch's whole compute time, so
+    the compute time of one execution comes from ``batch_stats``, which count executions (docs/serving.md, "Reading
+    Triton's statistics"). The parts: ``input`` (the request's tensors handed to the backend), ``infer`` (the
+    backend's execute: for our Python models the runner, copies included), ``output``."""
+
+    def per_batch(stats, part, key):
+        return {int(b["batch_size"]): int(b[f"compute_{part}"][key]) for b in stats.get("batch_stats", [])}
+
+    def delta(part, key):
+        after_values, before_values = per_batch(after, part, key), per_batch(before, part, key)
+        return {b: v - before_values.get(b, 0) for b, v in after_values.items()}
+
+    executed = {b: n for b, n in delta("infer", "count").items() if n > 0}
+    executions = sum(executed.values())
+    compute_ms = {}
+    if executions:
+        compute_ms = {part: sum(delta(part, "ns").values()) / executions / 1e6 for part in COMPUTE_PARTS}
 
     def total(stats, what, key):
-        entry = stats.get("inference_stats", {}).get(what, {})
-        return int(entry.get(key, 0))
+        return int(stats.get("inference_stats", {}).get(what, {}).get(key, 0))
 
     requests = total(after, "success", "count") - total(before, "success", "count")
     queue_ns = total(after, "queue", "ns") - total(before, "queue", "ns")
-    executions = int(after.get("execution_count", 0)) - int(before.get("execution_count", 0))
-    compute_ns = sum(
-        total(after, part, "ns") - total(before, part, "ns")
-        for part in ("compute_input", "compute_infer", "compute_output")
-    )
     queue_ms = queue_ns / requests / 1e6 if requests > 0 else None
-    compute_ms = compute_ns / executions / 1e6 if executions > 0 else None
     return executed, queue_ms, compute_ms
 
 
