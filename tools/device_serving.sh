@@ -17,17 +17,18 @@
 # processes (asynchronous gRPC), request sizes 1/2/4/8 and 1..64, the busiest point again with one more process;
 # Triton's statistics give the batch sizes executed, and the direct rate on those batches the "x direct" column.
 # Then the alternatives the defaults were chosen against, direct (tools/serving_alternatives.py: CUDA graphs, cuDNN
-# search, a session per bucket, no buckets, denser buckets) and served (1 instance per GPU instead of 2).
+# search, a session per bucket, no buckets, denser buckets) and served (other instance counts than the default 2:
+# INSTANCES: "1" unless given, when ALTERNATIVES=1 and not QUICK=1).
 # Results: $OUT/serving_results.{json,md} and $OUT/logs.tgz; a table last. Stages past the time budget are skipped.
 #
 # Knobs: QUICK=1 (shorter windows, main alternatives only; about half the time), RUNTIMES ("torch-cuda onnxruntime";
 # RUNTIME=X alone also works), MODELS ("tiny digits"), SWEEP (16,64,256; the digits model: SWEEP_DIGITS, 16,256),
-# WINDOW (3 s per point), PROCESSES (4),
-# CHECK (requests of the check, 1024), BUDGET (seconds, 400: later stages are skipped past it), ALTERNATIVES (1),
-# SKIP_BUILD (1: use the built libraries), CUDA_ARCHS (90), DEVICE (onnxruntime's device: cuda), PYV (3.12), WHEELS
-# (.whl/serving). With PYV=3.11 RUNTIME=onnxruntime DEVICE=cpu the same script runs on a CPU machine (the digits model,
-# small settings, WTCONV_ORT_LIB to a built libwtconv_ort.so and SKIP_BUILD=1), which is how its shell logic was
-# checked.
+# WINDOW (3 s per point), PROCESSES (4), INSTANCES ("1": served instance counts beside the default), INSTANCES_SWEEP
+# (256), ALTERNATIVES (1: 0 skips the direct alternatives), CHECK (requests of the check,
+# 1024), BUDGET (seconds, 400: later stages are skipped past it), SKIP_BUILD (1: use the built libraries), CUDA_ARCHS
+# (90), DEVICE (onnxruntime's device: cuda), PYV (3.12), WHEELS (.whl/serving). With PYV=3.11 RUNTIME=onnxruntime
+# DEVICE=cpu the same script runs on a CPU machine (the digits model, small settings, WTCONV_ORT_LIB to a built
+# libwtconv_ort.so and SKIP_BUILD=1), which is how its shell logic was checked.
 set -uo pipefail
 PYTRITON=0.7.0
 TRITONCLIENT=2.73.0
@@ -48,6 +49,8 @@ PROCESSES=${PROCESSES:-4}
 CHECK=${CHECK:-1024}
 BUDGET=${BUDGET:-400}
 ALTERNATIVES=${ALTERNATIVES:-1}
+INSTANCES=${INSTANCES:-}
+INSTANCES_SWEEP=${INSTANCES_SWEEP:-256}
 
 if [ "${1:-}" = pack ]; then
     set -e
@@ -214,9 +217,9 @@ for model in $MODELS; do
     done
 done
 
-# --- alternatives: direct (tiny, else digits), then served with 1 instance per GPU instead of 2
+# --- alternatives: direct (tiny, else digits), then served with other instance counts than the default
 alt_model=$onnx_tiny
-[[ " $MODELS " == *" tiny "* ]] || alt_model=$onnx_digits
+model=tiny; [[ " $MODELS " == *" tiny "* ]] || { alt_model=$onnx_digits; model=digits; }
 if [ "$ALTERNATIVES" = 1 ]; then
     for runtime in $RUNTIMES; do
         quick=(); [ "$QUICK" = 1 ] && quick=(--quick)
@@ -224,13 +227,13 @@ if [ "$ALTERNATIVES" = 1 ]; then
             --onnx "$alt_model" --runtime "$runtime" --ort-library "$WTCONV_ORT_LIB" --device "$DEVICE" --dense \
             --json "$work/alternatives_$runtime.json" "${quick[@]}"
     done
-    if [ "$QUICK" != 1 ]; then
-        model=tiny; [[ " $MODELS " == *" tiny "* ]] || model=digits
-        for runtime in $RUNTIMES; do
-            within_budget "serve_${runtime}_${model}_1instance" && stage "serve_${runtime}_${model}_1instance" \
-                serve "${runtime}_${model}_1instance" "$runtime" "$model" --instances 1 --sweep 256 \
-                --no-extra-process --load-test 64
-        done
-    fi
+    [ "$QUICK" != 1 ] && INSTANCES=${INSTANCES:-1}
 fi
+for count in $INSTANCES; do
+    for runtime in $RUNTIMES; do
+        tag=${runtime}_${model}_${count}instance
+        within_budget "serve_$tag" && stage "serve_$tag" serve "$tag" "$runtime" "$model" \
+            --instances "$count" --sweep "$INSTANCES_SWEEP" --no-extra-process --load-test 64
+    done
+done
 finish

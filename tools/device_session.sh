@@ -21,12 +21,15 @@
 #
 # Carried paths: .devwheels (the parts and the md5 file written by ../shared/device/split-wheel or `split -b`),
 # .trt/<version> (TensorRT header trees for the harness), third_party/onnxruntime-headers/<version>,
-# .whl/serving (tools/device_serving.sh pack). Build for sm_90 unless CUDA_ARCHS says otherwise.
+# .whl/serving (tools/device_serving.sh pack). Build for sm_90 unless CUDA_ARCHS says otherwise. BACKGROUND names
+# what the background stage runs after the build (default "harness kernel_tests sanitize"; e.g. "" when only the ONNX
+# Runtime op changed: the kernels' GPU tests and the harness take most of a session).
 set -uo pipefail
 STATE=/tmp/wtconv-session
 LOGS=$STATE/logs
 ARCHS=${CUDA_ARCHS:-90}
 SANITIZE_S=${SANITIZE_S:-300}
+BACKGROUND=${BACKGROUND-harness kernel_tests sanitize}
 # Every step runs in a copy of the checkout made by `start`: each call of the GPU machine syncs the working tree
 # again, which would take files from under a build still running from an earlier call.
 REPO=$STATE/repo
@@ -62,18 +65,23 @@ step() {
 background() {
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$LOGS/gpu.log" 2>&1
     # The harness builds its own trees (one per TensorRT header set) and needs no other build: it starts at once.
-    step harness env CMAKE_CUDA_ARCHITECTURES="$ARCHS" OUT="$LOGS" plugin/trt/harness/run_device.sh .trt/*/ &
-    local harness=$!
+    if [[ " $BACKGROUND " == *" harness "* ]]; then
+        step harness env CMAKE_CUDA_ARCHITECTURES="$ARCHS" OUT="$LOGS" plugin/trt/harness/run_device.sh .trt/*/ &
+    fi
     step build bash -c "cmake -S plugin -B build/plugin -G Ninja -DCMAKE_CUDA_ARCHITECTURES=$ARCHS \
         -DWTCONV_BUILD_PLUGIN_HARNESS=OFF -DWTCONV_ORT_WERROR=ON -DONNXRUNTIME_INCLUDE_DIR=$ORT_HEADERS \
-        && cmake --build build/plugin -j" || { wait $harness; return 1; }
+        && cmake --build build/plugin -j" || { wait; touch "$STATE/background.done"; return 1; }
     # tools/device_ort.sh reads its library from build/ort_gpu.
     mkdir -p build && ln -sfn plugin build/ort_gpu
-    step kernel_tests python3 -m pytest -q -rs -p no:cacheprovider tests/test_kernels_gpu.py tests/test_model_gpu.py &
+    if [[ " $BACKGROUND " == *" kernel_tests "* ]]; then
+        step kernel_tests python3 -m pytest -q -rs -p no:cacheprovider tests/test_kernels_gpu.py tests/test_model_gpu.py &
+    fi
     # compute-sanitizer over the runner's launches, each cut at SANITIZE_S seconds (racecheck of every case takes
     # longer than a session can give it; the log says how far it got).
-    step memcheck timeout "$SANITIZE_S" compute-sanitizer --tool memcheck --error-exitcode 3 build/plugin/wtconv_sanitize_runner &
-    step racecheck timeout "$SANITIZE_S" compute-sanitizer --tool racecheck --error-exitcode 3 build/plugin/wtconv_sanitize_runner &
+    if [[ " $BACKGROUND " == *" sanitize "* ]]; then
+        step memcheck timeout "$SANITIZE_S" compute-sanitizer --tool memcheck --error-exitcode 3 build/plugin/wtconv_sanitize_runner &
+        step racecheck timeout "$SANITIZE_S" compute-sanitizer --tool racecheck --error-exitcode 3 build/plugin/wtconv_sanitize_runner &
+    fi
     wait
     touch "$STATE/background.done"
 }
@@ -102,7 +110,7 @@ case ${1:-} in
         in_repo
         mkdir -p build
         export -f step background
-        export LOGS STATE ARCHS ORT_HEADERS SANITIZE_S
+        export LOGS STATE ARCHS ORT_HEADERS SANITIZE_S BACKGROUND
         ORT_HEADERS=$(ort_headers)
         setsid nohup bash -c background > "$LOGS/background.log" 2>&1 < /dev/null &
         echo $! > "$STATE/background.pid"
