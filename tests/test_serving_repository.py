@@ -85,15 +85,15 @@ def test_config_follows_the_model(tmp_path, dtype, wire):
     assert (version / "model.onnx").read_bytes() == (tmp_path / "m.onnx").read_bytes()
 
 
-def test_gpu_instances_take_gpu_inputs_and_come_two_per_gpu(tmp_path):
-    """A GPU runtime's config: two instances per GPU unless told (one prepares a batch while the other computes), and
-    inputs a client placed in GPU memory reach the runner there."""
+def test_gpu_instances_take_gpu_inputs_and_come_four_per_gpu(tmp_path):
+    """A GPU runtime's config: four instances per GPU unless told (docs/serving.md, "Instances": the others copy their
+    batches on the host while one computes), and inputs a client placed in GPU memory reach the runner there."""
     from tritonclient.grpc import model_config_pb2 as pb
 
     onnx_path = tiny_onnx(tmp_path / "m.onnx")
     config = parsed(write(onnx_path, tmp_path / "repo", name="g", runtime="torch-cuda"))
     [group] = config.instance_group
-    assert (group.kind, group.count) == (pb.ModelInstanceGroup.KIND_GPU, 2)
+    assert (group.kind, group.count) == (pb.ModelInstanceGroup.KIND_GPU, 4)
     assert config.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value == "no"
     config = parsed(write(onnx_path, tmp_path / "repo", name="h", runtime="torch-cuda", instances=3))
     assert config.instance_group[0].count == 3

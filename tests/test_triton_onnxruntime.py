@@ -147,7 +147,7 @@ def test_gpu_instances_get_tf32_by_precision_and_a_cheap_cudnn_search(exports, o
     [accelerator] = config.optimization.execution_accelerators.gpu_execution_accelerator
     assert dict(accelerator.parameters) == {"use_tf32": "1", "cudnn_conv_algo_search": "EXHAUSTIVE"}
     assert config.parameters["cudnn_conv_algo_search"].string_value == "0"
-    assert half.name == "digits_fp16" and config.instance_group[0].count == 2
+    assert half.name == "digits_fp16" and config.instance_group[0].count == 4  # docs/serving.md, "Instances"
     assert config.input[0].data_type == config.output[0].data_type == model_config_pb2.TYPE_FP16
 
 

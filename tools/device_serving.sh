@@ -2,7 +2,7 @@
 # tools/device_serving.sh — Triton serving on a GPU machine (docs/serving.md, "Measured on a GPU"): WTConvNeXt-T fp16
 # (random weights) and the shipped digits model, each served by `wtconv-trt serve` with both GPU runtimes, torch-cuda
 # (PyTorch on our CUDA kernels) and onnxruntime (the exported file in onnxruntime-gpu's CUDA EP, WTConv2d nodes on
-# libwtconv_ort.so), with the tuning's defaults (wtconv_serving/tuning.py: buckets, CUDA graphs, 2 instances per GPU).
+# libwtconv_ort.so), with the tuning's defaults (wtconv_serving/tuning.py: buckets, CUDA graphs, instances per GPU).
 #
 #   tools/device_serving.sh pack   # where pip reaches PyPI: fills .whl/serving/ (about 30 MB): the tritonclient,
 #                                  # python-rapidjson and polygraphy wheels for Python 3.12, and

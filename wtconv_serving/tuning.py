@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from wtconv_core.errors import InputError
 from wtconv_core.inputs import MAX_INT32, check_choice, check_int
+from wtconv_serving import defaults
 
 __all__ = [
     "CUDNN_CODES",
@@ -51,17 +52,18 @@ class Tuning:
     cuda_graphs: replay one CUDA graph per bucket (torch-cuda, ONNX Runtime's enable_cuda_graph, TensorRT); a runner
     whose capture fails runs eagerly and says so. cudnn_search: see CUDNN_SEARCHES. session_per_bucket: ONNX Runtime
     on a GPU without graphs: one session per bucket, so no Conv ever sees a second shape. gpu_instances: model
-    instances per GPU when not given (2: one copies and prepares a batch while the other computes).
+    instances per GPU when not given (several, so that some copy their batches on the host while one computes;
+    wtconv_serving.defaults says what was measured).
     max_queue_size: requests waiting beyond it are refused at once; queue_timeout_ms: a request waiting longer is
     refused (0: no limit)."""
 
     buckets: tuple[int, ...] = ()
     cuda_graphs: bool = True
-    cudnn_search: str = "auto"
+    cudnn_search: str = defaults.CUDNN_SEARCH
     session_per_bucket: bool = False
-    gpu_instances: int = 2
-    max_queue_size: int = 512
-    queue_timeout_ms: int = 5000
+    gpu_instances: int = defaults.GPU_INSTANCES
+    max_queue_size: int = defaults.MAX_QUEUE_SIZE
+    queue_timeout_ms: int = defaults.QUEUE_TIMEOUT_MS
 
     def with_max_batch(self, max_batch_size: int) -> Tuning:
         """These settings with the buckets resolved for ``max_batch_size`` (default_buckets when none are given);

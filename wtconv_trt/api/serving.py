@@ -355,18 +355,18 @@ def write_serving_repository(
     """Write a Triton Python-backend model repository for an exported ONNX model (``wtconv-trt serve
     --write-only``); returns ServingRepository.
 
-    name: default 'digits' for the shipped model, else the file's stem. engine / plugin: a TensorRT engine built
-    from the model and its plugin library, served where TensorRT and a GPU exist. runtime: "auto" (the first of
-    TensorRT engine, PyTorch on our CUDA kernels, ONNX Runtime that can run where the server runs), "tensorrt",
-    "torch-cuda" or "onnxruntime". max_batch_size: Triton's (default: the engine's profiles, else 128 images, fewer
-    for large inputs: wtconv_serving.tuning.default_max_batch). instances: 1 to 64 (default: 2 per GPU for GPU
-    instances, else 1); instance_kind: "auto", "cpu", "gpu", "model". max_queue_delay_us: 0 to 10**8. threads:
-    ONNX Runtime intra-op threads, 0 to 1024 (0: its own). warmup: add model_warmup (one request per bucket) to the
-    config. force: replace the model's folder when it holds files. device: where the onnxruntime runtime runs the
-    model: "auto" (on the GPU where this machine's onnxruntime has the CUDA execution provider and, for WTConv2d
-    nodes, libwtconv_ort.so has its CUDA op; else the CPU), "cpu", or "cuda" (each KIND_GPU instance on its GPU);
-    only with runtime onnxruntime or auto. ort_library: libwtconv_ort.so for the WTConv2d nodes (default: the one
-    ``wtconv-trt doctor`` finds), copied into the model's folder; without one the Python op runs them (CPU).
+    name: default 'digits' for the shipped model, else the file's stem. engine / plugin: a TensorRT engine built from
+    the model and its plugin library, served where TensorRT and a GPU exist. runtime: "auto" (the first of TensorRT
+    engine, PyTorch on our CUDA kernels, ONNX Runtime that can run where the server runs), "tensorrt", "torch-cuda" or
+    "onnxruntime". max_batch_size: Triton's (default: the engine's profiles, else 128 images, fewer for large inputs:
+    wtconv_serving.tuning.default_max_batch). instances: 1 to 64 (default: serving_defaults.GPU_INSTANCES per GPU for
+    GPU instances, else 1); instance_kind: "auto", "cpu", "gpu", "model". max_queue_delay_us: 0 to 10**8. threads: ONNX
+    Runtime intra-op threads, 0 to 1024 (0: its own). warmup: add model_warmup (one request per bucket) to the config.
+    force: replace the model's folder when it holds files. device: where the onnxruntime runtime runs the model: "auto"
+    (on the GPU where this machine's onnxruntime has the CUDA execution provider and, for WTConv2d nodes,
+    libwtconv_ort.so has its CUDA op; else the CPU), "cpu", or "cuda" (each KIND_GPU instance on its GPU); only with
+    runtime onnxruntime or auto. ort_library: libwtconv_ort.so for the WTConv2d nodes (default: the one ``wtconv-trt
+    doctor`` finds), copied into the model's folder; without one the Python op runs them (CPU).
 
     Tuning (docs/serving.md, "Tuning"; defaults in wtconv_serving.tuning): buckets: the batch sizes a batch is
     padded up to on a GPU, Triton's preferred sizes and the warm-up sizes (default powers of two up to

@@ -7,6 +7,7 @@ import sys
 import threading
 
 from wtconv_trt import arguments
+from wtconv_trt.api import serving_defaults as defaults
 
 HELP = "serve an exported model with Triton Inference Server (Python backend; --write-only writes the repository)"
 
@@ -52,7 +53,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--instances",
         type=arguments.integer,
-        help="model instances, 1 to 64 (default: 2 per GPU for GPU instances, else 1)",
+        help=f"model instances, 1 to 64 (default: {defaults.GPU_INSTANCES} per GPU for GPU instances, else 1)",
     )
     parser.add_argument(
         "--instance-kind",
@@ -87,7 +88,7 @@ def add_arguments(parser):
     )
     tuning.add_argument(
         "--cudnn-search",
-        default="auto",
+        default=defaults.CUDNN_SEARCH,
         choices=["auto", "EXHAUSTIVE", "HEURISTIC", "DEFAULT"],
         help="ONNX Runtime's cudnn_conv_algo_search (default auto: EXHAUSTIVE with CUDA graphs or a session per "
         "bucket, HEURISTIC otherwise)",
@@ -100,14 +101,15 @@ def add_arguments(parser):
     tuning.add_argument(
         "--max-queue-size",
         type=arguments.integer,
-        default=512,
-        help="requests waiting in Triton's queue beyond which the next is refused at once (default 512; 0: none)",
+        default=defaults.MAX_QUEUE_SIZE,
+        help="requests waiting in Triton's queue beyond which the next is refused at once "
+        f"(default {defaults.MAX_QUEUE_SIZE}; 0: none)",
     )
     tuning.add_argument(
         "--queue-timeout-ms",
         type=arguments.integer,
-        default=5000,
-        help="a request waiting longer in the queue is refused (default 5000 ms; 0: none)",
+        default=defaults.QUEUE_TIMEOUT_MS,
+        help=f"a request waiting longer in the queue is refused (default {defaults.QUEUE_TIMEOUT_MS} ms; 0: none)",
     )
     parser.add_argument("--force", action="store_true", help="overwrite the model's folder in the repository")
     parser.add_argument("--write-only", action="store_true", help="write the repository and exit")

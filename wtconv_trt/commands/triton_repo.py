@@ -3,6 +3,7 @@ repository, for its TensorRT backend (an engine; the job: wtconv_trt.api.triton.
 onnxruntime backend (the export itself with libwtconv_ort.so; wtconv_trt.api.triton.write_onnxruntime_repository)."""
 
 from wtconv_trt import arguments
+from wtconv_trt.api import serving_defaults as defaults
 
 HELP = (
     "write a Triton Inference Server model repository (config.pbtxt, model, libraries, serve.sh): for an engine "
@@ -33,7 +34,8 @@ def add_arguments(parser):
     parser.add_argument(
         "--instances",
         type=arguments.integer,
-        help="model instances per GPU, 1 to 64 (instance_group count; default 2 on GPUs, 1 on the CPU)",
+        help=f"model instances per GPU, 1 to 64 (instance_group count; default {defaults.GPU_INSTANCES} on GPUs, 1 on "
+        "the CPU)",
     )
     parser.add_argument(
         "--gpus", metavar="0,1", type=arguments.gpu_list, help="GPUs for the instances (default: every visible GPU)"
@@ -55,14 +57,15 @@ def add_arguments(parser):
     parser.add_argument(
         "--max-queue-size",
         type=arguments.integer,
-        default=512,
-        help="requests waiting beyond which the next is refused at once (default 512; 0: no limit)",
+        default=defaults.MAX_QUEUE_SIZE,
+        help="requests waiting beyond which the next is refused at once "
+        f"(default {defaults.MAX_QUEUE_SIZE}; 0: no limit)",
     )
     parser.add_argument(
         "--queue-timeout-ms",
         type=arguments.integer,
-        default=5000,
-        help="a request waiting longer in the queue is refused (default 5000 ms; 0: no limit)",
+        default=defaults.QUEUE_TIMEOUT_MS,
+        help=f"a request waiting longer in the queue is refused (default {defaults.QUEUE_TIMEOUT_MS} ms; 0: no limit)",
     )
     parser.add_argument("--no-warmup", action="store_true", help="no model_warmup in the config")
     parser.add_argument(
