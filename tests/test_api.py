@@ -139,5 +139,14 @@ def test_serving_plan_checks_everything_before_writing(tmp_path):
         with pytest.raises(wtconv_trt.ConfigurationError, match="runtime torch-cuda cannot run here"):
             serving.plan_serving(onnx, tmp_path / "repo", runtime="torch-cuda")
     assert not (tmp_path / "repo").exists()
+    # The load test is checked with the rest and kept in the plan, which the server's run takes as it is.
+    plan = serving.plan_serving(
+        onnx, tmp_path / "repo", serving=False, load_test=7, sweep=[16, 64], mixes=[[1, 64]], kill_backend=True
+    )
+    assert plan.load_test == serving.LoadTest(requests=7, sweep=(16, 64), mixes=((1, 64),), kill_backend=True)
+    assert serving.plan_serving(onnx, tmp_path / "repo", serving=False).load_test is None
+    with pytest.raises(wtconv_trt.InputError, match="^mixes: expected"):
+        serving.plan_serving(onnx, tmp_path / "repo", serving=False, load_test=7, mixes=[[]])
+    assert not (tmp_path / "repo").exists()
     written = wtconv_trt.write_serving_repository(onnx, tmp_path / "repo", runtime="onnxruntime")
     assert written.name == "m" and written.config.is_file() and 'backend: "python"' in written.config_text

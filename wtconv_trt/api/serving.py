@@ -26,6 +26,7 @@ from wtconv_serving.tuning import DEFAULT_TUNING, check_tuning
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "LoadTest",
     "LoadTestResult",
     "Served",
     "ServingPlan",
@@ -47,6 +48,24 @@ PROTOCOLS = ("grpc", "http", "both")
 MAX_PORT = 65535
 
 
+@dataclass(frozen=True)
+class LoadTest:
+    """A load test whose options check_load_test has checked: what Served.run_load_test runs (Served.load_test
+    documents each option)."""
+
+    requests: int
+    concurrency: int = 16
+    batch_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    protocol: str = "grpc"
+    sweep: tuple[int, ...] = ()
+    mixes: tuple[tuple[int, ...], ...] = ()
+    processes: int | None = None
+    window_s: float = 3.0
+    extra_process: bool = True
+    kill_backend: bool = False
+    json_path: Path | None = None
+
+
 def check_load_test(
     requests: int | None,
     *,
@@ -57,16 +76,19 @@ def check_load_test(
     mixes: Sequence[Sequence[int]] = (),
     processes: int | None = None,
     window_s: float = 3.0,
-) -> list[int]:
+    extra_process: bool = True,
+    kill_backend: bool = False,
+    json_path: str | os.PathLike | None = None,
+) -> LoadTest | None:
     """The load-test options checked (requests 1 to 10**7 when given, concurrency and each sweep value 1 to 4096,
-    batch sizes >= 1 in every mix, protocol grpc / http / both, processes 1 to 64, window 0.1 to 3600 s); returns
-    the batch sizes as a list."""
+    batch sizes >= 1 in every mix, protocol grpc / http / both, processes 1 to 64, window 0.1 to 3600 s; json_path
+    is checked by the caller, with the other files); returns the LoadTest, None without ``requests``."""
     if requests is not None:
         check_int(requests, "requests", 1, MAX_LOAD_REQUESTS)
     check_int(concurrency, "concurrency", 1, MAX_CONCURRENCY)
     for value in sweep:
         check_int(value, "sweep", 1, MAX_CONCURRENCY)
-    sizes = [check_int(b, "batch_sizes", 1, 2**31 - 1) for b in batch_sizes]
+    sizes = tuple(check_int(b, "batch_sizes", 1, 2**31 - 1) for b in batch_sizes)
     if not sizes:
         raise InputError("batch_sizes: expected at least one batch size, e.g. 1,2,4,8", parameter="batch_sizes")
     for mix in mixes:
@@ -76,9 +98,23 @@ def check_load_test(
             check_int(b, "mixes", 1, 2**31 - 1)
     if processes is not None:
         check_int(processes, "processes", 1, MAX_PROCESSES)
-    check_number(window_s, "window_s", 0.1, MAX_WINDOW_S, what=" s")
+    window_s = check_number(window_s, "window_s", 0.1, MAX_WINDOW_S, what=" s")
     check_choice(protocol, "protocol", PROTOCOLS)
-    return sizes
+    if requests is None:
+        return None
+    return LoadTest(
+        requests=requests,
+        concurrency=concurrency,
+        batch_sizes=sizes,
+        protocol=protocol,
+        sweep=tuple(sweep),
+        mixes=tuple(tuple(m) for m in mixes),
+        processes=processes,
+        window_s=window_s,
+        extra_process=bool(extra_process),
+        kill_backend=bool(kill_backend),
+        json_path=None if json_path is None else Path(json_path),
+    )
 
 
 @dataclass
@@ -95,6 +131,7 @@ class ServingPlan:
     runtime_here: str | None = None
     runtime_note: str | None = None
     json_path: Path | None = None  # where the load test's report goes (checked writable)
+    load_test: LoadTest | None = None  # the load test to run once the server is ready (checked)
 
     @property
     def onnx(self) -> Path:
@@ -192,6 +229,8 @@ def plan_serving(
     mixes: Sequence[Sequence[int]] = (),
     processes: int | None = None,
     window_s: float = 3.0,
+    extra_process: bool = True,
+    kill_backend: bool = False,
     json_path: str | os.PathLike | None = None,
 ) -> ServingPlan:
     """Check everything a ``wtconv-trt serve`` run needs before anything is written or started; returns the
@@ -202,7 +241,8 @@ def plan_serving(
     metrics=False; timeout 1 to 86400 s), that a runtime named with ``runtime`` can run on this machine, that no
     output (``log``, ``json_path``, the repository) is one of the inputs, and that ``log`` and ``json_path`` can be
     written (both are replaced when they exist). load_test, concurrency, batch_sizes, protocol, sweep, mixes,
-    processes, window_s: a load test to run once the server is ready (checked by check_load_test)."""
+    processes, window_s, extra_process, kill_backend: a load test to run once the server is ready (checked by
+    check_load_test; ServingPlan.load_test, run by Served.run_load_test)."""
     from wtconv_core.paths import check_not_an_input, check_output_file
     from wtconv_serving.python_backend import check_python_repository
 
@@ -219,7 +259,7 @@ def plan_serving(
     if not metrics:
         ports["metrics"] = None
     timeout = check_number(timeout, "timeout", 1.0, MAX_TIMEOUT_S, what=" s")
-    check_load_test(
+    planned_load_test = check_load_test(
         load_test,
         concurrency=concurrency,
         batch_sizes=batch_sizes,
@@ -228,6 +268,9 @@ def plan_serving(
         mixes=mixes,
         processes=processes,
         window_s=window_s,
+        extra_process=extra_process,
+        kill_backend=kill_backend,
+        json_path=json_path,
     )
     tuning = check_tuning(
         buckets=buckets,
@@ -282,6 +325,7 @@ def plan_serving(
         runtime_here=runtime_here,
         runtime_note=runtime_note,
         json_path=None if json_path is None else Path(json_path),
+        load_test=planned_load_test,
     )
 
 
@@ -511,11 +555,9 @@ class Served:
         and once more with one more process (``extra_process``). json_path: write the report there (atomically).
         ``passed``: every request of the check answered and matched, none of the sweep failed
         (wtconv_serving.load_test)."""
-        from wtconv_core.files import atomic_write_json
         from wtconv_core.paths import check_output_file
-        from wtconv_serving.load_test import run_load_test
 
-        check_load_test(
+        planned = check_load_test(
             requests,
             concurrency=concurrency,
             batch_sizes=batch_sizes,
@@ -524,24 +566,34 @@ class Served:
             mixes=mixes,
             processes=processes,
             window_s=window_s,
+            extra_process=extra_process,
+            kill_backend=kill_backend,
+            json_path=json_path,
         )
         if json_path:
             check_output_file(json_path, option="json_path", force=True)
+        return self.run_load_test(planned)
+
+    def run_load_test(self, planned: LoadTest) -> LoadTestResult:
+        """Run a load test already checked (check_load_test, e.g. ServingPlan.load_test), as load_test does."""
+        from wtconv_core.files import atomic_write_json
+        from wtconv_serving.load_test import run_load_test
+
         result = run_load_test(
             self.repository,
             self.server,
-            requests,
-            concurrency=concurrency,
-            batch_sizes=list(batch_sizes),
-            protocol=protocol,
-            sweep=list(sweep),
-            mixes=[list(m) for m in mixes],
-            processes=processes,
-            window_s=window_s,
-            extra_process=extra_process,
-            kill_backend=kill_backend,
+            planned.requests,
+            concurrency=planned.concurrency,
+            batch_sizes=list(planned.batch_sizes),
+            protocol=planned.protocol,
+            sweep=list(planned.sweep),
+            mixes=[list(m) for m in planned.mixes],
+            processes=planned.processes,
+            window_s=planned.window_s,
+            extra_process=planned.extra_process,
+            kill_backend=planned.kill_backend,
         )
-        if json_path:
-            atomic_write_json(json_path, result.report)  # an interrupted run leaves no half-written file
+        if planned.json_path:
+            atomic_write_json(planned.json_path, result.report)  # an interrupted run leaves no half-written file
         self.failed |= not result.passed
         return result

@@ -237,6 +237,8 @@ def run(args) -> int:
         mixes=args.mix,
         processes=args.processes,
         window_s=args.window,
+        extra_process=not args.no_extra_process,
+        kill_backend=args.kill_backend,
         json_path=args.json,
     )
     repo = plan.write_repository()
@@ -251,7 +253,7 @@ def run(args) -> int:
     previous = signal.signal(signal.SIGTERM, _terminated)  # SIGTERM cleans up as Ctrl-C does (exit status 143)
     try:
         with plan.start() as served:  # drained and stopped on every exit; a failure's log kept and named
-            return _serving(args, served)
+            return _serving(args, served, plan.load_test)
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -266,10 +268,11 @@ def _terminated(signum, frame):
     sys.exit(128 + signal.SIGTERM)
 
 
-def _serving(args, served) -> int:
-    """What the command does with the running server: the load test, or serve until Ctrl-C / SIGTERM."""
-    if args.load_test:
-        return _load_test(args, served)
+def _serving(args, served, load_test) -> int:
+    """What the command does with the running server: the load test planned (checked with the other options), or
+    serve until Ctrl-C / SIGTERM."""
+    if load_test is not None:
+        return _load_test(served, load_test)
     # Stopped by SIGTERM from here on: a client may send it as soon as the serving line is out.
     stop = threading.Event()
     _STOP.append(stop)
@@ -296,24 +299,12 @@ def _print_serving(served) -> None:
     )
 
 
-def _load_test(args, served) -> int:
+def _load_test(served, load_test) -> int:
     """--load-test: the answer check and the sweep against the running server; 0 when every request was answered
     and matched."""
     _print_serving(served)
-    print(f"load test: checking {args.load_test} requests, then the sweep", flush=True)
-    result = served.load_test(
-        args.load_test,
-        concurrency=args.concurrency,
-        batch_sizes=args.batch_sizes,
-        protocol=args.protocol,
-        sweep=args.sweep,
-        mixes=args.mix,
-        processes=args.processes,
-        window_s=args.window,
-        extra_process=not args.no_extra_process,
-        kill_backend=args.kill_backend,
-        json_path=args.json,
-    )
+    print(f"load test: checking {load_test.requests} requests, then the sweep", flush=True)
+    result = served.run_load_test(load_test)
     for report in result.reports:
         print(report.line())
     print("\n" + result.table())
