@@ -8,6 +8,7 @@ wait for it, then reuse it); a later run rebuilds only what changed."""
 
 import fcntl
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -36,7 +37,7 @@ def kernels_tree(archs: str = ARCHS):
 def _configure_and_build(archs: str, build: Path):
     configure = ["cmake", "-S", str(ROOT / "plugin"), "-B", str(build), f"-DCMAKE_CUDA_ARCHITECTURES={archs}"]
     configure += ["-DCMAKE_BUILD_TYPE=Release"]
-    if not (build / "CMakeCache.txt").is_file() and _which("ninja"):
+    if not (build / "CMakeCache.txt").is_file() and shutil.which("ninja"):
         configure += ["-G", "Ninja"]
     result = subprocess.run(configure, capture_output=True, text=True, timeout=600)
     if result.returncode != 0:
@@ -48,9 +49,3 @@ def _configure_and_build(archs: str, build: Path):
     if result.returncode != 0:
         return False, f"build failed:\n{result.stdout[-6000:]}\n{result.stderr[-4000:]}", build
     return True, result.stdout, build
-
-
-def _which(tool: str) -> bool:
-    from shutil import which
-
-    return which(tool) is not None

@@ -1,11 +1,14 @@
-"""The serving defaults that both wtconv_serving.tuning.Tuning and the command line's help show, in a module that
-imports nothing (the command line builds its parsers without numpy). docs/serving.md, "Tuning", says how each was
-chosen."""
+"""The serving defaults and the cuDNN search choices that both wtconv_serving.tuning.Tuning and the command line's
+help show, in a module that imports nothing (the command line builds its parsers without numpy). docs/serving.md,
+"Tuning", says how each was chosen."""
 
 # Model instances per GPU. On an H200, WTConvNeXt-T fp16 at 256 requests in flight: 2 instances served 3,400-4,600
 # images/s, 3 about 5,100, 4 6,000-6,800 (each instance spends about two thirds of an execution on host copies of the
 # batch; the others keep the GPU busy meanwhile).
 GPU_INSTANCES = 4
-CUDNN_SEARCH = "auto"  # ONNX Runtime's cudnn_conv_algo_search: wtconv_serving.tuning.CUDNN_SEARCHES
+# ONNX Runtime CUDA EP's cudnn_conv_algo_search; "auto": EXHAUSTIVE under CUDA graphs (a bucket's plan is searched
+# once, at capture), HEURISTIC when eager (every change of batch size re-plans; 14-17 ms instead of 93-115 ms).
+CUDNN_SEARCHES = ("auto", "EXHAUSTIVE", "HEURISTIC", "DEFAULT")
+CUDNN_SEARCH = "auto"
 MAX_QUEUE_SIZE = 512  # requests waiting in Triton's queue beyond which the next is refused at once
 QUEUE_TIMEOUT_MS = 5000  # a request waiting longer in the queue is refused

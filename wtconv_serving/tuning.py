@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from wtconv_core.errors import InputError
 from wtconv_core.inputs import MAX_INT32, check_choice, check_int
 from wtconv_serving import defaults
+from wtconv_serving.defaults import CUDNN_SEARCHES
 
 __all__ = [
     "CUDNN_CODES",
@@ -35,9 +36,6 @@ __all__ = [
 # allows"): 128 images of 3x224x224 in fp32 take 77 MB, in fp16 39 MB.
 DEFAULT_MAX_BATCH = 128
 MAX_BATCH_BYTES = 128 * 2**20
-# ONNX Runtime CUDA EP's cudnn_conv_algo_search; "auto": EXHAUSTIVE under CUDA graphs (a bucket's plan is searched
-# once, at capture), HEURISTIC when eager (every change of batch size re-plans; 14-17 ms instead of 93-115 ms).
-CUDNN_SEARCHES = ("auto", "EXHAUSTIVE", "HEURISTIC", "DEFAULT")
 CUDNN_CODES = {"EXHAUSTIVE": 0, "HEURISTIC": 1, "DEFAULT": 2}  # the integers Triton's onnxruntime backend reads
 MAX_QUEUE_SIZE = 10**6
 MAX_QUEUE_TIMEOUT_MS = 3_600_000

@@ -89,7 +89,7 @@ def add_arguments(parser):
     tuning.add_argument(
         "--cudnn-search",
         default=defaults.CUDNN_SEARCH,
-        choices=["auto", "EXHAUSTIVE", "HEURISTIC", "DEFAULT"],
+        choices=defaults.CUDNN_SEARCHES,
         help="ONNX Runtime's cudnn_conv_algo_search (default auto: EXHAUSTIVE with CUDA graphs or a session per "
         "bucket, HEURISTIC otherwise)",
     )

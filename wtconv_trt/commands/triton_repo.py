@@ -112,7 +112,7 @@ def add_arguments(parser):
     )
     g.add_argument(
         "--cudnn-search",
-        choices=["auto", "EXHAUSTIVE", "HEURISTIC", "DEFAULT"],
+        choices=defaults.CUDNN_SEARCHES,
         help="the CUDA execution provider's cudnn_conv_algo_search (default auto: HEURISTIC, which re-plans a "
         "convolution for a new batch size in milliseconds where EXHAUSTIVE takes about 100)",
     )
