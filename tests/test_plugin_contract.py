@@ -24,8 +24,6 @@ PLUGIN_SOURCES = (
             "wtconvPluginEntry.cpp",
             "wtconvPluginRegistration.cpp",
             "wtconvPluginAbi.h",
-            "wtconvDeviceWeights.h",
-            "wtconvDeviceWeights.cpp",
             "wtconvPluginFields.cpp",
             "wtconvPluginFields.h",
             "wtconvPluginFieldsCapi.cpp",
@@ -36,6 +34,8 @@ PLUGIN_SOURCES = (
         for name in (
             "wtconvLayerFields.cpp",
             "wtconvLayerFields.h",
+            "wtconvDeviceWeights.h",
+            "wtconvDeviceWeights.cpp",
         )
     ]
     + sorted((ROOT / "plugin" / "onnxruntime").glob("wtconvOrt*"))

@@ -13,6 +13,7 @@
 //   has no such call, and there each stream gets a workspace of its own from the kernel, grown outside captures.
 // Errors (a shape the kernels refuse, a CUDA failure, a capture that would need an upload) come back as ONNX
 // Runtime errors naming the node.
+#include "wtconvDeviceWeights.h"
 #include "wtconvKernel.h"
 #include "wtconvOrtNode.h"
 #include "wtconvOrtOps.h"
@@ -78,71 +79,21 @@ bool capturing(cudaStream_t stream, std::string const& who)
     return status != cudaStreamCaptureStatusNone;
 }
 
-// The folded weights on one device: base weight | bias | wavelet weight, each at a 256-byte boundary.
-struct DeviceWeights
-{
-    int device{-1};
-    void* memory{nullptr};
-    float const* baseWeight{nullptr};
-    float const* baseBias{nullptr};
-    float const* waveletWeight{nullptr};
-
-    DeviceWeights() = default;
-    DeviceWeights(DeviceWeights const&) = delete;
-    DeviceWeights& operator=(DeviceWeights const&) = delete;
-    ~DeviceWeights()
-    {
-        // At process exit the CUDA context may already be gone: errors are ignored.
-        int previous = 0;
-        bool const switched = cudaGetDevice(&previous) == cudaSuccess && previous != device
-            && cudaSetDevice(device) == cudaSuccess;
-        cudaFree(memory);
-        if (switched)
-        {
-            cudaSetDevice(previous);
-        }
-    }
-};
-
-size_t roundUp(size_t bytes)
-{
-    return (bytes + 255) / 256 * 256;
-}
-
-// Copies the node's weights to `device` on a private non-blocking stream and waits for the copy: never inside a
-// run that may be captured (kernel creation, or the first run after checking it is not captured).
+// Copies the node's weights to `device` (plugin/common/wtconvDeviceWeights.h, as the TensorRT plugin does) and
+// waits for the copy: never inside a run that may be captured (kernel creation, or the first run after checking it
+// is not captured).
 std::unique_ptr<DeviceWeights> uploadWeights(NodeConfig const& node, int device)
 {
     DeviceScope const scope(device, node.who);
     LayerFields const& f = node.fields;
-    size_t const wBytes = roundUp(f.baseWeight.size() * sizeof(float));
-    size_t const bBytes = roundUp(f.baseBias.size() * sizeof(float));
-    size_t const vBytes = f.waveletWeight.size() * sizeof(float);
-    auto weights = std::make_unique<DeviceWeights>();
-    weights->device = device;
-    std::string const what = node.who + ": uploading the weights to CUDA device " + std::to_string(device);
-    checkCuda(cudaMalloc(&weights->memory, wBytes + bBytes + vBytes), what);
-    char* base = static_cast<char*>(weights->memory);
-    cudaStream_t upload = nullptr;
-    checkCuda(cudaStreamCreateWithFlags(&upload, cudaStreamNonBlocking), what);
-    cudaError_t status = cudaMemcpyAsync(
-        base, f.baseWeight.data(), f.baseWeight.size() * sizeof(float), cudaMemcpyHostToDevice, upload);
-    if (status == cudaSuccess)
+    std::string error;
+    std::unique_ptr<DeviceWeights> weights = uploadDeviceWeights(
+        HostWeights{f.baseWeight, f.baseBias, f.waveletWeight}, error);
+    if (weights == nullptr)
     {
-        status = cudaMemcpyAsync(
-            base + wBytes, f.baseBias.data(), f.baseBias.size() * sizeof(float), cudaMemcpyHostToDevice, upload);
+        throw OrtError(ORT_RUNTIME_EXCEPTION,
+            node.who + ": uploading the weights to CUDA device " + std::to_string(device) + ": " + error);
     }
-    if (status == cudaSuccess)
-    {
-        status = cudaMemcpyAsync(
-            base + wBytes + bBytes, f.waveletWeight.data(), vBytes, cudaMemcpyHostToDevice, upload);
-    }
-    cudaError_t const synced = cudaStreamSynchronize(upload);
-    cudaStreamDestroy(upload);
-    checkCuda(status != cudaSuccess ? status : synced, what);
-    weights->baseWeight = reinterpret_cast<float const*>(base);
-    weights->baseBias = reinterpret_cast<float const*>(base + wBytes);
-    weights->waveletWeight = reinterpret_cast<float const*>(base + wBytes + bBytes);
     return weights;
 }
 

@@ -5,15 +5,27 @@
 
 namespace wtconv
 {
-namespace trt
-{
 
 DeviceWeights::~DeviceWeights()
 {
-    if (memory != nullptr && cudaFree(memory) != cudaSuccess)
+    if (memory == nullptr)
     {
-        cudaGetLastError(); // nothing useful to do with it here; keep it off later launch checks
+        return;
     }
+    // Freed on its own device. At process exit the CUDA context may already be gone: errors are only taken off
+    // the last-error record, so that a later launch check does not report them.
+    int32_t previous = 0;
+    bool const switched = cudaGetDevice(&previous) == cudaSuccess && previous != device
+        && cudaSetDevice(device) == cudaSuccess;
+    if (cudaFree(memory) != cudaSuccess)
+    {
+        cudaGetLastError();
+    }
+    if (switched)
+    {
+        cudaSetDevice(previous);
+    }
+    cudaGetLastError();
 }
 
 std::string handledCudaFailure(char const* what, cudaError_t status)
@@ -22,8 +34,8 @@ std::string handledCudaFailure(char const* what, cudaError_t status)
     return std::string(what) + ": " + cudaGetErrorString(status);
 }
 
-bool ensureDeviceWeights(std::shared_ptr<DeviceWeights>& slot, HostWeights const& host, std::string& error,
-    cudaStream_t const* copyStream, bool* noDevice) noexcept
+std::unique_ptr<DeviceWeights> uploadDeviceWeights(
+    HostWeights const& host, std::string& error, cudaStream_t const* copyStream) noexcept
 {
     try
     {
@@ -32,28 +44,20 @@ bool ensureDeviceWeights(std::shared_ptr<DeviceWeights>& slot, HostWeights const
         if (status != cudaSuccess)
         {
             error = handledCudaFailure("cudaGetDevice failed", status);
-            if (noDevice != nullptr)
-            {
-                *noDevice = true;
-            }
-            return false;
-        }
-        if (slot != nullptr && slot->device == device)
-        {
-            return true;
+            return nullptr;
         }
         // One allocation, each array starting at a 256-byte boundary.
         auto roundUp = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
         size_t const baseWeightBytes = roundUp(host.baseWeight.size() * sizeof(float));
         size_t const baseBiasBytes = roundUp(host.baseBias.size() * sizeof(float));
         size_t const waveletBytes = host.waveletWeight.size() * sizeof(float);
-        auto weights = std::make_shared<DeviceWeights>();
+        auto weights = std::make_unique<DeviceWeights>();
         status = cudaMalloc(&weights->memory, baseWeightBytes + baseBiasBytes + waveletBytes);
         if (status != cudaSuccess)
         {
             weights->memory = nullptr;
             error = handledCudaFailure("cudaMalloc of the weights failed", status);
-            return false;
+            return nullptr;
         }
         weights->device = device;
         char* base = static_cast<char*>(weights->memory);
@@ -67,7 +71,7 @@ bool ensureDeviceWeights(std::shared_ptr<DeviceWeights>& slot, HostWeights const
             if (status != cudaSuccess)
             {
                 error = handledCudaFailure("creating the stream for the weight upload failed", status);
-                return false;
+                return nullptr;
             }
         }
         cudaStream_t const stream = copyStream != nullptr ? *copyStream : ownStream;
@@ -84,7 +88,7 @@ bool ensureDeviceWeights(std::shared_ptr<DeviceWeights>& slot, HostWeights const
         }
         if (status == cudaSuccess)
         {
-            // Complete before the weights are shared: a clone may launch on another stream.
+            // Complete before the weights are shared: another owner may launch on another stream.
             status = cudaStreamSynchronize(stream);
         }
         if (ownStream != nullptr)
@@ -94,8 +98,42 @@ bool ensureDeviceWeights(std::shared_ptr<DeviceWeights>& slot, HostWeights const
         if (status != cudaSuccess)
         {
             error = handledCudaFailure("copying the weights to the device failed", status);
-            return false;
+            return nullptr;
         }
+        return weights;
+    }
+    catch (std::exception const& e)
+    {
+        error = e.what();
+    }
+    return nullptr;
+}
+
+bool ensureDeviceWeights(std::shared_ptr<DeviceWeights>& slot, HostWeights const& host, std::string& error,
+    cudaStream_t const* copyStream, bool* noDevice) noexcept
+{
+    int32_t device = -1;
+    cudaError_t const status = cudaGetDevice(&device);
+    if (status != cudaSuccess)
+    {
+        error = handledCudaFailure("cudaGetDevice failed", status);
+        if (noDevice != nullptr)
+        {
+            *noDevice = true;
+        }
+        return false;
+    }
+    if (slot != nullptr && slot->device == device)
+    {
+        return true;
+    }
+    std::unique_ptr<DeviceWeights> weights = uploadDeviceWeights(host, error, copyStream);
+    if (weights == nullptr)
+    {
+        return false;
+    }
+    try
+    {
         slot = std::move(weights);
         return true;
     }
@@ -148,5 +186,4 @@ bool weightsReadyForEnqueue(std::shared_ptr<DeviceWeights>& slot, HostWeights co
     return false;
 }
 
-} // namespace trt
 } // namespace wtconv
