@@ -1,6 +1,6 @@
 """A/B of two builds of our kernels in one process, on the same inputs, interleaved.
 
-    python3 tools/ab_kernels.py --lib before=build/ref/libwtconv_kernels_capi.so \\
+    python3 -m benchmarks.ab_kernels --lib before=build/ref/libwtconv_kernels_capi.so \\
         --lib after=build/plugin/libwtconv_kernels_capi.so --json OUT/ab.json --markdown OUT/ab.md
 
 Every kernel change is timed on the held set below (docs/bench/README.md, "A/B of a kernel change"): the
@@ -231,7 +231,7 @@ def markdown(rows: list[dict], names: list[str], meta: dict) -> str:
 
 def recorded_command(args: list[str]) -> str:
     """The command line as the results record it: the device run's output folder ($OUT) written as OUT."""
-    line = "python3 tools/ab_kernels.py " + " ".join(args)
+    line = "python3 -m benchmarks.ab_kernels " + " ".join(args)
     out = os.environ.get("OUT")
     return line.replace(out.rstrip("/"), "OUT") if out else line
 

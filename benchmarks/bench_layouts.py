@@ -9,7 +9,7 @@ This script measures, at the WTConvNeXt-T stage shapes (fp16 and fp32):
 and whole-model fp16 time of WTConvNeXt-T (ours), ConvNeXt-T (timm), and ConvNeXt-T with its depthwise
 convolutions removed (the rest of the network), at B=256.
 
-Usage (GPU machine, repository root, kernels built): python3 tools/bench_layouts.py --out DIR
+Usage (GPU machine, repository root, kernels built): python3 -m benchmarks.bench_layouts --out DIR
 """
 
 import argparse
@@ -110,7 +110,7 @@ def main():
         gpu=torch.cuda.get_device_name(),
         torch=torch.__version__,
         date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        command=f"python3 tools/bench_layouts.py --out OUT --replays {args.replays} --batch {args.batch}",
+        command=f"python3 -m benchmarks.bench_layouts --out OUT --replays {args.replays} --batch {args.batch}",
     )
     result = dict(meta=meta, layers=layer_rows(args.batch, args.replays), models=model_rows(args.batch))
     (args.out / "bench_layouts.json").write_text(json.dumps(result, indent=1))

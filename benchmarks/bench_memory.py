@@ -1,7 +1,7 @@
-"""Memory benchmark of the fused WTConv layer and the WTConvNeXt models on a CUDA GPU (wtconv_bench/memory.py
+"""Memory benchmark of the fused WTConv layer and the WTConvNeXt models on a CUDA GPU (benchmarks/memory.py
 says what is measured). Writes bench_memory.json and bench_memory.md into --out.
 
-    python tools/bench_memory.py --out docs/bench --official third_party/WTConv [--quick]
+    python -m benchmarks.bench_memory --out docs/bench --official third_party/WTConv [--quick]
 """
 
 import argparse
@@ -9,7 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
-from wtconv_bench.memory import run
+from benchmarks.memory import run
 
 
 def main() -> int:
@@ -21,7 +21,7 @@ def main() -> int:
     parser.add_argument("--no-paper", action="store_true", help="without the paper's kernels (they compile first)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    words = ["python tools/bench_memory.py --out OUT"] + (["--official OFFICIAL"] if args.official else [])
+    words = ["python -m benchmarks.bench_memory --out OUT"] + (["--official OFFICIAL"] if args.official else [])
     words += (["--quick"] if args.quick else []) + ["--parts", *args.parts] + (["--no-paper"] if args.no_paper else [])
     run(args.out, args.official, quick=args.quick, command=" ".join(words), parts=args.parts, paper=not args.no_paper)
     return 0

@@ -2,9 +2,9 @@
 """Benchmark of WTConvNeXt-T in ONNX Runtime with the native WTConv2d op (libwtconv_ort.so), beside timm's
 ConvNeXt-T exported both ways and the standard-op export, on the CPU or on the GPU (onnxruntime-gpu's CUDA EP).
 
-    python tools/bench_ort.py --device cpu --out docs/bench               # B=1 224^2, fp32, 2 threads
-    python tools/bench_ort.py --device cuda --out $OUT                    # fp16 and fp32, B=1 and B=64, CUDA graphs
-    python tools/bench_ort.py --device cuda --out $OUT --quick            # fewer runs (a first look, a smoke test)
+    python -m benchmarks.bench_ort --device cpu --out docs/bench         # B=1 224^2, fp32, 2 threads
+    python -m benchmarks.bench_ort --device cuda --out $OUT              # fp16 and fp32, B=1 and B=64, CUDA graphs
+    python -m benchmarks.bench_ort --device cuda --out $OUT --quick      # fewer runs (a first look, a smoke test)
 
 Models (224x224, dynamic batch, exported in this process's children at its start; WTConvNeXt-T with random
 weights, seed 0, rendered for ONNX Runtime: opset 20, fp16 LayerNorms without Casts; docs/onnx_export.md):

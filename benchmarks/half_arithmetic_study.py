@@ -26,8 +26,9 @@ Rounding is round-to-nearest-even computed directly from float64 (``round_to_dty
 cast goes through float32 and so rounds twice. The fp32 parts run in float32 in the executable spec's order
 (wtconv_export/fused_spec.py); the kernels' fp32 order differs only at float32 rounding (~1e-7 relative).
 
-Usage (repository root): python3 tools/half_arithmetic_study.py [--device cuda] [--seeds 5] [--groups stages awkward]
-                             [--json docs/bench/half_arithmetic.json] [--markdown docs/bench/half_arithmetic.md]
+Usage (repository root): python3 -m benchmarks.half_arithmetic_study [--device cuda] [--seeds 5]
+                             [--groups stages awkward] [--json docs/bench/half_arithmetic.json]
+                             [--markdown docs/bench/half_arithmetic.md]
 docs/bench/half_arithmetic.md is the committed run (docs/bench/README.md, "Packed half arithmetic").
 """
 
@@ -286,7 +287,7 @@ Schemes (everything not named is fp32, the output is rounded once to the I/O dty
 - `row-split`: every convolution with one half accumulator per row of k taps, the k row sums added in fp32.
 - `bands-row-split`: row-split for the band convolutions only, the base convolution in fp32.
 
-The half arithmetic is emulated exactly (tools/half_arithmetic_study.py: each FMA rounded once to nearest even,
+The half arithmetic is emulated exactly (benchmarks/half_arithmetic_study.py: each FMA rounded once to nearest even,
 from float64); the fp32 parts run in float32 in the executable spec's order, which differs from the kernels' order
 only at float32 rounding.
 """
@@ -390,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     table = markdown_table(summary, args.batch)
     print(table)
     print(f"\n{seconds:.0f} s on {device} ({torch.get_num_threads()} CPU threads)")
-    command = "python3 tools/half_arithmetic_study.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python3 -m benchmarks.half_arithmetic_study " + " ".join(argv if argv is not None else sys.argv[1:])
     meta = dict(
         command=command.strip(),
         torch=torch.__version__,

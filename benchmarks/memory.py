@@ -1,4 +1,4 @@
-"""Memory benchmark of the fused WTConv layer and the WTConvNeXt models (the library behind tools/bench_memory.py).
+"""Memory benchmark of the fused WTConv layer and the WTConvNeXt models (the library behind benchmarks/bench_memory.py).
 
 What is measured (one process, one GPU, inference mode, PyTorch's caching-allocator statistics, which count every
 tensor of the call and nothing else of the process):
@@ -297,13 +297,13 @@ def _ratio(a, b) -> str:
 
 def markdown(result: dict) -> str:
     """The report (bench_memory.md) of run's result: the whole-model table, the per-layer table, and the
-    ``snapshots`` (tools/memory_snapshot.py's alive-at-the-peak lists) the result holds."""
+    ``snapshots`` (benchmarks/memory_snapshot.py's alive-at-the-peak lists) the result holds."""
     meta, layers, models = result["meta"], result["layers"], result["models"]
     out = [
         "# Memory: the fused WTConv layer and WTConvNeXt",
         "",
         f"{meta.get('gpu', '?')}, torch {meta.get('torch', '?')}, {meta.get('date', '')}. Command: "
-        f"`{meta.get('command', '')}`. How it is measured: wtconv_bench/memory.py (PyTorch's allocator "
+        f"`{meta.get('command', '')}`. How it is measured: benchmarks/memory.py (PyTorch's allocator "
         "statistics, inference mode, the second call).",
         "",
         "## Whole model: peak above what was allocated before the call (MiB), fp16, 224 × 224",
@@ -370,7 +370,7 @@ def markdown(result: dict) -> str:
             f"## Alive at the peak: {snap['label']}",
             "",
             f"Peak {snap['peak'] / MIB:.1f} MiB = {snap['peak'] / snap['activation']:.2f} A "
-            f"(tools/memory_snapshot.py: the allocator's trace replayed to its highest point).",
+            f"(benchmarks/memory_snapshot.py: the allocator's trace replayed to its highest point).",
             "",
             "| MiB | A | allocated by |",
             "|---|---|---|",

@@ -5,7 +5,7 @@ replays its trace to the moment the allocated total is highest, and prints the a
 first, each with the Python line that made it, in MiB and in stage-1 activations (A = B x C1 x 56 x 56 elements).
 Only what the call allocates counts (the weights and the input were allocated before).
 
-    python tools/memory_snapshot.py --model wtconvnext_tiny --batch 128 [--layout channels_last] [--json out.json]
+    python -m benchmarks.memory_snapshot --model wtconvnext_tiny --batch 128 [--layout channels_last] [--json out.json]
 """
 
 from __future__ import annotations

@@ -280,7 +280,7 @@ class Options:
     parts: tuple[str, ...] = PARTS
     batch: int = 256
     quick: bool = False
-    command: str = "python tools/profile_models.py"
+    command: str = "python -m benchmarks.profile_models"
     extra: dict = field(default_factory=dict)
 
 

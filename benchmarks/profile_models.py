@@ -1,7 +1,8 @@
 """Per-kernel profile of WTConvNeXt-T on our CUDA kernels against timm's ConvNeXt-T, on a CUDA GPU
-(wtconv_bench/model_profile.py says what is measured). Writes profile_models.json and profile_models.md into --out.
+(benchmarks/model_profile.py says what is measured). Writes profile_models.json and profile_models.md into --out.
 
-    python tools/profile_models.py --out docs/bench [--parts compile profile throughput latency] [--batch 256] [--quick]
+    python -m benchmarks.profile_models --out docs/bench [--parts compile profile throughput latency] [--batch 256]
+        [--quick]
 
 Needs timm, and our kernel library built (build/plugin, or WTCONV_KERNELS_LIB naming it).
 """
@@ -11,7 +12,7 @@ import logging
 import sys
 from pathlib import Path
 
-from wtconv_bench.model_profile import PARTS, Options, run
+from benchmarks.model_profile import PARTS, Options, run
 from wtconv_core.errors import WtconvTrtError
 
 
@@ -23,7 +24,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="small batches, few repeats: a smoke run")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    words = ["python tools/profile_models.py --out OUT", "--parts", *args.parts, "--batch", str(args.batch)]
+    words = ["python -m benchmarks.profile_models --out OUT", "--parts", *args.parts, "--batch", str(args.batch)]
     command = " ".join(words + (["--quick"] if args.quick else []))
     options = Options(out=args.out, parts=tuple(args.parts), batch=args.batch, quick=args.quick, command=command)
     try:

@@ -2,7 +2,8 @@
 """The serving runner's alternatives, measured directly (no server) in one process, on one model: the choices
 wtconv_serving.tuning makes by default, each beside what it replaces (docs/serving.md, "Tuning").
 
-    python tools/serving_alternatives.py --onnx tiny_fp16.onnx --runtime onnxruntime --ort-library LIB --json alt.json
+    python -m benchmarks.serving_alternatives --onnx tiny_fp16.onnx --runtime onnxruntime --ort-library LIB \
+        --json alt.json
 
 Variants (onnxruntime on the GPU; torch-cuda: graphs, eager, unbucketed):
   graphs            buckets, one CUDA graph per bucket (cudnn_conv_algo_search EXHAUSTIVE, searched at capture)
@@ -31,12 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from wtconv_core.stats import percentile  # noqa: E402
-from wtconv_serving.repository import describe_onnx, onnx_batching  # noqa: E402
-from wtconv_serving.runtimes import make_runner  # noqa: E402
-from wtconv_serving.tuning import Tuning, default_buckets  # noqa: E402
+from wtconv_core.stats import percentile
+from wtconv_serving.repository import describe_onnx, onnx_batching
+from wtconv_serving.runtimes import make_runner
+from wtconv_serving.tuning import Tuning, default_buckets
 
 DENSE = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 

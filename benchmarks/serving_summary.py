@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The results of tools/device_serving.sh in one JSON document and one markdown file, and a short table printed.
 
-    python tools/serving_summary.py WORK_DIR OUT_DIR
+    python -m benchmarks.serving_summary WORK_DIR OUT_DIR
 
 Reads WORK_DIR/load_<runtime>_<model>[_<variant>].json (``wtconv-trt serve --load-test --json``) and
-WORK_DIR/alternatives_<runtime>.json (tools/serving_alternatives.py); writes OUT_DIR/serving_results.json and
+WORK_DIR/alternatives_<runtime>.json (benchmarks/serving_alternatives.py); writes OUT_DIR/serving_results.json and
 OUT_DIR/serving_results.md. For every sweep point it adds the padding the buckets cost on the batches Triton
 executed (images computed but dropped, as a share of all computed), and checks the targets of docs/serving.md.
 """
@@ -15,9 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from wtconv_serving.tuning import bucket_for  # noqa: E402
+from wtconv_serving.tuning import bucket_for
 
 # docs/serving.md, "Targets": WTConvNeXt-T fp16 at 256 in flight, served over direct, p99 over p50 at 16 in flight.
 TARGET_IMAGES_PER_S = {"onnxruntime": 5000, "torch-cuda": 6000}

@@ -1,31 +1,23 @@
-"""The packed-half emulator of tools/half_arithmetic_study.py against independent oracles (CPU).
+"""The packed-half emulator of benchmarks/half_arithmetic_study.py against independent oracles (CPU).
 
 Oracles: numpy's float64 -> float16 conversion (one rounding to nearest even) and exact rational arithmetic
 (fractions.Fraction) for the roundings; explicit Python loops with a rounding after every FMA for the half
 accumulators; the executable spec (wtconv_export/fused_spec.py) for the fp32 scheme.
 """
 
-import importlib.util
 import itertools
 import json
 import math
-import sys
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from benchmarks import half_arithmetic_study as study
 from wtconv_export.folding import FoldedWTConv, fold_wtconv
 from wtconv_export.fused_spec import fused_wtconv2d_spec
 from wtconv_export.wtconv2d import random_wtconv2d
-
-_PATH = Path(__file__).resolve().parents[1] / "tools" / "half_arithmetic_study.py"
-_SPEC = importlib.util.spec_from_file_location("half_arithmetic_study", _PATH)
-study = importlib.util.module_from_spec(_SPEC)
-sys.modules[_SPEC.name] = study  # dataclasses look their module up there
-_SPEC.loader.exec_module(study)
 
 # (significand bits, smallest normal exponent) of IEEE binary16 and bfloat16
 FORMATS = {torch.float16: (11, -14), torch.bfloat16: (8, -126)}

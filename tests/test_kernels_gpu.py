@@ -726,7 +726,7 @@ def test_kernels_run_with_the_shared_memory_of_an_rtx_card(kernels, rtx_shared_m
 
 
 def test_two_copies_of_the_library_in_one_process_each_launch(kernels, tmp_path):
-    """Two builds of the library loaded side by side (tools/ab_kernels.py does this; so does a process holding
+    """Two builds of the library loaded side by side (benchmarks/ab_kernels.py does this; so does a process holding
     the package's library and another copy) both launch every path: each keeps its own per-kernel shared-memory
     record because the library exports its C API only (plugin/kernels/exports/wtconv_kernels_capi.map). The
     cases need more than 48 KB of shared memory per block (raised per kernel), and the two copies alternate."""

@@ -1,22 +1,14 @@
 """The memory benchmark's bookkeeping on the CPU: the allocator-trace replay that finds what is alive at the peak
-(tools/memory_snapshot.py), the replacement of published layers and the report's arithmetic
-(wtconv_bench/memory.py). The
-measurements themselves need a GPU (tools/bench_memory.py, tools/memory_snapshot.py)."""
-
-import importlib.util
-from pathlib import Path
+(benchmarks/memory_snapshot.py), the replacement of published layers and the report's arithmetic
+(benchmarks/memory.py). The
+measurements themselves need a GPU (benchmarks/bench_memory.py, benchmarks/memory_snapshot.py)."""
 
 import published_wtconv
 import torch.nn as nn
 
-from wtconv_bench import memory as mb
+from benchmarks import memory as mb
+from benchmarks import memory_snapshot as snapshot
 from wtconv_export.wtconv2d import WTConv2d
-
-_SPEC = importlib.util.spec_from_file_location(
-    "memory_snapshot", Path(__file__).resolve().parent.parent / "tools" / "memory_snapshot.py"
-)
-snapshot = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(snapshot)
 
 
 def _event(action, addr, size, line=1):

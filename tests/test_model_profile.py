@@ -1,4 +1,4 @@
-"""The pure parts of the model profile (wtconv_bench/model_profile.py) on the CPU: the kernel classifier against
+"""The pure parts of the model profile (benchmarks/model_profile.py) on the CPU: the kernel classifier against
 real kernel names, the trace reading and per-image sums on a hand-built trace with totals worked out by hand, what
 runs around our kernels, the graph-break summary on a real torch._dynamo.explain of a small WTConvNeXt, the
 markdown tables, and the command line's refusals (the measurements themselves need a CUDA GPU)."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from wtconv_bench import model_profile as mp
+from benchmarks import model_profile as mp
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -409,7 +409,7 @@ def hand_result():
         dict(model=mp.CONVNEXT, layout="nchw", stage=1, index=2, shape=[1, 192, 28, 28], us=15.0),
     ]
     return dict(
-        meta=dict(gpu="Test GPU", torch="2.x", command="python tools/profile_models.py --out OUT", date="today"),
+        meta=dict(gpu="Test GPU", torch="2.x", command="python -m benchmarks.profile_models --out OUT", date="today"),
         failures=["latency: RuntimeError: boom"],
         compile=[
             dict(
@@ -444,7 +444,7 @@ def hand_result():
 
 def test_markdown_tables_carry_the_numbers_and_ratios():
     text = mp.markdown(hand_result())
-    assert "— Test GPU" in text and "`python tools/profile_models.py --out OUT`" in text
+    assert "— Test GPU" in text and "`python -m benchmarks.profile_models --out OUT`" in text
     assert "- latency: RuntimeError: boom" in text
     assert "| nchw | 1 | 0 | 18 | 17 | 18 | none |" in text
     assert "| channels_last | failed: RuntimeError: explain failed |" in text
@@ -482,7 +482,7 @@ def tool(*args, env=None):
     env = dict(env or os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "profile_models.py"), *args],
+        [sys.executable, "-m", "benchmarks.profile_models", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -22,7 +22,7 @@ run_stage kernels env OUT="$logs/kernels" STAGES="build test sanitize" tools/dev
 export WTCONV_KERNELS_LIB=$PWD/build/plugin/libwtconv_kernels_capi.so PYTHONPATH=$PWD
 run_stage plugin env OUT="$logs/plugin" plugin/trt/harness/run_device.sh
 run_stage pytest_gpu python3 -m pytest -q -p no:cacheprovider -rs tests/test_model_gpu.py
-run_stage layouts python3 tools/bench_layouts.py --out "$final_out"
+run_stage layouts python3 -m benchmarks.bench_layouts --out "$final_out"
 tar czf "$final_out/logs.tgz" -C "$logs" .
 printf '%s\n' "${summary[@]}"
 exit $status

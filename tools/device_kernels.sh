@@ -4,7 +4,7 @@
 # racecheck on the standalone runner, and the layer / model benchmark. Logs go to ${OUT:-device_out}/logs.tgz,
 # benchmark results to ${OUT}/bench_layer.{json,md,png}; a short summary is printed last.
 #   STAGES="build test sanitize bench" BENCH_ARGS="--quick" tools/device_kernels.sh
-# Optional stages: ab (our build against AB_REF_LIB or an AB_FLAGS build, tools/ab_kernels.py), profile (ncu).
+# Optional stages: ab (our build against AB_REF_LIB or an AB_FLAGS build, benchmarks/ab_kernels.py), profile (ncu).
 # PREBUILT=<dir> with libwtconv_kernels_capi.so and wtconv_sanitize_runner built elsewhere (same CUDA major) skips
 # the build stage when the library loads here.
 # The official fused kernels join the benchmark when a checkout of BGU-CS-VIL/WTConv is at
@@ -43,7 +43,7 @@ if [[ " $STAGES " == *" build "* ]]; then
   summary+=("build: ok ($((SECONDS - start)) s); spills: $(grep -c '[1-9][0-9]* bytes spill' "$LOGS/build.log" || true)")
 fi
 
-# ab: our build against another, both timed interleaved in one process on the held A/B set (tools/ab_kernels.py:
+# ab: our build against another, both timed interleaved in one process on the held A/B set (benchmarks/ab_kernels.py:
 # stage shapes, tiled shapes, small batches; docs/bench/README.md). The other build is AB_REF_LIB (a library built
 # from the code before the change) or, with AB_FLAGS (CUDA compiler flags, e.g. a -D of a compile-time knob), a
 # second build of this code; with AB_FLAGS the later stages use the faster build (geometric mean over the set).
@@ -58,7 +58,7 @@ if [[ " $STAGES " == *" ab "* ]]; then
     before=$after
     after=$PWD/build/plugin_b/libwtconv_kernels_capi.so
   fi
-  python3 tools/ab_kernels.py --lib "before=$before" --lib "after=$after" --json "$OUT/ab.json" \
+  python3 -m benchmarks.ab_kernels --lib "before=$before" --lib "after=$after" --json "$OUT/ab.json" \
     --markdown "$OUT/ab.md" ${AB_ARGS:-} > "$LOGS/ab.log" 2>&1 || status=1
   grep -E "^- " "$OUT/ab.md" 2>/dev/null
   if [[ -n "${AB_FLAGS:-}" && -z "${AB_REF_LIB:-}" ]] && python3 -c "
@@ -94,7 +94,7 @@ if [[ " $STAGES " == *" profile "* ]]; then
   ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
     --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section InstructionStats \
     -k regex:"levelKernel|poolKernel|smallPlaneKernel|tcPlaneKernel" --launch-skip 0 --launch-count ${NCU_COUNT:-12} \
-    python3 tools/profile_kernels.py > "$LOGS/ncu.log" 2>&1
+    python3 -m benchmarks.profile_kernels > "$LOGS/ncu.log" 2>&1
   grep -E "levelKernel|poolKernel|smallPlaneKernel|tcPlaneKernel|Duration|Compute \(SM\) Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Block Limit|Memory Throughput|Issue Slots Busy|L1/TEX Hit|Shared" "$LOGS/ncu.log" | head -${NCU_LINES:-80}
 fi
 

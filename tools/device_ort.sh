@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/device_ort.sh — on a GPU machine, from the repository root: build libwtconv_ort.so with its CUDA op, run the
 # ONNX Runtime tests (the CUDA op's GPU tests, CUDA graphs included, and the CPU, channels-last, shape-inference and
-# malformed-node tests on the same library) and the GPU benchmark (tools/bench_ort.py --device cuda: WTConvNeXt-T's
+# malformed-node tests on the same library) and the GPU benchmark (benchmarks/bench_ort.py --device cuda: WTConvNeXt-T's
 # plugin export, NCHW and channels-last blocks, beside timm's ConvNeXt-T exported both ways and the standard-op
 # export, fp16 and fp32, B=64 and B=1, with and without ONNX Runtime's CUDA graphs, the optimized graphs' op types,
 # a profile by operator). ONNX Runtime with the CUDA execution provider must be importable: point PYTHONPATH at an
@@ -77,7 +77,7 @@ if [[ " $STAGES " == *" bench "* ]]; then
   start=$SECONDS
   # QUICK=1: 10 timed rounds and 3 profiled runs instead of 40 and 10 (a first look, or a budget running out).
   quick=$([[ "${QUICK:-0}" == 1 ]] && echo "--quick" || echo "--runs 40")
-  python3 tools/bench_ort.py --device cuda --out "$OUT" --library "$WTCONV_ORT_LIB" --profile $quick \
+  python3 -m benchmarks.bench_ort --device cuda --out "$OUT" --library "$WTCONV_ORT_LIB" --profile $quick \
     ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1 || status=1
   summary+=("bench ($((SECONDS - start)) s): $(grep -c '^target' "$OUT/bench.log") targets evaluated")
   sed -n '/^WTConvNeXt-T in ONNX Runtime/,$p' "$OUT/bench.log"

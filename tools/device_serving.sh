@@ -16,7 +16,7 @@
 # served runner timed directly per bucket, then the sweep: 16 / 64 / 256 requests in flight from several client
 # processes (asynchronous gRPC), request sizes 1/2/4/8 and 1..64, the busiest point again with one more process;
 # Triton's statistics give the batch sizes executed, and the direct rate on those batches the "x direct" column.
-# Then the alternatives the defaults were chosen against, direct (tools/serving_alternatives.py: CUDA graphs, cuDNN
+# Then the alternatives the defaults were chosen against, direct (benchmarks/serving_alternatives.py: CUDA graphs, cuDNN
 # search, a session per bucket, no buckets, denser buckets) and served (other instance counts than the default 2:
 # INSTANCES: "1" unless given, when ALTERNATIVES=1 and not QUICK=1).
 # Results: $OUT/serving_results.{json,md} and $OUT/logs.tgz; a table last. Stages past the time budget are skipped.
@@ -115,7 +115,7 @@ within_budget() {  # name: true while the time budget lasts, else the stage is n
     return 1
 }
 finish() {
-    python3 tools/serving_summary.py "$work" "$final_out" > "$logs/summary.txt" 2>&1 || status=1
+    python3 -m benchmarks.serving_summary "$work" "$final_out" > "$logs/summary.txt" 2>&1 || status=1
     tar czf "$final_out/logs.tgz" -C "$work" logs $(cd "$work" && ls *.json 2>/dev/null)
     echo
     echo "===== stages"
@@ -223,7 +223,7 @@ model=tiny; [[ " $MODELS " == *" tiny "* ]] || { alt_model=$onnx_digits; model=d
 if [ "$ALTERNATIVES" = 1 ]; then
     for runtime in $RUNTIMES; do
         quick=(); [ "$QUICK" = 1 ] && quick=(--quick)
-        within_budget "alternatives_$runtime" && stage "alternatives_$runtime" python3 tools/serving_alternatives.py \
+        within_budget "alternatives_$runtime" && stage "alternatives_$runtime" python3 -m benchmarks.serving_alternatives \
             --onnx "$alt_model" --runtime "$runtime" --ort-library "$WTCONV_ORT_LIB" --device "$DEVICE" --dense \
             --json "$work/alternatives_$runtime.json" "${quick[@]}"
     done

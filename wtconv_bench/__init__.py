@@ -1,1 +1,2 @@
-"""Benchmarks and profiles: the layer benchmark, the memory benchmark, the model profile (docs/bench/README.md)."""
+"""The benchmarks the package ships: the layer benchmark behind ``wtconv-trt bench-layer`` (``layers.py``,
+docs/bench/README.md). Research benchmarks and profiles live outside the package, in the repository's benchmarks/."""

@@ -71,7 +71,7 @@ def load_library() -> ctypes.CDLL:
 
 def open_library(path: Path) -> ctypes.CDLL:
     """Load the C API library at ``path`` with its functions declared. Each call loads that file on its own
-    handle, so two builds can be timed side by side in one process (tools/ab_kernels.py); the op uses
+    handle, so two builds can be timed side by side in one process (benchmarks/ab_kernels.py); the op uses
     load_library()'s one."""
     lib = ctypes.CDLL(str(path))
     i32, i64, size, ptr, text = ctypes.c_int32, ctypes.c_int64, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_char_p
