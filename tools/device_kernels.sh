@@ -10,37 +10,29 @@
 # The official fused kernels join the benchmark when a checkout of BGU-CS-VIL/WTConv is at
 # ${OFFICIAL:-third_party/WTConv} (never committed: /third_party/ is ignored).
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
 OUT=${OUT:-device_out}
 mkdir -p "$OUT"
-LOGS=$(mktemp -d)
+device_start
 STAGES=${STAGES:-"build test sanitize bench"}
-ARCHS=${CUDA_ARCHS:-90}
 BENCH_ARGS=${BENCH_ARGS:-""}
 OFFICIAL=${OFFICIAL:-third_party/WTConv}
 export WTCONV_KERNELS_LIB=$PWD/build/plugin/libwtconv_kernels_capi.so
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-export PYTHONUNBUFFERED=1
 export MAX_JOBS=${MAX_JOBS:-16}
-status=0
-summary=()
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$LOGS/gpu.txt"
+gpu_info | tee "$LOGS/gpu.txt"
 finish() {
-  tar czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
-  echo "===== summary"
-  printf '%s\n' "${summary[@]}"
-  exit $status
+  device_finish "$OUT/logs.tgz"
 }
 
 BUILD=build/plugin
 if [[ -n "${PREBUILT:-}" ]] && python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" "$PREBUILT/libwtconv_kernels_capi.so"; then
   mkdir -p build && rm -rf build/plugin && cp -r "$PREBUILT" build/plugin && STAGES=${STAGES/build/}
-  summary+=("build: the prebuilt library of $PREBUILT")
+  note "build: the prebuilt library of $PREBUILT"
 fi
 if [[ " $STAGES " == *" build "* ]]; then
-  start=$SECONDS
-  { cmake -S plugin -B build/plugin -G Ninja -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" -DWTCONV_PTXAS_VERBOSE=ON \
-    && cmake --build build/plugin -j; } > "$LOGS/build.log" 2>&1 || { echo "BUILD FAILED"; tail -40 "$LOGS/build.log"; status=1; finish; }
-  summary+=("build: ok ($((SECONDS - start)) s); spills: $(grep -c '[1-9][0-9]* bytes spill' "$LOGS/build.log" || true)")
+  STAGE_TAIL=40 stage build build_plugin build/plugin -DWTCONV_PTXAS_VERBOSE=ON || { echo "BUILD FAILED"; finish; }
+  note "build: spills: $(grep -c '[1-9][0-9]* bytes spill' "$LOGS/build.log" || true)"
 fi
 
 # ab: our build against another, both timed interleaved in one process on the held A/B set (benchmarks/ab_kernels.py:
@@ -48,18 +40,18 @@ fi
 # from the code before the change) or, with AB_FLAGS (CUDA compiler flags, e.g. a -D of a compile-time knob), a
 # second build of this code; with AB_FLAGS the later stages use the faster build (geometric mean over the set).
 if [[ " $STAGES " == *" ab "* ]]; then
-  start=$SECONDS
   before=${AB_REF_LIB:-}
   after=$PWD/build/plugin/libwtconv_kernels_capi.so
   if [[ -z "$before" ]]; then
-    { cmake -S plugin -B build/plugin_b -G Ninja -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" -DWTCONV_PTXAS_VERBOSE=ON \
-        -DCMAKE_CUDA_FLAGS="${AB_FLAGS:?ab needs AB_REF_LIB or AB_FLAGS}" && cmake --build build/plugin_b -j; } \
-      > "$LOGS/build_b.log" 2>&1 || { echo "BUILD B FAILED"; tail -20 "$LOGS/build_b.log"; }
+    flags=${AB_FLAGS:?ab needs AB_REF_LIB or AB_FLAGS}
+    STAGE_TAIL=20 stage build_b build_plugin build/plugin_b -DWTCONV_PTXAS_VERBOSE=ON -DCMAKE_CUDA_FLAGS="$flags" ||
+      echo "BUILD B FAILED"
     before=$after
     after=$PWD/build/plugin_b/libwtconv_kernels_capi.so
   fi
-  python3 -m benchmarks.ab_kernels --lib "before=$before" --lib "after=$after" --json "$OUT/ab.json" \
-    --markdown "$OUT/ab.md" ${AB_ARGS:-} > "$LOGS/ab.log" 2>&1 || status=1
+  # shellcheck disable=SC2086  # AB_ARGS: several words
+  stage ab python3 -m benchmarks.ab_kernels --lib "before=$before" --lib "after=$after" --json "$OUT/ab.json" \
+    --markdown "$OUT/ab.md" ${AB_ARGS:-}
   grep -E "^- " "$OUT/ab.md" 2>/dev/null
   if [[ -n "${AB_FLAGS:-}" && -z "${AB_REF_LIB:-}" ]] && python3 -c "
 import json, math, sys
@@ -67,26 +59,23 @@ rows = json.load(open(sys.argv[1]))['rows']
 sys.exit(0 if sum(math.log(r['ratio']) for r in rows) < 0 else 1)" "$OUT/ab.json"; then
     BUILD=build/plugin_b
   fi
-  summary+=("ab ($((SECONDS - start)) s): $OUT/ab.md; later stages use $BUILD")
+  note "ab: $OUT/ab.md; later stages use $BUILD"
 fi
 export WTCONV_KERNELS_LIB=$PWD/$BUILD/libwtconv_kernels_capi.so
 
 if [[ " $STAGES " == *" test "* ]]; then
-  start=$SECONDS
-  python3 -m pytest -q -rs -p no:cacheprovider tests/test_kernels_gpu.py tests/test_model_gpu.py ${PYTEST_ARGS:-} \
-    > "$LOGS/pytest.log" 2>&1 || status=1
-  summary+=("pytest ($((SECONDS - start)) s): $(tail -1 "$LOGS/pytest.log")")
+  # shellcheck disable=SC2086  # PYTEST_ARGS: several words
+  STAGE_TAIL=1 stage pytest python3 -m pytest -q -rs -p no:cacheprovider tests/test_kernels_gpu.py tests/test_model_gpu.py \
+    ${PYTEST_ARGS:-}
+  note "pytest: $(tail -1 "$LOGS/pytest.log")"
   grep -E "^(FAILED|ERROR)|worst|Worst" "$LOGS/pytest.log" | head -30
   sed -n '/error report\|measured agreement\|Worst/,$p' "$LOGS/pytest.log" | head -20
 fi
 
 if [[ " $STAGES " == *" sanitize "* ]]; then
   for tool in memcheck racecheck; do
-    start=$SECONDS
-    compute-sanitizer --tool $tool --error-exitcode 3 $BUILD/wtconv_sanitize_runner > "$LOGS/sanitize_$tool.log" 2>&1
-    rc=$?
-    [[ $rc -ne 0 ]] && status=1
-    summary+=("compute-sanitizer $tool: rc=$rc ($((SECONDS - start)) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/sanitize_$tool.log" | tail -1) / $(tail -1 "$LOGS/sanitize_$tool.log" | grep failures)")
+    STAGE_TAIL=0 stage "sanitize_$tool" compute-sanitizer --tool $tool --error-exitcode 3 $BUILD/wtconv_sanitize_runner
+    note "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/sanitize_$tool.log" | tail -1) / $(tail -1 "$LOGS/sanitize_$tool.log" | grep failures)"
   done
 fi
 
@@ -99,13 +88,12 @@ if [[ " $STAGES " == *" profile "* ]]; then
 fi
 
 if [[ " $STAGES " == *" bench "* ]]; then
-  start=$SECONDS
   official_arg=""
   [[ -f "$OFFICIAL/fast_wtconv/wtconv_cuda.py" ]] && official_arg="--official $OFFICIAL"
   cmdline="STAGES=bench BENCH_ARGS='$BENCH_ARGS' tools/device_kernels.sh (python3 -m wtconv_trt bench-layer --out OUT $official_arg $BENCH_ARGS)"
-  python3 -m wtconv_trt bench-layer --out "$OUT" --force $official_arg $BENCH_ARGS --command-line "$cmdline" \
-    > "$LOGS/bench.log" 2>&1 || status=1
-  summary+=("bench ($((SECONDS - start)) s): rc=$?")
+  # shellcheck disable=SC2086  # official_arg, BENCH_ARGS: several words
+  STAGE_TAIL=0 stage bench python3 -m wtconv_trt bench-layer --out "$OUT" --force $official_arg $BENCH_ARGS \
+    --command-line "$cmdline"
   grep -E "Traceback|Error|failed" "$LOGS/bench.log" | head -10
   sed -n '/^## Targets/,/^## Layers/p' "$OUT/bench_layer.md" 2>/dev/null
   sed -n '/^## Per-call/,$p' "$OUT/bench_layer.md" 2>/dev/null

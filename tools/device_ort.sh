@@ -13,62 +13,51 @@
 # $OUT/bench.log; logs: $OUT/ort_logs.tgz; a short table last. About 5 minutes on one H200 (QUICK=1: about 3).
 #   STAGES="build test bench" CUDA_ARCHS=90 QUICK=1 BENCH_ARGS="--runs 100" PYTEST_ARGS="-k graph" tools/device_ort.sh
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
 OUT=${OUT:-device_out}
 mkdir -p "$OUT"
-LOGS=$(mktemp -d)
+device_start
 STAGES=${STAGES:-"build test bench"}
-ARCHS=${CUDA_ARCHS:-90}
 BUILD=build/ort_gpu
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
-export PYTHONUNBUFFERED=1
-status=0
-summary=()
-finish() {
-  tar czf "$OUT/ort_logs.tgz" -C "$LOGS" . 2>/dev/null
-  echo "===== summary"
-  printf '%s\n' "${summary[@]}"
+after_summary() {
   [[ -f "$OUT/bench_ort_cuda.md" ]] && sed -n '/^## Targets/,/^$/p' "$OUT/bench_ort_cuda.md" | head -30
-  exit $status
+}
+finish() {
+  device_finish "$OUT/ort_logs.tgz"
 }
 
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | tee "$LOGS/gpu.txt"
+gpu_info | tee "$LOGS/gpu.txt"
 python3 - > "$LOGS/onnxruntime.txt" 2>&1 <<'PY'
 import onnxruntime as ort
 print(ort.__version__, ort.__file__, ort.get_available_providers())
 assert "CUDAExecutionProvider" in ort.get_available_providers(), "no CUDAExecutionProvider: put onnxruntime-gpu on PYTHONPATH"
 PY
 if [[ $? -ne 0 ]]; then
-  cat "$LOGS/onnxruntime.txt"; summary+=("onnxruntime-gpu: NOT USABLE (see above)"); status=1; finish
+  cat "$LOGS/onnxruntime.txt"; note "onnxruntime-gpu: NOT USABLE (see above)"; status=1; finish
 fi
-summary+=("onnxruntime: $(head -1 "$LOGS/onnxruntime.txt")")
+note "onnxruntime: $(head -1 "$LOGS/onnxruntime.txt")"
 
-if [[ -z "${ONNXRUNTIME_INCLUDE_DIR:-}" ]]; then
-  ONNXRUNTIME_INCLUDE_DIR=$(ls -d ../shared/onnxruntime-headers/*/include third_party/onnxruntime-headers/*/include \
-    2>/dev/null | sort -V | tail -1)
-fi
+ONNXRUNTIME_INCLUDE_DIR=${ONNXRUNTIME_INCLUDE_DIR:-$(ort_headers)}
 if [[ ! -f "${ONNXRUNTIME_INCLUDE_DIR:-}/onnxruntime_c_api.h" ]]; then
-  summary+=("headers: onnxruntime_c_api.h not found (set ONNXRUNTIME_INCLUDE_DIR or carry third_party/onnxruntime-headers)")
+  note "headers: onnxruntime_c_api.h not found (set ONNXRUNTIME_INCLUDE_DIR or carry third_party/onnxruntime-headers)"
   status=1; finish
 fi
 ONNXRUNTIME_INCLUDE_DIR=$(cd "$ONNXRUNTIME_INCLUDE_DIR" && pwd)
 export ONNXRUNTIME_INCLUDE_DIR
 
 if [[ " $STAGES " == *" build "* ]]; then
-  start=$SECONDS
-  { cmake -S plugin -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" \
-      -DWTCONV_BUILD_PLUGIN_HARNESS=OFF -DWTCONV_ORT_WERROR=ON -DONNXRUNTIME_INCLUDE_DIR="$ONNXRUNTIME_INCLUDE_DIR" \
-    && cmake --build $BUILD --target wtconv_ort -j; } > "$LOGS/build.log" 2>&1 \
-    || { echo "BUILD FAILED"; tail -40 "$LOGS/build.log"; status=1; summary+=("build: FAILED"); finish; }
-  summary+=("build: ok ($((SECONDS - start)) s): $(python3 -c "from wtconv_libs import lookup; print(lookup.ort_library_info('$BUILD/onnxruntime/libwtconv_ort.so'))")")
+  STAGE_TAIL=40 stage build build_plugin $BUILD -DWTCONV_BUILD_PLUGIN_HARNESS=OFF -DWTCONV_ORT_WERROR=ON \
+    -DONNXRUNTIME_INCLUDE_DIR="$ONNXRUNTIME_INCLUDE_DIR" --target wtconv_ort || { echo "BUILD FAILED"; finish; }
+  note "build: $(python3 -c "from wtconv_libs import lookup; print(lookup.ort_library_info('$BUILD/onnxruntime/libwtconv_ort.so'))")"
 fi
 export WTCONV_ORT_LIB=$PWD/$BUILD/onnxruntime/libwtconv_ort.so
 
 if [[ " $STAGES " == *" test "* ]]; then
-  start=$SECONDS
-  python3 -m pytest -q -rs -p no:cacheprovider tests/test_ort_gpu.py tests/test_ort_cpu.py tests/test_ort_errors.py \
-    tests/test_ort_channels_last.py tests/test_ort_shape.py \
-    ${PYTEST_ARGS:-} > "$LOGS/pytest.log" 2>&1 || status=1
-  summary+=("pytest ($((SECONDS - start)) s): $(tail -1 "$LOGS/pytest.log")")
+  # shellcheck disable=SC2086  # PYTEST_ARGS: several words
+  STAGE_TAIL=1 stage pytest python3 -m pytest -q -rs -p no:cacheprovider tests/test_ort_gpu.py tests/test_ort_cpu.py \
+    tests/test_ort_errors.py tests/test_ort_channels_last.py tests/test_ort_shape.py ${PYTEST_ARGS:-}
+  note "pytest: $(tail -1 "$LOGS/pytest.log")"
   grep -E "^(FAILED|ERROR)|^SKIPPED" "$LOGS/pytest.log" | head -20
   sed -n '/worst measured errors/,$p' "$LOGS/pytest.log" | head -12
 fi
@@ -77,9 +66,10 @@ if [[ " $STAGES " == *" bench "* ]]; then
   start=$SECONDS
   # QUICK=1: 10 timed rounds and 3 profiled runs instead of 40 and 10 (a first look, or a budget running out).
   quick=$([[ "${QUICK:-0}" == 1 ]] && echo "--quick" || echo "--runs 40")
+  # shellcheck disable=SC2034,SC2086  # status: read by device_finish; quick, BENCH_ARGS: several words
   python3 -m benchmarks.bench_ort --device cuda --out "$OUT" --library "$WTCONV_ORT_LIB" --profile $quick \
     ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1 || status=1
-  summary+=("bench ($((SECONDS - start)) s): $(grep -c '^target' "$OUT/bench.log") targets evaluated")
+  note "bench ($((SECONDS - start)) s): $(grep -c '^target' "$OUT/bench.log") targets evaluated"
   sed -n '/^WTConvNeXt-T in ONNX Runtime/,$p' "$OUT/bench.log"
   [[ -f "$OUT/bench_ort_cuda.md" ]] || tail -30 "$OUT/bench.log"
 fi

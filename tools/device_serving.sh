@@ -30,13 +30,13 @@
 # DEVICE=cpu the same script runs on a CPU machine (the digits model, small settings, WTCONV_ORT_LIB to a built
 # libwtconv_ort.so and SKIP_BUILD=1), which is how its shell logic was checked.
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
 PYTRITON=0.7.0
 TRITONCLIENT=2.73.0
 POLYGRAPHY=0.53.6
 PYV=${PYV:-3.12}
 WHEELS=${WHEELS:-.whl/serving}
 DEVICE=${DEVICE:-cuda}
-ARCHS=${CUDA_ARCHS:-90}
 QUICK=${QUICK:-0}
 RUNTIMES=${RUNTIMES:-${RUNTIME:-torch-cuda onnxruntime}}
 if [ "$DEVICE" = cpu ]; then
@@ -95,34 +95,23 @@ fi
 final_out=${OUT:-device_serving_out}     # kept small: serving_results.{json,md} and logs.tgz
 work=$(mktemp -d)
 logs=$work/logs
-mkdir -p "$final_out" "$logs"
-export PYTHONUNBUFFERED=1
-summary=()
-status=0
-stage() {  # name, command...: run it with its output in logs/NAME.log; its tail, its time and status said
-    local name=$1; shift
-    local start=$SECONDS
-    "$@" > "$logs/$name.log" 2>&1
-    local rc=$?
-    [ $rc -ne 0 ] && status=1
-    summary+=("$name: rc=$rc ($((SECONDS - start)) s)")
-    echo "===== $name rc=$rc ($((SECONDS - start)) s, $SECONDS s in all)"; tail -12 "$logs/$name.log"
-    return $rc
-}
+mkdir -p "$final_out"
+device_start "$logs"
+export STAGE_TAIL=12
 within_budget() {  # name: true while the time budget lasts, else the stage is noted as skipped
     if [ "$SECONDS" -lt "$BUDGET" ]; then return 0; fi
-    summary+=("$1: skipped (time budget of $BUDGET s spent)")
+    note "$1: skipped (time budget of $BUDGET s spent)"
     return 1
+}
+after_summary() {
+    echo "===== results ($SECONDS s)"
+    cat "$logs/summary.txt"
 }
 finish() {
     python3 -m benchmarks.serving_summary "$work" "$final_out" > "$logs/summary.txt" 2>&1 || status=1
-    tar czf "$final_out/logs.tgz" -C "$work" logs $(cd "$work" && ls *.json 2>/dev/null)
-    echo
-    echo "===== stages"
-    printf '%s\n' "${summary[@]}"
-    echo "===== results ($SECONDS s)"
-    cat "$logs/summary.txt"
-    exit $status
+    # shellcheck disable=SC2046  # the results' file names, one word each
+    pack_logs "$final_out/logs.tgz" "$work" logs $(cd "$work" && ls ./*.json 2>/dev/null)
+    device_finish /dev/null
 }
 
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
@@ -132,7 +121,7 @@ export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 export WTCONV_TRITON_HOME=/tmp/triton/pytriton/tritonserver WTCONV_TRT_CACHE=${WTCONV_TRT_CACHE:-/tmp/wtconv-cache}
 export WTCONV_KERNELS_LIB=${WTCONV_KERNELS_LIB:-$PWD/build/plugin/libwtconv_kernels_capi.so}
 export WTCONV_ORT_LIB=${WTCONV_ORT_LIB:-$PWD/build/plugin/onnxruntime/libwtconv_ort.so}
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$logs/environment.log" 2>&1
+gpu_info > "$logs/environment.log"
 python3 - <<'PY' 2>&1 | tee -a "$logs/environment.log"
 import os, sys, sysconfig, torch
 print("python", sys.version.split()[0], "shared libpython:", sysconfig.get_config_var("Py_ENABLE_SHARED"),
@@ -161,10 +150,10 @@ fi
 # --- build: the kernel library (torch-cuda) and libwtconv_ort.so with its CUDA op (onnxruntime), one configure
 targets=()
 build_args=(-DWTCONV_BUILD_PLUGIN_HARNESS=OFF)
-[[ " $RUNTIMES " == *" torch-cuda "* ]] && targets+=(wtconv_kernels_capi)
+[[ " $RUNTIMES " == *" torch-cuda "* ]] && targets+=(--target wtconv_kernels_capi)
 if [[ " $RUNTIMES " == *" onnxruntime "* ]]; then
-    targets+=(wtconv_ort)
-    ONNXRUNTIME_INCLUDE_DIR=${ONNXRUNTIME_INCLUDE_DIR:-$(ls -d third_party/onnxruntime-headers/*/include 2>/dev/null | sort -V | tail -1)}
+    targets+=(--target wtconv_ort)
+    ONNXRUNTIME_INCLUDE_DIR=${ONNXRUNTIME_INCLUDE_DIR:-$(ort_headers)}
     if [ "${SKIP_BUILD:-0}" != 1 ] && [ ! -f "${ONNXRUNTIME_INCLUDE_DIR:-}/onnxruntime_c_api.h" ]; then
         echo "onnxruntime: onnxruntime_c_api.h not found: set ONNXRUNTIME_INCLUDE_DIR or carry"
         echo "third_party/onnxruntime-headers/<version>/include"
@@ -173,9 +162,7 @@ if [[ " $RUNTIMES " == *" onnxruntime "* ]]; then
     [ -n "${ONNXRUNTIME_INCLUDE_DIR:-}" ] && build_args+=(-DONNXRUNTIME_INCLUDE_DIR="$(cd "$ONNXRUNTIME_INCLUDE_DIR" && pwd)")
 fi
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-    stage build bash -c "cmake -S plugin -B build/plugin -G Ninja -DCMAKE_BUILD_TYPE=Release \
-        -DCMAKE_CUDA_ARCHITECTURES=$ARCHS ${build_args[*]} >/dev/null && cmake --build build/plugin -j --target ${targets[*]}" ||
-        finish
+    stage build build_plugin build/plugin "${build_args[@]}" "${targets[@]}" || finish
 fi
 [[ " $RUNTIMES " == *" onnxruntime "* ]] &&
     python3 -c "from wtconv_libs.lookup import ort_library_info as i; print('$WTCONV_ORT_LIB', i('$WTCONV_ORT_LIB'))" \
@@ -192,8 +179,8 @@ fi
 if [[ " $MODELS " == *" digits "* ]]; then
     python3 -m wtconv_trt export -o "$onnx_digits" --precision fp16 --force > "$logs/export_digits.log" 2>&1 & pids+=($!)
 fi
-for pid in "${pids[@]}"; do wait "$pid" || { status=1; summary+=("export: FAILED (see logs)"); }; done
-summary+=("exports: done ($SECONDS s in all)")
+for pid in "${pids[@]}"; do wait "$pid" || { status=1; note "export: FAILED (see logs)"; }; done
+note "exports: done ($SECONDS s in all)"
 
 # --- served runs: serve TAG RUNTIME MODEL [serve's options]: the check of $CHECK requests at 64 in flight, the direct
 # timing, and the options' sweep; the digits model's check kills its backend a quarter of the way through.

@@ -25,6 +25,8 @@
 # what the background stage runs after the build (default "harness kernel_tests sanitize"; e.g. "" when only the ONNX
 # Runtime op changed: the kernels' GPU tests and the harness take most of a session).
 set -uo pipefail
+# shellcheck source=tools/device_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
 STATE=/tmp/wtconv-session
 LOGS=$STATE/logs
 ARCHS=${CUDA_ARCHS:-90}
@@ -33,14 +35,13 @@ BACKGROUND=${BACKGROUND-harness kernel_tests sanitize}
 # Every step runs in a copy of the checkout made by `start`: each call of the GPU machine syncs the working tree
 # again, which would take files from under a build still running from an earlier call.
 REPO=$STATE/repo
-mkdir -p "$STATE/parts" "$LOGS" "${OUT:=device_out}"
+mkdir -p "$STATE/parts" "${OUT:=device_out}"
 OUT=$(cd "$OUT" && pwd)
-export PYTHONUNBUFFERED=1
+device_start "$LOGS"
 export PYTHONPATH=$REPO:/tmp/site
 export WTCONV_KERNELS_LIB=$REPO/build/plugin/libwtconv_kernels_capi.so
 export WTCONV_ORT_LIB=$REPO/build/plugin/onnxruntime/libwtconv_ort.so
 in_repo() { cd "$REPO" 2>/dev/null || { echo "no copy of the checkout in $REPO: call start first"; exit 1; }; }
-ort_headers() { ls -d "$PWD"/third_party/onnxruntime-headers/*/include 2>/dev/null | sort -V | tail -1; }
 
 take_parts() {
     local n=0
@@ -52,41 +53,36 @@ take_parts() {
     echo "parts here: $(ls "$STATE/parts" | grep -c part) (this call brought $n)"
 }
 
-# One step of the background stage: its output in $LOGS/NAME.log, its exit status in $LOGS/NAME.rc.
-step() {
-    local name=$1; shift
-    local start=$SECONDS
-    "$@" > "$LOGS/$name.log" 2>&1
-    local rc=$?
-    echo "$rc $((SECONDS - start))" > "$LOGS/$name.rc"
-    return $rc
-}
-
+# The background stage: each step a stage of tools/device_lib.sh (its output in $LOGS/NAME.log, "rc seconds" in
+# $LOGS/NAME.rc, which `results` reads in later calls).
 background() {
-    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$LOGS/gpu.log" 2>&1
+    source tools/device_lib.sh
+    device_start "$LOGS"
+    export STAGE_TAIL=0
+    gpu_info > "$LOGS/gpu.log"
     # The harness builds its own trees (one per TensorRT header set) and needs no other build: it starts at once.
     if [[ " $BACKGROUND " == *" harness "* ]]; then
-        step harness env CMAKE_CUDA_ARCHITECTURES="$ARCHS" OUT="$LOGS" plugin/trt/harness/run_device.sh .trt/*/ &
+        stage harness env CMAKE_CUDA_ARCHITECTURES="$ARCHS" OUT="$LOGS" plugin/trt/harness/run_device.sh .trt/*/ &
     fi
-    step build bash -c "cmake -S plugin -B build/plugin -G Ninja -DCMAKE_CUDA_ARCHITECTURES=$ARCHS \
-        -DWTCONV_BUILD_PLUGIN_HARNESS=OFF -DWTCONV_ORT_WERROR=ON -DONNXRUNTIME_INCLUDE_DIR=$ORT_HEADERS \
-        && cmake --build build/plugin -j" || { wait; touch "$STATE/background.done"; return 1; }
+    stage build build_plugin build/plugin -DWTCONV_BUILD_PLUGIN_HARNESS=OFF -DWTCONV_ORT_WERROR=ON \
+        -DONNXRUNTIME_INCLUDE_DIR="$ORT_HEADERS" || { wait; touch "$STATE/background.done"; return 1; }
     # tools/device_ort.sh reads its library from build/ort_gpu.
     mkdir -p build && ln -sfn plugin build/ort_gpu
     if [[ " $BACKGROUND " == *" kernel_tests "* ]]; then
-        step kernel_tests python3 -m pytest -q -rs -p no:cacheprovider tests/test_kernels_gpu.py tests/test_model_gpu.py &
+        stage kernel_tests python3 -m pytest -q -rs -p no:cacheprovider tests/test_kernels_gpu.py tests/test_model_gpu.py &
     fi
     # compute-sanitizer over the runner's launches, each cut at SANITIZE_S seconds (racecheck of every case takes
     # longer than a session can give it; the log says how far it got).
     if [[ " $BACKGROUND " == *" sanitize "* ]]; then
-        step memcheck timeout "$SANITIZE_S" compute-sanitizer --tool memcheck --error-exitcode 3 build/plugin/wtconv_sanitize_runner &
-        step racecheck timeout "$SANITIZE_S" compute-sanitizer --tool racecheck --error-exitcode 3 build/plugin/wtconv_sanitize_runner &
+        stage memcheck timeout "$SANITIZE_S" compute-sanitizer --tool memcheck --error-exitcode 3 build/plugin/wtconv_sanitize_runner &
+        stage racecheck timeout "$SANITIZE_S" compute-sanitizer --tool racecheck --error-exitcode 3 build/plugin/wtconv_sanitize_runner &
     fi
     wait
     touch "$STATE/background.done"
 }
 
-summary() {
+# What the stages so far did, from their .rc files: one line each.
+results() {
     for rc in "$LOGS"/*.rc; do
         [ -f "$rc" ] || continue
         local name
@@ -109,8 +105,8 @@ case ${1:-} in
         mkdir -p "$REPO" && tar --exclude=./.devwheels --exclude=./build -cf - . | tar -C "$REPO" -xf - || exit 1
         in_repo
         mkdir -p build
-        export -f step background
-        export LOGS STATE ARCHS ORT_HEADERS SANITIZE_S BACKGROUND
+        export -f background
+        export LOGS STATE ARCHS ORT_HEADERS SANITIZE_S BACKGROUND CUDA_ARCHS=$ARCHS
         ORT_HEADERS=$(ort_headers)
         setsid nohup bash -c background > "$LOGS/background.log" 2>&1 < /dev/null &
         echo $! > "$STATE/background.pid"
@@ -118,7 +114,7 @@ case ${1:-} in
         ;;
     part)
         take_parts
-        [ -f "$STATE/background.pid" ] && summary
+        [ -f "$STATE/background.pid" ] && results
         ;;
     install)
         take_parts
@@ -132,7 +128,7 @@ case ${1:-} in
             "$STATE/$whl" .whl/serving/*.whl || exit 1
         mkdir -p /tmp/triton && tar -C /tmp/triton -xJf .whl/serving/tritonserver-py3.12.tar.xz || exit 1
         python3 -c "import onnxruntime as o; print(o.__version__, o.__file__, o.get_available_providers())"
-        summary
+        results
         ;;
     ort-test)
         in_repo
@@ -140,25 +136,20 @@ case ${1:-} in
         # starve (measured: a quarter of them in 500 s). Wait for it first (WAIT_S, default 540 s).
         start=$SECONDS
         while [ ! -f "$STATE/background.done" ] && [ $((SECONDS - start)) -lt "${WAIT_S:-540}" ]; do sleep 5; done
-        [ -f "$STATE/background.done" ] || { echo "the background stage is still running: call ort-test again"; summary; exit 1; }
-        [ -f "$WTCONV_ORT_LIB" ] || { echo "no $WTCONV_ORT_LIB: the background build failed"; summary; exit 1; }
-        start=$SECONDS
-        ONNXRUNTIME_INCLUDE_DIR=$(ort_headers) STAGES=test OUT="$LOGS/ort" tools/device_ort.sh > "$LOGS/ort_tests.log" 2>&1
-        echo "$? $((SECONDS - start))" > "$LOGS/ort_tests.rc"
-        tail -30 "$LOGS/ort_tests.log"
+        [ -f "$STATE/background.done" ] || { echo "the background stage is still running: call ort-test again"; results; exit 1; }
+        [ -f "$WTCONV_ORT_LIB" ] || { echo "no $WTCONV_ORT_LIB: the background build failed"; results; exit 1; }
+        STAGE_TAIL=30 stage ort_tests env ONNXRUNTIME_INCLUDE_DIR="$(ort_headers)" STAGES=test OUT="$LOGS/ort" \
+            tools/device_ort.sh
         # the serving runners on the GPU (CUDA graphs per bucket, torch-cuda and ONNX Runtime)
-        start=$SECONDS
-        python3 -m pytest -q -rs -p no:cacheprovider tests/test_serving_runners_gpu.py > "$LOGS/runner_tests.log" 2>&1
-        echo "$? $((SECONDS - start))" > "$LOGS/runner_tests.rc"
-        tail -15 "$LOGS/runner_tests.log"
-        summary
+        STAGE_TAIL=15 stage runner_tests python3 -m pytest -q -rs -p no:cacheprovider tests/test_serving_runners_gpu.py
+        results
         ;;
     wait)
         limit=${2:-540}
         start=$SECONDS
         while [ ! -f "$STATE/background.done" ] && [ $((SECONDS - start)) -lt "$limit" ]; do sleep 5; done
         [ -f "$STATE/background.done" ] && echo "background stage done" || echo "background stage still running"
-        summary
+        results
         ;;
     bench)
         in_repo
@@ -173,8 +164,8 @@ case ${1:-} in
             WHEELS="$wheels" OUT="$OUT/serving" tools/device_serving.sh
         ;;
     collect)
-        summary | tee "$LOGS/summary.txt"
-        tar czf "$OUT/session_logs.tgz" -C "$STATE" logs
+        results | tee "$LOGS/summary.txt"
+        pack_logs "$OUT/session_logs.tgz" "$STATE" logs
         ;;
     *)
         sed -n '2,25p' "$0"

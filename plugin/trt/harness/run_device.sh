@@ -9,8 +9,10 @@
 # Prints per header version: warnings in plugin/trt, the CTest summary, the harness's pass counts and any
 # FAIL/SKIP line. Exits non-zero if any build or test failed, or if a GPU was found but the GPU part skipped.
 set -uo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../../.." || exit 1
 repo=$(pwd)
+# shellcheck source=tools/device_lib.sh
+source tools/device_lib.sh
 roots=("$@")
 if [ ${#roots[@]} -eq 0 ]; then
     for dir in .trt/*/; do
@@ -21,13 +23,13 @@ if [ ${#roots[@]} -eq 0 ]; then
     echo "FAIL no TensorRT header tree given and none under .trt/*/include/NvInferRuntime.h"
     exit 1
 fi
-arch=${CMAKE_CUDA_ARCHITECTURES:-90}
+export CUDA_ARCHS=${CMAKE_CUDA_ARCHITECTURES:-90}
 jobs=$(nproc 2>/dev/null || echo 4)
 status=0
 have_gpu=0
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+if gpus=$(gpu_info) && [ -n "$gpus" ]; then
     have_gpu=1
-    nvidia-smi -L
+    echo "$gpus"
 fi
 
 for root in "${roots[@]}"; do
@@ -40,8 +42,7 @@ for root in "${roots[@]}"; do
         status=1
         continue
     fi
-    if ! cmake -S plugin -B "$build" -DCMAKE_CUDA_ARCHITECTURES="$arch" -DTensorRT_ROOT="$(cd "$root" && pwd)" \
-        -DPython3_EXECUTABLE="$(command -v python3)" \
+    if ! configure_plugin "$build" -DTensorRT_ROOT="$(cd "$root" && pwd)" -DPython3_EXECUTABLE="$(command -v python3)" \
         >"$log" 2>&1; then
         tail -30 "$log"
         echo "FAIL configure ($root)"
