@@ -27,10 +27,10 @@ from pathlib import Path
 import torch
 
 from wtconv_bench.layers import L2_BYTES, STAGES_T, gpu_info, time_graph
-from wtconv_export import cuda_kernels
-from wtconv_export.folding import fold_wtconv
-from wtconv_export.fused_spec import fused_wtconv2d_spec
-from wtconv_export.wtconv2d import WTConv2d
+from wtconv_torch import cuda_kernels
+from wtconv_torch.folding import fold_wtconv
+from wtconv_torch.fused_spec import fused_wtconv2d_spec
+from wtconv_torch.wtconv2d import WTConv2d
 
 F16, F32, BF16 = torch.float16, torch.float32, torch.bfloat16
 SLOWER = 1.03  # a change slower than this anywhere says so (docs/bench/README.md)

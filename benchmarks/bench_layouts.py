@@ -23,9 +23,9 @@ import torch.nn as nn
 
 from wtconv_bench.layers import L2_BYTES, STAGES_T, model_forward_ms
 from wtconv_bench.layers import time_graph as _time_graph
-from wtconv_export import cuda_kernels
-from wtconv_export.folding import fold_wtconv
-from wtconv_export.wtconv2d import WTConv2d
+from wtconv_torch import cuda_kernels
+from wtconv_torch.folding import fold_wtconv
+from wtconv_torch.wtconv2d import WTConv2d
 
 
 def layer_rows(batch, replays):
@@ -71,8 +71,8 @@ def layer_rows(batch, replays):
 def model_rows(batch):
     import timm
 
-    from wtconv_export.fused_module import fuse_wtconv_layers
-    from wtconv_export.wtconvnext import wtconvnext_tiny
+    from wtconv_torch.fused_module import fuse_wtconv_layers
+    from wtconv_torch.wtconvnext import wtconvnext_tiny
 
     cuda_kernels.register()
     dev = torch.device("cuda")

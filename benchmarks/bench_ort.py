@@ -118,7 +118,7 @@ def without_wtconv(path: Path, out: Path) -> Path:
     """The model at `path` with each WTConv2d node replaced by Identity (WTConvNeXt-T's layers keep their shape)."""
     import onnx
 
-    from wtconv_export import contract
+    from wtconv_libs import contract
 
     proto = onnx.load(str(path))
     for i, node in enumerate(proto.graph.node):

@@ -7,7 +7,7 @@ it with the GPU tests' contract (tests/test_kernels_gpu.py, check_case):
 
     error = max|ours - float64 spec| / max|float64 spec|,   ratio = error / max(reference error, unit roundoff)
 
-where the reference error is the PyTorch reference module (wtconv_export.WTConv2d) run in the same dtype, and the
+where the reference error is the PyTorch reference module (wtconv_torch.WTConv2d) run in the same dtype, and the
 contract asks ratio <= 1.0. Schemes (the rest of the arithmetic stays fp32, output rounded once to the I/O dtype):
 
     fp32        today's kernels: every operation in fp32.
@@ -24,7 +24,7 @@ contract asks ratio <= 1.0. Schemes (the rest of the arithmetic stays fp32, outp
 
 Rounding is round-to-nearest-even computed directly from float64 (``round_to_dtype``): torch's float64 -> fp16/bf16
 cast goes through float32 and so rounds twice. The fp32 parts run in float32 in the executable spec's order
-(wtconv_export/fused_spec.py); the kernels' fp32 order differs only at float32 rounding (~1e-7 relative).
+(wtconv_torch/fused_spec.py); the kernels' fp32 order differs only at float32 rounding (~1e-7 relative).
 
 Usage (repository root): python3 -m benchmarks.half_arithmetic_study [--device cuda] [--seeds 5]
                              [--groups stages awkward] [--json docs/bench/half_arithmetic.json]
@@ -47,9 +47,9 @@ import torch
 import torch.nn.functional as F
 
 from wtconv_bench.layers import STAGES_T
-from wtconv_export.folding import FoldedWTConv, fold_wtconv
-from wtconv_export.fused_spec import fused_wtconv2d_spec, haar_analysis
-from wtconv_export.wtconv2d import WTConv2d, random_wtconv2d
+from wtconv_torch.folding import FoldedWTConv, fold_wtconv
+from wtconv_torch.fused_spec import fused_wtconv2d_spec, haar_analysis
+from wtconv_torch.wtconv2d import WTConv2d, random_wtconv2d
 
 # scheme -> arithmetic of (the base convolution, the band convolutions): fp32, half (one accumulator of k*k FMAs),
 # row-split (one half accumulator per row of k FMAs, rows added in fp32)
@@ -274,7 +274,7 @@ def json_report(meta: dict, summary: dict, rows: dict) -> str:
 _LEGEND = """\
 Ratio = error / max(reference error, unit roundoff), error = max|out - float64 spec| / max|float64 spec|, as the
 GPU tests' contract measures it (tests/test_kernels_gpu.py, check_case); the contract asks <= 1.0x. The reference
-is the PyTorch module `wtconv_export.WTConv2d` run in the dtype. A ratio of exactly 1.0x (the reference's own error)
+is the PyTorch module `wtconv_torch.WTConv2d` run in the dtype. A ratio of exactly 1.0x (the reference's own error)
 passes. Cases: the groups named before each table, each shape with several random layers and inputs (weights drawn
 as the GPU tests draw them), labelled B x C x H x W (H^2: square), k, levels L, stride s (when not 1) and the seed.
 Schemes (everything not named is fp32, the output is rounded once to the I/O dtype):

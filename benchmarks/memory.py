@@ -113,7 +113,7 @@ def load_published(root: Path | None):
 def with_layers_replaced(model, make):
     """Every WTConv2d layer in ``model`` (ours or the published class: published.find_wtconv_layers) replaced in
     place by ``make(channels, k, levels, stride)``; returns the model."""
-    from wtconv_export.published import find_wtconv_layers, replace_submodule, wtconv_layer_config
+    from wtconv_torch.published import find_wtconv_layers, replace_submodule, wtconv_layer_config
 
     for path, layer in find_wtconv_layers(model):
         config = wtconv_layer_config(layer, path)
@@ -131,7 +131,7 @@ def plugin_workspace_bytes(lib, dtype: str, shape: dict, channels_last: bool) ->
     """The TensorRT plugin's getWorkspaceSize for a profile whose largest shape is ``shape``: wtconvWorkspaceBytes
     for the format TensorRT gives the layer (kLINEAR; channels-last: kHWC8 for fp16 with C rounded up to 8, kHWC for
     fp32)."""
-    from wtconv_export import cuda_kernels
+    from wtconv_torch import cuda_kernels
 
     code = {"fp32": 0, "fp16": 1, "bf16": 2}[dtype]
     c = shape["c"]
@@ -146,9 +146,9 @@ def bench_layers(torch, dtypes, shapes, published_cls, fused_cls, device="cuda",
     available (ours; the published and the paper's classes when given) ``<name>_<layout>_extra`` (the call's peak
     above input and output) and ``_left`` (still allocated after it), or ``_error``. ``on_row(rows)`` is called after
     each row (the caller saves as it goes)."""
-    from wtconv_export import cuda_kernels
-    from wtconv_export.fused_module import FusedWTConv2d
-    from wtconv_export.wtconv2d import WTConv2d
+    from wtconv_torch import cuda_kernels
+    from wtconv_torch.fused_module import FusedWTConv2d
+    from wtconv_torch.wtconv2d import WTConv2d
 
     cuda_kernels.register()
     lib = cuda_kernels.load_library()
@@ -197,9 +197,9 @@ def bench_layers(torch, dtypes, shapes, published_cls, fused_cls, device="cuda",
 
 def model_makers(torch, published_convnext, fused_cls) -> dict:
     """name -> (size, device, dtype -> model in eval mode there), for the models compared."""
-    from wtconv_export import cuda_kernels
-    from wtconv_export.fused_module import fuse_wtconv_layers
-    from wtconv_export.wtconvnext import WTCONVNEXT_CONFIGS, create_wtconvnext
+    from wtconv_torch import cuda_kernels
+    from wtconv_torch.fused_module import fuse_wtconv_layers
+    from wtconv_torch.wtconvnext import WTCONVNEXT_CONFIGS, create_wtconvnext
 
     cuda_kernels.register()
 
@@ -276,7 +276,7 @@ def bench_models(
 
 def stage1_activation_bytes(size: str, batch: int, element_bytes: int = 2) -> int:
     """One stage-1 activation of the model (B x C1 x 56 x 56 at 224 x 224 input)."""
-    from wtconv_export.wtconvnext import WTCONVNEXT_CONFIGS
+    from wtconv_torch.wtconvnext import WTCONVNEXT_CONFIGS
 
     return batch * WTCONVNEXT_CONFIGS[MODEL_SIZES[size][0]]["dims"][0] * 56 * 56 * element_bytes
 

@@ -45,9 +45,9 @@ def made_by(event: dict) -> str:
 def main() -> int:
     import torch
 
-    from wtconv_export import cuda_kernels
-    from wtconv_export.fused_module import fuse_wtconv_layers
-    from wtconv_export.wtconvnext import WTCONVNEXT_CONFIGS, create_wtconvnext
+    from wtconv_torch import cuda_kernels
+    from wtconv_torch.fused_module import fuse_wtconv_layers
+    from wtconv_torch.wtconvnext import WTCONVNEXT_CONFIGS, create_wtconvnext
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="wtconvnext_tiny", choices=list(WTCONVNEXT_CONFIGS))

@@ -23,7 +23,7 @@ MODELS = (OURS, CONVNEXT)
 LAYOUTS = ("nchw", "channels_last")
 MODES = ("eager", "compiled")
 JSON_NAME, MD_NAME = "profile_models.json", "profile_models.md"
-OUR_OPERATOR = "wtconv::fused_wtconv2d"  # wtconv_export/ops.py, OPERATOR (the profiler names the op so)
+OUR_OPERATOR = "wtconv::fused_wtconv2d"  # wtconv_torch/ops.py, OPERATOR (the profiler names the op so)
 TOP_KERNELS = 15
 
 # Categories, in report order.
@@ -352,8 +352,8 @@ class Models:
             torch = self.torch
             dev, dt = torch.device("cuda"), _dtype(torch, dtype_name)
             if name == OURS:
-                from wtconv_export.fused_module import fuse_wtconv_layers
-                from wtconv_export.wtconvnext import wtconvnext_tiny
+                from wtconv_torch.fused_module import fuse_wtconv_layers
+                from wtconv_torch.wtconvnext import wtconvnext_tiny
 
                 model = fuse_wtconv_layers(wtconvnext_tiny().eval().to(dev, dt))  # the folded weights stay fp32
             else:
@@ -442,7 +442,7 @@ def graph_summary(explained) -> dict:
     """The numbers of a ``torch._dynamo.explain`` result: graphs, breaks and their reasons (with the user frame),
     our operator's calls in the graphs, how many of them get a channels-last input (a block's MLP runs channels-last
     and permutes back, so even the NCHW model hands most layers channels-last strides) and how many return their
-    input's layout (the fake implementation's output as the compiler sees it, wtconv_export/ops.py:
+    input's layout (the fake implementation's output as the compiler sees it, wtconv_torch/ops.py:
     channels-last for a channels-last input, else NCHW-contiguous)."""
     import torch
 
@@ -880,7 +880,7 @@ def run(opts: Options) -> dict:
             import timm  # noqa: F401 - ConvNeXt-T comes from timm
         except ImportError as error:
             raise ConfigurationError(f"profiling ConvNeXt-T needs timm ({error}): pip install timm") from error
-    from wtconv_export import cuda_kernels
+    from wtconv_torch import cuda_kernels
 
     try:
         cuda_kernels.register()

@@ -2,9 +2,9 @@
 
 import torch
 
-from wtconv_export import cuda_kernels
-from wtconv_export.folding import fold_wtconv
-from wtconv_export.wtconv2d import WTConv2d
+from wtconv_torch import cuda_kernels
+from wtconv_torch.folding import fold_wtconv
+from wtconv_torch.wtconv2d import WTConv2d
 
 # the WTConvNeXt-T stage shapes at B = 64 (whole-plane kernels), then one tiled-path shape
 SHAPES = [(64, c, hw, hw, lv, torch.float16) for c, hw, lv in ((96, 56, 5), (192, 28, 4), (384, 14, 3), (768, 7, 2))]

@@ -1,7 +1,7 @@
 """Train the shipped default model: a small WTConvNeXt on scikit-learn's 8x8 digits, upsampled to 32x32.
 
-    python samples/train_default_model.py            # writes wtconv_export/data/default_model.* and
-                                                     # wtconv_export/data/digits_heldout.safetensors
+    python samples/train_default_model.py            # writes wtconv_torch/data/default_model.* and
+                                                     # wtconv_torch/data/digits_heldout.safetensors
 
 Deterministic (fixed seeds, fixed stratified split, one CPU thread); about a minute on two CPU cores.
 Architecture: patch-2 stem, so the four stages see 16x16, 8x8, 4x4 and 2x2 maps; WTConv2d kernel 5 with
@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 
-from wtconv_export.models import DATA_DIR, accuracy, load_digits_dataset, preprocess_digits
-from wtconv_export.wtconvnext import WTConvNeXt
+from wtconv_torch.models import DATA_DIR, accuracy, load_digits_dataset, preprocess_digits
+from wtconv_torch.wtconvnext import WTConvNeXt
 
 MODEL_CONFIG = dict(
     in_chans=1,

@@ -123,7 +123,7 @@ def load_images(paths, channels, height, width, digits_config, mean, std):
     if digits_config is not None:  # the shipped digits model: 8x8, ink bright on dark, values 0..16, then its own
         import torch
 
-        from wtconv_export.models import preprocess_digits
+        from wtconv_torch.models import preprocess_digits
 
         digits = []
         for path in paths:
@@ -262,7 +262,7 @@ def run(args) -> int:
     channels, height, width = fill_dynamic(sample, args.shape, metadata, args.model)
     digits_config, labels = None, None
     if metadata.get("source") == "default":
-        from wtconv_export.models import read_default_config
+        from wtconv_torch.models import read_default_config
 
         digits_config = read_default_config()
     if args.images:
@@ -276,7 +276,7 @@ def run(args) -> int:
         except (WtconvTrtError, ValueError) as error:
             raise Stop(str(error)) from None
     elif digits_config is not None and [channels, height, width] == [1, 32, 32]:
-        from wtconv_export.models import load_heldout_digits
+        from wtconv_torch.models import load_heldout_digits
 
         x, labels = load_heldout_digits(digits_config, count=args.count or 256)
         x, labels = x.numpy(), labels.numpy()

@@ -7,7 +7,7 @@ Fixtures for hardware- and library-dependent tests (each calls pytest.skip with 
                          run without a device); returns its path.
     require_cuda         a CUDA device AND the built kernel library (plugin/kernels' extern "C" shared
                          library); returns its path. The library is found, in order, from the environment
-                         variable WTCONV_KERNELS_LIB, from ``wtconv_export.cuda_kernels.find_library()`` when
+                         variable WTCONV_KERNELS_LIB, from ``wtconv_torch.cuda_kernels.find_library()`` when
                          that module exists, or not at all (skip, saying how to build it).
     require_tensorrt     ``import tensorrt`` works (bindings and libnvinfer); returns the module.
     tensorrt_rtx         TensorRT-RTX is installed and imports (our loader links included); selects it as this
@@ -115,7 +115,7 @@ def find_kernels_library():
     if env:
         return (Path(env), None) if Path(env).is_file() else (None, f"{KERNELS_LIB_ENV}={env} does not exist")
     try:
-        module = importlib.import_module("wtconv_export.cuda_kernels")
+        module = importlib.import_module("wtconv_torch.cuda_kernels")
     except ImportError:
         module = None
     if module is not None and hasattr(module, "find_library"):
@@ -323,7 +323,7 @@ def install():
 @pytest.fixture(scope="session")
 def shipped_model():
     """The shipped default model (a small WTConvNeXt: 5 blocks in 4 stages), loaded once per session."""
-    from wtconv_export.models import load_default_model
+    from wtconv_torch.models import load_default_model
 
     model, _ = load_default_model()
     return model

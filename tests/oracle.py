@@ -1,7 +1,7 @@
 """Independent float64 oracle of the published WTConv2d algorithm, by explicit loops over pixels (NumPy).
 
 Written from the published algorithm (Finder et al., ECCV 2024; BGU-CS-VIL/WTConv ``wtconv/wtconv2d.py``
-and ``wtconv/util/wavelet.py``), sharing no code with ``wtconv_export``:
+and ``wtconv/util/wavelet.py``), sharing no code with ``wtconv_torch``:
 
     LL_0 = x
     for level l = 1..L:

@@ -2,7 +2,7 @@
 
 import torch
 
-from wtconv_export.wtconv2d import WTConv2d
+from wtconv_torch.wtconv2d import WTConv2d
 
 
 def random_wtconv(channels, kernel_size, levels, stride=1, bias=True, seed=0, dtype=torch.float64):

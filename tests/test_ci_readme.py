@@ -42,4 +42,4 @@ def test_test_extra_installs_what_the_tests_import():
     for package in ("pytest", "pywavelets", "scikit-learn"):
         assert package in test_extra
     assert meta["project"]["scripts"]["wtconv-trt"] == "wtconv_trt.cli:run_command"
-    assert "data/*" in meta["tool"]["setuptools"]["package-data"]["wtconv_export"]
+    assert "data/*" in meta["tool"]["setuptools"]["package-data"]["wtconv_torch"]

@@ -6,12 +6,12 @@ import pytest
 import torch
 from random_layers import random_wtconv
 
-from wtconv_export.folding import fold_wtconv
-from wtconv_export.fused_module import FusedWTConv2d, fuse_wtconv_layers
-from wtconv_export.fused_spec import fused_wtconv2d_spec
-from wtconv_export.models import load_default_model, load_heldout_digits
-from wtconv_export.wtconv2d import WTConv2d
-from wtconv_export.wtconvnext import WTConvNeXt
+from wtconv_torch.folding import fold_wtconv
+from wtconv_torch.fused_module import FusedWTConv2d, fuse_wtconv_layers
+from wtconv_torch.fused_spec import fused_wtconv2d_spec
+from wtconv_torch.models import load_default_model, load_heldout_digits
+from wtconv_torch.wtconv2d import WTConv2d
+from wtconv_torch.wtconvnext import WTConvNeXt
 
 
 def relative_error(got, expected):

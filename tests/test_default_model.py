@@ -2,7 +2,7 @@
 
 import torch
 
-from wtconv_export.models import (
+from wtconv_torch.models import (
     DEFAULT_MODEL_WEIGHTS,
     DIGITS_HELDOUT,
     accuracy,
@@ -11,7 +11,7 @@ from wtconv_export.models import (
     load_heldout_digits,
     preprocess_digits,
 )
-from wtconv_export.wtconv2d import WTConv2d
+from wtconv_torch.wtconv2d import WTConv2d
 
 
 def test_default_model_reaches_recorded_accuracy():

@@ -16,8 +16,8 @@ from engine_helpers import tiny_onnx
 
 import wtconv_trt
 from wtconv_core.errors import InputError
-from wtconv_export import contract
-from wtconv_export.wtconv2d import WTConv2d
+from wtconv_libs import contract
+from wtconv_torch.wtconv2d import WTConv2d
 
 onnx = pytest.importorskip("onnx")
 
@@ -26,7 +26,7 @@ SHAPE = (5, 1, 40, 24)  # batch, channels, and a non-square size other than the 
 
 def pytorch_module_outputs(shape) -> dict:
     """{module path: output shape} of the shipped model on the meta device at ``shape``; WTConv2d layers in order."""
-    from wtconv_export.models import build_model_from_config, read_default_config
+    from wtconv_torch.models import build_model_from_config, read_default_config
 
     with torch.device("meta"):
         model = build_model_from_config(read_default_config()).eval()

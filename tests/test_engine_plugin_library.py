@@ -257,7 +257,7 @@ def test_kernel_library_uses_the_same_order(libs, places, monkeypatch):
     assert lookup.find("kernels") == tree
     cached = _put(libs["dynamic"], places["cache"] / kernels)
     assert lookup.find("kernels") == cached
-    cuda_kernels = pytest.importorskip("wtconv_export.cuda_kernels")
+    cuda_kernels = pytest.importorskip("wtconv_torch.cuda_kernels")
     assert cuda_kernels.find_library() == cached
 
 

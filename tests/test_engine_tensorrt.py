@@ -28,8 +28,8 @@ def plugin_libs(require_tensorrt):
 
 @pytest.fixture(scope="module")
 def onnx_models(tmp_path_factory, require_tensorrt):
-    from wtconv_export.models import load_default_model
     from wtconv_export.onnx_export import export_onnx
+    from wtconv_torch.models import load_default_model
 
     model, _ = load_default_model()
     out = tmp_path_factory.mktemp("onnx")

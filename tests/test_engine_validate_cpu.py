@@ -129,7 +129,7 @@ def test_tolerances():
 
 def test_default_model_inputs_are_real_digits():
     feeds = make_inputs({"source": "default"}, "input", (2, 1, 32, 32), "float16", 2, seed=0)
-    from wtconv_export.models import load_heldout_digits
+    from wtconv_torch.models import load_heldout_digits
 
     images, _ = load_heldout_digits(count=4)
     np.testing.assert_array_equal(feeds[1]["input"], images[2:4].numpy().astype(np.float16))

@@ -3,12 +3,12 @@
 import pytest
 import torch
 
-from wtconv_export import ops
-from wtconv_export.folding import fold_wtconv
-from wtconv_export.fused_module import FusedWTConv2d
-from wtconv_export.models import load_checkpoint
-from wtconv_export.wtconv2d import WTConv2d
-from wtconv_export.wtconvnext import WTConvNeXt, create_wtconvnext
+from wtconv_torch import ops
+from wtconv_torch.folding import fold_wtconv
+from wtconv_torch.fused_module import FusedWTConv2d
+from wtconv_torch.models import load_checkpoint
+from wtconv_torch.wtconv2d import WTConv2d
+from wtconv_torch.wtconvnext import WTConvNeXt, create_wtconvnext
 
 
 @pytest.mark.parametrize(
@@ -117,7 +117,7 @@ def test_wtconvnext_config(kwargs, match):
 def test_unknown_model_and_pretrained():
     with pytest.raises(ValueError, match=r"unknown model 'wtconvnext_huge'.*wtconvnext_tiny"):
         create_wtconvnext("wtconvnext_huge")
-    from wtconv_export.wtconvnext import wtconvnext_small
+    from wtconv_torch.wtconvnext import wtconvnext_small
 
     with pytest.raises(ValueError, match=r"pretrained=True is not supported"):
         wtconvnext_small(pretrained=True)

@@ -10,10 +10,10 @@ import random
 import pytest
 import torch
 
-from wtconv_export import haar
-from wtconv_export.folding import fold_wtconv
-from wtconv_export.fused_spec import fused_wtconv2d_spec
-from wtconv_export.wtconv2d import WTConv2d
+from wtconv_torch import haar
+from wtconv_torch.folding import fold_wtconv
+from wtconv_torch.fused_spec import fused_wtconv2d_spec
+from wtconv_torch.wtconv2d import WTConv2d
 
 # Heights x widths: 1x1, thin, even, odd, non-square, below 2^levels for every level > 1, and up to 2^6.
 SIZES = [(1, 1), (1, 6), (2, 2), (3, 5), (6, 1), (8, 8), (7, 13), (16, 9), (33, 20), (64, 64), (45, 67)]

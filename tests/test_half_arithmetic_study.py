@@ -2,7 +2,7 @@
 
 Oracles: numpy's float64 -> float16 conversion (one rounding to nearest even) and exact rational arithmetic
 (fractions.Fraction) for the roundings; explicit Python loops with a rounding after every FMA for the half
-accumulators; the executable spec (wtconv_export/fused_spec.py) for the fp32 scheme.
+accumulators; the executable spec (wtconv_torch/fused_spec.py) for the fp32 scheme.
 """
 
 import itertools
@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from benchmarks import half_arithmetic_study as study
-from wtconv_export.folding import FoldedWTConv, fold_wtconv
-from wtconv_export.fused_spec import fused_wtconv2d_spec
-from wtconv_export.wtconv2d import random_wtconv2d
+from wtconv_torch.folding import FoldedWTConv, fold_wtconv
+from wtconv_torch.fused_spec import fused_wtconv2d_spec
+from wtconv_torch.wtconv2d import random_wtconv2d
 
 # (significand bits, smallest normal exponent) of IEEE binary16 and bfloat16
 FORMATS = {torch.float16: (11, -14), torch.bfloat16: (8, -126)}

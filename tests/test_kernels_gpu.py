@@ -1,11 +1,11 @@
 """GPU tests of the fused WTConv CUDA kernels (plugin/kernels) through their C API (ctypes).
 
-Oracle: the executable spec (wtconv_export/fused_spec.py) in float64 on the folded float64 weights.
+Oracle: the executable spec (wtconv_torch/fused_spec.py) in float64 on the folded float64 weights.
 Outputs are poisoned with NaN before each launch; every case draws fresh random inputs and weights.
 fp32: every output within max(1e-6 max |spec|, 4 u M) of the spec, where M is the magnitude of the terms summed
 for that output and u = 2^-24 (fp32_violation: only outputs whose terms cancel get more than the relative bound).
 fp16 / bf16: error <= 1.0x the error of the
-PyTorch reference module (wtconv_export.WTConv2d) run in the same dtype on the GPU. Every case runs in both
+PyTorch reference module (wtconv_torch.WTConv2d) run in the same dtype on the GPU. Every case runs in both
 layouts the kernels read and write: NCHW and channels-last (NHWC), plus padded channel pitches.
 Skipped (with the reason) without a CUDA GPU or without the built library (see cuda_kernels.BUILD_HINT).
 """
@@ -17,10 +17,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from wtconv_export import cuda_kernels
-from wtconv_export.folding import fold_wtconv
-from wtconv_export.fused_spec import fused_wtconv2d_spec
-from wtconv_export.wtconv2d import random_wtconv2d
+from wtconv_torch import cuda_kernels
+from wtconv_torch.folding import fold_wtconv
+from wtconv_torch.fused_spec import fused_wtconv2d_spec
+from wtconv_torch.wtconv2d import random_wtconv2d
 
 INVALID_VALUE = 1  # cudaErrorInvalidValue
 DTYPE_NAMES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -228,7 +228,7 @@ def test_wtconvnext_stage_shapes(kernels, error_report, dtype_name):
 
 def test_custom_op_and_cuda_graph(kernels):
     """fused_wtconv2d on CUDA runs our kernels (matches the spec) and replays correctly in a CUDA graph."""
-    from wtconv_export.ops import fused_wtconv2d
+    from wtconv_torch.ops import fused_wtconv2d
 
     cuda_kernels.register()
     dev = torch.device("cuda")
@@ -409,8 +409,8 @@ def test_channels_last_custom_op_and_module(kernels, shape, k, levels, stride):
     module's eager fast path and the custom op give bit-identical results (the same kernels); both match the
     spec; a channels-last input is not copied (the call allocates the output and, on the tiled path, the
     workspace: nothing else, per PyTorch's allocator statistics)."""
-    from wtconv_export.fused_module import FusedWTConv2d
-    from wtconv_export.ops import fused_wtconv2d
+    from wtconv_torch.fused_module import FusedWTConv2d
+    from wtconv_torch.ops import fused_wtconv2d
 
     cuda_kernels.register()
     dev = torch.device("cuda")
@@ -441,7 +441,7 @@ def test_channels_last_custom_op_and_module(kernels, shape, k, levels, stride):
 
 def test_module_fast_path_and_cuda_graph(kernels):
     """FusedWTConv2d's eager path (launches without the dispatcher) captures and replays in a CUDA graph."""
-    from wtconv_export.fused_module import FusedWTConv2d
+    from wtconv_torch.fused_module import FusedWTConv2d
 
     cuda_kernels.register()
     dev = torch.device("cuda")

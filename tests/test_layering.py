@@ -1,7 +1,8 @@
 """The layers of the Python code, read statically from the imports (docs/design.md §1, "Code layout").
 
 PACKAGES lists the packages bottom to top: ``wtconv_core`` (errors, paths, inputs: imports no other project
-package), ``wtconv_libs`` (the compiled libraries), ``wtconv_export`` (the PyTorch side), ``wtconv_ort`` (ONNX
+package), ``wtconv_libs`` (the compiled libraries and their contract), ``wtconv_torch`` (the PyTorch side: model,
+op, kernel loader), ``wtconv_export`` (ONNX export and the one reader of an exported file), ``wtconv_ort`` (ONNX
 Runtime sessions), ``trt_engine`` (TensorRT engines), ``wtconv_validate`` (runtimes against PyTorch),
 ``wtconv_serving`` (Triton), ``wtconv_bench`` (benchmarks and profiles), ``wtconv_trt`` (the Python API and, on it,
 the command line). A package imports only packages below it. Every ``import`` statement counts, at module level or
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = (
     "wtconv_core",
     "wtconv_libs",
+    "wtconv_torch",
     "wtconv_export",
     "wtconv_ort",
     "trt_engine",
@@ -117,9 +119,9 @@ def test_the_order_check_finds_an_upward_import():
     """The check is not blind: a core module importing the command line, or the PyTorch side importing TensorRT
     engines, is found."""
     assert upward_imports({"wtconv_core.errors": {"wtconv_trt.cli"}}) == ["wtconv_core.errors -> wtconv_trt.cli"]
-    assert upward_imports(
-        {"wtconv_export.models": {"trt_engine.build"}, "trt_engine.build": {"wtconv_core.paths"}}
-    ) == ["wtconv_export.models -> trt_engine.build"]
+    assert upward_imports({"wtconv_torch.models": {"trt_engine.build"}, "trt_engine.build": {"wtconv_core.paths"}}) == [
+        "wtconv_torch.models -> trt_engine.build"
+    ]
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:

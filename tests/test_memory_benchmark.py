@@ -8,7 +8,7 @@ import torch.nn as nn
 
 from benchmarks import memory as mb
 from benchmarks import memory_snapshot as snapshot
-from wtconv_export.wtconv2d import WTConv2d
+from wtconv_torch.wtconv2d import WTConv2d
 
 
 def _event(action, addr, size, line=1):

@@ -9,10 +9,10 @@ import copy
 import pytest
 import torch
 
-from wtconv_export import cuda_kernels
-from wtconv_export.fused_module import FusedWTConv2d, fuse_wtconv_layers
-from wtconv_export.models import accuracy, load_default_model, load_heldout_digits
-from wtconv_export.wtconvnext import wtconvnext_tiny
+from wtconv_torch import cuda_kernels
+from wtconv_torch.fused_module import FusedWTConv2d, fuse_wtconv_layers
+from wtconv_torch.models import accuracy, load_default_model, load_heldout_digits
+from wtconv_torch.wtconvnext import wtconvnext_tiny
 
 
 def rel_error(value, expected):
@@ -94,8 +94,8 @@ def test_forward_allocates_its_output_and_workspace_only(registered, shape, leve
     (no conversion or copy of the weights, no buffer kept); calls leave nothing behind; the module holds its three
     folded fp32 weight tensors and nothing more. Oracle: PyTorch's allocator statistics, against the allocation of
     an empty tensor like the output and the library's workspace size."""
-    from wtconv_export.folding import fold_wtconv
-    from wtconv_export.wtconv2d import random_wtconv2d
+    from wtconv_torch.folding import fold_wtconv
+    from wtconv_torch.wtconv2d import random_wtconv2d
 
     fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
     layer = random_wtconv2d(shape[1], 5, levels, 1, 21)
@@ -140,7 +140,7 @@ def test_wtconvnext_peak_holds_no_more_activations_than_convnext(registered, lay
     11 stage-1 activations (A = B x 96 x 56 x 56 elements) are alive: the stem's output (its stage's input), the
     block's input, the LayerNorm output and the MLP's fc1 and GELU outputs (4 A each). The block's convolution
     output must not be among them (it is dead once normalised), nor anything of our layer."""
-    from wtconv_export.wtconvnext import wtconvnext_tiny
+    from wtconv_torch.wtconvnext import wtconvnext_tiny
 
     fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
     torch.manual_seed(0)

@@ -320,8 +320,8 @@ def test_a_real_trace_is_read():
 
 
 def small_wtconvnext():
-    from wtconv_export.fused_module import fuse_wtconv_layers
-    from wtconv_export.wtconvnext import WTConvNeXt
+    from wtconv_torch.fused_module import fuse_wtconv_layers
+    from wtconv_torch.wtconvnext import WTConvNeXt
 
     return fuse_wtconv_layers(WTConvNeXt(depths=(1, 2), dims=(8, 16), wt_levels=2, num_classes=5).eval())
 

@@ -10,12 +10,12 @@ import torch.nn as nn
 
 onnx = pytest.importorskip("onnx")
 
-from wtconv_export import contract  # noqa: E402
-from wtconv_export.contract import count_wtconv_nodes  # noqa: E402
 from wtconv_export.onnx_export import NoWTConvWarning, export_onnx  # noqa: E402
 from wtconv_export.onnx_models import build_model, randomize_weights  # noqa: E402
-from wtconv_export.wtconv2d import WTConv2d  # noqa: E402
-from wtconv_export.wtconvnext import create_wtconvnext  # noqa: E402
+from wtconv_libs import contract  # noqa: E402
+from wtconv_libs.contract import count_wtconv_nodes  # noqa: E402
+from wtconv_torch.wtconv2d import WTConv2d  # noqa: E402
+from wtconv_torch.wtconvnext import create_wtconvnext  # noqa: E402
 from wtconv_trt.cli import main as cli_main  # noqa: E402
 
 

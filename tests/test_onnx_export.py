@@ -17,11 +17,11 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxruntime_extensions")
 
-from wtconv_export import contract  # noqa: E402
-from wtconv_export.folding import fold_wtconv  # noqa: E402
 from wtconv_export.onnx_export import export_onnx, find_wtconv_layers, read_metadata  # noqa: E402
 from wtconv_export.onnx_models import build_model  # noqa: E402
+from wtconv_libs import contract  # noqa: E402
 from wtconv_ort.session import make_ort_session  # noqa: E402
+from wtconv_torch.folding import fold_wtconv  # noqa: E402
 from wtconv_trt.cli import main as cli_main  # noqa: E402
 
 pytestmark = pytest.mark.slow  # exports WTConvNeXt-T in two forms and two precisions (about a minute)

@@ -20,8 +20,8 @@ import torch
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from wtconv_export import contract  # noqa: E402
 from wtconv_export.onnx_export import export_onnx  # noqa: E402
+from wtconv_libs import contract  # noqa: E402
 from wtconv_ort.session import make_ort_session  # noqa: E402
 
 EXPORT_SHAPE = (1, 1, 32, 32)
@@ -150,7 +150,7 @@ def test_fp16_renderings_match_pytorch_within_the_fp16_contract(runtime, shipped
 
 def test_channels_last_layout_refuses_a_model_that_is_not_a_wtconvnext(tmp_path):
     from wtconv_core.errors import InputError
-    from wtconv_export.wtconv2d import WTConv2d
+    from wtconv_torch.wtconv2d import WTConv2d
 
     model = torch.nn.Sequential(WTConv2d(8, 8, kernel_size=5, wt_levels=2)).eval()
     with pytest.raises(InputError, match="layout: channels_last renders WTConvNeXt's blocks") as error:

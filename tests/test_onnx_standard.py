@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from wtconv_export.folding import fold_wtconv
-from wtconv_export.fused_spec import fused_wtconv2d_spec
 from wtconv_export.onnx_export import StandardWTConv2d, export_onnx
 from wtconv_export.onnx_models import randomize_weights
-from wtconv_export.wtconv2d import WTConv2d
+from wtconv_torch.folding import fold_wtconv
+from wtconv_torch.fused_spec import fused_wtconv2d_spec
+from wtconv_torch.wtconv2d import WTConv2d
 
 SIZES = [(2, 4, 1, 1), (1, 4, 7, 13), (2, 4, 33, 20), (1, 4, 3, 64)]
 
@@ -61,8 +61,8 @@ def test_standard_onnx_matches_at_awkward_sizes(dynamic, tmp_path):
 def test_already_fused_layers_export_as_plugin_nodes(tmp_path):
     """A model whose WTConv2d layers were replaced by FusedWTConv2d (fuse_wtconv_layers) exports the same node."""
     onnx = pytest.importorskip("onnx")
-    from wtconv_export import contract
-    from wtconv_export.fused_module import fuse_wtconv_layers
+    from wtconv_libs import contract
+    from wtconv_torch.fused_module import fuse_wtconv_layers
 
     layer = randomize_weights(WTConv2d(4, 4, 5, wt_levels=2), 3).eval()
     expected = fold_wtconv(layer).attributes()

@@ -9,7 +9,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxruntime_extensions")
 pytest.importorskip("polygraphy")
 
-from wtconv_export import contract  # noqa: E402
+from wtconv_libs import contract  # noqa: E402
 from wtconv_trt.cli import build_parser  # noqa: E402
 from wtconv_trt.cli import main as cli_main  # noqa: E402
 

@@ -18,9 +18,9 @@ pytest.importorskip("onnxruntime")
 
 from test_ort_cpu import check_against_spec, node_model, session  # noqa: E402
 
-from wtconv_export import contract  # noqa: E402
-from wtconv_export.folding import fold_wtconv  # noqa: E402
-from wtconv_export.wtconv2d import random_wtconv2d  # noqa: E402
+from wtconv_libs import contract  # noqa: E402
+from wtconv_torch.folding import fold_wtconv  # noqa: E402
+from wtconv_torch.wtconv2d import random_wtconv2d  # noqa: E402
 
 
 def channels_last(model):

@@ -1,6 +1,6 @@
 """The ONNX Runtime custom-op library (libwtconv_ort.so, plugin/onnxruntime) on ONNX Runtime's CPU execution provider.
 
-Oracle: the executable spec (wtconv_export/fused_spec.py) in float64 on the float64-folded weights, and, for fp16,
+Oracle: the executable spec (wtconv_torch/fused_spec.py) in float64 on the float64-folded weights, and, for fp16,
 the published PyTorch module run in fp16 (docs/design.md §2.5: fp32 within 1e-6 relative, fp16 within 1.0x the
 reference module's own fp16 error). Each node is written from the folded layer's attributes exactly as the exporter
 writes them (FoldedWTConv.attributes()); whole models go through export_onnx. The library is built once per source
@@ -20,16 +20,15 @@ import torch
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from wtconv_export import contract  # noqa: E402
-from wtconv_export.folding import fold_wtconv  # noqa: E402
-from wtconv_export.fused_spec import fused_wtconv2d_spec  # noqa: E402
-from wtconv_libs import lookup  # noqa: E402
+from wtconv_libs import contract, lookup  # noqa: E402
+from wtconv_torch.folding import fold_wtconv  # noqa: E402
+from wtconv_torch.fused_spec import fused_wtconv2d_spec  # noqa: E402
 
 # IR version 9 (ONNX 1.15): read by every ONNX Runtime the library supports (1.17 and newer); onnx.helper would
 # stamp its own newest IR version, which an older runtime refuses ("Unsupported model IR version").
 ORT_IR_VERSION = 9
-from wtconv_export.wtconv2d import random_wtconv2d  # noqa: E402
 from wtconv_ort.session import make_ort_session, resolve_wtconv_op  # noqa: E402
+from wtconv_torch.wtconv2d import random_wtconv2d  # noqa: E402
 
 ISA_ENV = "WTCONV_ORT_CPU_ISA"
 UNIT_ROUNDOFF_FP16 = 2.0**-11
@@ -233,7 +232,7 @@ def small_exports(tmp_path_factory):
     """A small WTConvNeXt (random weights, every stage, odd-size stage planes at 72x88) exported in fp32 and fp16."""
     from wtconv_export.onnx_export import export_onnx
     from wtconv_export.onnx_models import randomize_weights
-    from wtconv_export.wtconvnext import create_wtconvnext
+    from wtconv_torch.wtconvnext import create_wtconvnext
 
     model = randomize_weights(create_wtconvnext("wtconvnext_tiny", depths=(1, 1, 1, 1), num_classes=10), 0).eval()
     out = tmp_path_factory.mktemp("ort_exports")
@@ -269,8 +268,8 @@ def test_plugin_export_matches_pytorch(ort_library, small_exports, error_report)
 def test_default_model_heldout_accuracy_unchanged(ort_library, tmp_path):
     """The shipped default model, exported with WTConv2d nodes and run on the native op, classifies the held-out
     digits exactly as the PyTorch model does (same predictions, so the same recorded accuracy)."""
-    from wtconv_export.models import load_default_model, load_heldout_digits
     from wtconv_export.onnx_export import export_onnx
+    from wtconv_torch.models import load_default_model, load_heldout_digits
 
     model, config = load_default_model()
     x, labels = load_heldout_digits(config)

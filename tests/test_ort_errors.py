@@ -25,7 +25,7 @@ pytest.importorskip("onnxruntime")
 
 from onnx import AttributeProto, TensorProto, helper, numpy_helper  # noqa: E402
 
-from wtconv_export import contract  # noqa: E402
+from wtconv_libs import contract  # noqa: E402
 
 # IR version 9 (ONNX 1.15): read by every ONNX Runtime the library supports (1.17 and newer); onnx.helper would
 # stamp its own newest IR version, which an older runtime refuses ("Unsupported model IR version").

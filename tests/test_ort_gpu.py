@@ -24,11 +24,11 @@ ort = pytest.importorskip("onnxruntime")
 
 from test_ort_cpu import ELEM, check_against_spec, check_threads_agree, node_model, rel_error  # noqa: E402
 
-from wtconv_export import contract  # noqa: E402
-from wtconv_export.folding import fold_wtconv  # noqa: E402
-from wtconv_export.fused_spec import fused_wtconv2d_spec  # noqa: E402
-from wtconv_export.wtconv2d import random_wtconv2d  # noqa: E402
+from wtconv_libs import contract  # noqa: E402
 from wtconv_ort.session import cuda_provider, make_ort_session  # noqa: E402
+from wtconv_torch.folding import fold_wtconv  # noqa: E402
+from wtconv_torch.fused_spec import fused_wtconv2d_spec  # noqa: E402
+from wtconv_torch.wtconv2d import random_wtconv2d  # noqa: E402
 
 # Profiles go to the temporary folder, not the working directory.
 PROFILE_PREFIX = os.path.join(tempfile.gettempdir(), "wtconv_ort_gpu_profile")
@@ -124,7 +124,7 @@ def test_cuda_op_agrees_with_cpu_op_on_an_export(ort_cuda, tmp_path, error_repor
     fp32 rounding of the whole model, and the CUDA session ran every WTConv2d node on the GPU."""
     from wtconv_export.onnx_export import export_onnx
     from wtconv_export.onnx_models import randomize_weights
-    from wtconv_export.wtconvnext import create_wtconvnext
+    from wtconv_torch.wtconvnext import create_wtconvnext
 
     model = randomize_weights(create_wtconvnext("wtconvnext_tiny", depths=(1, 1, 1, 1), num_classes=10), 0).eval()
     path = tmp_path / "small.onnx"
@@ -317,7 +317,7 @@ def test_cuda_graph_of_a_wtconvnext_export(ort_cuda, ort_api, tmp_path, precisio
     rounding of the export's precision."""
     from wtconv_export.onnx_export import export_onnx
     from wtconv_export.onnx_models import randomize_weights
-    from wtconv_export.wtconvnext import create_wtconvnext
+    from wtconv_torch.wtconvnext import create_wtconvnext
 
     model = randomize_weights(create_wtconvnext("wtconvnext_tiny", depths=(1, 1, 1, 1), num_classes=10), 0).eval()
     path = tmp_path / f"small_{precision}.onnx"

@@ -18,9 +18,9 @@ ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from wtconv_export import contract  # noqa: E402
-from wtconv_export.folding import fold_wtconv  # noqa: E402
-from wtconv_export.wtconv2d import random_wtconv2d  # noqa: E402
+from wtconv_libs import contract  # noqa: E402
+from wtconv_torch.folding import fold_wtconv  # noqa: E402
+from wtconv_torch.wtconv2d import random_wtconv2d  # noqa: E402
 
 ORT_IR_VERSION = 9  # read by every ONNX Runtime the library supports (tests/test_ort_cpu.py)
 C, D = 8, 16

@@ -20,11 +20,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from wtconv_core.errors import ModelError, WtconvTrtError
-from wtconv_export import contract
-from wtconv_export.contract import count_wtconv_nodes
 from wtconv_export.onnx_export import export_onnx, find_wtconv_layers, read_metadata
-from wtconv_export.published import convert_published_wtconv, is_published_wtconv
-from wtconv_export.wtconv2d import WTConv2d as OurWTConv2d
+from wtconv_libs import contract
+from wtconv_libs.contract import count_wtconv_nodes
+from wtconv_torch.published import convert_published_wtconv, is_published_wtconv
+from wtconv_torch.wtconv2d import WTConv2d as OurWTConv2d
 
 onnx = pytest.importorskip("onnx")
 
@@ -236,7 +236,7 @@ def test_published_layers_run_on_the_fused_operator():
     """After convert_published_wtconv, fuse_wtconv_layers (our kernels' module; the executable spec on the CPU)
     fuses every layer; given the published layers themselves, it names the conversion instead of leaving them
     unfused."""
-    from wtconv_export.fused_module import FusedWTConv2d, fuse_wtconv_layers
+    from wtconv_torch.fused_module import FusedWTConv2d, fuse_wtconv_layers
 
     unet = make_unet()
     x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(4))
@@ -448,7 +448,7 @@ def test_drop_path_is_ignored_at_export_and_validation(tmp_path):
     """A WTConvNeXt built with stochastic depth and left in training mode exports the eval-mode network, has the
     same state_dict keys as one without, and validates against itself."""
     pytest.importorskip("onnxruntime")
-    from wtconv_export.wtconvnext import WTConvNeXt
+    from wtconv_torch.wtconvnext import WTConvNeXt
     from wtconv_validate.ort import validate_onnx
 
     config = dict(in_chans=2, num_classes=7, depths=(1, 1), dims=(8, 16), wt_levels=(2, 1))

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from wtconv_core.errors import InputError, ModelError
-from wtconv_export.models import wtconvnext_options_from_state_dict
 from wtconv_export.onnx_models import build_model, build_model_from_metadata
-from wtconv_export.wtconvnext import WTConvNeXt, create_wtconvnext
+from wtconv_torch.models import wtconvnext_options_from_state_dict
+from wtconv_torch.wtconvnext import WTConvNeXt, create_wtconvnext
 
 
 def assert_same_state(a: torch.nn.Module, b: torch.nn.Module) -> None:
@@ -167,8 +167,8 @@ def tiny10(tmp_path_factory):
 def test_fine_tuned_tiny_exports_with_its_head(tiny10):
     import onnx
 
-    from wtconv_export.contract import count_wtconv_nodes
     from wtconv_export.onnx_export import read_metadata
+    from wtconv_libs.contract import count_wtconv_nodes
 
     _, _, onnx_path = tiny10
     proto = onnx.load(str(onnx_path))

@@ -1,6 +1,6 @@
 """The ONNX <-> TensorRT plugin contract is the same on both sides (docs/design.md §4).
 
-Python defines it in wtconv_export/contract.py, C++ in plugin/common/wtconvPluginContract.h; this test parses the
+Python defines it in wtconv_libs/contract.py, C++ in plugin/common/wtconvPluginContract.h; this test parses the
 header (no compiler needed) and checks names, version, namespace, field names and limits agree, and that the
 plugin sources spell no contract string literally (each side defines the names once).
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from wtconv_export import contract
+from wtconv_libs import contract
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = ROOT / "plugin" / "common" / "wtconvPluginContract.h"

@@ -3,7 +3,7 @@ way at a time, through the C++ decoder createPlugin uses (plugin/trt/wtconvPlugi
 entry (wtconvPluginFieldsCapi.cpp), called with ctypes. No TensorRT library and no GPU: the decoder is compiled
 here from the sources with the TensorRT headers.
 
-The oracle is the contract as wtconv_export/contract.py states it, written again in Python: which field sets are
+The oracle is the contract as wtconv_libs/contract.py states it, written again in Python: which field sets are
 valid, what they decode to (kernel size, levels, stride, C from base_bias), and the FNV-1a checksum of the fp32
 weights an engine serializes. A valid set must decode to exactly that; a set broken in one way must be refused
 with one line starting "WTConv2d plugin: " that names the field at fault; nothing may crash.
@@ -25,7 +25,7 @@ from conftest import REPO, TENSORRT_HEADERS  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from wtconv_export import contract  # noqa: E402
+from wtconv_libs import contract  # noqa: E402
 
 # nvinfer1::PluginFieldType values (NvInferRuntimeBase.h / NvInferRuntimePlugin.h, stable since TensorRT 8).
 FLOAT16, FLOAT32, INT8, INT32, CHAR, INT64 = 0, 1, 3, 5, 6, 10

@@ -108,8 +108,8 @@ def test_tensorrt_rtx_build_refuses_a_target_before_building(rtx_plugin, tmp_pat
     need 99 KB of shared memory per block) is refused naming the library's code, before the builder runs."""
     from trt_engine import tensorrt_api
     from trt_engine.build import BuildOptions, build_engine
-    from wtconv_export.models import load_default_model
     from wtconv_export.onnx_export import export_onnx
+    from wtconv_torch.models import load_default_model
 
     model, _ = load_default_model()
     onnx_path = tmp_path / "digits.onnx"

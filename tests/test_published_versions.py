@@ -24,9 +24,9 @@ import torch
 import torch.nn as nn
 
 from wtconv_core.errors import ModelError
-from wtconv_export.models import load_checkpoint
-from wtconv_export.published import convert_published_wtconv
-from wtconv_export.wtconv2d import WTConv2d as OurWTConv2d
+from wtconv_torch.models import load_checkpoint
+from wtconv_torch.published import convert_published_wtconv
+from wtconv_torch.wtconv2d import WTConv2d as OurWTConv2d
 
 CHECKOUT = Path(__file__).resolve().parent.parent / "third_party" / "WTConv"
 BEFORE_FIX = "f867135"  # the last commit whose WTConv2d has stride_filter (386cb3a replaced it)

@@ -15,8 +15,8 @@ from oracle import (
 )
 from random_layers import random_wtconv
 
-from wtconv_export import haar
-from wtconv_export.wtconv2d import WTConv2d
+from wtconv_torch import haar
+from wtconv_torch.wtconv2d import WTConv2d
 
 
 def exact_filters_state(module):
@@ -161,8 +161,8 @@ def test_package_exports_are_lazy():
     import sys
 
     code = (
-        "import sys, wtconv_export; assert 'torch' not in sys.modules; "
-        "from wtconv_export import WTConv2d, WTConvNeXt, fold_wtconv, load_default_model; "
-        "assert WTConv2d.__module__ == 'wtconv_export.wtconv2d'"
+        "import sys, wtconv_torch, wtconv_export; assert 'torch' not in sys.modules; "
+        "from wtconv_torch import WTConv2d, WTConvNeXt, fold_wtconv, load_default_model; "
+        "assert WTConv2d.__module__ == 'wtconv_torch.wtconv2d'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -295,7 +295,7 @@ def test_a_module_exported_from_python_is_not_served_by_torch_cuda(tmp_path, mon
     hold: where that runtime could run (a GPU and the kernel library, stood in here), auto takes ONNX Runtime for
     such a model, and asking for torch-cuda says why not, instead of a model that fails to load in the server."""
     torch = pytest.importorskip("torch")
-    from wtconv_export import cuda_kernels
+    from wtconv_torch import cuda_kernels
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(cuda_kernels, "find_library", lambda: tmp_path / "libwtconv_kernels_capi.so")

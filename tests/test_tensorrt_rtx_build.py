@@ -186,7 +186,7 @@ def channels_last_node(path, out_path):
     attributes with channels_last set, input and output declared (N, H, W, C) with the export's own dimensions."""
     import onnx
 
-    from wtconv_export import contract
+    from wtconv_libs import contract
 
     model = onnx.load(str(path))
     (node,) = [n for n in model.graph.node if n.op_type == contract.OP_TYPE]
@@ -253,7 +253,7 @@ def test_single_layer_channels_last(
 def test_wtconvnext_tiny_fp16_dynamic_batch_and_resolution(rtx_plugin, export_dir, tmp_path, build_times):
     """WTConvNeXt-T with random weights, fp16, one profile over batch 1-4 and resolution 64-224."""
     from wtconv_export.onnx_export import export_onnx, find_wtconv_layers
-    from wtconv_export.wtconvnext import wtconvnext_tiny
+    from wtconv_torch.wtconvnext import wtconvnext_tiny
 
     torch.manual_seed(0)
     model = wtconvnext_tiny().eval()

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from wtconv_core.errors import InputError, ModelError
-from wtconv_export.models import load_checkpoint, read_state_dict
-from wtconv_export.wtconvnext import WTCONVNEXT_CONFIGS, WTConvNeXt, create_wtconvnext, wtconvnext_tiny
+from wtconv_torch.models import load_checkpoint, read_state_dict
+from wtconv_torch.wtconvnext import WTCONVNEXT_CONFIGS, WTConvNeXt, create_wtconvnext, wtconvnext_tiny
 
 # The published sizes, restated from the paper / BGU-CS-VIL/WTConv README (not imported from the code under
 # test): depths, dims, and the parameter count in millions the README gives (30M, 54M, 93M).
@@ -168,8 +168,8 @@ def test_fast_wtconv_checkpoint_names_load(tmp_path):
     with torch.no_grad():
         assert torch.equal(fresh(x), model(x))
     # A single layer's state_dict (no prefix) converts too.
-    from wtconv_export.models import convert_fast_wtconv_state_dict
-    from wtconv_export.wtconv2d import WTConv2d
+    from wtconv_torch.models import convert_fast_wtconv_state_dict
+    from wtconv_torch.wtconv2d import WTConv2d
 
     layer = WTConv2d(2, 2, 3, wt_levels=1)
     converted = convert_fast_wtconv_state_dict(

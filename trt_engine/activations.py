@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wtconv_core.errors import InputError
-from wtconv_export import contract
+from wtconv_libs import contract
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ from trt_engine.profiles import check_profile_against_inputs, default_profile, p
 from wtconv_core.errors import ConfigurationError, InputError, ModelError, PluginError
 from wtconv_core.files import atomic_write_bytes
 from wtconv_core.inputs import check_choice, check_int
-from wtconv_export import contract
-from wtconv_export.contract import METADATA_PREFIX
+from wtconv_libs import contract
+from wtconv_libs.contract import METADATA_PREFIX
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from trt_engine import backends
 from trt_engine.manifest import PluginRecord, TensorIO, parse_version
 from trt_engine.plugins import check_creator_source, check_library_for_tensorrt, runtime_name
 from wtconv_core.errors import ConfigurationError, EngineError, PluginError
-from wtconv_export import contract
+from wtconv_libs import contract
 from wtconv_libs.plugin_elf import inspect_library
 
 log = logging.getLogger(__name__)

@@ -221,7 +221,7 @@ def official_layer(official_cls, c: int, k: int, levels: int, stride: int):
 def replace_with_official(model, official_cls):
     """Every reference WTConv2d in ``model`` replaced (in place) by the official fused module of the same
     configuration (random weights: for timing)."""
-    from wtconv_export.wtconv2d import WTConv2d
+    from wtconv_torch.wtconv2d import WTConv2d
 
     for name, child in list(model.named_children()):
         if isinstance(child, WTConv2d):
@@ -242,9 +242,9 @@ def replace_with_official(model, official_cls):
 def bench_layers(torch, opts: Options, info: dict, official_cls, on_row=None) -> list[dict]:
     import torch.nn as nn
 
-    from wtconv_export import cuda_kernels
-    from wtconv_export.folding import fold_wtconv
-    from wtconv_export.wtconv2d import WTConv2d
+    from wtconv_torch import cuda_kernels
+    from wtconv_torch.folding import fold_wtconv
+    from wtconv_torch.wtconv2d import WTConv2d
 
     cuda_kernels.register()
     rows = []
@@ -344,10 +344,10 @@ def bench_layers(torch, opts: Options, info: dict, official_cls, on_row=None) ->
 def bench_overhead(torch, opts: Options) -> list[dict]:
     """FusedWTConv2d(x) called eagerly back to back vs the CUDA-graph replay of the same calls, B = 1,
     96 x 56^2, L5 (input and output stay in L2 either way: the difference is the host's per-call cost)."""
-    from wtconv_export import cuda_kernels
-    from wtconv_export.fused_module import FusedWTConv2d
-    from wtconv_export.ops import fused_wtconv2d
-    from wtconv_export.wtconv2d import WTConv2d
+    from wtconv_torch import cuda_kernels
+    from wtconv_torch.fused_module import FusedWTConv2d
+    from wtconv_torch.ops import fused_wtconv2d
+    from wtconv_torch.wtconv2d import WTConv2d
 
     cuda_kernels.register()
     rows = []
@@ -397,9 +397,9 @@ def bench_overhead(torch, opts: Options) -> list[dict]:
 def bench_models(torch, opts: Options, official_cls) -> list[dict]:
     import timm
 
-    from wtconv_export import cuda_kernels
-    from wtconv_export.fused_module import fuse_wtconv_layers
-    from wtconv_export.wtconvnext import wtconvnext_tiny
+    from wtconv_torch import cuda_kernels
+    from wtconv_torch.fused_module import fuse_wtconv_layers
+    from wtconv_torch.wtconvnext import wtconvnext_tiny
 
     cuda_kernels.register()
     dev = torch.device("cuda")

@@ -75,6 +75,7 @@ class _CurrentStderrHandler(logging.StreamHandler):
 LIBRARY_PACKAGES = (
     "wtconv_core",
     "wtconv_libs",
+    "wtconv_torch",
     "wtconv_export",
     "wtconv_ort",
     "trt_engine",

@@ -1,40 +1,11 @@
-"""wtconv_export: the PyTorch side of wtconv-trt (docs/design.md §1).
+"""wtconv_export: a PyTorch model into ONNX (docs/design.md §1, docs/onnx_export.md).
 
-Reference ``WTConv2d`` (published numerics and names), ``WTConvNeXt``, weight folding, the fused operator's
-executable spec and custom op, the shipped default model, the published WTConv2d found in any model. Names are
-imported lazily (PEP 562), so ``import wtconv_export`` and ``wtconv-trt --help`` do not import torch.
+Which model to export (``onnx_models.py``), what a model expects of its input (``model_checks.py``), the export
+itself and its metadata (``onnx_export.py``), how the graph is rendered for its runtime (``onnx_render.py``), and
+the one reader of an exported file (``exported.py``: ``ExportedModel.read``). The model, its layers and the custom
+op are ``wtconv_torch``; the ONNX <-> plugin names are ``wtconv_libs.contract``.
 """
-
-import importlib
 
 from wtconv_core.version import __version__
 
-_EXPORTS = {
-    "WTConv2d": ".wtconv2d",
-    "WTConvNeXt": ".wtconvnext",
-    "create_wtconvnext": ".wtconvnext",
-    "FoldedWTConv": ".folding",
-    "fold_wtconv": ".folding",
-    "fused_wtconv2d_spec": ".fused_spec",
-    "FusedWTConv2d": ".fused_module",
-    "fuse_wtconv_layers": ".fused_module",
-    "load_checkpoint": ".models",
-    "load_default_model": ".models",
-    "convert_published_wtconv": ".published",
-    "find_wtconv_layers": ".published",
-    "is_published_wtconv": ".published",
-}
-
-__all__ = sorted(_EXPORTS) + ["__version__"]
-
-
-def __getattr__(name):
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + __all__)
+__all__ = ["__version__"]

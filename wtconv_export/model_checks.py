@@ -164,11 +164,11 @@ def architecture_of(metadata: dict):
     source = metadata.get("source")
     with torch.device("meta"):
         if source == "default":
-            from wtconv_export.models import build_model_from_config, read_default_config
+            from wtconv_torch.models import build_model_from_config, read_default_config
 
             return build_model_from_config(read_default_config())
         from wtconv_export.onnx_models import wtconvnext_options_from_metadata
-        from wtconv_export.wtconvnext import WTCONVNEXT_CONFIGS, create_wtconvnext
+        from wtconv_torch.wtconvnext import WTCONVNEXT_CONFIGS, create_wtconvnext
 
         if source in WTCONVNEXT_CONFIGS:  # with the recorded num_classes and in_chans (a fine-tuned model's)
             return create_wtconvnext(source, **wtconvnext_options_from_metadata(metadata))

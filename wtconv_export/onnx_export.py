@@ -20,14 +20,14 @@ import torch.nn.functional as F
 from wtconv_core.errors import InputError, ModelError
 from wtconv_core.files import atomic_path
 from wtconv_core.progress import Progress
-from wtconv_export import contract
-from wtconv_export.contract import METADATA_PREFIX
-from wtconv_export.folding import FoldedWTConv, fold_wtconv
-from wtconv_export.fused_module import FusedWTConv2d
 from wtconv_export.onnx_models import module_description
 from wtconv_export.onnx_render import DEFAULT_LAYOUT, DEFAULT_RUNTIME, RUNTIMES, check_layout, render
-from wtconv_export.ops import plugin_can_run
-from wtconv_export.published import (
+from wtconv_libs import contract
+from wtconv_libs.contract import METADATA_PREFIX
+from wtconv_torch.folding import FoldedWTConv, fold_wtconv
+from wtconv_torch.fused_module import FusedWTConv2d
+from wtconv_torch.ops import plugin_can_run
+from wtconv_torch.published import (
     find_wtconv_layers,
     is_published_wtconv,
     published_to_wtconv2d,

@@ -29,7 +29,7 @@ SOURCE_KEYS = ("source", "weights", "input_shape") + WTCONVNEXT_OPTIONS + ("modu
 def read_checkpoint(path: str) -> dict:
     """The state_dict of a published-format checkpoint (.pth/.pt state_dict, possibly nested, or .safetensors):
     models.read_state_dict, with an unreadable file reported as a ModelError naming it."""
-    from wtconv_export.models import read_state_dict
+    from wtconv_torch.models import read_state_dict
 
     if not os.path.isfile(path):
         raise InputError(f"checkpoint {path} does not exist (or is not a file)")
@@ -61,7 +61,7 @@ def _check_options(num_classes, in_chans) -> dict:
 
 def _options_from_checkpoint(state: dict, given: dict, path: str) -> dict:
     """num_classes and in_chans read from the checkpoint's head and stem; InputError when a given value differs."""
-    from wtconv_export.models import wtconvnext_options_from_state_dict
+    from wtconv_torch.models import wtconvnext_options_from_state_dict
 
     found = wtconvnext_options_from_state_dict(state)
     where = {"num_classes": "classifier head.fc.weight has {} rows", "in_chans": "stem.0.weight takes {} channels"}
@@ -135,11 +135,11 @@ def build_model(
                 "num_classes=N / in_chans=N need arch=ARCH (the shipped default model is built as it was trained)"
             )
         try:
-            from wtconv_export import models
+            from wtconv_torch import models
         except ImportError as error:
             raise ConfigurationError(
                 "the shipped default model is not available in this installation "
-                "(wtconv_export.models is missing); use arch=ARCH with checkpoint=FILE or random_weights=True"
+                "(wtconv_torch.models is missing); use arch=ARCH with checkpoint=FILE or random_weights=True"
             ) from error
         model, config = models.load_default_model()
         return model.eval(), {"source": DEFAULT_SOURCE, "weights": "shipped", **_default_shape(config)}
@@ -147,8 +147,8 @@ def build_model(
         raise InputError(f"unknown architecture {source!r}; expected one of {', '.join(ARCHS)}")
     if bool(checkpoint) == bool(random_weights):
         raise InputError(f"arch {source} needs exactly one of checkpoint=FILE or random_weights=True", parameter="arch")
-    from wtconv_export.models import load_checkpoint
-    from wtconv_export.wtconvnext import create_wtconvnext
+    from wtconv_torch.models import load_checkpoint
+    from wtconv_torch.wtconvnext import create_wtconvnext
 
     options = _check_options(num_classes, in_chans)
     state = None

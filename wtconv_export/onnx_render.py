@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from wtconv_core.errors import InputError
-from wtconv_export.wtconvnext import WTConvNeXt
+from wtconv_torch.wtconvnext import WTConvNeXt
 
 RUNTIMES = ("onnxruntime", "tensorrt")
 LAYOUTS = ("nchw", "channels_last")
@@ -36,7 +36,7 @@ class Fp32Norm(nn.Module):
 
 def norms_in_fp32(model: nn.Module) -> nn.Module:
     """Wrap every LayerNorm / GroupNorm of ``model`` (in place) in Fp32Norm; returns the model."""
-    from wtconv_export.published import replace_submodule
+    from wtconv_torch.published import replace_submodule
 
     norms = [(path, m) for path, m in model.named_modules() if isinstance(m, (nn.LayerNorm, nn.GroupNorm)) and path]
     for path, norm in norms:

@@ -5,7 +5,7 @@ Used by ``wtconv-trt build-libs`` and by the test suite's plugin fixture::
     from wtconv_libs.build import build_libraries
     installed = build_libraries(tensorrt_headers="TensorRT-11/include")   # -> {"kernels": Path, "plugin": ...}
 
-CMake configures ``plugin/`` of the source checkout (the package's ``wtconv_export`` sits beside it in an
+CMake configures ``plugin/`` of the source checkout (the package's ``wtconv_libs`` sits beside it in an
 editable install; pass ``source=`` otherwise), builds the kernel C API library (where nvcc is found), the two
 plugin libraries (when TensorRT headers are given) and the ONNX Runtime custom-op library (when ONNX Runtime's C
 API headers are found: :func:`onnxruntime_headers`; its CPU op needs only a C++ compiler, its CUDA op is added

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from wtconv_core.errors import ConfigurationError, InputError
-from wtconv_export import contract
+from wtconv_libs import contract
 
 DEVICES = ("cpu", "cuda")  # where ONNX Runtime runs an export: its CPU or CUDA execution provider
 MAX_GPU_INDEX = 1023

@@ -13,8 +13,7 @@ from typing import Any
 import numpy as np
 
 from wtconv_core.errors import ConfigurationError, ModelError
-from wtconv_export import contract
-from wtconv_libs import lookup
+from wtconv_libs import contract, lookup
 from wtconv_libs.build import build_libs_command
 
 log = logging.getLogger(__name__)
@@ -35,7 +34,7 @@ def _register_python_op() -> None:
     import torch
     from onnxruntime_extensions import PyCustomOpDef, onnx_op
 
-    from wtconv_export.fused_spec import fused_wtconv2d_spec
+    from wtconv_torch.fused_spec import fused_wtconv2d_spec
 
     @onnx_op(
         op_type=ORT_OP_TYPE,

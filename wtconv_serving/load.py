@@ -268,7 +268,7 @@ def input_pool(metadata: dict, input_dims, dtype, size: int = 1024, seed: int = 
     and copies shifted by 1, 2, ... pixels; for other models seeded normal noise."""
     dims = [int(d) for d in input_dims]
     if metadata.get("source") == "default":
-        from wtconv_export.models import load_default_model, load_heldout_digits
+        from wtconv_torch.models import load_default_model, load_heldout_digits
 
         _, config = load_default_model()
         digits = load_heldout_digits(config)[0].numpy()

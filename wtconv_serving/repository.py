@@ -59,8 +59,8 @@ def describe_onnx(onnx_path) -> dict:
     nodes."""
     import onnx
 
-    from wtconv_export.contract import count_wtconv_nodes
     from wtconv_export.onnx_export import read_metadata
+    from wtconv_libs.contract import count_wtconv_nodes
 
     if not Path(onnx_path).is_file():
         raise ModelError(f"{onnx_path} does not exist; export one with: wtconv-trt export -o {onnx_path}")

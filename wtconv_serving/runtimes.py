@@ -4,7 +4,7 @@ In order of preference (docs/serving.md):
 
 - ``tensorrt``: the TensorRT engine through trt_engine.tensorrt_api, where TensorRT and a GPU it supports exist;
 - ``torch-cuda``: the PyTorch model rebuilt from the ONNX file's metadata, its WTConv2d layers fused and run on
-  our CUDA kernels (wtconv_export.cuda_kernels), in the precision the ONNX model was exported in;
+  our CUDA kernels (wtconv_torch.cuda_kernels), in the precision the ONNX model was exported in;
 - ``onnxruntime``: the exported ONNX model itself in ONNX Runtime, WTConv2d nodes on the native op library
   libwtconv_ort.so (else, on the CPU, through the onnxruntime-extensions Python op): on a GPU through onnxruntime-gpu's
   CUDA execution provider where it and the library's CUDA op exist, else on the CPU
@@ -75,7 +75,7 @@ def unavailable_reason(
     if not torch.cuda.is_available():
         return "no CUDA GPU visible to PyTorch"
     if runtime == "torch-cuda":
-        from wtconv_export import cuda_kernels
+        from wtconv_torch import cuda_kernels
 
         if not onnx_path:
             return "no ONNX model in the repository (its metadata names the PyTorch model)"

@@ -26,10 +26,10 @@ class TorchCudaRunner(BatchRunner):
         import onnx
         import torch
 
-        from wtconv_export import cuda_kernels
-        from wtconv_export.fused_module import fuse_wtconv_layers
         from wtconv_export.onnx_export import read_metadata
         from wtconv_export.onnx_models import build_model_from_metadata
+        from wtconv_torch import cuda_kernels
+        from wtconv_torch.fused_module import fuse_wtconv_layers
 
         proto = onnx.load(str(onnx_path), load_external_data=False)
         metadata = read_metadata(proto)

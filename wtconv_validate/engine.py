@@ -117,7 +117,7 @@ def make_inputs(
     feeds = []
     real = None
     if is_default_source(source):
-        from wtconv_export.models import load_heldout_digits
+        from wtconv_torch.models import load_heldout_digits
 
         images, _ = load_heldout_digits(count=n * iterations)
         if tuple(images.shape[1:]) == shape[1:] and images.shape[0] >= n * iterations:

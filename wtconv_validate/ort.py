@@ -168,9 +168,9 @@ def export_and_validate_default(
     Returns (export result, validation result) per variant, in order; the caller prints their summaries
     (``wtconv-trt demo`` does). ``verbose``: Polygraphy prints its full report for each validation.
     """
-    from wtconv_export.models import default_inputs
     from wtconv_export.onnx_export import export_onnx
     from wtconv_export.onnx_models import DEFAULT_SOURCE, build_model
+    from wtconv_torch.models import default_inputs
 
     require_validation_packages()
     os.makedirs(out_dir, exist_ok=True)

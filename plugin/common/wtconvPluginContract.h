@@ -1,6 +1,6 @@
 // wtconvPluginContract.h — the ONNX <-> TensorRT plugin contract, C++ side (docs/design.md §4).
 //
-// Defined once here; the Python side is wtconv_export/contract.py and tests/test_plugin_contract.py
+// Defined once here; the Python side is wtconv_libs/contract.py and tests/test_plugin_contract.py
 // parses this header and checks the two agree. TensorRT's ONNX parser finds the creator by
 // op_type == kPLUGIN_NAME plus the node attributes plugin_version / plugin_namespace, and turns every
 // other attribute into a plugin field of the same name: INT -> kINT32 (one element), FLOATS -> kFLOAT32.

@@ -1,5 +1,5 @@
 // wtconvCapi.cpp — a small extern "C" API over wtconvKernel.h for ctypes (tests, benchmarks, the PyTorch
-// custom operator in wtconv_export/cuda_kernels.py). Return values are cudaError_t codes (0 = success);
+// custom operator in wtconv_torch/cuda_kernels.py). Return values are cudaError_t codes (0 = success);
 // messages go into the caller's buffer. No exception crosses this boundary.
 //
 // Two ways to launch: wtconv_forward takes every argument on each call; a plan (wtconv_plan_create) holds

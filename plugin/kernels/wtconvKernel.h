@@ -3,7 +3,7 @@
 // Operator (docs/design.md, "The operator", fused formulation), input x (B, C, H, W) in `layout`:
 //   y = W~b * x + b~b + R,   R(y,x) = sum_{l=1..L} 2^-l [F_l^LL + s_y F_l^LH + s_x F_l^HL + s_y s_x F_l^HH](y>>l, x>>l)
 // evaluated at the kept pixels (s*i, s*j) only; output (B, C, ceil(H/s), ceil(W/s)) in the same layout.
-// Weights are the folded fp32 weights of wtconv_export/folding.py (FoldedWTConv):
+// Weights are the folded fp32 weights of wtconv_torch/folding.py (FoldedWTConv):
 //   baseWeight (C, k, k), baseBias (C), waveletWeight (L, 4C, k, k) with channel 4c+s = subband s of c.
 //
 // Launches never allocate, synchronise or touch the default stream: they run inside TensorRT's

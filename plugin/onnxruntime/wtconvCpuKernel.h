@@ -1,7 +1,7 @@
 // wtconvCpuKernel.h — the fused WTConv layer on the CPU (no ONNX Runtime types; the op glue is wtconvOrtCpuOp.cpp).
 //
 // Operator: docs/design.md §2.4 (the fused formulation), input x (B, C, H, W) NCHW, output
-// (B, C, ceil(H/s), ceil(W/s)), or both channels-last (the node's channels_last = 1), weights folded fp32 (wtconv_export/folding.py). Arithmetic is fp32 whatever the I/O
+// (B, C, ceil(H/s), ceil(W/s)), or both channels-last (the node's channels_last = 1), weights folded fp32 (wtconv_torch/folding.py). Arithmetic is fp32 whatever the I/O
 // type; an fp16 output is rounded once, on the way out (docs/design.md §2.5).
 //
 // Work is split by plane (one (b, c) pair): every level of one plane depends only on that plane, so planes run on

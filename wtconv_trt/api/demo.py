@@ -114,12 +114,12 @@ def compare_default_model(count: int = 64, tolerance: float = 1e-5) -> DemoCompa
 
     import torch
 
-    from wtconv_export import haar
-    from wtconv_export.folding import fold_wtconv
-    from wtconv_export.fused_module import FusedWTConv2d, fuse_wtconv_layers
-    from wtconv_export.models import accuracy, load_default_model, load_heldout_digits
-    from wtconv_export.ops import fused_wtconv2d
-    from wtconv_export.wtconv2d import WTConv2d
+    from wtconv_torch import haar
+    from wtconv_torch.folding import fold_wtconv
+    from wtconv_torch.fused_module import FusedWTConv2d, fuse_wtconv_layers
+    from wtconv_torch.models import accuracy, load_default_model, load_heldout_digits
+    from wtconv_torch.ops import fused_wtconv2d
+    from wtconv_torch.wtconv2d import WTConv2d
 
     count = check_int(count, "count", 1, MAX_INT32)
     tolerance = check_tolerance(tolerance)

@@ -69,10 +69,10 @@ def validate_onnx(
         fit_batches,
         onnx_input,
     )
-    from wtconv_export.models import default_inputs
     from wtconv_export.onnx_export import read_metadata
     from wtconv_export.onnx_models import build_model_from_metadata
     from wtconv_ort.execution import check_ort_library, parse_device, plan_ort_execution
+    from wtconv_torch.models import default_inputs
     from wtconv_trt.api.models import resolve_model
     from wtconv_validate.ort import validate_onnx as compare_onnx
 

@@ -3,8 +3,8 @@
     python plugin/trt/harness/make_cases.py --out <dir>
 
 For each layer: a randomly initialised published WTConv2d (scales randomised too), folded with
-wtconv_export.folding.fold_wtconv into the fp32 plugin fields; for each run: an input x in the run's dtype
-and the fused spec (wtconv_export.fused_spec, docs/design.md §2.4) evaluated in float64 on exactly that
+wtconv_torch.folding.fold_wtconv into the fp32 plugin fields; for each run: an input x in the run's dtype
+and the fused spec (wtconv_torch.fused_spec, docs/design.md §2.4) evaluated in float64 on exactly that
 input and those fp32 weights. Error metric everywhere: max |y - ref| / max |ref|.
 
 Bounds: fp32 1e-5. fp16 / bf16: 2x the error of PyTorch running the published module in that dtype
@@ -21,9 +21,9 @@ import pathlib
 
 import torch
 
-from wtconv_export.folding import fold_wtconv
-from wtconv_export.fused_spec import fused_wtconv2d_spec
-from wtconv_export.wtconv2d import WTConv2d
+from wtconv_torch.folding import fold_wtconv
+from wtconv_torch.fused_spec import fused_wtconv2d_spec
+from wtconv_torch.wtconv2d import WTConv2d
 
 FP32_BOUND = 1e-5
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

@@ -2,7 +2,7 @@
 
 The default model is a small WTConvNeXt trained on scikit-learn's 8x8 handwritten digits upsampled to
 32x32 (samples/train_default_model.py). Its weights (safetensors), configuration and held-out accuracy
-(JSON) and the held-out split itself (raw 8x8 images + labels) ship in ``wtconv_export/data/``, so the
+(JSON) and the held-out split itself (raw 8x8 images + labels) ship in ``wtconv_torch/data/``, so the
 main job runs on a fresh machine without scikit-learn and without any download.
 """
 
@@ -24,8 +24,8 @@ import torch.nn.functional as F
 
 from wtconv_core.errors import ConfigurationError, InputError, ModelError
 from wtconv_core.inputs import parse_shape
-from wtconv_export.wtconv2d import STRIDE_FILTER, WTConv2d, check_stride_filter
-from wtconv_export.wtconvnext import WTConvNeXt
+from wtconv_torch.wtconv2d import STRIDE_FILTER, WTConv2d, check_stride_filter
+from wtconv_torch.wtconvnext import WTConvNeXt
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_MODEL_WEIGHTS = DATA_DIR / "default_model.safetensors"

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 
 from wtconv_core.errors import ModelError
-from wtconv_export import contract
-from wtconv_export.wtconv2d import WTConv2d
+from wtconv_libs import contract
+from wtconv_torch.wtconv2d import WTConv2d
 
 
 @dataclass(frozen=True)

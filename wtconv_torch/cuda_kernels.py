@@ -1,6 +1,6 @@
 """CUDA implementation of ``wtconv::fused_wtconv2d`` from our kernel library (plugin/kernels), via ctypes.
 
-    from wtconv_export import cuda_kernels
+    from wtconv_torch import cuda_kernels
     cuda_kernels.register()       # fused_wtconv2d on CUDA tensors now runs the fused CUDA kernels
 
 The shared library ``libwtconv_kernels_capi.so`` is found in the lookup order of wtconv_libs.lookup (the
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
-from wtconv_export.contract import MAX_KERNEL_SIZE as _MAX_KERNEL_SIZE
-from wtconv_export.contract import MAX_WT_LEVELS as _MAX_LEVELS
 from wtconv_libs import lookup
+from wtconv_libs.contract import MAX_KERNEL_SIZE as _MAX_KERNEL_SIZE
+from wtconv_libs.contract import MAX_WT_LEVELS as _MAX_LEVELS
 
 ENV_LIBRARY = lookup.ENV_VARS["kernels"]
 BUILD_HINT = (
@@ -256,8 +256,8 @@ def forward_into(
 def fused_wtconv2d_cuda(x, base_weight, base_bias, wavelet_weight, kernel_size, wt_levels, stride):
     """The CUDA kernel of the custom op: same arguments and result as fused_spec.fused_wtconv2d_spec; the
     output has x's layout (NCHW or channels-last)."""
-    from wtconv_export.fused_spec import fused_wtconv2d_spec
-    from wtconv_export.ops import check_arguments, output_memory_format, plugin_can_run
+    from wtconv_torch.fused_spec import fused_wtconv2d_spec
+    from wtconv_torch.ops import check_arguments, output_memory_format, plugin_can_run
 
     check_arguments(x, base_weight, base_bias, wavelet_weight, kernel_size, wt_levels, stride)
     if x.dtype not in DTYPES or plugin_can_run(kernel_size, wt_levels, stride) is not None:
@@ -295,7 +295,7 @@ def register() -> None:
     load_library()
     if _registered:
         return
-    from wtconv_export.ops import fused_wtconv2d
+    from wtconv_torch.ops import fused_wtconv2d
 
     fused_wtconv2d.register_kernel("cuda")(fused_wtconv2d_cuda)
     _registered = True

@@ -3,9 +3,9 @@
 import torch
 import torch.nn as nn
 
-from wtconv_export import cuda_kernels
-from wtconv_export.folding import FoldedWTConv, fold_wtconv
-from wtconv_export.ops import fused_wtconv2d
+from wtconv_torch import cuda_kernels
+from wtconv_torch.folding import FoldedWTConv, fold_wtconv
+from wtconv_torch.ops import fused_wtconv2d
 
 _FOLDED = ("base_weight", "base_bias", "wavelet_weight")
 
@@ -89,13 +89,13 @@ def fuse_wtconv_layers(model: nn.Module) -> nn.Module:
     code (a class named WTConv2d that is not ours) is refused, naming the conversion to call first, rather than left
     unfused without a word (published.py imports this module, so it cannot convert here)."""
     from wtconv_core.errors import ModelError
-    from wtconv_export.wtconv2d import WTConv2d
+    from wtconv_torch.wtconv2d import WTConv2d
 
     for name, child in list(model.named_children()):
         if not isinstance(child, (WTConv2d, FusedWTConv2d)) and "WTConv2d" in (c.__name__ for c in type(child).__mro__):
             raise ModelError(
-                f"layer {name!r} is a {type(child).__module__}.{type(child).__qualname__}, not wtconv_export's: fuse "
-                f"the model returned by wtconv_export.convert_published_wtconv(model)"
+                f"layer {name!r} is a {type(child).__module__}.{type(child).__qualname__}, not wtconv_torch's: fuse "
+                f"the model returned by wtconv_torch.convert_published_wtconv(model)"
             )
         if isinstance(child, WTConv2d):
             setattr(model, name, FusedWTConv2d.from_wtconv(child).to(child.base_conv.weight.device))

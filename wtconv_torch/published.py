@@ -1,5 +1,5 @@
 """The published WTConv2d inside any model: recognised by its class name and parameters (never imported), checked
-against its conversion on one input, and converted to ``wtconv_export.WTConv2d`` by a strict load_state_dict
+against its conversion on one input, and converted to ``wtconv_torch.WTConv2d`` by a strict load_state_dict
 (docs/onnx_export.md, "Your own model"). Both published versions are taken: today's, whose stride > 1 is an
 AvgPool2d(1, stride), and the one before its stride fix, whose ``stride_filter`` computes the same
 (wtconv2d.check_stride_filter)."""
@@ -14,9 +14,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from wtconv_core.errors import ModelError
-from wtconv_export import haar
-from wtconv_export.fused_module import FusedWTConv2d
-from wtconv_export.wtconv2d import STRIDE_FILTER, WTConv2d, check_stride_filter
+from wtconv_torch import haar
+from wtconv_torch.fused_module import FusedWTConv2d
+from wtconv_torch.wtconv2d import STRIDE_FILTER, WTConv2d, check_stride_filter
 
 __all__ = [
     "PUBLISHED_CLASS_NAME",
@@ -53,7 +53,7 @@ class LayerConfig:
 
 def is_published_wtconv(module: nn.Module) -> bool:
     """True for a module whose class, or one of its base classes, is named ``WTConv2d`` and that is not
-    ``wtconv_export.WTConv2d`` (ours is exported as it is). Whether it is an exportable published layer is
+    ``wtconv_torch.WTConv2d`` (ours is exported as it is). Whether it is an exportable published layer is
     published_wtconv_config's question."""
     if isinstance(module, (WTConv2d, FusedWTConv2d)):
         return False
@@ -138,7 +138,7 @@ def published_wtconv_config(module: nn.Module, path: str = "") -> LayerConfig:
         raise ModelError(
             f"{who} is named {PUBLISHED_CLASS_NAME} but lacks the published WTConv2d's {', '.join(missing)} "
             f"(BGU-CS-VIL/WTConv wtconv/wtconv2d.py), so it cannot be exported as a WTConv2d node: rebuild it as "
-            f"wtconv_export.WTConv2d and load its weights with wtconv_export.models.load_checkpoint (which also "
+            f"wtconv_torch.WTConv2d and load its weights with wtconv_torch.models.load_checkpoint (which also "
             f"reads fast_wtconv's parameter names)"
         )
     base = module.base_conv
@@ -192,7 +192,7 @@ def wtconv_layer_config(module: nn.Module, path: str = "") -> LayerConfig:
 
 @torch.no_grad()
 def published_to_wtconv2d(module: nn.Module, path: str = "") -> WTConv2d:
-    """``wtconv_export.WTConv2d`` holding a published layer's parameters (on its device, in its dtype and training
+    """``wtconv_torch.WTConv2d`` holding a published layer's parameters (on its device, in its dtype and training
     mode), checked to compute the same output. ModelError naming the layer when it is not exportable, has
     parameters the published layer does not, or computes something else."""
     config = published_wtconv_config(module, path)
@@ -248,7 +248,7 @@ def _check_same_output(module: nn.Module, ours: WTConv2d, config: LayerConfig, w
 
 def find_wtconv_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """(module path, module) of every WTConv2d layer in ``model``, outermost first, in module order (= the ONNX
-    node order): ``wtconv_export.WTConv2d``, ``FusedWTConv2d`` and the published WTConv2d (found by its class name
+    node order): ``wtconv_torch.WTConv2d``, ``FusedWTConv2d`` and the published WTConv2d (found by its class name
     and checked: ModelError naming a published layer the WTConv2d operator cannot compute). The model itself, when
     it is a layer, has the path ''."""
     found = []
@@ -280,13 +280,13 @@ def replace_submodule(model: nn.Module, path: str, new: nn.Module) -> nn.Module:
 
 
 def convert_published_wtconv(model: nn.Module, *, inplace: bool = False) -> nn.Module:
-    """``model`` with every published WTConv2d replaced by ``wtconv_export.WTConv2d`` holding the same parameters
+    """``model`` with every published WTConv2d replaced by ``wtconv_torch.WTConv2d`` holding the same parameters
     (each checked to compute the same output); a copy unless ``inplace``. Returns the converted model (the new
     layer itself when ``model`` is a published layer). Nothing else changes, so the state_dict keys stay the same
     (less the fixed ``stride_filter`` of the version before the stride fix, which ours computes without).
 
     Exporting needs no conversion (export_onnx finds published layers itself); this is for everything else that
-    looks for ``wtconv_export.WTConv2d``: ``fuse_wtconv_layers`` (our CUDA kernels in PyTorch), the benchmarks.
+    looks for ``wtconv_torch.WTConv2d``: ``fuse_wtconv_layers`` (our CUDA kernels in PyTorch), the benchmarks.
     """
     if not inplace:
         model = copy.deepcopy(model)

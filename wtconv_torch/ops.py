@@ -1,15 +1,15 @@
 """PyTorch custom operator ``wtconv::fused_wtconv2d`` — the fused operator as one graph node.
 
 CPU (and any device without a faster kernel) runs the executable spec (fused_spec.py). The CUDA
-implementation is registered by ``wtconv_export.cuda_kernels.register()`` from our CUDA library
+implementation is registered by ``wtconv_torch.cuda_kernels.register()`` from our CUDA library
 (plugin/kernels); the ONNX exporter (onnx_export.py) translates calls of this operator into one
 WTConv2d node. Arguments are the FoldedWTConv tensors plus the layer configuration.
 """
 
 import torch
 
-from wtconv_export import contract
-from wtconv_export.fused_spec import fused_wtconv2d_spec
+from wtconv_libs import contract
+from wtconv_torch.fused_spec import fused_wtconv2d_spec
 
 OPERATOR = "wtconv::fused_wtconv2d"
 

@@ -11,7 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from wtconv_core.errors import InputError, ModelError
-from wtconv_export.wtconv2d import WTConv2d
+from wtconv_torch.wtconv2d import WTConv2d
 
 __all__ = [
     "WTConvNeXt",
@@ -296,7 +296,7 @@ def _entrypoint(name: str, pretrained: bool, kwargs: dict) -> WTConvNeXt:
     if pretrained:
         raise InputError(
             f"{name}: pretrained=True is not supported (no download); build the model, then "
-            f"wtconv_export.models.load_checkpoint(model, 'WTConvNeXt_....pth')"
+            f"wtconv_torch.models.load_checkpoint(model, 'WTConvNeXt_....pth')"
         )
     return create_wtconvnext(name, **kwargs)
 

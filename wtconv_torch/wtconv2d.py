@@ -12,7 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from wtconv_core.errors import InputError, ModelError
-from wtconv_export import haar
+from wtconv_torch import haar
 
 STRIDE_FILTER = "stride_filter"
 
