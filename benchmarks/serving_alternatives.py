@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from wtconv_core.stats import percentile
-from wtconv_serving.repository import describe_onnx, onnx_batching
+from wtconv_export.exported import ExportedModel
+from wtconv_serving.repository import describe_export, onnx_batching
 from wtconv_serving.runtimes import make_runner
 from wtconv_serving.tuning import Tuning, default_buckets
 
@@ -129,9 +130,10 @@ def main() -> int:
     parser.add_argument("--dense", action="store_true", help="also graphs on a denser bucket set")
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
-    description = describe_onnx(args.onnx)
+    exported = ExportedModel.read(args.onnx)
+    description = describe_export(exported)
     max_batch, input_dims, _ = onnx_batching(description, args.max_batch_size)
-    args.common = dict(onnx_path=args.onnx, ort_device=args.device, ort_library=args.ort_library)
+    args.common = dict(onnx_path=exported, ort_device=args.device, ort_library=args.ort_library)
     rng = np.random.default_rng(0)
     dtype = np.float16 if description["input"]["dtype"] == "float16" else np.float32
     pool = rng.standard_normal((max_batch, *input_dims)).astype(dtype)

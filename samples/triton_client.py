@@ -152,15 +152,14 @@ def load_images(paths, channels, height, width, digits_config, mean, std):
 def reference_session(onnx_path, name, datatype, sample):
     """An ONNX Runtime session of the ONNX file (WTConv2d nodes included) and its wtconv_trt metadata; Stop when
     its input is not the served one."""
-    import onnx
-
     from wtconv_core.errors import WtconvTrtError
-    from wtconv_export.onnx_export import read_metadata
+    from wtconv_export.exported import ExportedModel
     from wtconv_ort.session import make_ort_session
 
     try:
-        metadata = read_metadata(onnx.load(onnx_path, load_external_data=False))
-        session = make_ort_session(onnx_path)
+        exported = ExportedModel.read(onnx_path)
+        metadata = exported.metadata
+        session = make_ort_session(exported.proto if exported.wtconv_nodes else onnx_path)
     except FileNotFoundError:
         raise Stop(f"--onnx {onnx_path} does not exist") from None
     except WtconvTrtError as error:

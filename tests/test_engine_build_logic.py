@@ -11,16 +11,14 @@ from engine_helpers import tiny_onnx
 
 from trt_engine.build import (
     NoPluginNodesWarning,
-    ProgressBoard,
     check_plugin_need,
     decide_typing,
     default_engine_path,
-    inspect_onnx,
-    parse_source_model,
     plan_profiles,
-    source_from_metadata,
 )
+from trt_engine.progress_board import ProgressBoard
 from wtconv_core.errors import ConfigurationError, InputError
+from wtconv_export.exported import ExportedModel, parse_source_model, source_from_metadata
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,30 +77,35 @@ def test_typing_rule_matches_the_tensorrt_headers():
     assert re.search(r"kSTRONGLY_TYPED\s*=\s*1", _enum_block(h10, "NetworkDefinitionCreationFlag"))
 
 
-def test_inspect_onnx(tmp_path):
+def test_exported_model(tmp_path):
     path = tiny_onnx(tmp_path / "m.onnx", dtype="float16", wtconv_nodes=2, metadata={"source": "default"})
-    info = inspect_onnx(path)
-    assert info.inputs == {"input": (-1, 1, 8, 8)}
-    assert info.input_dtype == "float16"
+    info = ExportedModel.read(path)
+    assert info.input_dims == {"input": (-1, 1, 8, 8)}
+    assert info.input.fixed_dims == [None, 1, 8, 8]
+    assert info.input_dtype == "float16" and info.precision == "fp16"
     assert info.wtconv_nodes == 2
-    assert info.outputs == ["output"]
-    assert source_from_metadata(info.metadata) == {"source": "default"}
+    assert [t.name for t in info.outputs] == ["output"]
+    assert info.source == source_from_metadata(info.metadata) == {"source": "default"}
 
 
-def test_inspect_onnx_errors(tmp_path):
+def test_exported_model_errors(tmp_path):
     with pytest.raises(InputError, match="wtconv-trt export"):
-        inspect_onnx(tmp_path / "missing.onnx")
+        ExportedModel.read(tmp_path / "missing.onnx")
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x00\x01garbage")
-    with pytest.raises(ValueError, match="not a readable ONNX model"):
-        inspect_onnx(bad)
+    with pytest.raises(ValueError, match="cannot read .* as an ONNX model"):
+        ExportedModel.read(bad)
+    engine = tmp_path / "m.engine"
+    engine.write_bytes(b"\x00\x01an engine")
+    with pytest.raises(InputError, match="is a TensorRT engine, not an ONNX model"):
+        ExportedModel.read(engine)
 
 
 def test_plugin_need(tmp_path):
-    no_nodes = inspect_onnx(tiny_onnx(tmp_path / "a.onnx"))
+    no_nodes = ExportedModel.read(tiny_onnx(tmp_path / "a.onnx"))
     with pytest.warns(NoPluginNodesWarning, match="standard ONNX operators only"):
         check_plugin_need(no_nodes, None)
-    with_nodes = inspect_onnx(tiny_onnx(tmp_path / "b.onnx", wtconv_nodes=3))
+    with_nodes = ExportedModel.read(tiny_onnx(tmp_path / "b.onnx", wtconv_nodes=3))
     with pytest.raises(ValueError, match="3 WTConv2d nodes, which need our TensorRT plugin: pass --plugin"):
         check_plugin_need(with_nodes, None)
     with warnings.catch_warnings():
@@ -111,7 +114,7 @@ def test_plugin_need(tmp_path):
 
 
 def test_plan_profiles(tmp_path):
-    inputs = inspect_onnx(tiny_onnx(tmp_path / "a.onnx")).inputs
+    inputs = ExportedModel.read(tiny_onnx(tmp_path / "a.onnx")).input_dims
     [default] = plan_profiles([], inputs)
     assert default.inputs["input"].max == (32, 1, 8, 8)
     two = plan_profiles(["1x1x8x8/2x1x8x8/4x1x8x8", "input:4x1x8x8/16x1x8x8/64x1x8x8"], inputs)
@@ -122,9 +125,9 @@ def test_plan_profiles(tmp_path):
 
 def test_metadata_prefix_agrees_with_the_exporter():
     onnx_export = pytest.importorskip("wtconv_export.onnx_export")
-    from trt_engine import build
+    from wtconv_export import exported
 
-    assert build.METADATA_PREFIX == onnx_export.METADATA_PREFIX
+    assert exported.METADATA_PREFIX == onnx_export.METADATA_PREFIX
 
 
 def test_source_model_specs(tmp_path):

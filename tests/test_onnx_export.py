@@ -17,7 +17,8 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxruntime_extensions")
 
-from wtconv_export.onnx_export import export_onnx, find_wtconv_layers, read_metadata  # noqa: E402
+from wtconv_export.exported import metadata_of  # noqa: E402
+from wtconv_export.onnx_export import export_onnx, find_wtconv_layers  # noqa: E402
 from wtconv_export.onnx_models import build_model  # noqa: E402
 from wtconv_libs import contract  # noqa: E402
 from wtconv_ort.session import make_ort_session  # noqa: E402
@@ -143,7 +144,7 @@ def test_dynamic_axes_and_metadata(exports):
         assert out.type.tensor_type.shape.dim[0].dim_param == "batch"
         elem = onnx.TensorProto.FLOAT16 if precision == "fp16" else onnx.TensorProto.FLOAT
         assert inp.type.tensor_type.elem_type == out.type.tensor_type.elem_type == elem
-        meta = read_metadata(proto)
+        meta = metadata_of(proto)
         assert (meta["ops"], meta["precision"]) == (ops, precision)
         assert (meta["source"], meta["weights"]) == ("wtconvnext_tiny", "random:0")
 

@@ -159,12 +159,13 @@ def test_channels_last_layout_refuses_a_model_that_is_not_a_wtconvnext(tmp_path)
 
 
 def test_building_an_engine_from_an_fp16_export_for_onnxruntime_says_how_to_render_it_for_tensorrt(rendered):
-    from trt_engine.build import inspect_onnx, rendering_note
+    from trt_engine.build import rendering_note
+    from wtconv_export.exported import ExportedModel
 
-    note = rendering_note(inspect_onnx(rendered["fp16", "onnxruntime"]))
+    note = rendering_note(ExportedModel.read(rendered["fp16", "onnxruntime"]))
     assert note and "--runtime tensorrt" in note
-    assert rendering_note(inspect_onnx(rendered["fp16", "tensorrt"])) is None
-    assert rendering_note(inspect_onnx(rendered["fp32", "onnxruntime"])) is None  # fp32: one rendering for both
+    assert rendering_note(ExportedModel.read(rendered["fp16", "tensorrt"])) is None
+    assert rendering_note(ExportedModel.read(rendered["fp32", "onnxruntime"])) is None  # fp32: one rendering for both
 
 
 def test_channels_last_blocks_keep_nhwc_between_the_nodes(rendered, structure):

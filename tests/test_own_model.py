@@ -20,7 +20,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from wtconv_core.errors import ModelError, WtconvTrtError
-from wtconv_export.onnx_export import export_onnx, find_wtconv_layers, read_metadata
+from wtconv_export.exported import metadata_of
+from wtconv_export.onnx_export import export_onnx, find_wtconv_layers
 from wtconv_libs import contract
 from wtconv_libs.contract import count_wtconv_nodes
 from wtconv_torch.published import convert_published_wtconv, is_published_wtconv
@@ -305,7 +306,7 @@ def test_unet_metadata_says_it_came_from_a_python_module(unet, unet_export, caps
     from wtconv_trt.cli import main as cli_main
 
     path, _ = unet_export
-    metadata = read_metadata(onnx.load(str(path), load_external_data=False))
+    metadata = metadata_of(onnx.load(str(path), load_external_data=False))
     assert metadata["source"] == "module"
     assert metadata["module_class"] == f"{UNet.__module__}.UNet"
     assert metadata["input_shape"] == "1,3,32,32"

@@ -113,7 +113,7 @@ def test_options_do_not_apply_to_the_default_model_and_bad_metadata_is_named():
 def test_the_engine_side_keeps_the_recorded_options():
     """What the build reads from an export: the architecture its profiles are checked against has the recorded
     input channels and classes, and the manifest's source record keeps them for validate --engine."""
-    from trt_engine.build import source_from_metadata
+    from wtconv_export.exported import source_from_metadata
     from wtconv_export.model_checks import architecture_of, check_input_shape
 
     metadata = {"source": "wtconvnext_tiny", "weights": "random:5", "input_shape": "1,1,64,64"}
@@ -167,7 +167,7 @@ def tiny10(tmp_path_factory):
 def test_fine_tuned_tiny_exports_with_its_head(tiny10):
     import onnx
 
-    from wtconv_export.onnx_export import read_metadata
+    from wtconv_export.exported import metadata_of
     from wtconv_libs.contract import count_wtconv_nodes
 
     _, _, onnx_path = tiny10
@@ -175,7 +175,7 @@ def test_fine_tuned_tiny_exports_with_its_head(tiny10):
     assert count_wtconv_nodes(proto) == 18
     output = [d.dim_param or d.dim_value for d in proto.graph.output[0].type.tensor_type.shape.dim]
     assert output == ["batch", 10]
-    metadata = read_metadata(proto)
+    metadata = metadata_of(proto)
     assert (metadata["source"], metadata["num_classes"], metadata["in_chans"]) == ("wtconvnext_tiny", "10", "3")
 
 
@@ -266,12 +266,12 @@ def gray10(tmp_path_factory):
 def test_gray_tiny_exports_and_validates_from_the_command_line(gray10, capsys):
     import onnx
 
-    from wtconv_export.onnx_export import read_metadata
+    from wtconv_export.exported import metadata_of
     from wtconv_trt.cli import main as cli_main
 
     model, onnx_path = gray10
     proto = onnx.load(str(onnx_path), load_external_data=False)
-    metadata = read_metadata(proto)
+    metadata = metadata_of(proto)
     assert (metadata["num_classes"], metadata["in_chans"], metadata["input_shape"]) == ("10", "1", "1,1,64,64")
     dims = [d.dim_param or d.dim_value for d in proto.graph.input[0].type.tensor_type.shape.dim]
     assert dims == ["batch", 1, "height", "width"]

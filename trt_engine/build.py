@@ -19,24 +19,22 @@ mode per TensorRT major (decide_typing), the build, the progress display and the
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
-import sys
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from trt_engine import manifest as mf
 from trt_engine.activations import MAX_TENSOR_ELEMENTS, check_activations, weightless_model
 from trt_engine.profiles import check_profile_against_inputs, default_profile, parse_profile
+from trt_engine.progress_board import ProgressBoard
 from wtconv_core.errors import ConfigurationError, InputError, ModelError, PluginError
 from wtconv_core.files import atomic_write_bytes
 from wtconv_core.inputs import check_choice, check_int
+from wtconv_export.exported import ExportedModel, parse_source_model
 from wtconv_libs import contract
-from wtconv_libs.contract import METADATA_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -109,184 +107,6 @@ def decide_typing(trt_major: int, precision: str, onnx_dtype: str, backend: str 
 
 
 # -------------------------------------------------------------------------------------------------------------
-# ONNX model inspection (onnx package only)
-# -------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class OnnxInfo:
-    inputs: dict  # name -> tuple of dims, -1 for a dynamic (dim_param / unknown) dimension
-    input_dtype: str  # NumPy name of the first input's element type
-    outputs: list
-    wtconv_nodes: int
-    metadata: dict  # wtconv_trt.* metadata_props without the prefix
-    skeleton: Any = None  # the graph without its weights, for the activation check (trt_engine.activations)
-
-
-def inspect_onnx(path) -> OnnxInfo:
-    """Read the graph (not the external weights) and report inputs, dtype, WTConv2d node count, metadata."""
-    import onnx
-    from onnx import helper
-
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"ONNX model {path} does not exist; export one with wtconv-trt export")
-    try:
-        proto = onnx.load(str(path), load_external_data=False)
-    except Exception as error:  # onnx raises DecodeError / ValueError variants
-        raise ModelError(f"{path} is not a readable ONNX model ({type(error).__name__}: {error})") from None
-    initializers = {i.name for i in proto.graph.initializer}
-    inputs, dtype = {}, None
-    for value in proto.graph.input:
-        if value.name in initializers:
-            continue
-        tensor = value.type.tensor_type
-        dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim)
-        inputs[value.name] = dims
-        if dtype is None:
-            dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
-    if not inputs:
-        raise ModelError(f"ONNX model {path} has no graph input")
-    nodes = sum(1 for n in proto.graph.node if n.op_type == contract.OP_TYPE)
-    metadata = {
-        p.key[len(METADATA_PREFIX) :]: p.value for p in proto.metadata_props if p.key.startswith(METADATA_PREFIX)
-    }
-    skeleton = weightless_model(proto)
-    return OnnxInfo(inputs, dtype, [o.name for o in proto.graph.output], nodes, metadata, skeleton)
-
-
-# -------------------------------------------------------------------------------------------------------------
-# Source model record: how validate rebuilds the PyTorch model the engine came from
-# -------------------------------------------------------------------------------------------------------------
-
-
-def parse_source_model(text: str | None) -> dict | None:
-    """A source model given by hand, in the exporter's metadata format (wtconv_export.onnx_models):
-    'default' -> {"source": "default", "weights": "shipped"}; 'wtconvnext_tiny:ckpt.pth' -> {"source":
-    "wtconvnext_tiny", "weights": "checkpoint:/abs/ckpt.pth"}; a JSON object with a "source" key is taken as is."""
-    if text is None or text == "":
-        return None
-    text = text.strip()
-    if text.startswith("{"):
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise InputError(f"source model {text!r}: not valid JSON ({error})") from None
-        if not isinstance(obj, dict) or "source" not in obj:
-            raise InputError(f"source model {text!r}: a JSON object with a 'source' key is expected")
-        return obj
-    if text == "default":
-        return {"source": "default", "weights": "shipped"}
-    arch, sep, checkpoint = text.partition(":")
-    if not arch.startswith("wtconvnext_"):
-        raise InputError(
-            f"source model {text!r}: expected 'default' or ARCH:CHECKPOINT with ARCH one of "
-            f"wtconvnext_tiny / wtconvnext_small / wtconvnext_base"
-        )
-    if not sep or not checkpoint:
-        raise InputError(
-            f"source model {text!r}: give the checkpoint too, ARCH:CHECKPOINT (e.g. "
-            f"wtconvnext_tiny:WTConvNeXt_tiny_5_300e_ema.pth)"
-        )
-    return {"source": arch, "weights": f"checkpoint:{os.path.abspath(checkpoint)}"}
-
-
-def source_from_metadata(metadata: dict) -> dict | None:
-    """The source model the exporter recorded in the ONNX metadata: every key it records to rebuild the model
-    (wtconv_trt.source, .weights, .input_shape, a fine-tuned WTConvNeXt's .num_classes and .in_chans, a Python
-    module's class), so that validate rebuilds the reference from the manifest alone."""
-    from wtconv_export.onnx_models import SOURCE_KEYS
-
-    if not metadata.get("source"):
-        return None
-    return {key: metadata[key] for key in SOURCE_KEYS if key in metadata}
-
-
-def is_default_source(source) -> bool:
-    return bool(source) and source.get("source") == "default"
-
-
-# -------------------------------------------------------------------------------------------------------------
-# Progress display fed by TensorRT's IProgressMonitor
-# -------------------------------------------------------------------------------------------------------------
-
-
-class ProgressBoard:
-    """Nested build phases as text bars. On a terminal the bars are redrawn in place (ANSI escapes, as
-    TensorRT's samples/python/simple_progress_monitor does); otherwise one line per finished top-level phase,
-    so logs stay readable. step_complete returns False after Ctrl-C, which makes TensorRT cancel the build."""
-
-    WIDTH = 20
-
-    def __init__(self, stream=None, interactive=None):
-        self.stream = stream or sys.stderr
-        self.interactive = self.stream.isatty() if interactive is None else interactive
-        self.phases = {}  # name -> [indent, steps, num_steps, start time]
-        self.cancelled = False
-        self._drawn = 0
-
-    def phase_start(self, name, parent, num_steps):
-        try:
-            indent = self.phases[parent][0] + 1 if parent is not None and parent in self.phases else 0
-            self.phases[name] = [indent, 0, max(int(num_steps), 1), time.monotonic()]
-            self._redraw()
-        except KeyboardInterrupt:
-            self.cancelled = True
-
-    def step_complete(self, name, step) -> bool:
-        try:
-            if name in self.phases:
-                self.phases[name][1] = int(step)
-            self._redraw()
-        except KeyboardInterrupt:
-            self.cancelled = True
-        return not self.cancelled
-
-    def phase_finish(self, name):
-        try:
-            phase = self.phases.pop(name, None)
-            if phase is not None and not self.interactive and phase[0] == 0:
-                self.stream.write(f"{self.bar(phase[2], phase[2])} {name} ({time.monotonic() - phase[3]:.1f} s)\n")
-                self.stream.flush()
-            self._redraw()
-        except KeyboardInterrupt:
-            self.cancelled = True
-
-    @classmethod
-    def bar(cls, steps, num_steps) -> str:
-        done = int(cls.WIDTH * min(max(steps, 0), num_steps) / max(num_steps, 1))
-        return "[" + "=" * done + "-" * (cls.WIDTH - done) + "]"
-
-    def lines(self) -> list:
-        return [
-            f"{'  ' * indent}{self.bar(steps, n)} {name} {steps}/{n}"
-            for name, (indent, steps, n, _) in self.phases.items()
-        ]
-
-    def _redraw(self):
-        if not self.interactive:
-            return
-        out = []
-        if self._drawn:
-            out.append(f"\x1b[{self._drawn}A")  # back to the first bar
-        lines = self.lines()
-        for line in lines:
-            out.append("\x1b[2K" + line + "\n")
-        for _ in range(max(self._drawn - len(lines), 0)):
-            out.append("\x1b[2K\n")
-        extra = max(self._drawn - len(lines), 0)
-        if extra:
-            out.append(f"\x1b[{extra}A")
-        self._drawn = len(lines)
-        self.stream.write("".join(out))
-        self.stream.flush()
-
-    def close(self):
-        self.phases.clear()
-        self._redraw()
-
-
-# -------------------------------------------------------------------------------------------------------------
 # The build
 # -------------------------------------------------------------------------------------------------------------
 
@@ -352,7 +172,7 @@ def plan_profiles(shapes: list, onnx_inputs: dict) -> list:
     return [check_profile_against_inputs(parse_profile(s, names), onnx_inputs) for s in shapes]
 
 
-def check_plugin_need(info: OnnxInfo, plugin) -> None:
+def check_plugin_need(info: ExportedModel, plugin) -> None:
     """Warn when the model has no WTConv2d node; fail when it has some and no plugin library was given."""
     if info.wtconv_nodes == 0:
         warnings.warn(
@@ -375,7 +195,7 @@ def check_plugin_need(info: OnnxInfo, plugin) -> None:
 # -------------------------------------------------------------------------------------------------------------
 
 
-def default_precision(info: OnnxInfo) -> tuple[str, str]:
+def default_precision(info: ExportedModel) -> tuple[str, str]:
     """(precision, note): the export's precision (fp16 for an fp16 export, fp32 otherwise) and the line saying so."""
     if info.input_dtype == "float16":
         return "fp16", "precision: fp16 (the export's)"
@@ -385,7 +205,7 @@ def default_precision(info: OnnxInfo) -> tuple[str, str]:
     )
 
 
-def rendering_note(info: OnnxInfo) -> str | None:
+def rendering_note(info: ExportedModel) -> str | None:
     """The line saying that an fp16 export rendered for ONNX Runtime has fp16 LayerNorms, which a strongly typed
     TensorRT network computes in fp16 (docs/onnx_export.md, "Rendering for the runtime"); None otherwise."""
     if info.input_dtype != "float16" or info.metadata.get("runtime") != "onnxruntime":
@@ -396,7 +216,7 @@ def rendering_note(info: OnnxInfo) -> str | None:
     )
 
 
-def default_shapes(info: OnnxInfo) -> tuple[list, str | None]:
+def default_shapes(info: ExportedModel) -> tuple[list, str | None]:
     """(shapes, note) when none are given: for a single 4-D input with dynamic height and width, batch 1/8/32 at
     the export's example size (its ``input_shape`` metadata) and the line saying so; otherwise ([], None), which
     plan_profiles turns into batch 1/8/32 at the model's fixed size."""
@@ -404,7 +224,7 @@ def default_shapes(info: OnnxInfo) -> tuple[list, str | None]:
 
     if len(info.inputs) != 1:
         return [], None
-    name, dims = next(iter(info.inputs.items()))
+    name, dims = next(iter(info.input_dims.items()))
     dynamic = [i for i, d in enumerate(dims) if not (isinstance(d, int) and d >= 0)]
     example = info.metadata.get("input_shape")
     if not example or len(dims) != 4 or not set(dynamic) - {0}:
@@ -431,7 +251,7 @@ def check_profile_sizes(profiles: list) -> None:
                 )
 
 
-def check_profiles_fit_model(info: OnnxInfo, profiles: list) -> None:
+def check_profiles_fit_model(info: ExportedModel, profiles: list) -> None:
     """Every profile's min, opt and max shape must fit the exported model (its channels, its smallest height and
     width), read from the architecture the ONNX metadata names: TensorRT would otherwise fail late or build an
     engine that cannot run those shapes."""
@@ -468,7 +288,7 @@ class BuildPlan:
     description, the profiles, where the engine goes, the source model record and the notes on the defaults."""
 
     opts: BuildOptions
-    info: OnnxInfo
+    info: ExportedModel
     profiles: list
     engine_path: Path
     source: dict | None
@@ -479,7 +299,7 @@ def plan_build(opts: BuildOptions) -> BuildPlan:
     """The CPU side of a build: every option and file checked, every default taken, in the order a user fixes them
     (option values, the ONNX model, the profiles against it, the plugin library, the outputs). Nothing is written
     and TensorRT is not imported; WtconvTrtError subclasses say what to change."""
-    from wtconv_core.paths import check_input_file, check_not_an_input, check_output_file
+    from wtconv_core.paths import check_not_an_input, check_output_file
 
     if opts.precision is not None:
         check_choice(opts.precision, "precision", PRECISIONS)
@@ -488,8 +308,7 @@ def plan_build(opts: BuildOptions) -> BuildPlan:
         check_int(opts.workspace_mib, "workspace_mib", 1, MAX_WORKSPACE_MIB, " MiB")
     if opts.optimization_level is not None:
         check_int(opts.optimization_level, "optimization_level", *OPTIMIZATION_LEVELS)
-    check_input_file(opts.onnx, what="ONNX model", made_by="export one with 'wtconv-trt export -o MODEL.onnx'")
-    info = inspect_onnx(opts.onnx)
+    info = ExportedModel.read(opts.onnx)
     notes = []
     precision, shapes = opts.precision, list(opts.shapes or [])
     if precision is None:
@@ -499,10 +318,10 @@ def plan_build(opts: BuildOptions) -> BuildPlan:
         shapes, note = default_shapes(info)
         notes += [note] if note else []
     notes += [note] if (note := rendering_note(info)) else []
-    profiles = plan_profiles(shapes, info.inputs)
+    profiles = plan_profiles(shapes, info.input_dims)
     check_profile_sizes(profiles)
-    if info.skeleton is not None:
-        check_activations(info.skeleton, profiles)  # every layer's output at the max shapes, not only the input
+    # every layer's output at the max shapes, not only the input
+    check_activations(weightless_model(info.proto), profiles)
     if opts.plugin:
         check_dynamic_plugin(opts.plugin)
     check_profiles_fit_model(info, profiles)
@@ -520,7 +339,7 @@ def plan_build(opts: BuildOptions) -> BuildPlan:
 
         if info.wtconv_nodes == 0 or default_plugin() is None:
             check_plugin_need(info, opts.plugin)  # warns (standard operators only) or says how to get the plugin
-    source = parse_source_model(opts.source_model) or source_from_metadata(info.metadata)
+    source = parse_source_model(opts.source_model) or info.source
     resolved = dataclasses.replace(opts, precision=precision, shapes=shapes, engine=engine)
     return BuildPlan(resolved, info, profiles, Path(engine), source, notes)
 

@@ -260,7 +260,7 @@ def load_plugin(path) -> PluginRecord:
 
 
 def make_progress_monitor(board):
-    """A trt.IProgressMonitor (TensorRT >= 10.0, TensorRT-RTX) that forwards to ``board`` (build.ProgressBoard)."""
+    """A trt.IProgressMonitor (TensorRT >= 10.0, TensorRT-RTX) that forwards to ``board`` (a ProgressBoard)."""
     trt = import_tensorrt()
 
     class _Monitor(trt.IProgressMonitor):

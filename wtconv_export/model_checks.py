@@ -178,26 +178,14 @@ def architecture_of(metadata: dict):
 # --- the ONNX side -------------------------------------------------------------------------------------------
 
 
-def onnx_input(proto) -> tuple[str, list]:
-    """(name, dims) of the ONNX model's single input; a dim is an int when fixed, None when dynamic."""
-    inputs = list(proto.graph.input)
-    initializers = {t.name for t in proto.graph.initializer}
-    inputs = [i for i in inputs if i.name not in initializers]
-    if len(inputs) != 1:
-        raise ModelError(
-            f"the ONNX model has {len(inputs)} inputs; wtconv-trt handles models with one image input (B, C, H, W)"
-        )
-    dims = [d.dim_value if d.HasField("dim_value") else None for d in inputs[0].type.tensor_type.shape.dim]
-    return inputs[0].name, dims
-
-
 def _show(dims) -> str:
     return "(" + ", ".join("?" if d is None else str(d) for d in dims) + ")"
 
 
-def check_onnx_matches_model(proto, model, what: str = "the PyTorch model") -> None:
-    """The ONNX model and the PyTorch reference must agree on input channels and on the output's shape."""
-    _, dims = onnx_input(proto)
+def check_onnx_matches_model(exported, model, what: str = "the PyTorch model") -> None:
+    """The ONNX model (an ExportedModel) and the PyTorch reference must agree on input channels and on the output's
+    shape."""
+    dims = exported.input.fixed_dims
     if len(dims) != 4:
         raise ModelError(f"the ONNX model's input has shape {_show(dims)}; expected 4 dimensions (B, C, H, W)")
     channels = input_channels(model)
@@ -207,14 +195,11 @@ def check_onnx_matches_model(proto, model, what: str = "the PyTorch model") -> N
             f"ONNX model exported from it? Give the matching arch=ARCH checkpoint=FILE, or export it again"
         )
     classes = output_classes(model)
-    outputs = list(proto.graph.output)
+    outputs = exported.outputs
     if classes is not None and outputs:
-        out = [d.dim_value if d.HasField("dim_value") else None for d in outputs[0].type.tensor_type.shape.dim]
+        out = outputs[0].fixed_dims
         if len(outputs) != 1 or len(out) != 2 or (out[1] is not None and out[1] != classes):
-            shapes = ", ".join(
-                _show([d.dim_value if d.HasField("dim_value") else None for d in o.type.tensor_type.shape.dim])
-                for o in outputs
-            )
+            shapes = ", ".join(_show(o.fixed_dims) for o in outputs)
             raise ModelError(
                 f"the ONNX model's output{'s' if len(outputs) > 1 else ''} {shapes} do not match "
                 f"{what}, which gives (B, {classes}): is this the ONNX model exported from it? Give "

@@ -11,7 +11,6 @@ import logging
 import os
 import warnings
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 import torch.nn as nn
@@ -579,10 +578,3 @@ def export_onnx(
         dynamic=dynamic,
         size_bytes=os.path.getsize(path),
     )
-
-
-def read_metadata(model_proto: Any) -> dict[str, str]:
-    """The wtconv_trt.* metadata_props of an exported model, without the prefix."""
-    return {
-        p.key[len(METADATA_PREFIX) :]: p.value for p in model_proto.metadata_props if p.key.startswith(METADATA_PREFIX)
-    }

@@ -90,10 +90,15 @@ class OrtExecution:
         return text
 
     def session(self, model: Any = None, session_options: Any = None) -> Any:
-        """An onnxruntime.InferenceSession of ``model`` (a path, bytes or ModelProto) as planned. On the GPU,
-        ConfigurationError when ONNX Runtime could not start its CUDA execution provider (it falls back to the CPU
-        with a logged error otherwise)."""
+        """An onnxruntime.InferenceSession of ``model`` (an ExportedModel, a path, bytes or ModelProto) as planned:
+        an ExportedModel is opened by ONNX Runtime from its file, or rewritten from the graph already read when the
+        Python op runs its nodes (never parsed again here). On the GPU, ConfigurationError when ONNX Runtime could
+        not start its CUDA execution provider (it falls back to the CPU with a logged error otherwise)."""
+        from wtconv_export.exported import ExportedModel
         from wtconv_ort.session import make_ort_session, warn_python_op_fallback
+
+        if isinstance(model, ExportedModel):
+            model = model.proto if self.op == "python" else os.fspath(model.path)
 
         if self.device == "cuda":
             _import_cuda_libraries()
@@ -112,7 +117,8 @@ class OrtExecution:
 
 
 def plan_ort_execution(model: Any, device: str = "cpu", library: str | os.PathLike | None = None) -> OrtExecution:
-    """Where and how ONNX Runtime runs ``model`` (a path or ModelProto), checked before any session is made.
+    """Where and how ONNX Runtime runs ``model`` (an ExportedModel, or a path read into one; a bare ModelProto of
+    a graph built in memory), checked before any session is made.
 
     ``device``: "cpu", "cuda" or "cuda:N" (parse_device). On the CPU, WTConv2d nodes run on the native library
     (``library``, else the one wtconv_libs.lookup finds), else through the onnxruntime-extensions Python op. On
@@ -124,11 +130,11 @@ def plan_ort_execution(model: Any, device: str = "cpu", library: str | os.PathLi
 
     kind, index = parse_device(device)
     shown = device.strip()
-    if isinstance(model, (str, os.PathLike)):
-        import onnx
+    from wtconv_export.exported import ExportedModel
 
-        model = onnx.load(os.fspath(model), load_external_data=False)
-    nodes = contract.count_wtconv_nodes(model)
+    if isinstance(model, (str, os.PathLike)):
+        model = ExportedModel.read(model)
+    nodes = model.wtconv_nodes if isinstance(model, ExportedModel) else contract.count_wtconv_nodes(model)
     if kind == "cuda":
         import onnxruntime
 

@@ -10,11 +10,12 @@ from wtconv_core.errors import ConfigurationError, InputError
 from wtconv_core.files import atomic_copy, user_file_mode
 from wtconv_core.inputs import MAX_INT32, check_choice, check_int
 from wtconv_core.paths import check_input_file, check_output_dir
+from wtconv_export.exported import ExportedModel
 from wtconv_serving.repository import (
     TritonRepository,
     check_model_dir,
     default_model_name,
-    describe_onnx,
+    describe_export,
     onnx_batching,
     serve_script,
     write_model_config,
@@ -54,7 +55,7 @@ def onnxruntime_config(
     tuning: Tuning | None = None,
     warmup: bool = True,
 ) -> ModelConfig:
-    """The model configuration of an export (``description``: repository.describe_onnx): its I/O, batching (preferred
+    """The model configuration of an export (``description``: repository.describe_export): its I/O, batching (preferred
     sizes: the buckets of ``tuning``, with its queue policy), a warm-up request per bucket, the instances (GPU indices
     only for GPU instances), the custom-op library (``library_path``, as the server sees it) and, on the GPU, the CUDA
     execution provider's options: TF32 by precision (off for fp32, docs/onnx_runtime.md) and a cuDNN search that does
@@ -139,7 +140,7 @@ def write_onnxruntime_repository(
             parameter="onnx",
         )
     check_output_dir(out, option="out", force=force)
-    description = describe_onnx(onnx)
+    description = describe_export(ExportedModel.read(onnx, what="onnx"))
     nodes = description["wtconv_nodes"]
     library = None
     if nodes:

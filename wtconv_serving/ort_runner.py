@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from pathlib import Path
 
 import numpy as np
 
@@ -52,11 +51,13 @@ class OnnxRuntimeRunner(BatchRunner):
         input_dims=None,
         tuning: Tuning | None = None,
     ):
+        from wtconv_export.exported import ExportedModel
         from wtconv_ort.execution import plan_ort_execution
 
-        self.onnx_path = Path(onnx_path)
+        self.exported = ExportedModel.of(onnx_path)  # the one read of the file
+        self.onnx_path = self.exported.path
         self.threads = int(threads)
-        self.execution = plan_ort_execution(str(onnx_path), _ort_device_text(ort_device, device), library)
+        self.execution = plan_ort_execution(self.exported, _ort_device_text(ort_device, device), library)
         self.tuning = tuning or Tuning()
         self.mode = "eager"
         self.fallback_note = ""
@@ -88,7 +89,7 @@ class OnnxRuntimeRunner(BatchRunner):
         options = ort.SessionOptions()
         if self.threads:
             options.intra_op_num_threads = self.threads
-        return execution.session(str(self.onnx_path), options)
+        return execution.session(self.exported, options)
 
     def _gpu_session(self, *, graphs: bool, search: str):
         """A CUDA-EP session on our stream: TF32 by precision (off for fp32, docs/onnx_runtime.md), the cuDNN search
@@ -103,14 +104,11 @@ class OnnxRuntimeRunner(BatchRunner):
         return self._session(dataclasses.replace(self.execution, providers=[provider, "CPUExecutionProvider"]))
 
     def _read_io(self) -> None:
-        """The input's and output's names and dtypes, from the graph (no session needed)."""
-        import onnx
-
-        graph = onnx.load(str(self.onnx_path), load_external_data=False).graph
-        inp, out = graph.input[0], graph.output[0]
+        """The input's and output's names and dtypes, from the export read once (no session needed)."""
+        inp, out = self.exported.inputs[0], self.exported.outputs[0]
         self.input_name, self.output_name = inp.name, out.name
-        self.input_dtype = np.dtype(_ONNX_NUMPY[inp.type.tensor_type.elem_type])
-        self.output_dtype = np.dtype(_ONNX_NUMPY[out.type.tensor_type.elem_type])
+        self.input_dtype = np.dtype(_ONNX_NUMPY[inp.elem_type])
+        self.output_dtype = np.dtype(_ONNX_NUMPY[out.elem_type])
 
     @property
     def description(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import site
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trt_engine.engine_file import OpenedEngine
@@ -13,10 +13,11 @@ from trt_engine.manifest import write_manifest
 from wtconv_core.errors import InputError
 from wtconv_core.files import atomic_copy, user_file_mode
 from wtconv_core.inputs import MAX_INT32, check_choice, check_int
+from wtconv_export.exported import ExportedModel
 from wtconv_serving.repository import (
     check_model_dir,
     default_model_name,
-    describe_onnx,
+    describe_export,
     onnx_batching,
     write_model_config,
     writing_model_dir,
@@ -94,6 +95,7 @@ class PythonRepositoryPlan:
     plugin: Path | None = None
     ort_library: Path | None = None
     tuning: Tuning = Tuning()
+    exported: ExportedModel | None = field(default=None, repr=False, compare=False)  # the export, read once
 
     @property
     def name(self) -> str:
@@ -165,7 +167,8 @@ def check_python_repository(
     check_output_dir(out, option="repository", force=True)  # the model's own folder needs force (check_model_dir)
     if not str(onnx).endswith(".onnx"):
         raise InputError(f"{onnx}: give the exported ONNX model (MODEL.onnx); an engine goes with engine=")
-    description = describe_onnx(onnx)
+    exported = ExportedModel.read(onnx)
+    description = describe_export(exported)
     opened = open_engine(engine) if engine else None
     name = check_model_name(name or default_model_name(onnx, description["metadata"]))
     batch, _, _ = onnx_batching(description, max_batch_size)
@@ -180,6 +183,7 @@ def check_python_repository(
         repository=Path(out),
         model_dir=check_model_dir(out, name, force),
         description=description,
+        exported=exported,
         runtime=runtime,
         max_batch_size=max_batch_size,
         instances=instances,
@@ -250,7 +254,8 @@ def write_python_repository(plan: PythonRepositoryPlan) -> ServingRepository:
 
         if description["wtconv_nodes"] and ort_library is None:
             ort_library = lookup.ort_library()  # None: the stub falls back to the Python op (CPU), and says so
-        ort_device = plan.device if plan.device != "auto" else resolve_ort_device("auto", plan.onnx, ort_library)[0]
+        exported = plan.exported or plan.onnx
+        ort_device = plan.device if plan.device != "auto" else resolve_ort_device("auto", exported, ort_library)[0]
     kind = INSTANCE_KINDS.get(plan.instance_kind, plan.instance_kind)
     if kind is None:
         if runtime == "onnxruntime":

@@ -17,6 +17,7 @@ import numpy as np
 
 from wtconv_core.errors import InputError, ModelError, ServingError
 from wtconv_core.files import atomic_write_bytes
+from wtconv_export.exported import ExportedModel
 from wtconv_serving.triton_config import LABELS_FILE, ModelConfig, parse_config
 from wtconv_serving.tuning import DEFAULT_MAX_BATCH, default_max_batch
 
@@ -24,7 +25,7 @@ __all__ = [
     "TritonRepository",
     "check_repository",
     "default_model_name",
-    "describe_onnx",
+    "describe_export",
     "onnx_batching",
     "writing_model_dir",
     "serve_script",
@@ -54,38 +55,28 @@ class TritonRepository:
     kind: str = "KIND_GPU"
 
 
-def describe_onnx(onnx_path) -> dict:
-    """Input/output names, element types and dims of an exported model, its metadata and its number of WTConv2d
-    nodes."""
-    import onnx
-
-    from wtconv_export.onnx_export import read_metadata
-    from wtconv_libs.contract import count_wtconv_nodes
-
-    if not Path(onnx_path).is_file():
-        raise ModelError(f"{onnx_path} does not exist; export one with: wtconv-trt export -o {onnx_path}")
-    try:
-        proto = onnx.load(str(onnx_path), load_external_data=False)
-    except Exception as error:
-        raise ModelError(f"{onnx_path} is not a readable ONNX model: {error}") from None
-    if len(proto.graph.input) != 1 or not proto.graph.output:
-        raise ModelError(f"{onnx_path} has {len(proto.graph.input)} inputs; serving handles single-input models")
+def describe_export(exported: ExportedModel) -> dict:
+    """What serving takes from an exported model (wtconv_export.exported.ExportedModel, read once by the caller):
+    its single input's and first output's names, element types and dims, its metadata and its number of WTConv2d
+    nodes; ModelError for a model serving cannot take (several inputs, an element type other than float32 or
+    float16)."""
+    onnx_path = exported.path
+    if len(exported.inputs) != 1 or not exported.outputs:
+        raise ModelError(f"{onnx_path} has {len(exported.inputs)} inputs; serving handles single-input models")
 
     def tensor(value):
-        kind = value.type.tensor_type
-        if kind.elem_type not in ONNX_TYPES:
+        if value.elem_type not in ONNX_TYPES:
             raise ModelError(
-                f"{onnx_path}: tensor {value.name!r} has element type {kind.elem_type}; serving takes "
+                f"{onnx_path}: tensor {value.name!r} has element type {value.elem_type}; serving takes "
                 f"float32 or float16 models"
             )
-        dims = [int(d.dim_value) if d.HasField("dim_value") else -1 for d in kind.shape.dim]
-        return {"name": value.name, "dtype": ONNX_TYPES[kind.elem_type], "shape": dims}
+        return {"name": value.name, "dtype": ONNX_TYPES[value.elem_type], "shape": list(value.dims)}
 
     return {
-        "input": tensor(proto.graph.input[0]),
-        "output": tensor(proto.graph.output[0]),
-        "metadata": read_metadata(proto),
-        "wtconv_nodes": count_wtconv_nodes(proto),
+        "input": tensor(exported.inputs[0]),
+        "output": tensor(exported.outputs[0]),
+        "metadata": exported.metadata,
+        "wtconv_nodes": exported.wtconv_nodes,
     }
 
 

@@ -21,6 +21,7 @@ import logging
 from pathlib import Path
 
 from wtconv_core.errors import ConfigurationError, ServingError
+from wtconv_export.exported import ExportedModel
 from wtconv_serving.tuning import Tuning
 
 log = logging.getLogger(__name__)
@@ -29,16 +30,22 @@ RUNTIMES = ("tensorrt", "torch-cuda", "onnxruntime")
 ORT_DEVICES = ("auto", "cpu", "cuda")  # where the onnxruntime runtime runs: auto resolves to cpu or cuda
 
 
+def exported_model(onnx) -> ExportedModel | None:
+    """``onnx`` as an ExportedModel: read once here when given as a path (None stays None)."""
+    return None if onnx is None else ExportedModel.of(onnx)
+
+
 def resolve_ort_device(ort_device: str, onnx_path, library=None) -> tuple[str, str | None]:
-    """("cpu" or "cuda", why not "cuda" for "auto"): where the onnxruntime runtime runs the model. "cuda": the CUDA
-    execution provider and, for WTConv2d nodes, libwtconv_ort.so's CUDA op must exist here (ConfigurationError
-    saying which is missing); "auto": "cuda" when they do, else "cpu" with the reason."""
+    """("cpu" or "cuda", why not "cuda" for "auto"): where the onnxruntime runtime runs the model (an ExportedModel,
+    or a path read into one). "cuda": the CUDA execution provider and, for WTConv2d nodes, libwtconv_ort.so's CUDA
+    op must exist here (ConfigurationError saying which is missing); "auto": "cuda" when they do, else "cpu" with
+    the reason."""
     from wtconv_ort.execution import plan_ort_execution
 
     if ort_device == "cpu":
         return "cpu", None
     try:
-        plan_ort_execution(str(onnx_path), "cuda", library)
+        plan_ort_execution(exported_model(onnx_path), "cuda", library)
     except ConfigurationError:
         if ort_device == "cuda":
             raise
@@ -81,12 +88,9 @@ def unavailable_reason(
             return "no ONNX model in the repository (its metadata names the PyTorch model)"
         if cuda_kernels.find_library() is None:
             return "our CUDA kernel library is not built (" + cuda_kernels.BUILD_HINT + ")"
-        import onnx
-
-        from wtconv_export.onnx_export import read_metadata
         from wtconv_export.onnx_models import MODULE_SOURCE
 
-        if read_metadata(onnx.load(str(onnx_path), load_external_data=False)).get("source") == MODULE_SOURCE:
+        if exported_model(onnx_path).metadata.get("source") == MODULE_SOURCE:
             # TorchCudaRunner rebuilds the model from the metadata; a module exported from Python is not there.
             return "the model was exported from a Python module, which PyTorch cannot rebuild from the ONNX file"
         return None
@@ -105,7 +109,8 @@ def select_runtime(
     preference: str = "auto", *, onnx_path=None, engine_path=None, ort_device: str = "auto", ort_library=None
 ) -> str:
     """``preference`` itself when it can run here (ServingError saying why not), or for "auto" the first of
-    RUNTIMES that can."""
+    RUNTIMES that can. ``onnx_path``: the ExportedModel, or a path read once here."""
+    onnx_path = exported_model(onnx_path)
     if preference != "auto":
         reason = unavailable_reason(
             preference, onnx_path=onnx_path, engine_path=engine_path, ort_device=ort_device, ort_library=ort_library
@@ -142,7 +147,9 @@ def make_runner(
     ``ort_device`` ("cpu", "cuda", or "auto": resolve_ort_device) and the WTConv2d op library ``ort_library``.
     ``tuning`` (its buckets resolved, Tuning.with_max_batch) and ``input_dims`` (the input's dims without the batch):
     a GPU runner pads batches up to the buckets and runs them as the tuning says; without them it runs each batch as
-    it comes."""
+    it comes. ``onnx_path``: the exported model's file (read once here, wtconv_export.exported) or its ExportedModel.
+    """
+    onnx_path = exported_model(onnx_path)
     runtime = select_runtime(
         runtime, onnx_path=onnx_path, engine_path=engine_path, ort_device=ort_device, ort_library=ort_library
     )
@@ -158,7 +165,7 @@ def make_runner(
         else:
             where, _ = resolve_ort_device(ort_device, onnx_path, ort_library)
         return OnnxRuntimeRunner(
-            Path(onnx_path),
+            onnx_path,
             threads=threads,
             ort_device=where,
             device=device,
@@ -171,7 +178,7 @@ def make_runner(
         from wtconv_serving.torch_runner import TorchCudaRunner
 
         return TorchCudaRunner(
-            Path(onnx_path), device=device, buckets=buckets, input_dims=input_dims, cuda_graphs=tuning.cuda_graphs
+            onnx_path, device=device, buckets=buckets, input_dims=input_dims, cuda_graphs=tuning.cuda_graphs
         )
     from wtconv_serving.tensorrt_runner import TensorRTRunner
 
@@ -188,6 +195,7 @@ def make_runner(
 __all__ = [
     "ORT_DEVICES",
     "RUNTIMES",
+    "exported_model",
     "resolve_ort_device",
     "make_runner",
     "select_runtime",

@@ -23,16 +23,15 @@ class TorchCudaRunner(BatchRunner):
     name = "torch-cuda"
 
     def __init__(self, onnx_path, device: int = 0, *, buckets=(), input_dims=None, cuda_graphs: bool = True):
-        import onnx
         import torch
 
-        from wtconv_export.onnx_export import read_metadata
+        from wtconv_export.exported import ExportedModel
         from wtconv_export.onnx_models import build_model_from_metadata
         from wtconv_torch import cuda_kernels
         from wtconv_torch.fused_module import fuse_wtconv_layers
 
-        proto = onnx.load(str(onnx_path), load_external_data=False)
-        metadata = read_metadata(proto)
+        exported = ExportedModel.of(onnx_path)  # the one read of the file
+        metadata = exported.metadata
         cuda_kernels.register()
         model, _ = build_model_from_metadata(metadata)
         self.precision = metadata.get("precision", "fp32")
@@ -41,8 +40,8 @@ class TorchCudaRunner(BatchRunner):
         torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
         self.device = torch.device("cuda", int(device))
         self.model = fuse_wtconv_layers(model.float().eval().to(self.device, self.torch_dtype))
-        self.input_name = proto.graph.input[0].name
-        self.output_name = proto.graph.output[0].name
+        self.input_name = exported.inputs[0].name
+        self.output_name = exported.outputs[0].name
         self.input_dtype = self.output_dtype = np.dtype(np.float16 if self.precision == "fp16" else np.float32)
         self.torch = torch
         self.graphs: dict = {}  # bucket -> (CUDAGraph, its output tensor)

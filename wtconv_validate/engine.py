@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from trt_engine.build import is_default_source, parse_source_model
 from trt_engine.engine_file import OpenedEngine, load_engine_for_run, open_engine
 from trt_engine.manifest import EngineManifest
 from trt_engine.profiles import find_profile, format_shape
 from wtconv_core.errors import EngineError, InputError, ModelError
 from wtconv_core.inputs import check_int, check_number, check_tolerance, shape_of
+from wtconv_export.exported import is_default_source, parse_source_model
 from wtconv_validate.core import ComparisonReport, Tolerance, compare_runners, torch_runner
 
 logger = logging.getLogger(__name__)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from wtconv_core.errors import ConfigurationError, InputError
+from wtconv_export.exported import ExportedModel
 from wtconv_ort.execution import OrtExecution, plan_ort_execution
 from wtconv_validate.core import ComparisonReport, Tolerance, compare_runners, torch_runner
 
@@ -82,17 +83,9 @@ class ValidationResult:
         return text
 
 
-def model_precision(model_proto: Any) -> str:
+def model_precision(model: ExportedModel) -> str:
     """'fp16' or 'fp32': the exporter's metadata, else the graph input's element type."""
-    from onnx import TensorProto
-
-    from wtconv_export.onnx_export import read_metadata
-
-    meta = read_metadata(model_proto).get("precision")
-    if meta:
-        return meta
-    elem = model_proto.graph.input[0].type.tensor_type.elem_type
-    return "fp16" if elem == TensorProto.FLOAT16 else "fp32"
+    return model.metadata.get("precision") or model.precision
 
 
 def validate_onnx(
@@ -106,28 +99,23 @@ def validate_onnx(
     ort_library: str | os.PathLike | None = None,
     execution: OrtExecution | None = None,
 ) -> ValidationResult:
-    """Compare ``onnx_path`` in ONNX Runtime with ``torch_model`` (fp32) on ``inputs`` (arrays (B,C,H,W)).
+    """Compare ``onnx_path`` (a path, or the ExportedModel read from it) in ONNX Runtime with ``torch_model``
+    (fp32) on ``inputs`` (arrays (B,C,H,W)).
 
     ``polygraphy_report``: Polygraphy prints its own report (G_LOGGER) too. ``device`` ("cpu", "cuda", "cuda:N")
     and ``ort_library``: where ONNX Runtime runs and the native op library (plan_ort_execution), or ``execution``:
     a plan made already. Returns a ValidationResult (passed, per-input errors, the full report, where it ran).
     """
     require_validation_packages()
-    import onnx
-    from onnx import TensorProto
     from polygraphy.backend.onnxrt import OnnxrtRunner
 
-    from wtconv_export.onnx_export import INPUT_NAME
-
-    onnx_path = os.fspath(onnx_path)
-    proto = onnx.load(onnx_path, load_external_data=False)
-    execution = execution or plan_ort_execution(proto, device, ort_library)
-    precision = model_precision(proto)
+    exported = ExportedModel.of(onnx_path)
+    execution = execution or plan_ort_execution(exported, device, ort_library)
+    precision = model_precision(exported)
     tol = TOLERANCES.get(precision, TOLERANCES["fp16"]) if tolerance is None else float(tolerance)
-    input_name = proto.graph.input[0].name if proto.graph.input else INPUT_NAME
-    output_names = [o.name for o in proto.graph.output]
-    in_dtype = np.float16 if proto.graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT16 else np.float32
-    del proto
+    input_name = exported.inputs[0].name
+    output_names = [t.name for t in exported.outputs]
+    in_dtype = np.float16 if exported.input_dtype == "float16" else np.float32
 
     feeds = []
     for x in inputs:
@@ -143,7 +131,7 @@ def validate_onnx(
     reference = torch_runner(
         torch_model, {input_name: ("batch", channels, "height", "width")}, output_names, input_dtype=in_dtype
     )
-    ort_runner = OnnxrtRunner(lambda: execution.session(onnx_path), name="onnxruntime")
+    ort_runner = OnnxrtRunner(lambda: execution.session(exported), name="onnxruntime")
     report = compare_runners(ort_runner, reference, feeds, Tolerance(scale=tol), polygraphy_report=polygraphy_report)
     errors = [max(r.scale_error for r in report.rows if r.iteration == i) for i in range(len(feeds))]
     return ValidationResult(

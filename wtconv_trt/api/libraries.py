@@ -152,15 +152,15 @@ class DoctorReport:
         ``backend`` ("auto": the one build_engine would take), or None when it can: no TensorRT, or WTConv2d nodes
         and no plugin library built for that TensorRT's ABI."""
         from trt_engine.backends import choose_backend
-        from trt_engine.build import inspect_onnx
         from wtconv_core.errors import ConfigurationError
+        from wtconv_export.exported import ExportedModel
 
         try:
             backend = choose_backend(backend)
         except ConfigurationError as error:
             return str(error)
         found = self.survey.backends.get(backend)
-        nodes = inspect_onnx(getattr(onnx, "path", onnx)).wtconv_nodes
+        nodes = ExportedModel.read(getattr(onnx, "path", onnx)).wtconv_nodes
         if nodes and (found is None or found.plugin is None):
             abi = found.abi if found else None
             return (

@@ -49,9 +49,7 @@ def validate_onnx(
     import io
 
     import numpy as np
-    import onnx
 
-    from wtconv_core.errors import InputError, ModelError
     from wtconv_core.inputs import (
         MAX_SEED,
         check_int,
@@ -60,16 +58,14 @@ def validate_onnx(
         load_inputs,
         shape_of,
     )
-    from wtconv_core.paths import check_input_file
+    from wtconv_export.exported import ExportedModel
     from wtconv_export.model_checks import (
         check_arrays_fit_onnx,
         check_input_arrays,
         check_input_shape,
         check_onnx_matches_model,
         fit_batches,
-        onnx_input,
     )
-    from wtconv_export.onnx_export import read_metadata
     from wtconv_export.onnx_models import build_model_from_metadata
     from wtconv_ort.execution import check_ort_library, parse_device, plan_ort_execution
     from wtconv_torch.models import default_inputs
@@ -82,22 +78,9 @@ def validate_onnx(
     parse_device(device)
     if ort_library is not None:
         check_ort_library(ort_library)
-    onnx_path = os.fspath(onnx_path)
-    check_input_file(onnx_path, what="ONNX model", made_by="export one with 'wtconv-trt export -o MODEL.onnx'")
-    try:
-        proto = onnx.load(onnx_path, load_external_data=False)
-    except Exception as error:  # onnx raises DecodeError and other protobuf errors for a file that is not ONNX
-        if onnx_path.endswith((".engine", ".plan")) or os.path.isfile(onnx_path + ".json"):  # its manifest beside it
-            raise InputError(
-                f"{onnx_path} is a TensorRT engine, not an ONNX model: validate it with engine={onnx_path} "
-                f"(wtconv_trt.validate_engine)"
-            ) from error
-        raise ModelError(
-            f"cannot read {onnx_path} as an ONNX model ({type(error).__name__}); give the .onnx file "
-            f"written by 'wtconv-trt export'"
-        ) from error
-    metadata = read_metadata(proto)
-    execution = plan_ort_execution(proto, device, ort_library)  # before the (slow) PyTorch model is built
+    exported = ExportedModel.read(onnx_path)  # the one parse of the file
+    metadata = exported.metadata
+    execution = plan_ort_execution(exported, device, ort_library)  # before the (slow) PyTorch model is built
     given = model is not None
     model, description = resolve_model(model, arch, checkpoint, random_weights, seed, num_classes, in_chans)
     if given:
@@ -107,9 +90,8 @@ def validate_onnx(
     else:
         model, description = build_model_from_metadata(metadata)
         what = "the PyTorch model recorded in its metadata"
-    check_onnx_matches_model(proto, model, what)
-    _, dims = onnx_input(proto)
-    del proto
+    check_onnx_matches_model(exported, model, what)
+    dims = exported.input.fixed_dims
     # The export's own record wins where both say (its example size: a WTConvNeXt exported at 64x64 is checked at
     # 64x64, as the docstring says, not at the architecture's native 224x224).
     description = {**description, **metadata}
@@ -130,5 +112,5 @@ def validate_onnx(
     quiet = contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO())
     with quiet:  # Polygraphy's log (and its note about the 'colored' package) only when verbose
         return compare_onnx(
-            onnx_path, model, arrays, tolerance=tolerance, polygraphy_report=verbose, execution=execution
+            exported, model, arrays, tolerance=tolerance, polygraphy_report=verbose, execution=execution
         )

@@ -310,7 +310,7 @@ def plan_serving(
         # as a model that fails to load inside the server; "auto" is resolved as the server will resolve it.
         runtime_here, runtime_note = runtime_choice(
             runtime,
-            os.fspath(onnx),
+            repository_plan.exported,
             None if engine is None else os.fspath(engine),
             device=device,
             ort_library=None if ort_library is None else os.fspath(ort_library),
@@ -330,15 +330,16 @@ def plan_serving(
 
 
 def runtime_choice(
-    runtime: str, onnx: str, engine: str | None, *, device: str = "auto", ort_library: str | None = None
+    runtime: str, onnx: Any, engine: str | None, *, device: str = "auto", ort_library: str | None = None
 ) -> tuple[str, str]:
     """(runtime, note): the runtime a server started here runs the model on, and one line saying it and why: for
     "auto", each better runtime that cannot run here with its reason, and whether an --engine given goes unused
     (a machine without a GPU serves the ONNX model instead); for onnxruntime, where ONNX Runtime runs it
     (``device``) and what runs the WTConv2d nodes. ConfigurationError when a runtime asked for cannot run here (for
     onnxruntime with device "cuda": no CUDA execution provider, or no CUDA op in libwtconv_ort.so), or none can."""
-    from wtconv_serving.runtimes import RUNTIMES, select_runtime, unavailable_reason
+    from wtconv_serving.runtimes import RUNTIMES, exported_model, select_runtime, unavailable_reason
 
+    onnx = exported_model(onnx)  # read once, whatever the choice asks of it
     chosen = select_runtime(runtime, onnx_path=onnx, engine_path=engine, ort_device=device, ort_library=ort_library)
     if runtime != "auto":
         note = f"runtime {chosen} (--runtime {runtime})"
@@ -357,7 +358,7 @@ def runtime_choice(
     return chosen, note
 
 
-def _onnxruntime_note(onnx: str, device: str, ort_library: str | None) -> str:
+def _onnxruntime_note(onnx: Any, device: str, ort_library: str | None) -> str:
     """Where the onnxruntime runtime runs the model here and what runs its WTConv2d nodes, with why not on the GPU
     when ``device`` is "auto" and the GPU cannot be used."""
     from wtconv_libs import lookup
