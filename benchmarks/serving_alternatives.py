@@ -34,8 +34,8 @@ import numpy as np
 
 from wtconv_core.stats import percentile
 from wtconv_export.exported import ExportedModel
-from wtconv_serving.repository import describe_export, onnx_batching
-from wtconv_serving.runtimes import make_runner
+from wtconv_serving.repositories.repository import describe_export, onnx_batching
+from wtconv_serving.runners.runtimes import make_runner
 from wtconv_serving.tuning import Tuning, default_buckets
 
 DENSE = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128)

@@ -312,7 +312,7 @@ def ort_cuda(ort_library):
 def install():
     """The tritonserver install the serving tests start (pytriton's), or a skip naming how to get one."""
     from wtconv_core.errors import ConfigurationError
-    from wtconv_serving.server import INSTALL_HINT, find_server
+    from wtconv_serving.server.launcher import INSTALL_HINT, find_server
 
     try:
         return find_server()

@@ -142,8 +142,8 @@ def test_written_files_take_the_user_s_umask(tmp_path, umask):
     from engine_helpers import tiny_onnx
 
     from wtconv_core.files import atomic_write_bytes
-    from wtconv_serving.python_backend import check_python_repository, write_python_repository
-    from wtconv_serving.tensorrt_backend import write_tensorrt_repository
+    from wtconv_serving.repositories.python_backend import check_python_repository, write_python_repository
+    from wtconv_serving.repositories.tensorrt_backend import write_tensorrt_repository
 
     old = os.umask(umask)
     try:

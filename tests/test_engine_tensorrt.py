@@ -152,7 +152,7 @@ def test_triton_repository(engines, plugin_libs, tmp_path):
     model_config_pb2 = pytest.importorskip("tritonclient.grpc.model_config_pb2")
     from google.protobuf import text_format
 
-    from wtconv_serving.tensorrt_backend import write_tensorrt_repository
+    from wtconv_serving.repositories.tensorrt_backend import write_tensorrt_repository
 
     if plugin_libs[1] is None:
         pytest.skip("static-registration plugin library (libwtconv_trt_plugin.so) not built")

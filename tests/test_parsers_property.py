@@ -197,7 +197,7 @@ def test_value_checks_take_python_values_too(value):
     st.one_of(any_text, st.lists(st.integers(-5, 2000), min_size=1, max_size=5).map(lambda xs: ",".join(map(str, xs))))
 )
 def test_gpu_list_or_one_error(text):
-    from wtconv_serving.triton_config import check_gpus
+    from wtconv_serving.repositories.triton_config import check_gpus
 
     try:
         gpus = check_gpus(arguments.gpu_list(text))

@@ -30,7 +30,7 @@ import tritonclient.grpc as grpcclient  # noqa: E402
 from test_cli_bad_input import interruptible  # noqa: E402
 
 import wtconv_trt  # noqa: E402
-from wtconv_serving.server import SHM_PREFIX  # noqa: E402
+from wtconv_serving.server.launcher import SHM_PREFIX  # noqa: E402
 
 pytestmark = pytest.mark.slow  # real serve and tritonserver processes
 
@@ -185,7 +185,7 @@ def test_ctrl_c_drains_the_requests_in_flight(serve, slow_model):
     """Three requests of 16 images sent at once (the model runs at most 32 images a batch, so one of them at least
     is still queued or running when the first answer comes): Ctrl-C right after that first answer lets the others
     finish, answered as ONNX Runtime answers them, then serve exits with 130 and leaves nothing."""
-    from wtconv_serving.ort_runner import OnnxRuntimeRunner
+    from wtconv_serving.runners.ort_runner import OnnxRuntimeRunner
 
     run = serve("--max-batch-size", "32", "--no-warmup")
     line = run.wait_line("serving 'digits':")

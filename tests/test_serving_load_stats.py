@@ -1,11 +1,11 @@
-"""The load sweep's reading of Triton's statistics (wtconv_serving.load_sweep.stats_delta), on readings written the
+"""The load sweep's reading of Triton's statistics (wtconv_serving.traffic.sweep.stats_delta), on readings written the
 way Triton's statistics extension reports them: per-model inference_stats count each request (a batch of 3
 requests adds its compute time 3 times), batch_stats count executions. The expected values are worked out by hand
 below, not by the code under test."""
 
 import pytest
 
-from wtconv_serving.load_sweep import stats_delta
+from wtconv_serving.traffic.sweep import stats_delta
 
 
 def timing(count, ns):

@@ -18,8 +18,8 @@ tritonclient = pytest.importorskip("tritonclient.grpc")
 import tritonclient.grpc as grpcclient  # noqa: E402
 
 import wtconv_trt  # noqa: E402
-from wtconv_serving.ort_runner import OnnxRuntimeRunner  # noqa: E402
-from wtconv_serving.server import TritonServer  # noqa: E402
+from wtconv_serving.runners.ort_runner import OnnxRuntimeRunner  # noqa: E402
+from wtconv_serving.server.launcher import TritonServer  # noqa: E402
 from wtconv_torch.models import load_default_model, load_heldout_digits  # noqa: E402
 from wtconv_trt import cli  # noqa: E402
 

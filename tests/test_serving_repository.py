@@ -16,8 +16,11 @@ from onnx import TensorProto, helper
 pytest.importorskip("tritonclient.grpc")
 
 from wtconv_core.errors import ConfigurationError, InputError, ServingError  # noqa: E402
-from wtconv_serving import load, python_backend, repository, runtimes, server  # noqa: E402
-from wtconv_serving.triton_config import parse_config  # noqa: E402
+from wtconv_serving.repositories import python_backend, repository
+from wtconv_serving.repositories.triton_config import parse_config  # noqa: E402
+from wtconv_serving.runners import runtimes
+from wtconv_serving.server import launcher as server  # noqa: E402
+from wtconv_serving.traffic import check as load
 
 
 def tiny_onnx(path, dtype=TensorProto.FLOAT, batch="batch", metadata=None):

@@ -1,4 +1,5 @@
-"""The serving runners work on their instance's GPU (wtconv_serving.tensorrt_runner): Triton gives each model instance a
+"""The serving runners work on their instance's GPU (wtconv_serving.runners.tensorrt_runner): Triton gives each model
+instance a
 device id, and a backend process starts on device 0. TensorRT deserializes an engine and creates its execution
 context on the *current* device (and our plugin uploads its weights there), so the runner must make the instance's
 device current for all of that, not only for its stream and tensors.
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from wtconv_serving import tensorrt_runner
+from wtconv_serving.runners import tensorrt_runner
 
 
 class DeviceLog:

@@ -1,4 +1,5 @@
-"""The serving runners on a GPU, as a served model uses them (wtconv_serving.torch_runner, wtconv_serving.ort_runner):
+"""The serving runners on a GPU, as a served model uses them (wtconv_serving.runners.torch_runner,
+wtconv_serving.runners.ort_runner):
 batches padded up to their bucket on preallocated buffers, each bucket replayed as a CUDA graph, several requests'
 rows in one batch and split back. The oracle is the same exported model run eagerly, request by request, without
 buckets (PyTorch on the GPU for torch-cuda; ONNX Runtime's CPU EP for onnxruntime), within the fp16 contract.
@@ -30,7 +31,7 @@ def assert_close(got, want, what):
 
 @pytest.mark.gpu
 def test_torch_cuda_runner_replays_a_graph_per_bucket_and_matches_eager(shipped_export, require_cuda):
-    from wtconv_serving.torch_runner import TorchCudaRunner
+    from wtconv_serving.runners.torch_runner import TorchCudaRunner
 
     onnx_path = shipped_export("plugin", "fp16")
     served = TorchCudaRunner(onnx_path, buckets=BUCKETS, input_dims=DIMS, cuda_graphs=True)
@@ -50,7 +51,7 @@ def test_torch_cuda_runner_replays_a_graph_per_bucket_and_matches_eager(shipped_
 
 @pytest.mark.gpu
 def test_onnxruntime_runner_replays_a_graph_per_bucket_and_matches_the_cpu(shipped_export, ort_cuda):
-    from wtconv_serving.ort_runner import OnnxRuntimeRunner
+    from wtconv_serving.runners.ort_runner import OnnxRuntimeRunner
 
     onnx_path = shipped_export("plugin", "fp16")
     served = OnnxRuntimeRunner(

@@ -35,10 +35,10 @@ from test_cli_bad_input import interruptible  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from wtconv_core.errors import ServingError  # noqa: E402
-from wtconv_serving import load  # noqa: E402
-from wtconv_serving.ort_runner import OnnxRuntimeRunner  # noqa: E402
-from wtconv_serving.python_backend import check_python_repository, write_python_repository  # noqa: E402
-from wtconv_serving.server import KEY_HEADER, TritonServer, loading_phase  # noqa: E402
+from wtconv_serving.repositories.python_backend import check_python_repository, write_python_repository  # noqa: E402
+from wtconv_serving.runners.ort_runner import OnnxRuntimeRunner  # noqa: E402
+from wtconv_serving.server.launcher import KEY_HEADER, TritonServer, loading_phase  # noqa: E402
+from wtconv_serving.traffic import check as load  # noqa: E402
 from wtconv_serving.tuning import Tuning  # noqa: E402
 from wtconv_torch.models import load_default_model, load_heldout_digits  # noqa: E402
 

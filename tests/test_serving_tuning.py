@@ -1,4 +1,5 @@
-"""How a served model runs (wtconv_serving.tuning, wtconv_serving.batch_runner): the buckets and their defaults, the
+"""How a served model runs (wtconv_serving.tuning, wtconv_serving.runners.batch_runner): the buckets and their
+defaults, the
 settings a config carries to the model, a batch made of several requests padded up to its bucket and split back,
 the ONNX Runtime runner on the CPU, and a repository write interrupted half-way.
 
@@ -13,8 +14,8 @@ import pytest
 from test_serving_repository import snapshot, tiny_onnx, write
 
 from wtconv_core.errors import InputError
-from wtconv_serving import python_backend
-from wtconv_serving.batch_runner import BatchRunner
+from wtconv_serving.repositories import python_backend
+from wtconv_serving.runners.batch_runner import BatchRunner
 from wtconv_serving.tuning import (
     Tuning,
     bucket_for,
@@ -102,7 +103,7 @@ def test_a_batch_of_several_requests_is_padded_to_its_bucket_and_split_back():
 
 def test_onnxruntime_runner_runs_several_requests_as_one_batch(tmp_path):
     """On the CPU there is no padding: the requests' rows are copied into one buffer and run at their own size."""
-    from wtconv_serving.ort_runner import OnnxRuntimeRunner
+    from wtconv_serving.runners.ort_runner import OnnxRuntimeRunner
 
     runner = OnnxRuntimeRunner(tiny_onnx(tmp_path / "relu.onnx"))
     assert runner.buckets == () and runner.description == "ONNX Runtime CPU EP"

@@ -341,7 +341,7 @@ def test_engine_commands_on_a_tensorrt_rtx_engine(rtx_plugin, shipped_exports, t
     from trt_engine.build import BuildOptions, build_engine
     from trt_engine.engine_file import load_engine_for_run, open_engine
     from wtconv_core.errors import ConfigurationError, ServingError
-    from wtconv_serving.tensorrt_backend import write_tensorrt_repository
+    from wtconv_serving.repositories.tensorrt_backend import write_tensorrt_repository
 
     result = build_engine(
         BuildOptions(

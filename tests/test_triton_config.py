@@ -1,4 +1,5 @@
-"""The one Triton model-configuration writer (wtconv_serving.triton_config), tested once for every backend: each
+"""The one Triton model-configuration writer (wtconv_serving.repositories.triton_config), tested once for every
+backend: each
 field rendered and parsed with Triton's own schema (tritonclient's model_config_pb2, google.protobuf.text_format),
 and the decisions it alone makes (batching, preferred sizes, warm-up, instance groups, labels) with the same refusal
 from the Python, onnxruntime and TensorRT backends' configs."""
@@ -9,8 +10,8 @@ import pytest
 from engine_helpers import fake_engine
 
 from wtconv_core.errors import InputError
-from wtconv_serving.repository import write_model_config
-from wtconv_serving.triton_config import (
+from wtconv_serving.repositories.repository import write_model_config
+from wtconv_serving.repositories.triton_config import (
     CudaGraph,
     DynamicBatching,
     InstanceGroup,
@@ -119,7 +120,7 @@ def test_batching_is_decided_in_one_place():
 def _preferred_64(backend, tmp_path):
     """Each backend's config of a model that batches up to 32, asked to prefer batches of 64."""
     if backend == "tensorrt":
-        from wtconv_serving.tensorrt_backend import tensorrt_config
+        from wtconv_serving.repositories.tensorrt_backend import tensorrt_config
 
         _, manifest = fake_engine(tmp_path)
         return tensorrt_config(manifest, name="m", preferred_batch_sizes=[64])
@@ -129,10 +130,10 @@ def _preferred_64(backend, tmp_path):
         "metadata": {},
     }
     if backend == "onnxruntime":
-        from wtconv_serving.onnxruntime_backend import onnxruntime_config
+        from wtconv_serving.repositories.onnxruntime_backend import onnxruntime_config
 
         return onnxruntime_config(description, name="m", max_batch_size=32, preferred_batch_sizes=[64])
-    from wtconv_serving.python_backend import python_config
+    from wtconv_serving.repositories.python_backend import python_config
 
     return python_config(
         description,

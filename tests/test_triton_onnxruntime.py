@@ -1,5 +1,6 @@
 """The repository for Triton's onnxruntime backend (``wtconv-trt triton-repo --onnx``,
-wtconv_serving/onnxruntime_backend.py): config.pbtxt checked against Triton's model-configuration schema (tritonclient's
+wtconv_serving/repositories/onnxruntime_backend.py): config.pbtxt checked against Triton's model-configuration schema
+(tritonclient's
 model_config_pb2, parsed with google.protobuf.text_format) and against the export it serves, and the files it names
 run as the backend runs them.
 

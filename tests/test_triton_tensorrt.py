@@ -1,4 +1,5 @@
-"""The repository for Triton's TensorRT backend (wtconv_serving.tensorrt_backend): the engine's batching plan from its
+"""The repository for Triton's TensorRT backend (wtconv_serving.repositories.tensorrt_backend): the engine's batching
+plan from its
 profiles, its config against Triton's schema (test_triton_config.parse), the repository's layout and serve.sh."""
 
 import shutil
@@ -8,7 +9,7 @@ import pytest
 from engine_helpers import fake_engine
 from test_triton_config import model_config_pb2, parse  # the schema check (skips without tritonclient[grpc])
 
-from wtconv_serving.tensorrt_backend import plan_batching, tensorrt_config, write_tensorrt_repository
+from wtconv_serving.repositories.tensorrt_backend import plan_batching, tensorrt_config, write_tensorrt_repository
 from wtconv_serving.tuning import Tuning
 
 

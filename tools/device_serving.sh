@@ -140,7 +140,7 @@ if [[ " $RUNTIMES " == *" onnxruntime "* ]] && [ "$DEVICE" = cuda ] && ! grep -q
 fi
 # The backend stub loads this Python's shared libpython; the launcher finds it through sysconfig. Where sysconfig
 # names none that exists, look for one and put its folder on LD_LIBRARY_PATH (the launcher keeps it).
-libpython=$(python3 -c 'from wtconv_serving.server import python_library_dir as d; print(d() or "")')
+libpython=$(python3 -c 'from wtconv_serving.server.launcher import python_library_dir as d; print(d() or "")')
 if [ -z "$libpython" ]; then
     found=$(find / -xdev -name "libpython$PYV.so.1.0" 2>/dev/null | head -1)
     echo "sysconfig names no shared libpython; found: ${found:-none}" | tee -a "$logs/environment.log"

@@ -4,7 +4,7 @@
 ``ServingPlan.write_repository`` writes the model repository and ``ServingPlan.start`` starts the server on it
 (Served, a context manager that drains and stops it and leaves nothing behind). ``write_serving_repository`` and
 ``serve`` do those steps in one call. ``Served.load_test`` checks every answer against the model run directly, times
-the runner directly, and sweeps the load from several client processes (wtconv_serving.load_test).
+the runner directly, and sweeps the load from several client processes (wtconv_serving.traffic.trial).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 
 from wtconv_core.errors import InputError
 from wtconv_core.inputs import check_choice, check_int, check_number
-from wtconv_serving.load_test import LoadTestResult
-from wtconv_serving.python_backend import PythonRepositoryPlan, ServingRepository
+from wtconv_serving.repositories.python_backend import PythonRepositoryPlan, ServingRepository
+from wtconv_serving.traffic.trial import LoadTestResult
 from wtconv_serving.tuning import DEFAULT_TUNING, check_tuning
 
 log = logging.getLogger(__name__)
@@ -144,9 +144,10 @@ class ServingPlan:
         return self.repository_plan.repository
 
     def write_repository(self) -> ServingRepository:
-        """Write the model's folder into the repository (wtconv_serving.python_backend.write_python_repository);
+        """Write the model's folder into the repository
+        (wtconv_serving.repositories.python_backend.write_python_repository);
         interrupted, it leaves the repository as it was."""
-        from wtconv_serving.python_backend import write_python_repository
+        from wtconv_serving.repositories.python_backend import write_python_repository
 
         self.written = write_python_repository(self.repository_plan)
         return self.written
@@ -155,7 +156,7 @@ class ServingPlan:
         """Start tritonserver on the written repository, wait until the model is ready (warmed up at every bucket),
         and watch its backend stubs (a crashed one is reloaded); returns the running Served. ServingError in one line
         when it cannot (the server's log is then kept and named); interrupted, nothing is left running."""
-        from wtconv_serving.server import TritonServer, is_loopback
+        from wtconv_serving.server.launcher import TritonServer, is_loopback
 
         repository = self.written or self.write_repository()
         network_note = None
@@ -244,7 +245,7 @@ def plan_serving(
     processes, window_s, extra_process, kill_backend: a load test to run once the server is ready (checked by
     check_load_test; ServingPlan.load_test, run by Served.run_load_test)."""
     from wtconv_core.paths import check_not_an_input, check_output_file
-    from wtconv_serving.python_backend import check_python_repository
+    from wtconv_serving.repositories.python_backend import check_python_repository
 
     check_not_an_input(
         [("ONNX model", onnx), ("engine", engine), ("plugin", plugin), ("library", ort_library)],
@@ -300,7 +301,7 @@ def plan_serving(
     )
     runtime_here = runtime_note = None
     if serving:
-        from wtconv_serving.server import check_ports
+        from wtconv_serving.server.launcher import check_ports
 
         if log is not None:
             check_output_file(log, option="log", force=True)
@@ -337,7 +338,7 @@ def runtime_choice(
     (a machine without a GPU serves the ONNX model instead); for onnxruntime, where ONNX Runtime runs it
     (``device``) and what runs the WTConv2d nodes. ConfigurationError when a runtime asked for cannot run here (for
     onnxruntime with device "cuda": no CUDA execution provider, or no CUDA op in libwtconv_ort.so), or none can."""
-    from wtconv_serving.runtimes import RUNTIMES, exported_model, select_runtime, unavailable_reason
+    from wtconv_serving.runners.runtimes import RUNTIMES, exported_model, select_runtime, unavailable_reason
 
     onnx = exported_model(onnx)  # read once, whatever the choice asks of it
     chosen = select_runtime(runtime, onnx_path=onnx, engine_path=engine, ort_device=device, ort_library=ort_library)
@@ -363,7 +364,7 @@ def _onnxruntime_note(onnx: Any, device: str, ort_library: str | None) -> str:
     when ``device`` is "auto" and the GPU cannot be used."""
     from wtconv_libs import lookup
     from wtconv_ort.execution import plan_ort_execution
-    from wtconv_serving.runtimes import resolve_ort_device
+    from wtconv_serving.runners.runtimes import resolve_ort_device
 
     library = ort_library or lookup.ort_library()  # what write_python_repository copies
     where, why = resolve_ort_device(device, onnx, library)
@@ -555,7 +556,7 @@ class Served:
         ``processes`` client processes over ``batch_sizes`` and each of ``mixes``, ``window_s`` seconds a point,
         and once more with one more process (``extra_process``). json_path: write the report there (atomically).
         ``passed``: every request of the check answered and matched, none of the sweep failed
-        (wtconv_serving.load_test)."""
+        (wtconv_serving.traffic.trial)."""
         from wtconv_core.paths import check_output_file
 
         planned = check_load_test(
@@ -578,7 +579,7 @@ class Served:
     def run_load_test(self, planned: LoadTest) -> LoadTestResult:
         """Run a load test already checked (check_load_test, e.g. ServingPlan.load_test), as load_test does."""
         from wtconv_core.files import atomic_write_json
-        from wtconv_serving.load_test import run_load_test
+        from wtconv_serving.traffic.trial import run_load_test
 
         result = run_load_test(
             self.repository,

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from wtconv_serving.repository import TritonRepository
-from wtconv_serving.triton_config import MAX_INSTANCES
+from wtconv_serving.repositories.repository import TritonRepository
+from wtconv_serving.repositories.triton_config import MAX_INSTANCES
 from wtconv_serving.tuning import DEFAULT_TUNING, check_tuning
 
 __all__ = ["MAX_INSTANCES", "TritonRepository", "write_onnxruntime_repository", "write_triton_repository"]
@@ -44,9 +44,9 @@ def write_triton_repository(
     force: replace a model folder that holds files. buckets, cuda_graphs, max_queue_size, queue_timeout_ms: as for
     write_serving_repository (docs/serving.md, "Tuning"): the buckets are the preferred and warm-up sizes, and with
     cuda_graphs the backend captures one CUDA graph per bucket. warmup: a warm-up request per bucket. Everything is
-    checked before anything is written (wtconv_serving.tensorrt_backend.write_tensorrt_repository)."""
+    checked before anything is written (wtconv_serving.repositories.tensorrt_backend.write_tensorrt_repository)."""
     from wtconv_core.paths import check_not_an_input
-    from wtconv_serving.tensorrt_backend import write_tensorrt_repository
+    from wtconv_serving.repositories.tensorrt_backend import write_tensorrt_repository
 
     check_not_an_input([("engine", engine), ("plugin", plugin_static), ("labels", labels)], folders=[("out", out)])
     tuning = check_tuning(
@@ -103,9 +103,9 @@ def write_onnxruntime_repository(
     cudnn_search, max_queue_size, queue_timeout_ms: as for write_serving_repository (docs/serving.md, "Tuning"); the
     backend runs ONNX Runtime without CUDA graphs, so "auto" search is HEURISTIC. warmup: a warm-up request per
     bucket. Everything is checked before anything is written
-    (wtconv_serving.onnxruntime_backend.write_onnxruntime_repository)."""
+    (wtconv_serving.repositories.onnxruntime_backend.write_onnxruntime_repository)."""
     from wtconv_core.paths import check_not_an_input
-    from wtconv_serving.onnxruntime_backend import write_onnxruntime_repository as write
+    from wtconv_serving.repositories.onnxruntime_backend import write_onnxruntime_repository as write
 
     check_not_an_input([("ONNX model", onnx), ("library", ort_library), ("labels", labels)], folders=[("out", out)])
     tuning = check_tuning(

@@ -1,9 +1,10 @@
-"""Triton Python-backend model: copied as ``<repository>/<model>/1/model.py`` by wtconv_serving.python_backend.
+"""Triton Python-backend model: copied as ``<repository>/<model>/1/model.py`` by
+wtconv_serving.repositories.python_backend.
 
 Triton's backend stub embeds its own Python with an isolated ``sys.path`` (``PYTHONPATH`` is ignored), so this
 file imports nothing from the environment at module level: ``initialize`` first puts the site-packages named by
 the config parameter ``site_packages`` in front of ``sys.path`` (``.pth`` files included, so an editable install
-is found), then hands over to wtconv_serving.python_model, which does the work.
+is found), then hands over to wtconv_serving.runners.python_model, which does the work.
 """
 
 import json
@@ -28,7 +29,7 @@ class TritonPythonModel:
         _add_site_packages(parameters.get("site_packages", "").split(os.pathsep))
         import triton_python_backend_utils as pb_utils
 
-        from wtconv_serving.python_model import ServedModel
+        from wtconv_serving.runners.python_model import ServedModel
 
         self.impl = ServedModel(args, config, parameters, pb_utils)
 

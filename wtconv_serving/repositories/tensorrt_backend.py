@@ -11,14 +11,14 @@ from trt_engine.manifest import EngineManifest
 from wtconv_core.errors import ModelError, PluginError, ServingError
 from wtconv_core.files import atomic_copy, atomic_write_json, user_file_mode
 from wtconv_core.paths import check_input_file, check_output_dir
-from wtconv_serving.repository import (
+from wtconv_serving.repositories.repository import (
     TritonRepository,
     check_model_dir,
     serve_script,
     write_model_config,
     writing_model_dir,
 )
-from wtconv_serving.triton_config import (
+from wtconv_serving.repositories.triton_config import (
     CudaGraph,
     InstanceGroup,
     ModelConfig,

@@ -11,7 +11,7 @@ The wheel carries a complete server (``pytriton/tritonserver/bin/tritonserver``)
 - the server, the backend and the stub find their bundled libraries (``nvidia_pytriton.libs``) and this
   interpreter's ``libpython3.X.so`` through ``LD_LIBRARY_PATH``; the stub embeds that libpython with an
   isolated ``sys.path`` (``PYTHONPATH`` is ignored), so the model's ``model.py`` adds the environment's
-  site-packages itself, from a config parameter (wtconv_serving/python_backend.py);
+  site-packages itself, from a config parameter (wtconv_serving/repositories/python_backend.py);
 - the server runs in its own process group, so stopping it also stops the stubs, whatever state a test left.
 
 The repository, logging and trace APIs answer only requests carrying a key the launcher generates for each server
@@ -198,7 +198,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 _ERROR_LINE = re.compile(r"^E\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] (.*)$")
 _LOADING = re.compile(r'"loading: ([^:"]+):\d+"')
-# The line our Python backend logs once its runtime is loaded (wtconv_serving/python_model.py).
+# The line our Python backend logs once its runtime is loaded (wtconv_serving/runners/python_model.py).
 _RUNTIME_LOADED = re.compile(r'"([^":]+): runtime ([\w-]+),.*\(loaded in ([\d.]+) s\)"')
 _LOADED = re.compile(r"successfully loaded '([^']+)'")
 
@@ -340,7 +340,7 @@ class TritonServer:
         return cmd + self.extra_args
 
     def start(self, timeout: float = 120.0) -> TritonServer:
-        from wtconv_serving.repository import check_repository
+        from wtconv_serving.repositories.repository import check_repository
 
         check_repository(self.repository)
         self.install = self.install or find_server()

@@ -8,7 +8,7 @@ import logging
 import numpy as np
 
 from wtconv_core.errors import ServingError
-from wtconv_serving.batch_runner import BatchRunner, DeviceBuffers, graph_agrees
+from wtconv_serving.runners.batch_runner import BatchRunner, DeviceBuffers, graph_agrees
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,13 @@ import logging
 import numpy as np
 
 from wtconv_core.errors import ServingError
-from wtconv_serving.batch_runner import BatchRunner, DeviceBuffers, graph_tolerance, host_array, relative_difference
+from wtconv_serving.runners.batch_runner import (
+    BatchRunner,
+    DeviceBuffers,
+    graph_tolerance,
+    host_array,
+    relative_difference,
+)
 from wtconv_serving.tuning import Tuning
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ import logging
 
 import numpy as np
 
-from wtconv_serving.batch_runner import BatchRunner, DeviceBuffers, graph_agrees
+from wtconv_serving.runners.batch_runner import BatchRunner, DeviceBuffers, graph_agrees
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@
    lost; optionally the model's backend is killed a quarter of the way through, and the clients retry.
 2. Direct: the served runner itself (same buckets, graphs and buffers), called here on one batch per bucket, timed.
 3. The sweep: for each mix of request sizes and each number of requests in flight, a window of load from several
-   client processes (wtconv_serving.load_sweep), Triton's statistics for the batches it executed, and the served
+   client processes (wtconv_serving.traffic.sweep), Triton's statistics for the batches it executed, and the served
    rate over the direct rate on those same batches; then the busiest point again with one more client process, to
    show the client is not what limits the rate.
 """
@@ -29,7 +29,7 @@ __all__ = ["LoadTestResult", "default_processes", "run_load_test"]
 
 @dataclass
 class LoadTestResult:
-    """A load test: one wtconv_serving.load.LoadReport per protocol of the check, and the JSON document
+    """A load test: one wtconv_serving.traffic.check.LoadReport per protocol of the check, and the JSON document
     (``report``: check, direct, sweep) ``wtconv-trt serve --load-test --json`` writes. ``passed``: every request of
     the check answered and matched, and no request of the sweep failed."""
 
@@ -90,13 +90,14 @@ def run_load_test(
     extra_process: bool = True,
     kill_backend: bool = False,
 ) -> LoadTestResult:
-    """The load test of the module docstring against ``server`` (a started wtconv_serving.server.TritonServer)
-    serving ``repo`` (a wtconv_serving.python_backend.ServingRepository). ``sweep``: requests in flight per point
+    """The load test of the module docstring against ``server`` (a started wtconv_serving.server.launcher.TritonServer)
+    serving ``repo`` (a wtconv_serving.repositories.python_backend.ServingRepository). ``sweep``: requests in flight
+    per point
     (empty: no sweep); ``mixes``: further request-size mixes for the sweep besides ``batch_sizes``."""
-    from wtconv_serving.load import direct_throughput, expected_outputs, input_pool, run_load
-    from wtconv_serving.load_sweep import LoadWorkers, direct_rate, model_stats
-    from wtconv_serving.repository import onnx_batching
-    from wtconv_serving.runtimes import make_runner
+    from wtconv_serving.repositories.repository import onnx_batching
+    from wtconv_serving.runners.runtimes import make_runner
+    from wtconv_serving.traffic.check import direct_throughput, expected_outputs, input_pool, run_load
+    from wtconv_serving.traffic.sweep import LoadWorkers, direct_rate, model_stats
     from wtconv_serving.tuning import Tuning
 
     _, input_dims, _ = onnx_batching(repo.description, repo.max_batch_size or None)

@@ -3,7 +3,8 @@
 Triton's core has already checked each request against config.pbtxt (input name, datatype, dims, batch size <=
 max_batch_size) before ``execute`` sees it. The dynamic batcher hands ``execute`` several requests at once: the
 runner copies each request's rows once into its batch buffer, runs the batch (padded up to its bucket on a GPU) and
-returns one output per request, answered in the order received (wtconv_serving.batch_runner). A failure while running
+returns one output per request, answered in the order received (wtconv_serving.runners.batch_runner). A failure while
+running
 answers every request of that batch with the error and leaves the model serving.
 
 Tensors cross the backend boundary through DLPack (``np.from_dlpack`` in, ``Tensor.from_dlpack`` out), not
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 
 class ServedModel:
     def __init__(self, args: dict, config: dict, parameters: dict, pb_utils):
-        from wtconv_serving.runtimes import make_runner
+        from wtconv_serving.runners.runtimes import make_runner
         from wtconv_serving.tuning import Tuning
 
         self.pb = pb_utils
@@ -105,7 +106,7 @@ class ServedModel:
 
     def finalize(self) -> None:
         """Called once the instance has finished its last batch (the server unloads the model); the log line tells
-        the launcher the answers are computed (wtconv_serving.server.FINALIZED)."""
+        the launcher the answers are computed (wtconv_serving.server.launcher.FINALIZED)."""
         self.runner = None
         self.logger.log_info(f"{self.instance}: finalized")
 

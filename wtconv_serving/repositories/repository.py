@@ -18,7 +18,7 @@ import numpy as np
 from wtconv_core.errors import InputError, ModelError, ServingError
 from wtconv_core.files import atomic_write_bytes
 from wtconv_export.exported import ExportedModel
-from wtconv_serving.triton_config import LABELS_FILE, ModelConfig, parse_config
+from wtconv_serving.repositories.triton_config import LABELS_FILE, ModelConfig, parse_config
 from wtconv_serving.tuning import DEFAULT_MAX_BATCH, default_max_batch
 
 __all__ = [

@@ -14,7 +14,7 @@ from wtconv_core.errors import InputError
 from wtconv_core.files import atomic_copy, user_file_mode
 from wtconv_core.inputs import MAX_INT32, check_choice, check_int
 from wtconv_export.exported import ExportedModel
-from wtconv_serving.repository import (
+from wtconv_serving.repositories.repository import (
     check_model_dir,
     default_model_name,
     describe_export,
@@ -22,7 +22,7 @@ from wtconv_serving.repository import (
     write_model_config,
     writing_model_dir,
 )
-from wtconv_serving.triton_config import (
+from wtconv_serving.repositories.triton_config import (
     MAX_INSTANCES,
     MAX_QUEUE_DELAY_US,
     InstanceGroup,
@@ -48,7 +48,7 @@ __all__ = [
 
 MAX_THREADS = 1024  # ONNX Runtime intra-op threads
 INSTANCE_KINDS = {"auto": None, "cpu": "KIND_CPU", "gpu": "KIND_GPU", "model": "KIND_MODEL"}
-MODEL_TEMPLATE = Path(__file__).with_name("model.py")
+MODEL_TEMPLATE = Path(__file__).resolve().parents[1] / "runners" / "model.py"  # what Triton loads
 
 
 @dataclass
@@ -141,7 +141,7 @@ def check_python_repository(
     from trt_engine.engine_file import open_engine
     from wtconv_core.paths import check_output_dir
     from wtconv_ort.execution import check_ort_library
-    from wtconv_serving.runtimes import ORT_DEVICES, RUNTIMES
+    from wtconv_serving.runners.runtimes import ORT_DEVICES, RUNTIMES
 
     if max_batch_size is not None:
         check_int(max_batch_size, "max_batch_size", 1, MAX_INT32)
@@ -173,7 +173,7 @@ def check_python_repository(
     name = check_model_name(name or default_model_name(onnx, description["metadata"]))
     batch, _, _ = onnx_batching(description, max_batch_size)
     if opened is not None:
-        from wtconv_serving.tensorrt_backend import plan_batching
+        from wtconv_serving.repositories.tensorrt_backend import plan_batching
 
         engine_batch = plan_batching(opened.manifest).max_batch_size
         batch = engine_batch if max_batch_size is None else min(int(max_batch_size), engine_batch)
@@ -250,7 +250,7 @@ def write_python_repository(plan: PythonRepositoryPlan) -> ServingRepository:
     ort_device, ort_library = None, plan.ort_library
     if runtime in ("auto", "onnxruntime"):
         from wtconv_libs import lookup
-        from wtconv_serving.runtimes import resolve_ort_device
+        from wtconv_serving.runners.runtimes import resolve_ort_device
 
         if description["wtconv_nodes"] and ort_library is None:
             ort_library = lookup.ort_library()  # None: the stub falls back to the Python op (CPU), and says so

@@ -10,7 +10,8 @@ In order of preference (docs/serving.md):
   CUDA execution provider where it and the library's CUDA op exist, else on the CPU
   (wtconv_ort.execution.plan_ort_execution makes the choice and its checks).
 
-Each runner (wtconv_serving.batch_runner.BatchRunner: torch_runner, tensorrt_runner, ort_runner) maps the requests of
+Each runner (wtconv_serving.runners.batch_runner.BatchRunner: torch_runner, tensorrt_runner, ort_runner) maps the
+requests of
 a batch, NumPy arrays in the model's input dtype, to one NumPy output each, so the served model and a test calling the
 runner directly compute the same thing.
 """
@@ -156,7 +157,7 @@ def make_runner(
     tuning = tuning or Tuning()
     buckets = tuning.buckets if input_dims else ()
     if runtime == "onnxruntime":
-        from wtconv_serving.ort_runner import OnnxRuntimeRunner
+        from wtconv_serving.runners.ort_runner import OnnxRuntimeRunner
 
         # "cpu" needs no resolving, and "cuda" was resolved by select_runtime (unavailable_reason): the model is not
         # read and checked for the GPU a second time.
@@ -175,12 +176,12 @@ def make_runner(
             tuning=tuning,
         )
     if runtime == "torch-cuda":
-        from wtconv_serving.torch_runner import TorchCudaRunner
+        from wtconv_serving.runners.torch_runner import TorchCudaRunner
 
         return TorchCudaRunner(
             onnx_path, device=device, buckets=buckets, input_dims=input_dims, cuda_graphs=tuning.cuda_graphs
         )
-    from wtconv_serving.tensorrt_runner import TensorRTRunner
+    from wtconv_serving.runners.tensorrt_runner import TensorRTRunner
 
     return TensorRTRunner(
         Path(engine_path),

@@ -1,6 +1,7 @@
 """A timed load that is not the limit: several client processes, asynchronous gRPC, a sweep of requests in flight.
 
-The answer check is a separate, untimed pass (wtconv_serving.load.run_load). Here each worker process keeps its share
+The answer check is a separate, untimed pass (wtconv_serving.traffic.check.run_load). Here each worker process keeps
+its share
 of the requests in flight on one asyncio gRPC channel and sends requests serialized once in advance (Triton's
 ModelInfer protobuf, raw tensor bytes), so a request costs the client little more than gRPC's own work; a response
 counts when it carries the expected number of output bytes. Completions are counted inside a measured window that

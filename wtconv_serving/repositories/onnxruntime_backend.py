@@ -11,7 +11,7 @@ from wtconv_core.files import atomic_copy, user_file_mode
 from wtconv_core.inputs import MAX_INT32, check_choice, check_int
 from wtconv_core.paths import check_input_file, check_output_dir
 from wtconv_export.exported import ExportedModel
-from wtconv_serving.repository import (
+from wtconv_serving.repositories.repository import (
     TritonRepository,
     check_model_dir,
     default_model_name,
@@ -21,7 +21,7 @@ from wtconv_serving.repository import (
     write_model_config,
     writing_model_dir,
 )
-from wtconv_serving.triton_config import (
+from wtconv_serving.repositories.triton_config import (
     InstanceGroup,
     ModelConfig,
     TensorConfig,

@@ -1,0 +1,1 @@
+"""The server: finding, preparing, starting, watching and stopping ``tritonserver`` (``launcher.py``)."""
