@@ -15,8 +15,7 @@ from dataclasses import dataclass, replace
 
 from wtconv_core.errors import InputError
 from wtconv_core.inputs import MAX_INT32, check_choice, check_int
-from wtconv_serving import defaults
-from wtconv_serving.defaults import CUDNN_SEARCHES
+from wtconv_core.options import CUDNN_SEARCHES, GPU_INSTANCES, TuningOptions
 
 __all__ = [
     "CUDNN_CODES",
@@ -51,17 +50,17 @@ class Tuning:
     whose capture fails runs eagerly and says so. cudnn_search: see CUDNN_SEARCHES. session_per_bucket: ONNX Runtime
     on a GPU without graphs: one session per bucket, so no Conv ever sees a second shape. gpu_instances: model
     instances per GPU when not given (several, so that some copy their batches on the host while one computes;
-    wtconv_serving.defaults says what was measured).
+    wtconv_core.options says what was measured). Defaults: wtconv_core.options.TuningOptions.
     max_queue_size: requests waiting beyond it are refused at once; queue_timeout_ms: a request waiting longer is
     refused (0: no limit)."""
 
     buckets: tuple[int, ...] = ()
-    cuda_graphs: bool = True
-    cudnn_search: str = defaults.CUDNN_SEARCH
-    session_per_bucket: bool = False
-    gpu_instances: int = defaults.GPU_INSTANCES
-    max_queue_size: int = defaults.MAX_QUEUE_SIZE
-    queue_timeout_ms: int = defaults.QUEUE_TIMEOUT_MS
+    cuda_graphs: bool = TuningOptions.cuda_graphs
+    cudnn_search: str = TuningOptions.cudnn_search
+    session_per_bucket: bool = TuningOptions.session_per_bucket
+    gpu_instances: int = GPU_INSTANCES
+    max_queue_size: int = TuningOptions.max_queue_size
+    queue_timeout_ms: int = TuningOptions.queue_timeout_ms
 
     def with_max_batch(self, max_batch_size: int) -> Tuning:
         """These settings with the buckets resolved for ``max_batch_size`` (default_buckets when none are given);
@@ -109,24 +108,18 @@ class Tuning:
 DEFAULT_TUNING = Tuning()
 
 
-def check_tuning(
-    *,
-    buckets: Sequence[int] | None = None,
-    cuda_graphs: bool = DEFAULT_TUNING.cuda_graphs,
-    cudnn_search: str = DEFAULT_TUNING.cudnn_search,
-    session_per_bucket: bool = DEFAULT_TUNING.session_per_bucket,
-    max_queue_size: int = DEFAULT_TUNING.max_queue_size,
-    queue_timeout_ms: int = DEFAULT_TUNING.queue_timeout_ms,
-) -> Tuning:
-    """The API's tuning options checked (buckets: distinct sizes from 1, sorted here; cudnn_search one of
-    CUDNN_SEARCHES; a queue of 1 to 10**6 requests, or 0 for no limit; a timeout of 0 to 3,600,000 ms)."""
+def check_tuning(options: TuningOptions | None = None, **keywords) -> Tuning:
+    """The API's tuning options (a TuningOptions, or its fields as keywords) checked (buckets: distinct sizes from
+    1, sorted here; cudnn_search one of CUDNN_SEARCHES; a queue of 1 to 10**6 requests, or 0 for no limit; a timeout
+    of 0 to 3,600,000 ms)."""
+    o = options or TuningOptions(**keywords)
     return Tuning(
-        buckets=() if buckets is None else check_buckets(buckets),
-        cuda_graphs=bool(cuda_graphs),
-        cudnn_search=check_choice(cudnn_search, "cudnn_search", CUDNN_SEARCHES),
-        session_per_bucket=bool(session_per_bucket),
-        max_queue_size=check_int(max_queue_size, "max_queue_size", 0, MAX_QUEUE_SIZE, " (0: no limit)"),
-        queue_timeout_ms=check_int(queue_timeout_ms, "queue_timeout_ms", 0, MAX_QUEUE_TIMEOUT_MS, " (0: no limit)"),
+        buckets=() if o.buckets is None else check_buckets(o.buckets),
+        cuda_graphs=bool(o.cuda_graphs),
+        cudnn_search=check_choice(o.cudnn_search, "cudnn_search", CUDNN_SEARCHES),
+        session_per_bucket=bool(o.session_per_bucket),
+        max_queue_size=check_int(o.max_queue_size, "max_queue_size", 0, MAX_QUEUE_SIZE, " (0: no limit)"),
+        queue_timeout_ms=check_int(o.queue_timeout_ms, "queue_timeout_ms", 0, MAX_QUEUE_TIMEOUT_MS, " (0: no limit)"),
     )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from wtconv_core.errors import ConfigurationError, InputError
 from wtconv_core.files import atomic_copy, user_file_mode
 from wtconv_core.inputs import MAX_INT32, check_choice, check_int
+from wtconv_core.options import TritonBackendOptions
 from wtconv_core.paths import check_input_file, check_output_dir
 from wtconv_export.exported import ExportedModel
 from wtconv_serving.repositories.repository import (
@@ -50,7 +51,7 @@ def onnxruntime_config(
     kind: str = "KIND_GPU",
     gpus=(),
     preferred_batch_sizes=None,
-    max_queue_delay_us: int = 100,
+    max_queue_delay_us: int = TritonBackendOptions.max_queue_delay_us,
     labels: tuple[str, ...] | None = None,
     tuning: Tuning | None = None,
     warmup: bool = True,
@@ -99,7 +100,7 @@ def write_onnxruntime_repository(
     instance_kind: str = "auto",
     gpus=None,
     preferred_batch_sizes=None,
-    max_queue_delay_us: int = 100,
+    max_queue_delay_us: int = TritonBackendOptions.max_queue_delay_us,
     labels=None,
     server_path=None,
     force: bool = False,

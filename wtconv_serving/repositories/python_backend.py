@@ -13,6 +13,7 @@ from trt_engine.manifest import write_manifest
 from wtconv_core.errors import InputError
 from wtconv_core.files import atomic_copy, user_file_mode
 from wtconv_core.inputs import MAX_INT32, check_choice, check_int
+from wtconv_core.options import RepositoryOptions
 from wtconv_export.exported import ExportedModel
 from wtconv_serving.repositories.repository import (
     check_model_dir,
@@ -118,26 +119,20 @@ def environment_paths() -> list:
 def check_python_repository(
     onnx,
     out,
+    options: RepositoryOptions | None = None,
     *,
-    name: str | None = None,
-    engine=None,
-    plugin=None,
-    runtime: str = "auto",
-    max_batch_size: int | None = None,
-    instances: int | None = None,
-    instance_kind: str = "auto",
-    preferred_batch_sizes=None,
-    max_queue_delay_us: int = 500,
-    warmup: bool = True,
-    threads: int = 0,
-    force: bool = False,
-    device: str = "auto",
-    ort_library=None,
     tuning: Tuning | None = None,
+    preferred_batch_sizes=None,
+    **keywords,
 ) -> PythonRepositoryPlan:
     """Every option of a Python-backend repository checked once, in the order ``wtconv-trt serve`` reports them,
     before anything is written: the values, the library, the repository folder (a model folder that holds files
-    is replaced only with ``force``), the ONNX model and the engine (its manifest and sha256)."""
+    is replaced only with ``force``), the ONNX model and the engine (its manifest and sha256). ``options``: a
+    RepositoryOptions (wtconv_core.options), or its fields as ``keywords``."""
+    o = options or RepositoryOptions(**keywords)
+    name, engine, plugin, runtime, device, ort_library = o.name, o.engine, o.plugin, o.runtime, o.device, o.ort_library
+    max_batch_size, instances, instance_kind, threads = o.max_batch_size, o.instances, o.instance_kind, o.threads
+    max_queue_delay_us, warmup, force = o.max_queue_delay_us, o.warmup, o.force
     from trt_engine.engine_file import open_engine
     from wtconv_core.paths import check_output_dir
     from wtconv_ort.execution import check_ort_library
@@ -211,7 +206,7 @@ def python_config(
     instances: int = 1,
     instance_kind: str = "KIND_CPU",
     preferred_batch_sizes=None,
-    max_queue_delay_us: int = 500,
+    max_queue_delay_us: int = RepositoryOptions.max_queue_delay_us,
     warmup: bool = True,
     labels: tuple[str, ...] | None = None,
     tuning: Tuning | None = None,

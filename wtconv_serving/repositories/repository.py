@@ -17,6 +17,7 @@ import numpy as np
 
 from wtconv_core.errors import InputError, ModelError, ServingError
 from wtconv_core.files import atomic_write_bytes
+from wtconv_core.options import ServerOptions
 from wtconv_export.exported import ExportedModel
 from wtconv_serving.repositories.triton_config import LABELS_FILE, ModelConfig, parse_config
 from wtconv_serving.tuning import DEFAULT_MAX_BATCH, default_max_batch
@@ -33,6 +34,8 @@ __all__ = [
 ]
 
 ONNX_TYPES = {1: "float32", 10: "float16"}  # onnx.TensorProto.FLOAT, FLOAT16
+# Triton's own ports (its defaults, which serve.sh leaves as they are), published by a container.
+_PORTS = " ".join(f"-p{p}:{p}" for p in (ServerOptions.http_port, ServerOptions.grpc_port, ServerOptions.metrics_port))
 
 
 @dataclass
@@ -164,7 +167,7 @@ def serve_script(out, name: str, comments: list[str], setup: list[str], command:
         "#!/usr/bin/env bash",
         f"# Serve the '{name}' model repository with Triton Inference Server.",
         *(f"# {line}" for line in comments),
-        '#   docker run --gpus all --rm -p8000:8000 -p8001:8001 -p8002:8002 -v "$PWD":/models \\',
+        f'#   docker run --gpus all --rm {_PORTS} -v "$PWD":/models \\',
         "#     nvcr.io/nvidia/tritonserver:<release>-py3 /models/serve.sh",
         "# Extra tritonserver options may follow, e.g. ./serve.sh --http-port 8010",
         "set -euo pipefail",

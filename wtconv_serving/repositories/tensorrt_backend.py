@@ -10,6 +10,7 @@ from trt_engine.engine_file import OpenedEngine, open_engine
 from trt_engine.manifest import EngineManifest
 from wtconv_core.errors import ModelError, PluginError, ServingError
 from wtconv_core.files import atomic_copy, atomic_write_json, user_file_mode
+from wtconv_core.options import TritonBackendOptions
 from wtconv_core.paths import check_input_file, check_output_dir
 from wtconv_serving.repositories.repository import (
     TritonRepository,
@@ -94,7 +95,7 @@ def tensorrt_config(
     instances: int = 1,
     gpus=(),
     preferred_batch_sizes=None,
-    max_queue_delay_us: int = 100,
+    max_queue_delay_us: int = TritonBackendOptions.max_queue_delay_us,
     labels: tuple[str, ...] | None = None,
     plan: BatchPlan | None = None,
     tuning: Tuning | None = None,
@@ -152,7 +153,7 @@ def write_tensorrt_repository(
     instances: int | None = None,
     gpus=None,
     preferred_batch_sizes=None,
-    max_queue_delay_us: int = 100,
+    max_queue_delay_us: int = TritonBackendOptions.max_queue_delay_us,
     labels=None,
     force: bool = False,
     tuning: Tuning | None = None,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from wtconv_core.errors import InputError, ServingError
 from wtconv_core.inputs import MAX_INT32, check_int
+from wtconv_core.options import TritonBackendOptions
 from wtconv_serving.tuning import Tuning
 
 __all__ = [
@@ -81,7 +82,7 @@ class DynamicBatching:
     than ``queue_timeout_us`` is refused (0: no limit for either); a client may ask for a shorter timeout."""
 
     preferred_batch_sizes: tuple[int, ...] = ()
-    max_queue_delay_us: int = 100
+    max_queue_delay_us: int = TritonBackendOptions.max_queue_delay_us
     max_queue_size: int = 0
     queue_timeout_us: int = 0
 

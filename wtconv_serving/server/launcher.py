@@ -48,6 +48,7 @@ from pathlib import Path
 
 from wtconv_core.errors import ConfigurationError, ServingError
 from wtconv_core.files import atomic_copy
+from wtconv_core.options import ServerOptions
 from wtconv_libs.lookup import ENV_CACHE, user_cache_dir
 
 log = logging.getLogger(__name__)
@@ -174,7 +175,7 @@ def port_in_use(host: str, port: int) -> bool:
 
 
 def check_ports(host: str, ports: dict) -> None:
-    """The ports given ({"http": 8000, "grpc": 8001, "metrics": 8002}; 0: any free one, chosen later; None: that
+    """The ports given ({"http": 8080, "grpc": 8081, "metrics": 8082}, say; 0: any free one, chosen later; None: that
     endpoint is off) must differ from each other and be free on ``host``; ServingError naming the options
     otherwise."""
     given = {what: port for what, port in ports.items() if port}
@@ -258,8 +259,8 @@ class TritonServer:
         repository,
         *,
         host: str = "127.0.0.1",
-        http_port: int = 8000,
-        grpc_port: int = 8001,
+        http_port: int = ServerOptions.http_port,
+        grpc_port: int = ServerOptions.grpc_port,
         metrics_port: int | None = None,
         log_file=None,
         model_control: str = "none",

@@ -12,16 +12,16 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from wtconv_core.errors import InputError
 from wtconv_core.inputs import check_choice, check_int, check_number
+from wtconv_core.options import DEFAULT_REPOSITORY, PROTOCOLS, LoadTestOptions, ServingOptions
 from wtconv_serving.repositories.python_backend import PythonRepositoryPlan, ServingRepository
 from wtconv_serving.traffic.trial import LoadTestResult
-from wtconv_serving.tuning import DEFAULT_TUNING, check_tuning
+from wtconv_serving.tuning import check_tuning
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +38,11 @@ __all__ = [
     "write_serving_repository",
 ]
 
-DEFAULT_REPOSITORY = "triton_models"
 MAX_TIMEOUT_S = 86_400.0
 MAX_LOAD_REQUESTS = 10**7
 MAX_CONCURRENCY = 4096
 MAX_PROCESSES = 64
 MAX_WINDOW_S = 3600.0
-PROTOCOLS = ("grpc", "http", "both")
 MAX_PORT = 65535
 
 
@@ -66,54 +64,46 @@ class LoadTest:
     json_path: Path | None = None
 
 
-def check_load_test(
-    requests: int | None,
-    *,
-    concurrency: int = 16,
-    batch_sizes: Sequence[int] = (1, 2, 4, 8),
-    protocol: str = "grpc",
-    sweep: Sequence[int] = (),
-    mixes: Sequence[Sequence[int]] = (),
-    processes: int | None = None,
-    window_s: float = 3.0,
-    extra_process: bool = True,
-    kill_backend: bool = False,
-    json_path: str | os.PathLike | None = None,
-) -> LoadTest | None:
-    """The load-test options checked (requests 1 to 10**7 when given, concurrency and each sweep value 1 to 4096,
-    batch sizes >= 1 in every mix, protocol grpc / http / both, processes 1 to 64, window 0.1 to 3600 s; json_path
-    is checked by the caller, with the other files); returns the LoadTest, None without ``requests``."""
+def check_load_test(options: LoadTestOptions | None = None, **keywords: Any) -> LoadTest | None:
+    """The load-test options (a LoadTestOptions, or its fields as keywords; ``requests`` is its ``load_test``)
+    checked: requests 1 to 10**7 when given, concurrency and each sweep value 1 to 4096, batch sizes >= 1 in every
+    mix, protocol grpc / http / both, processes 1 to 64, window 0.1 to 3600 s; json_path is checked by the caller,
+    with the other files. Returns the LoadTest, None without requests."""
+    if "requests" in keywords:
+        keywords["load_test"] = keywords.pop("requests")
+    o = options or LoadTestOptions(**keywords)
+    requests = o.load_test
     if requests is not None:
         check_int(requests, "requests", 1, MAX_LOAD_REQUESTS)
-    check_int(concurrency, "concurrency", 1, MAX_CONCURRENCY)
-    for value in sweep:
+    check_int(o.concurrency, "concurrency", 1, MAX_CONCURRENCY)
+    for value in o.sweep:
         check_int(value, "sweep", 1, MAX_CONCURRENCY)
-    sizes = tuple(check_int(b, "batch_sizes", 1, 2**31 - 1) for b in batch_sizes)
+    sizes = tuple(check_int(b, "batch_sizes", 1, 2**31 - 1) for b in o.batch_sizes)
     if not sizes:
         raise InputError("batch_sizes: expected at least one batch size, e.g. 1,2,4,8", parameter="batch_sizes")
-    for mix in mixes:
+    for mix in o.mixes:
         if not list(mix):
             raise InputError("mixes: expected at least one batch size in each mix, e.g. 1,2,4,8", parameter="mixes")
         for b in mix:
             check_int(b, "mixes", 1, 2**31 - 1)
-    if processes is not None:
-        check_int(processes, "processes", 1, MAX_PROCESSES)
-    window_s = check_number(window_s, "window_s", 0.1, MAX_WINDOW_S, what=" s")
-    check_choice(protocol, "protocol", PROTOCOLS)
+    if o.processes is not None:
+        check_int(o.processes, "processes", 1, MAX_PROCESSES)
+    window_s = check_number(o.window_s, "window_s", 0.1, MAX_WINDOW_S, what=" s")
+    check_choice(o.protocol, "protocol", PROTOCOLS)
     if requests is None:
         return None
     return LoadTest(
         requests=requests,
-        concurrency=concurrency,
+        concurrency=o.concurrency,
         batch_sizes=sizes,
-        protocol=protocol,
-        sweep=tuple(sweep),
-        mixes=tuple(tuple(m) for m in mixes),
-        processes=processes,
+        protocol=o.protocol,
+        sweep=tuple(o.sweep),
+        mixes=tuple(tuple(m) for m in o.mixes),
+        processes=o.processes,
         window_s=window_s,
-        extra_process=bool(extra_process),
-        kill_backend=bool(kill_backend),
-        json_path=None if json_path is None else Path(json_path),
+        extra_process=bool(o.extra_process),
+        kill_backend=bool(o.kill_backend),
+        json_path=None if o.json_path is None else Path(o.json_path),
     )
 
 
@@ -195,133 +185,64 @@ def plan_serving(
     onnx: str | os.PathLike,
     repository: str | os.PathLike = DEFAULT_REPOSITORY,
     *,
-    name: str | None = None,
-    engine: str | os.PathLike | None = None,
-    plugin: str | os.PathLike | None = None,
-    runtime: str = "auto",
-    max_batch_size: int | None = None,
-    instances: int | None = None,
-    instance_kind: str = "auto",
-    max_queue_delay_us: int = 500,
-    threads: int = 0,
-    warmup: bool = True,
-    force: bool = False,
-    device: str = "auto",
-    ort_library: str | os.PathLike | None = None,
-    buckets: Sequence[int] | None = None,
-    cuda_graphs: bool = DEFAULT_TUNING.cuda_graphs,
-    cudnn_search: str = DEFAULT_TUNING.cudnn_search,
-    session_per_bucket: bool = DEFAULT_TUNING.session_per_bucket,
-    max_queue_size: int = DEFAULT_TUNING.max_queue_size,
-    queue_timeout_ms: int = DEFAULT_TUNING.queue_timeout_ms,
+    options: ServingOptions | None = None,
     serving: bool = True,
-    host: str = "127.0.0.1",
-    http_port: int = 8000,
-    grpc_port: int = 8001,
-    metrics_port: int = 8002,
-    metrics: bool = True,
-    log: str | os.PathLike | None = None,
-    timeout: float = 300.0,
-    load_test: int | None = None,
-    concurrency: int = 16,
-    batch_sizes: Sequence[int] = (1, 2, 4, 8),
-    protocol: str = "grpc",
-    sweep: Sequence[int] = (),
-    mixes: Sequence[Sequence[int]] = (),
-    processes: int | None = None,
-    window_s: float = 3.0,
-    extra_process: bool = True,
-    kill_backend: bool = False,
-    json_path: str | os.PathLike | None = None,
+    **keywords: Any,
 ) -> ServingPlan:
     """Check everything a ``wtconv-trt serve`` run needs before anything is written or started; returns the
     ServingPlan that writes the repository and starts the server.
 
-    The repository options are those of write_serving_repository. serving: also check what serving here needs:
-    the server options (ports 0 to 65535, 0 picks a free one, given ones distinct and free; metrics off with
-    metrics=False; timeout 1 to 86400 s), that a runtime named with ``runtime`` can run on this machine, that no
-    output (``log``, ``json_path``, the repository) is one of the inputs, and that ``log`` and ``json_path`` can be
-    written (both are replaced when they exist). load_test, concurrency, batch_sizes, protocol, sweep, mixes,
-    processes, window_s, extra_process, kill_backend: a load test to run once the server is ready (checked by
-    check_load_test; ServingPlan.load_test, run by Served.run_load_test)."""
+    ``options``: a ServingOptions (wtconv_core.options: the repository's, the tuning's, the server's and the load
+    test's options, each with its default and meaning there), or its fields as flat ``keywords``. serving: also
+    check what serving here needs: the server options (ports 0 to 65535, 0 picks a free one, given ones distinct and
+    free; metrics off with metrics=False; timeout 1 to 86400 s), that a runtime named with ``runtime`` can run on
+    this machine, that no output (``log``, ``json_path``, the repository) is one of the inputs, and that ``log`` and
+    ``json_path`` can be written (both are replaced when they exist). A load test (``load_test`` requests) is
+    checked by check_load_test and kept as ServingPlan.load_test, run by Served.run_load_test."""
     from wtconv_core.paths import check_not_an_input, check_output_file
     from wtconv_serving.repositories.python_backend import check_python_repository
 
+    options = options or ServingOptions.from_keywords(**keywords)
+    repo, server = options.repository, options.server
     check_not_an_input(
-        [("ONNX model", onnx), ("engine", engine), ("plugin", plugin), ("library", ort_library)],
-        files=[("log", log), ("json_path", json_path)],
+        [("ONNX model", onnx), ("engine", repo.engine), ("plugin", repo.plugin), ("library", repo.ort_library)],
+        files=[("log", server.log), ("json_path", options.load_test.json_path)],
         folders=[("repository", repository)],
     )
     ports = {
-        "http": check_int(http_port, "http_port", 0, MAX_PORT, " (a TCP port; 0: any free port)"),
-        "grpc": check_int(grpc_port, "grpc_port", 0, MAX_PORT, " (a TCP port; 0: any free port)"),
-        "metrics": check_int(metrics_port, "metrics_port", 0, MAX_PORT, " (a TCP port; 0: any free port)"),
+        kind: check_int(getattr(server, f"{kind}_port"), f"{kind}_port", 0, MAX_PORT, " (a TCP port; 0: any free port)")
+        for kind in ("http", "grpc", "metrics")
     }
-    if not metrics:
+    if not server.metrics:
         ports["metrics"] = None
-    timeout = check_number(timeout, "timeout", 1.0, MAX_TIMEOUT_S, what=" s")
-    planned_load_test = check_load_test(
-        load_test,
-        concurrency=concurrency,
-        batch_sizes=batch_sizes,
-        protocol=protocol,
-        sweep=sweep,
-        mixes=mixes,
-        processes=processes,
-        window_s=window_s,
-        extra_process=extra_process,
-        kill_backend=kill_backend,
-        json_path=json_path,
-    )
-    tuning = check_tuning(
-        buckets=buckets,
-        cuda_graphs=cuda_graphs,
-        cudnn_search=cudnn_search,
-        session_per_bucket=session_per_bucket,
-        max_queue_size=max_queue_size,
-        queue_timeout_ms=queue_timeout_ms,
-    )
-    repository_plan = check_python_repository(
-        onnx,
-        repository,
-        name=name,
-        engine=engine,
-        plugin=plugin,
-        runtime=runtime,
-        max_batch_size=max_batch_size,
-        instances=instances,
-        instance_kind=instance_kind,
-        max_queue_delay_us=max_queue_delay_us,
-        warmup=warmup,
-        threads=threads,
-        force=force,
-        device=device,
-        ort_library=ort_library,
-        tuning=tuning,
-    )
+    timeout = check_number(server.timeout, "timeout", 1.0, MAX_TIMEOUT_S, what=" s")
+    planned_load_test = check_load_test(options.load_test)
+    tuning = check_tuning(options.tuning)
+    repository_plan = check_python_repository(onnx, repository, repo, tuning=tuning)
     runtime_here = runtime_note = None
+    json_path = options.load_test.json_path
     if serving:
         from wtconv_serving.server.launcher import check_ports
 
-        if log is not None:
-            check_output_file(log, option="log", force=True)
+        if server.log is not None:
+            check_output_file(server.log, option="log", force=True)
         if json_path is not None:
             check_output_file(json_path, option="json_path", force=True)
         # The server runs on this machine: a runtime that cannot run here is refused now, in one line, rather than
         # as a model that fails to load inside the server; "auto" is resolved as the server will resolve it.
         runtime_here, runtime_note = runtime_choice(
-            runtime,
+            repo.runtime,
             repository_plan.exported,
-            None if engine is None else os.fspath(engine),
-            device=device,
-            ort_library=None if ort_library is None else os.fspath(ort_library),
+            None if repo.engine is None else os.fspath(repo.engine),
+            device=repo.device,
+            ort_library=None if repo.ort_library is None else os.fspath(repo.ort_library),
         )
-        check_ports(host, ports)
+        check_ports(server.host, ports)
     return ServingPlan(
         repository_plan=repository_plan,
-        host=host,
+        host=server.host,
         ports=ports,
-        log=None if log is None else Path(log),
+        log=None if server.log is None else Path(server.log),
         timeout=timeout,
         runtime_here=runtime_here,
         runtime_note=runtime_note,
@@ -375,75 +296,16 @@ def _onnxruntime_note(onnx: Any, device: str, ort_library: str | None) -> str:
 
 
 def write_serving_repository(
-    onnx: str | os.PathLike,
-    repository: str | os.PathLike = DEFAULT_REPOSITORY,
-    *,
-    name: str | None = None,
-    engine: str | os.PathLike | None = None,
-    plugin: str | os.PathLike | None = None,
-    runtime: str = "auto",
-    max_batch_size: int | None = None,
-    instances: int | None = None,
-    instance_kind: str = "auto",
-    max_queue_delay_us: int = 500,
-    threads: int = 0,
-    warmup: bool = True,
-    force: bool = False,
-    device: str = "auto",
-    ort_library: str | os.PathLike | None = None,
-    buckets: Sequence[int] | None = None,
-    cuda_graphs: bool = DEFAULT_TUNING.cuda_graphs,
-    cudnn_search: str = DEFAULT_TUNING.cudnn_search,
-    session_per_bucket: bool = DEFAULT_TUNING.session_per_bucket,
-    max_queue_size: int = DEFAULT_TUNING.max_queue_size,
-    queue_timeout_ms: int = DEFAULT_TUNING.queue_timeout_ms,
+    onnx: str | os.PathLike, repository: str | os.PathLike = DEFAULT_REPOSITORY, **options: Any
 ) -> ServingRepository:
     """Write a Triton Python-backend model repository for an exported ONNX model (``wtconv-trt serve
     --write-only``); returns ServingRepository.
 
-    name: default 'digits' for the shipped model, else the file's stem. engine / plugin: a TensorRT engine built from
-    the model and its plugin library, served where TensorRT and a GPU exist. runtime: "auto" (the first of TensorRT
-    engine, PyTorch on our CUDA kernels, ONNX Runtime that can run where the server runs), "tensorrt", "torch-cuda" or
-    "onnxruntime". max_batch_size: Triton's (default: the engine's profiles, else 128 images, fewer for large inputs:
-    wtconv_serving.tuning.default_max_batch). instances: 1 to 64 (default: serving_defaults.GPU_INSTANCES per GPU for
-    GPU instances, else 1); instance_kind: "auto", "cpu", "gpu", "model". max_queue_delay_us: 0 to 10**8. threads: ONNX
-    Runtime intra-op threads, 0 to 1024 (0: its own). warmup: add model_warmup (one request per bucket) to the config.
-    force: replace the model's folder when it holds files. device: where the onnxruntime runtime runs the model: "auto"
-    (on the GPU where this machine's onnxruntime has the CUDA execution provider and, for WTConv2d nodes,
-    libwtconv_ort.so has its CUDA op; else the CPU), "cpu", or "cuda" (each KIND_GPU instance on its GPU); only with
-    runtime onnxruntime or auto. ort_library: libwtconv_ort.so for the WTConv2d nodes (default: the one ``wtconv-trt
-    doctor`` finds), copied into the model's folder; without one the Python op runs them (CPU).
-
-    Tuning (docs/serving.md, "Tuning"; defaults in wtconv_serving.tuning): buckets: the batch sizes a batch is
-    padded up to on a GPU, Triton's preferred sizes and the warm-up sizes (default powers of two up to
-    max_batch_size, which must be the largest). cuda_graphs: one CUDA graph per bucket. cudnn_search: ONNX Runtime's
-    cudnn_conv_algo_search, "auto", "EXHAUSTIVE", "HEURISTIC" or "DEFAULT". session_per_bucket: ONNX Runtime without
-    graphs, one session per bucket. max_queue_size: 0 to 10**6 waiting requests before the next is refused at once
-    (0: no limit). queue_timeout_ms: 0 to 3,600,000, a request waiting longer is refused (0: no limit)."""
-    return plan_serving(
-        onnx,
-        repository,
-        name=name,
-        engine=engine,
-        plugin=plugin,
-        runtime=runtime,
-        max_batch_size=max_batch_size,
-        instances=instances,
-        instance_kind=instance_kind,
-        max_queue_delay_us=max_queue_delay_us,
-        threads=threads,
-        warmup=warmup,
-        force=force,
-        device=device,
-        ort_library=ort_library,
-        buckets=buckets,
-        cuda_graphs=cuda_graphs,
-        cudnn_search=cudnn_search,
-        session_per_bucket=session_per_bucket,
-        max_queue_size=max_queue_size,
-        queue_timeout_ms=queue_timeout_ms,
-        serving=False,
-    ).write_repository()
+    ``options``: the fields of wtconv_core.options.RepositoryOptions and TuningOptions as keywords (each declared
+    there once, with its default and meaning): name, engine, plugin, runtime, device, ort_library, max_batch_size,
+    instances, instance_kind, max_queue_delay_us, threads, warmup, force; buckets, cuda_graphs, cudnn_search,
+    session_per_bucket, max_queue_size, queue_timeout_ms (docs/serving.md, "Tuning")."""
+    return plan_serving(onnx, repository, serving=False, **options).write_repository()
 
 
 def serve(onnx: str | os.PathLike, repository: str | os.PathLike = DEFAULT_REPOSITORY, **options: Any) -> Served:
@@ -454,8 +316,9 @@ def serve(onnx: str | os.PathLike, repository: str | os.PathLike = DEFAULT_REPOS
             print(served.grpc_url, served.metrics_url)
             print(served.load_test(1000).passed)
 
-    ``options``: those of plan_serving (the repository's and its tuning, host, http_port, grpc_port, metrics_port,
-    metrics, log, timeout), all checked before anything is written."""
+    ``options``: those of plan_serving (the fields of wtconv_core.options.ServingOptions' groups: the repository's
+    and its tuning, host, http_port, grpc_port, metrics_port, metrics, log, timeout, a load test), all checked before
+    anything is written."""
     return plan_serving(onnx, repository, **options).start()
 
 
@@ -534,46 +397,20 @@ class Served:
                 return code
         return None
 
-    def load_test(
-        self,
-        requests: int,
-        *,
-        concurrency: int = 16,
-        batch_sizes: Sequence[int] = (1, 2, 4, 8),
-        protocol: str = "grpc",
-        sweep: Sequence[int] = (),
-        mixes: Sequence[Sequence[int]] = (),
-        processes: int | None = None,
-        window_s: float = 3.0,
-        extra_process: bool = True,
-        kill_backend: bool = False,
-        json_path: str | os.PathLike | None = None,
-    ) -> LoadTestResult:
+    def load_test(self, requests: int, **options: Any) -> LoadTestResult:
         """Check ``requests`` requests (distinct inputs, batch sizes cycled) from ``concurrency`` clients over
         ``protocol`` ("grpc", "http" or "both") against the served model run here directly (atol = rtol = 1e-5,
         fp16 1e-2), with ``kill_backend`` killing the model's backend a quarter of the way through; time the served
         runner directly per bucket; then, with ``sweep`` (requests in flight per point), sweep the load from
         ``processes`` client processes over ``batch_sizes`` and each of ``mixes``, ``window_s`` seconds a point,
         and once more with one more process (``extra_process``). json_path: write the report there (atomically).
-        ``passed``: every request of the check answered and matched, none of the sweep failed
-        (wtconv_serving.traffic.trial)."""
+        ``options``: the fields of wtconv_core.options.LoadTestOptions. ``passed``: every request of the check
+        answered and matched, none of the sweep failed (wtconv_serving.traffic.trial)."""
         from wtconv_core.paths import check_output_file
 
-        planned = check_load_test(
-            requests,
-            concurrency=concurrency,
-            batch_sizes=batch_sizes,
-            protocol=protocol,
-            sweep=sweep,
-            mixes=mixes,
-            processes=processes,
-            window_s=window_s,
-            extra_process=extra_process,
-            kill_backend=kill_backend,
-            json_path=json_path,
-        )
-        if json_path:
-            check_output_file(json_path, option="json_path", force=True)
+        planned = check_load_test(LoadTestOptions(load_test=requests, **options))
+        if planned.json_path:
+            check_output_file(planned.json_path, option="json_path", force=True)
         return self.run_load_test(planned)
 
     def run_load_test(self, planned: LoadTest) -> LoadTestResult:

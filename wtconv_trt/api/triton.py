@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from wtconv_core.options import TritonBackendOptions
 from wtconv_serving.repositories.repository import TritonRepository
 from wtconv_serving.repositories.triton_config import MAX_INSTANCES
 from wtconv_serving.tuning import DEFAULT_TUNING, check_tuning
@@ -24,7 +25,7 @@ def write_triton_repository(
     instances: int | None = None,
     gpus: Sequence[int] | None = None,
     preferred_batch_sizes: Sequence[int] | None = None,
-    max_queue_delay_us: int = 100,
+    max_queue_delay_us: int = TritonBackendOptions.max_queue_delay_us,
     labels: str | os.PathLike | None = None,
     force: bool = False,
     buckets: Sequence[int] | None = None,
@@ -79,7 +80,7 @@ def write_onnxruntime_repository(
     instance_kind: str = "auto",
     gpus: Sequence[int] | None = None,
     preferred_batch_sizes: Sequence[int] | None = None,
-    max_queue_delay_us: int = 100,
+    max_queue_delay_us: int = TritonBackendOptions.max_queue_delay_us,
     labels: str | os.PathLike | None = None,
     server_path: str | os.PathLike | None = None,
     force: bool = False,

@@ -2,8 +2,8 @@
 repository, for its TensorRT backend (an engine; the job: wtconv_trt.api.triton.write_triton_repository) or its
 onnxruntime backend (the export itself with libwtconv_ort.so; wtconv_trt.api.triton.write_onnxruntime_repository)."""
 
+from wtconv_core import options
 from wtconv_trt import arguments
-from wtconv_trt.api import serving_defaults as defaults
 
 HELP = (
     "write a Triton Inference Server model repository (config.pbtxt, model, libraries, serve.sh): for an engine "
@@ -13,6 +13,9 @@ HELP = (
 # Options of one backend only (argparse destinations).
 ENGINE_ONLY = ("plugin_static", "no_cuda_graphs")
 ONNX_ONLY = ("ort_library", "max_batch_size", "instance_kind", "server_path", "cudnn_search")
+
+
+_GRPC = f"localhost:{options.ServerOptions.grpc_port}"  # serve.sh leaves Triton's own ports as they are
 
 
 def add_arguments(parser):
@@ -34,7 +37,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--instances",
         type=arguments.integer,
-        help=f"model instances per GPU, 1 to 64 (instance_group count; default {defaults.GPU_INSTANCES} on GPUs, 1 on "
+        help=f"model instances per GPU, 1 to 64 (instance_group count; default {options.GPU_INSTANCES} on GPUs, 1 on "
         "the CPU)",
     )
     parser.add_argument(
@@ -54,26 +57,15 @@ def add_arguments(parser):
         help="batch sizes the dynamic batcher prefers and the model is warmed up at (default: powers of two up to "
         "max_batch_size, which must be the largest; docs/serving.md, 'Tuning')",
     )
-    parser.add_argument(
-        "--max-queue-size",
-        type=arguments.integer,
-        default=defaults.MAX_QUEUE_SIZE,
-        help="requests waiting beyond which the next is refused at once "
-        f"(default {defaults.MAX_QUEUE_SIZE}; 0: no limit)",
-    )
-    parser.add_argument(
-        "--queue-timeout-ms",
-        type=arguments.integer,
-        default=defaults.QUEUE_TIMEOUT_MS,
-        help=f"a request waiting longer in the queue is refused (default {defaults.QUEUE_TIMEOUT_MS} ms; 0: no limit)",
+    # Triton's queue policy, declared once with serve's (wtconv_core.options.TuningOptions).
+    options.add_group(
+        parser,
+        options.TuningOptions,
+        types=arguments,
+        skip=("buckets", "cuda_graphs", "cudnn_search", "session_per_bucket"),
     )
     parser.add_argument("--no-warmup", action="store_true", help="no model_warmup in the config")
-    parser.add_argument(
-        "--max-queue-delay-us",
-        type=arguments.integer,
-        default=100,
-        help="dynamic batching: longest wait to fill a batch, 0 to 10^8 us (default 100 us)",
-    )
+    options.add_group(parser, options.TritonBackendOptions, types=arguments)
     parser.add_argument(
         "--labels",
         metavar="FILE",
@@ -112,7 +104,7 @@ def add_arguments(parser):
     )
     g.add_argument(
         "--cudnn-search",
-        choices=defaults.CUDNN_SEARCHES,
+        choices=options.CUDNN_SEARCHES,
         help="the CUDA execution provider's cudnn_conv_algo_search (default auto: HEURISTIC, which re-plans a "
         "convolution for a new batch size in milliseconds where EXHAUSTIVE takes about 100)",
     )
@@ -167,8 +159,8 @@ def run(args) -> int:
     if args.onnx:
         loads = f"; its onnxruntime backend loads {repo.library_in_server}" if repo.library_in_server else ""
         print(f"serve:  {repo.serve_script}   (tritonserver{loads})")
-        print(f"client: python samples/triton_client.py --model {repo.name} --url localhost:8001 --onnx {args.onnx}")
+        print(f"client: python samples/triton_client.py --model {repo.name} --url {_GRPC} --onnx {args.onnx}")
     else:
         print(f"serve:  {repo.serve_script}   (tritonserver with the WTConv2d plugin preloaded)")
-        print(f"client: python samples/triton_client.py --model {repo.name} --url localhost:8001")
+        print(f"client: python samples/triton_client.py --model {repo.name} --url {_GRPC}")
     return 0

@@ -1,0 +1,307 @@
+"""Every option of the serving jobs, declared once: a frozen dataclass per concept, each field with its default and
+its one help text (docs/design.md §1, "Each option is declared once"). The API functions take these dataclasses;
+the command line builds its argument groups from them (``add_group``) and reads them back (``from_args``), as
+Polygraphy's argument groups are shared by its subcommands, so an option has one default and one help text wherever
+it appears. This module imports nothing heavy: the command line builds its parsers from it without numpy.
+
+A field's ``metadata`` says how the command line spells it (``option``): its flag (``--name`` from the field's name
+unless given), the argparse type's name (``arguments.py``), choices, a metavar, and for a boolean that is on by
+default the ``--no-...`` flag that turns it off. docs/serving.md, "Tuning", says how each default was chosen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "CUDNN_SEARCHES",
+    "DEFAULT_REPOSITORY",
+    "DEVICES",
+    "GPU_INSTANCES",
+    "INSTANCE_KINDS",
+    "PROTOCOLS",
+    "RUNTIMES",
+    "LoadTestOptions",
+    "RepositoryOptions",
+    "ServerOptions",
+    "ServingOptions",
+    "TritonBackendOptions",
+    "TuningOptions",
+    "add_group",
+    "from_args",
+    "split_keywords",
+]
+
+# Model instances per GPU. On an H200, WTConvNeXt-T fp16 at 256 requests in flight: 2 instances served 3,400-4,600
+# images/s, 3 about 5,100, 4 6,000-6,800 (each instance spends about two thirds of an execution on host copies of the
+# batch; the others keep the GPU busy meanwhile).
+GPU_INSTANCES = 4
+# ONNX Runtime CUDA EP's cudnn_conv_algo_search; "auto": EXHAUSTIVE under CUDA graphs (a bucket's plan is searched
+# once, at capture), HEURISTIC when eager (every change of batch size re-plans; 14-17 ms instead of 93-115 ms).
+CUDNN_SEARCHES = ("auto", "EXHAUSTIVE", "HEURISTIC", "DEFAULT")
+RUNTIMES = ("auto", "tensorrt", "torch-cuda", "onnxruntime")
+DEVICES = ("auto", "cpu", "cuda")
+INSTANCE_KINDS = ("auto", "cpu", "gpu", "model")
+PROTOCOLS = ("grpc", "http", "both")
+DEFAULT_REPOSITORY = "triton_models"  # where serve writes its model repository
+
+
+def option(default: Any = None, help: str = "", **spelling: Any) -> Any:  # noqa: A002 (argparse's word)
+    """A dataclass field with its default and the command line's spelling of it (see the module docstring)."""
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("mutable default: use a tuple")
+    return field(default=default, metadata={"help": help, **spelling})
+
+
+@dataclass(frozen=True)
+class TuningOptions:
+    """How the runners and Triton's scheduler serve a model (wtconv_serving.tuning.Tuning checks and resolves them)."""
+
+    buckets: tuple[int, ...] | None = option(
+        None,
+        "batch sizes a batch is padded up to on a GPU, Triton's preferred sizes and the warm-up sizes (default: powers "
+        "of two up to max_batch_size, which must be the largest)",
+        type="integer_list",
+        metavar="1,2,4,...",
+    )
+    cuda_graphs: bool = option(
+        True, "run every batch eagerly (default: one CUDA graph per bucket)", negative="--no-cuda-graphs"
+    )
+    cudnn_search: str = option(
+        "auto",
+        "ONNX Runtime's cudnn_conv_algo_search (default auto: EXHAUSTIVE with CUDA graphs or a session per bucket, "
+        "HEURISTIC otherwise)",
+        choices=CUDNN_SEARCHES,
+    )
+    session_per_bucket: bool = option(False, "ONNX Runtime on a GPU without CUDA graphs: one session per bucket")
+    max_queue_size: int = option(
+        512, "requests waiting in Triton's queue beyond which the next is refused at once (default 512; 0: no limit)"
+    )
+    queue_timeout_ms: int = option(
+        5000, "a request waiting longer in Triton's queue is refused (default 5000 ms; 0: no limit)"
+    )
+
+
+@dataclass(frozen=True)
+class RepositoryOptions:
+    """A Python-backend model repository (``wtconv-trt serve``): what serves the model and how Triton batches it."""
+
+    name: str | None = option(None, "model name (default: 'digits' for the shipped model, else the file's stem)")
+    engine: str | None = option(None, "TensorRT engine built from MODEL.onnx (served where TensorRT and a GPU exist)")
+    plugin: str | None = option(
+        None, "WTConv2d plugin library for --engine (copied into the repository)", metavar="LIB"
+    )
+    runtime: str = option(
+        "auto",
+        "what runs the model inside the server (default auto: TensorRT engine, else PyTorch on our CUDA kernels, "
+        "else ONNX Runtime, the first that can run there)",
+        choices=RUNTIMES,
+    )
+    device: str = option(
+        "auto",
+        "where ONNX Runtime runs the model (runtime onnxruntime or auto): cuda, each GPU instance on its GPU through "
+        "onnxruntime-gpu's CUDA execution provider with libwtconv_ort.so's CUDA op; cpu; auto (default): cuda where "
+        "both exist here, else cpu",
+        choices=DEVICES,
+    )
+    ort_library: str | None = option(
+        None,
+        "libwtconv_ort.so for the WTConv2d nodes, copied into the repository (default: the one 'wtconv-trt doctor' "
+        "finds; without one, the onnxruntime-extensions Python op runs them on the CPU)",
+        metavar="LIB",
+    )
+    max_batch_size: int | None = option(
+        None, "Triton's max_batch_size (default: the engine's profiles, else 128, fewer for large inputs)"
+    )
+    instances: int | None = option(
+        None, f"model instances, 1 to 64 (default: {GPU_INSTANCES} per GPU for GPU instances, else 1)"
+    )
+    instance_kind: str = option(
+        "auto",
+        "instance_group kind (default: for onnxruntime gpu or cpu as --device, gpu for a GPU runtime, model for auto)",
+        choices=INSTANCE_KINDS,
+    )
+    max_queue_delay_us: int = option(
+        500, "dynamic batching: longest wait to gather a batch, 0 to 10^8 us (default 500 us)"
+    )
+    threads: int = option(0, "ONNX Runtime intra-op threads, 0 to 1024 (default 0: its own)")
+    warmup: bool = option(True, "no model_warmup in the config", negative="--no-warmup")
+    force: bool = option(False, "overwrite the model's folder in the repository")
+
+
+@dataclass(frozen=True)
+class TritonBackendOptions:
+    """Defaults of the repositories for Triton's own TensorRT and onnxruntime backends (``wtconv-trt triton-repo``),
+    whose batcher waits less than the Python backend's: the backend runs the batch itself, with no copy to a runner."""
+
+    max_queue_delay_us: int = option(
+        100, "dynamic batching: longest wait to fill a batch, 0 to 10^8 us (default 100 us)"
+    )
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """The tritonserver a serve starts."""
+
+    host: str = option(
+        "127.0.0.1",
+        "address the server listens on (default 127.0.0.1, this machine only). Another address exposes inference to "
+        "the network (the repository API stays closed to others); engines and plugin libraries are native code, "
+        "trust them like any program you run",
+    )
+    http_port: int = option(8000, "HTTP port (default 8000; 0 picks a free one)")
+    grpc_port: int = option(8001, "gRPC port (default 8001; 0 picks a free one)")
+    metrics_port: int = option(8002, "Prometheus metrics port (default 8002; 0 picks a free one)")
+    metrics: bool = option(True, "no metrics endpoint", negative="--no-metrics")
+    log: str | None = option(None, "server log file, kept (default: a temporary file, removed)", metavar="FILE")
+    timeout: float = option(
+        300.0, "seconds to wait for the server to be ready, 1 to 86400 (default 300)", type="number"
+    )
+
+
+@dataclass(frozen=True)
+class LoadTestOptions:
+    """Traffic against the running server (wtconv_serving.traffic): the answer check, then the timed sweep."""
+
+    load_test: int | None = option(
+        None,
+        "once ready, check N requests (distinct inputs, each response compared with the model run here), time the "
+        "runner directly, run the --sweep if given, print the table, stop the server and exit",
+        metavar="N",
+    )
+    concurrency: int = option(16, "the check's concurrent clients, 1 to 4096 (default 16)")
+    batch_sizes: tuple[int, ...] = option(
+        (1, 2, 4, 8),
+        "request batch sizes, cycled, of the check and the sweep's first mix (default 1,2,4,8)",
+        type="integer_list",
+        metavar="1,2,4,8",
+    )
+    protocol: str = option("grpc", "the check's protocol (default grpc)", choices=PROTOCOLS)
+    kill_backend: bool = option(False, "kill the model's backend a quarter of the way through the check")
+    sweep: tuple[int, ...] = option(
+        (),
+        "timed load: requests in flight per point, from several client processes over gRPC (default: none)",
+        type="integer_list",
+        metavar="16,64,256",
+    )
+    mixes: tuple[tuple[int, ...], ...] = option(
+        (),
+        "a further mix of request sizes for the sweep (repeatable)",
+        flag="--mix",
+        type="integer_list",
+        metavar="1,2,...,64",
+        repeat=True,
+    )
+    processes: int | None = option(
+        None, "client processes of the sweep, 1 to 64 (default: a quarter of the cores, 1 to 4)"
+    )
+    window_s: float = option(3.0, "seconds measured per point of the sweep (default 3)", flag="--window", type="number")
+    extra_process: bool = option(
+        True,
+        "skip the sweep's last point: the busiest one again with one more client process",
+        negative="--no-extra-process",
+    )
+    json_path: str | None = option(None, "load test: write the results as JSON", flag="--json", metavar="FILE")
+
+
+# -------------------------------------------------------------------------------------------------------------
+# The command line's side: argument groups made from the dataclasses, and the dataclasses read back
+# -------------------------------------------------------------------------------------------------------------
+
+
+def _flag(item: dataclasses.Field) -> str:
+    if item.metadata.get("negative"):
+        return item.metadata["negative"]
+    return item.metadata.get("flag") or "--" + item.name.replace("_", "-")
+
+
+def _dest(item: dataclasses.Field) -> str:
+    return _flag(item).lstrip("-").replace("-", "_")
+
+
+def add_group(parser: Any, cls: type, title: str | None = None, *, types: Any, skip: tuple[str, ...] = ()) -> Any:
+    """Add the fields of ``cls`` (all but ``skip``) to ``parser`` as options, in a group titled ``title`` (none: on
+    the parser itself). ``types``: the module of argparse types (wtconv_trt.arguments), named by a field's ``type``;
+    an int field without one takes ``types.integer``. Returns the group."""
+    group = parser.add_argument_group(title) if title else parser
+    for item in dataclasses.fields(cls):
+        if item.name in skip:
+            continue
+        meta = item.metadata
+        kwargs: dict[str, Any] = {"help": meta["help"], "dest": _dest(item)}
+        if meta.get("negative") or item.type == "bool":
+            kwargs["action"] = "store_true"
+        else:
+            type_name = meta.get("type") or ("integer" if "int" in str(item.type) else None)
+            if type_name:
+                kwargs["type"] = getattr(types, type_name)
+            if "choices" in meta:
+                kwargs["choices"] = list(meta["choices"])
+            if "metavar" in meta:
+                kwargs["metavar"] = meta["metavar"]
+            if meta.get("repeat"):
+                kwargs["action"] = "append"
+                kwargs["default"] = []
+            else:
+                kwargs["default"] = list(item.default) if isinstance(item.default, tuple) else item.default
+        group.add_argument(_flag(item), **kwargs)
+    return group
+
+
+def from_args(cls: type, args: Any, **given: Any) -> Any:
+    """The ``cls`` the command line's ``args`` hold (its options as add_group made them); ``given``: fields the
+    command sets itself (e.g. a positional argument)."""
+    values = {}
+    for item in dataclasses.fields(cls):
+        if item.name in given:
+            continue
+        if not hasattr(args, _dest(item)):
+            continue
+        value = getattr(args, _dest(item))
+        if item.metadata.get("negative"):
+            value = not value
+        elif isinstance(value, list):
+            value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
+        values[item.name] = value
+    return cls(**values, **given)
+
+
+def split_keywords(keywords: Mapping[str, Any], *classes: type) -> list[Any]:
+    """Flat keyword arguments (the API's ``serve(onnx, http_port=0, ...)``) shared out among ``classes`` by field
+    name: one instance of each. TypeError naming a keyword no class has, as Python says for any unknown keyword."""
+    remaining = dict(keywords)
+    made = []
+    for cls in classes:
+        names = {item.name for item in dataclasses.fields(cls)}
+        made.append(cls(**{k: remaining.pop(k) for k in list(remaining) if k in names}))
+    if remaining:
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(remaining))}")
+    return made
+
+
+@dataclass(frozen=True)
+class ServingOptions:
+    """Every option of ``wtconv-trt serve`` (wtconv_trt.api.serving.plan_serving), by concept."""
+
+    repository: RepositoryOptions = RepositoryOptions()
+    tuning: TuningOptions = TuningOptions()
+    server: ServerOptions = ServerOptions()
+    load_test: LoadTestOptions = LoadTestOptions()
+
+    @classmethod
+    def from_keywords(cls, **keywords: Any) -> ServingOptions:
+        """The options of the API's flat keywords (``serve(onnx, http_port=0, runtime="onnxruntime")``), each
+        given to the group that declares it (split_keywords)."""
+        repository, tuning, server, load_test = split_keywords(
+            keywords, RepositoryOptions, TuningOptions, ServerOptions, LoadTestOptions
+        )
+        return cls(repository, tuning, server, load_test)
+
+    @classmethod
+    def from_args(cls, args: Any) -> ServingOptions:
+        """The options the command line's ``args`` hold (their groups made by add_group)."""
+        groups = (RepositoryOptions, TuningOptions, ServerOptions, LoadTestOptions)
+        return cls(*(from_args(group, args) for group in groups))
