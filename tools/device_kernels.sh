@@ -11,8 +11,6 @@
 # ${OFFICIAL:-third_party/WTConv} (never committed: /third_party/ is ignored).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
-OUT=${OUT:-device_out}
-mkdir -p "$OUT"
 device_start
 STAGES=${STAGES:-"build test sanitize bench"}
 BENCH_ARGS=${BENCH_ARGS:-""}

@@ -3,7 +3,8 @@
 #
 #   source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
 #
-#   device_start [LOGS]          LOGS: a folder for the logs (default: a fresh temporary one); status 0, no notes yet
+#   device_start [LOGS]          LOGS: a folder for the logs (default: a fresh temporary one); status 0, no notes yet;
+#                                OUT (the results' folder, default device_out) made
 #   stage NAME COMMAND...        runs COMMAND with its output in $LOGS/NAME.log and "rc seconds" in $LOGS/NAME.rc;
 #                                notes NAME, its exit status and time; prints a header and the log's last
 #                                STAGE_TAIL lines (25); returns the command's status (a failure also sets status 1)
@@ -25,6 +26,8 @@
 # plugin/trt/harness/run_device.sh.
 
 device_start() {
+    OUT=${OUT:-device_out}
+    mkdir -p "$OUT"
     LOGS=${1:-$(mktemp -d)}
     mkdir -p "$LOGS"
     status=0

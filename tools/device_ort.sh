@@ -14,8 +14,6 @@
 #   STAGES="build test bench" CUDA_ARCHS=90 QUICK=1 BENCH_ARGS="--runs 100" PYTEST_ARGS="-k graph" tools/device_ort.sh
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
-OUT=${OUT:-device_out}
-mkdir -p "$OUT"
 device_start
 STAGES=${STAGES:-"build test bench"}
 BUILD=build/ort_gpu

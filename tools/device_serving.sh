@@ -92,7 +92,7 @@ if [ "${1:-}" = pack ]; then
     exit 0
 fi
 
-final_out=${OUT:-device_serving_out}     # kept small: serving_results.{json,md} and logs.tgz
+final_out=${OUT:=device_serving_out}     # kept small: serving_results.{json,md} and logs.tgz
 work=$(mktemp -d)
 logs=$work/logs
 mkdir -p "$final_out"

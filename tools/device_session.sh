@@ -57,7 +57,7 @@ take_parts() {
 # $LOGS/NAME.rc, which `results` reads in later calls).
 background() {
     source tools/device_lib.sh
-    device_start "$LOGS"
+    OUT=$STATE device_start "$LOGS"
     export STAGE_TAIL=0
     gpu_info > "$LOGS/gpu.log"
     # The harness builds its own trees (one per TensorRT header set) and needs no other build: it starts at once.
