@@ -8,8 +8,9 @@ Runtime sessions), ``trt_engine`` (TensorRT engines), ``wtconv_validate`` (runti
 the command line). A package imports only packages below it. Every ``import`` statement counts, at module level or
 inside a function, so a lazy import cannot hide a dependency that runs back up.
 
-The command modules are a thin shell: they reach the libraries only through ``wtconv_trt.api`` and hold no
-decision of their own — no ``raise`` statement (every refusal comes from a job, so a Python caller gets it too).
+The command modules are a thin shell: they reach the libraries only through ``wtconv_trt.api`` (and the option
+groups of ``wtconv_core.options``, which they build their parsers from) and hold no decision of their own — no
+``raise`` statement (every refusal comes from a job, so a Python caller gets it too).
 """
 
 from __future__ import annotations
@@ -205,3 +206,16 @@ def test_the_check_finds_a_raise():
     """The reader above is not blind: a raise inside a nested function is found."""
     tree = ast.parse("def run(args):\n    def inner():\n        raise ValueError('x')\n    return inner\n")
     assert any(isinstance(node, ast.Raise) for node in ast.walk(tree))
+
+
+def test_nothing_installed_imports_the_research_benchmarks():
+    """benchmarks/ is outside the wheel (docs/design.md §1): no package imports it, or an install would break."""
+    found = []
+    for module, path in project_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            found += [f"{module} -> {n}" for n in names if n == "benchmarks" or n.startswith("benchmarks.")]
+    assert found == [], "an installed package imports benchmarks/:\n" + "\n".join(found)
+    assert (ROOT / "benchmarks" / "__init__.py").is_file() and not any(p.startswith("benchmarks") for p in PACKAGES)
