@@ -34,7 +34,8 @@ def main() -> int:
     parser.add_argument("--in-chans", type=int, help="input channels of --arch (default: the checkpoint's, or 3)")
     parser.add_argument("--input-shape", help="B,C,H,W example for the export and the validation inputs")
     args = parser.parse_args()
-    options = dict(
+    source = wtconv_trt.ModelSource(
+        arch=args.arch,
         checkpoint=args.checkpoint,
         random_weights=args.random_weights,
         num_classes=args.num_classes,
@@ -44,15 +45,14 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        model, _ = wtconv_trt.load_model(args.arch, **options)
+        model, _ = wtconv_trt.load_model(source)
         failed = []
         for ops, precision in VARIANTS:
             path = out / f"{args.arch or 'default'}_{ops}_{precision}.onnx"
             print(f"\n== export {path} (ops {ops}, precision {precision})", flush=True)
             exported = wtconv_trt.export_onnx(
                 path,
-                arch=args.arch,
-                **options,
+                source,
                 ops=ops,
                 precision=precision,
                 input_shape=args.input_shape,

@@ -19,7 +19,7 @@ import pytest
 from test_cli_bad_input import CASES, _snapshot, files  # noqa: F401 (files: the shared module fixture)
 
 import wtconv_trt
-from wtconv_trt import cli
+from wtconv_trt import ModelSource, cli
 
 NAN, INF = math.nan, math.inf
 TINY = "wtconvnext_tiny"
@@ -37,10 +37,12 @@ TWINS = {
     "demo/onnx-dir-unwritable": lambda f: wtconv_trt.run_demo(onnx_dir=f["ro"] / "out"),
     "demo/onnx-dir-existing": lambda f: wtconv_trt.run_demo(onnx_dir=f["demo_dir"]),
     # --- export
-    "export/arch-without-weights": lambda f: wtconv_trt.export_onnx(f["new"], arch=TINY),
-    "export/checkpoint-without-arch": lambda f: wtconv_trt.export_onnx(f["new"], checkpoint=str(f["text_pth"])),
-    "export/seed-huge": lambda f: wtconv_trt.export_onnx(f["new"], seed=99999999999999999999),
-    "export/seed-negative": lambda f: wtconv_trt.export_onnx(f["new"], seed=-1),
+    "export/arch-without-weights": lambda f: wtconv_trt.export_onnx(f["new"], ModelSource(arch=TINY)),
+    "export/checkpoint-without-arch": lambda f: wtconv_trt.export_onnx(
+        f["new"], ModelSource(checkpoint=str(f["text_pth"]))
+    ),
+    "export/seed-huge": lambda f: wtconv_trt.export_onnx(f["new"], ModelSource(seed=99999999999999999999)),
+    "export/seed-negative": lambda f: wtconv_trt.export_onnx(f["new"], ModelSource(seed=-1)),
     "export/opset-huge": lambda f: wtconv_trt.export_onnx(f["new"], opset=99999),
     "export/opset-old": lambda f: wtconv_trt.export_onnx(f["new"], opset=17),
     "export/layout-with-standard-ops": lambda f: wtconv_trt.export_onnx(
@@ -50,20 +52,30 @@ TWINS = {
     "export/shape-too-large": lambda f: wtconv_trt.export_onnx(f["new"], input_shape=(1, 1, 100000, 100000)),
     "export/shape-channels": lambda f: wtconv_trt.export_onnx(f["new"], input_shape=(1, 3, 32, 32)),
     "export/output-is-dir": lambda f: wtconv_trt.export_onnx(f["dir"]),
-    "export/checkpoint-is-text": lambda f: wtconv_trt.export_onnx(f["new"], arch=TINY, checkpoint=str(f["text_pth"])),
+    "export/checkpoint-is-text": lambda f: wtconv_trt.export_onnx(
+        f["new"], ModelSource(arch=TINY, checkpoint=str(f["text_pth"]))
+    ),
     "export/checkpoint-whole-model": lambda f: wtconv_trt.export_onnx(
-        f["new"], arch=TINY, checkpoint=str(f["whole_pth"])
+        f["new"], ModelSource(arch=TINY, checkpoint=str(f["whole_pth"]))
     ),
-    "export/checkpoint-empty": lambda f: wtconv_trt.export_onnx(f["new"], arch=TINY, checkpoint=str(f["empty"])),
-    "export/checkpoint-missing": lambda f: wtconv_trt.export_onnx(f["new"], arch=TINY, checkpoint=str(f["missing"])),
-    "export/checkpoint-is-dir": lambda f: wtconv_trt.export_onnx(f["new"], arch=TINY, checkpoint=str(f["dir"])),
+    "export/checkpoint-empty": lambda f: wtconv_trt.export_onnx(
+        f["new"], ModelSource(arch=TINY, checkpoint=str(f["empty"]))
+    ),
+    "export/checkpoint-missing": lambda f: wtconv_trt.export_onnx(
+        f["new"], ModelSource(arch=TINY, checkpoint=str(f["missing"]))
+    ),
+    "export/checkpoint-is-dir": lambda f: wtconv_trt.export_onnx(
+        f["new"], ModelSource(arch=TINY, checkpoint=str(f["dir"]))
+    ),
     "export/num-classes-negative": lambda f: wtconv_trt.export_onnx(
-        f["new"], arch=TINY, random_weights=True, num_classes=-1
+        f["new"], ModelSource(arch=TINY, random_weights=True, num_classes=-1)
     ),
-    "export/in-chans-zero": lambda f: wtconv_trt.export_onnx(f["new"], arch=TINY, random_weights=True, in_chans=0),
-    "export/num-classes-without-arch": lambda f: wtconv_trt.export_onnx(f["new"], num_classes=10),
+    "export/in-chans-zero": lambda f: wtconv_trt.export_onnx(
+        f["new"], ModelSource(arch=TINY, random_weights=True, in_chans=0)
+    ),
+    "export/num-classes-without-arch": lambda f: wtconv_trt.export_onnx(f["new"], ModelSource(num_classes=10)),
     "export/num-classes-not-the-checkpoint-s": lambda f: wtconv_trt.export_onnx(
-        f["new"], arch=TINY, checkpoint=str(f["ckpt10"]), num_classes=1000
+        f["new"], ModelSource(arch=TINY, checkpoint=str(f["ckpt10"]), num_classes=1000)
     ),
     "export/output-unwritable": lambda f: wtconv_trt.export_onnx(f["ro"] / "m.onnx"),
     "export/output-dir-missing": lambda f: wtconv_trt.export_onnx(f["missing_dir"] / "m.onnx"),
@@ -73,21 +85,23 @@ TWINS = {
     "validate/tolerance-negative": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], tolerance=-1.0),
     "validate/tolerance-zero": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], tolerance=0.0),
     "validate/tolerance-nan": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], tolerance=NAN),
-    "validate/seed-huge": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], seed=99999999999999999999),
+    "validate/seed-huge": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], ModelSource(seed=99999999999999999999)),
     "validate/shape-channels": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], input_shape=(1, 3, 32, 32)),
     "validate/shape-too-small": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], input_shape=(1, 1, 4, 4)),
     "validate/inputs-channels": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], inputs=str(f["npy3"])),
     "validate/inputs-too-small": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], inputs=str(f["npy_small"])),
     "validate/static-batch": lambda f: wtconv_trt.validate_onnx(f["s_onnx"], input_shape=(2, 1, 32, 32)),
     "validate/onnx-other-channels": lambda f: wtconv_trt.validate_onnx(f["relu3"]),
-    "validate/onnx-not-from-arch": lambda f: wtconv_trt.validate_onnx(f["relu1"], arch=TINY, random_weights=True),
+    "validate/onnx-not-from-arch": lambda f: wtconv_trt.validate_onnx(
+        f["relu1"], ModelSource(arch=TINY, random_weights=True)
+    ),
     "validate/onnx-output-not-from-arch": lambda f: wtconv_trt.validate_onnx(
-        f["relu3"], arch=TINY, random_weights=True
+        f["relu3"], ModelSource(arch=TINY, random_weights=True)
     ),
     "validate/model-is-dir": lambda f: wtconv_trt.validate_onnx(f["dir"]),
     "validate/model-empty": lambda f: wtconv_trt.validate_onnx(f["empty"]),
     "validate/engine-as-model": lambda f: wtconv_trt.validate_onnx(f["engine"]),
-    "validate/in-chans-default-model": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], in_chans=3),
+    "validate/in-chans-default-model": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], ModelSource(in_chans=3)),
     "validate/model-is-text": lambda f: wtconv_trt.validate_onnx(f["existing"]),
     "validate/inputs-is-text": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], inputs=str(f["existing"])),
     "validate/inputs-int": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], inputs=str(f["npy_int"])),
@@ -103,7 +117,7 @@ TWINS = {
     "validate-engine/empty": lambda f: wtconv_trt.validate_engine(f["empty"]),
     "validate-engine/no-manifest": lambda f: wtconv_trt.validate_engine(f["engine_no_manifest"]),
     "validate-engine/model-not-from-engine": lambda f: wtconv_trt.validate_engine(
-        f["engine"], arch=TINY, random_weights=True
+        f["engine"], ModelSource(arch=TINY, random_weights=True)
     ),
     "validate-engine/inputs-channels": lambda f: wtconv_trt.validate_engine(f["engine"], inputs=str(f["npy3"])),
     "validate-engine/iterations-zero": lambda f: wtconv_trt.validate_engine(f["engine"], iterations=0),

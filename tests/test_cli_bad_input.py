@@ -637,7 +637,7 @@ def test_a_whole_model_checkpoint_is_one_plain_line_saying_what_to_do(legacy, tm
     assert "a pickled torch.nn.modules.container.Sequential" in err
     assert "torch.save(model.state_dict(), 'weights.pth')" in err and "wtconv_trt.export_onnx(" in err
     with pytest.raises(ModelError, match=r"^checkpoint .* holds a whole model") as caught:
-        wtconv_trt.export_onnx(tmp_path / "m.onnx", arch="wtconvnext_tiny", checkpoint=path)
+        wtconv_trt.export_onnx(tmp_path / "m.onnx", wtconv_trt.ModelSource(arch="wtconvnext_tiny", checkpoint=path))
     assert caught.value.parameter == "checkpoint"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["whole.pth"]
 

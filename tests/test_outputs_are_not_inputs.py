@@ -142,7 +142,11 @@ def test_build_libs_refuses_its_own_sources_as_build_folder(work, capsys):
 
 # (id, API call, parameter named): each API function under those commands refuses the same way.
 API = [
-    ("export_onnx", lambda w: wtconv_trt.export_onnx(w / "link.onnx", checkpoint=w / "model.onnx"), "output"),
+    (
+        "export_onnx",
+        lambda w: wtconv_trt.export_onnx(w / "link.onnx", wtconv_trt.ModelSource(checkpoint=w / "model.onnx")),
+        "output",
+    ),
     ("build_engine", lambda w: wtconv_trt.build_engine(w / "model.onnx", engine=w / "hard.onnx", force=True), "engine"),
     (
         "benchmark_engine",

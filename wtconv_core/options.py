@@ -1,12 +1,14 @@
-"""Every option of the serving jobs, declared once: a frozen dataclass per concept, each field with its default and
-its one help text (docs/design.md §1, "Each option is declared once"). The API functions take these dataclasses;
+"""Every option shared by jobs, declared once: a frozen dataclass per concept (the model a job exports or compares
+against, a serving repository, its tuning, the server, the load test), each field with its default and its one help
+text (docs/design.md §1, "Each option is declared once"). The API functions take these dataclasses;
 the command line builds its argument groups from them (``add_group``) and reads them back (``from_args``), as
 Polygraphy's argument groups are shared by its subcommands, so an option has one default and one help text wherever
 it appears. This module imports nothing heavy: the command line builds its parsers from it without numpy.
 
 A field's ``metadata`` says how the command line spells it (``option``): its flag (``--name`` from the field's name
-unless given), the argparse type's name (``arguments.py``), choices, a metavar, and for a boolean that is on by
-default the ``--no-...`` flag that turns it off. docs/serving.md, "Tuning", says how each default was chosen.
+unless given), the argparse type's name (``arguments.py``), choices, a metavar, for a boolean that is on by default
+the ``--no-...`` flag that turns it off, and ``exclusive``: the fields sharing that name may not be given together.
+docs/serving.md, "Tuning", says how each serving default was chosen.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "ARCHS",
     "CUDNN_SEARCHES",
     "DEFAULT_REPOSITORY",
     "DEVICES",
@@ -25,6 +28,7 @@ __all__ = [
     "PROTOCOLS",
     "RUNTIMES",
     "LoadTestOptions",
+    "ModelSource",
     "RepositoryOptions",
     "ServerOptions",
     "ServingOptions",
@@ -47,6 +51,7 @@ DEVICES = ("auto", "cpu", "cuda")
 INSTANCE_KINDS = ("auto", "cpu", "gpu", "model")
 PROTOCOLS = ("grpc", "http", "both")
 DEFAULT_REPOSITORY = "triton_models"  # where serve writes its model repository
+ARCHS = ("wtconvnext_tiny", "wtconvnext_small", "wtconvnext_base")  # the published WTConvNeXt architectures
 
 
 def option(default: Any = None, help: str = "", **spelling: Any) -> Any:  # noqa: A002 (argparse's word)
@@ -54,6 +59,45 @@ def option(default: Any = None, help: str = "", **spelling: Any) -> Any:  # noqa
     if isinstance(default, (list, dict, set)):
         raise TypeError("mutable default: use a tuple")
     return field(default=default, metadata={"help": help, **spelling})
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Which of our PyTorch models a job exports or compares against: the shipped default model (no ``arch``), or a
+    published WTConvNeXt with its checkpoint or seeded random weights (``export``, ``validate``; the API's
+    ``model=``, where a torch.nn.Module of your own may stand instead). One that names no model (``names_a_model``
+    false: only a seed, or nothing) leaves the choice to the job: export takes the shipped default model, validation
+    the model its input file records. wtconv_export.onnx_models checks the values and builds the model."""
+
+    arch: str | None = option(
+        None, "a published WTConvNeXt architecture instead of the shipped default model", choices=ARCHS
+    )
+    checkpoint: str | None = option(
+        None,
+        "published-format weights for --arch: a .pth/.pt state_dict or a .safetensors file",
+        metavar="FILE",
+        exclusive="weights",
+    )
+    random_weights: bool = option(
+        False, "random weights for --arch (seeded by --seed; every layer contributes)", exclusive="weights"
+    )
+    seed: int = option(0, "seed of --random-weights, 0 to 2**63 - 1 (default 0)")
+    num_classes: int | None = option(
+        None,
+        "classes of --arch's head, 0 to 100000 (0: no head); default: the checkpoint's (rows of head.fc.weight), "
+        "else 1000",
+        metavar="N",
+    )
+    in_chans: int | None = option(
+        None, "input channels of --arch, 1 to 1024; default: the checkpoint's (stem.0.weight), else 3", metavar="C"
+    )
+
+    @property
+    def names_a_model(self) -> bool:
+        """Whether any option but the seed was given (otherwise the job takes its own default model)."""
+        return bool(self.arch or self.checkpoint or self.random_weights) or (
+            self.num_classes is not None or self.in_chans is not None
+        )
 
 
 @dataclass(frozen=True)
@@ -227,10 +271,14 @@ def add_group(parser: Any, cls: type, title: str | None = None, *, types: Any, s
     the parser itself). ``types``: the module of argparse types (wtconv_trt.arguments), named by a field's ``type``;
     an int field without one takes ``types.integer``. Returns the group."""
     group = parser.add_argument_group(title) if title else parser
+    exclusive: dict[str, Any] = {}  # a field's ``exclusive`` name -> its mutually exclusive group
     for item in dataclasses.fields(cls):
         if item.name in skip:
             continue
         meta = item.metadata
+        place = group
+        if meta.get("exclusive"):
+            place = exclusive.setdefault(meta["exclusive"], group.add_mutually_exclusive_group())
         kwargs: dict[str, Any] = {"help": meta["help"], "dest": _dest(item)}
         if meta.get("negative") or item.type == "bool":
             kwargs["action"] = "store_true"
@@ -247,7 +295,7 @@ def add_group(parser: Any, cls: type, title: str | None = None, *, types: Any, s
                 kwargs["default"] = []
             else:
                 kwargs["default"] = list(item.default) if isinstance(item.default, tuple) else item.default
-        group.add_argument(_flag(item), **kwargs)
+        place.add_argument(_flag(item), **kwargs)
     return group
 
 

@@ -15,8 +15,6 @@ Every failure is an InputError or ModelError whose one line says what the model 
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from wtconv_core.errors import InputError, ModelError
@@ -129,30 +127,6 @@ def check_input_arrays(model, arrays, option: str = "inputs") -> None:
     """Check user-given (B, C, H, W) arrays against the model (channels, smallest and largest size)."""
     for array in arrays:
         check_input_shape(model, np.shape(array), option, arrays=True)
-
-
-def check_checkpoint_file(path: str) -> None:
-    """A checkpoint must exist and look like a PyTorch (zip or pickle) or safetensors file before torch reads it:
-    anything else (a text file renamed .pth) gets a message saying what the file is expected to be."""
-    if not os.path.isfile(path):
-        raise InputError(f"checkpoint {path} does not exist (or is not a file)", parameter="checkpoint")
-    with open(path, "rb") as f:
-        head = f.read(16)
-    if not head:
-        raise ModelError(
-            f"checkpoint {path} is empty (0 bytes); give the published .pth/.pt or .safetensors file",
-            parameter="checkpoint",
-        )
-    is_zip = head.startswith(b"PK\x03\x04")  # torch.save since PyTorch 1.6
-    is_pickle = head[:1] == b"\x80"  # legacy torch.save (pickle protocol >= 2)
-    header = int.from_bytes(head[:8], "little") if len(head) >= 9 else 0
-    is_safetensors = 0 < header < 100_000_000 and head[8:9] == b"{"
-    if not (is_zip or is_pickle or is_safetensors):
-        raise ModelError(
-            f"checkpoint {path} is not a PyTorch checkpoint (torch.save) or a safetensors file (it "
-            f"starts with {head[:8]!r}); give the published .pth/.pt or .safetensors weights",
-            parameter="checkpoint",
-        )
 
 
 def architecture_of(metadata: dict):

@@ -16,14 +16,42 @@ import torch
 import torch.nn as nn
 
 from wtconv_core.errors import ConfigurationError, InputError, ModelError
+from wtconv_core.options import ARCHS, ModelSource
 
-ARCHS = ("wtconvnext_tiny", "wtconvnext_small", "wtconvnext_base")
 DEFAULT_SOURCE = "default"
 MODULE_SOURCE = "module"  # exported from a Python module: not rebuilt here, validated with the module in hand
 # Metadata keys that rebuild a WTConvNeXt beyond its architecture and weights (WTConvNeXt constructor options).
 WTCONVNEXT_OPTIONS = ("num_classes", "in_chans")
 # Every key build_model's description may hold (what an engine's manifest should carry to rebuild the model).
 SOURCE_KEYS = ("source", "weights", "input_shape") + WTCONVNEXT_OPTIONS + ("module_class",)
+# Bounds of num_classes and in_chans given by hand: beyond them a WTConvNeXt's head or stem alone would take
+# gigabytes (21,843 classes is ImageNet-21k's; multispectral images have tens of bands).
+MAX_CLASSES = 100_000
+MAX_IN_CHANS = 1024
+
+
+def check_checkpoint_file(path: str) -> None:
+    """A checkpoint must exist and look like a PyTorch (zip or pickle) or safetensors file before torch reads it:
+    anything else (a text file renamed .pth) gets a message saying what the file is expected to be."""
+    if not os.path.isfile(path):
+        raise InputError(f"checkpoint {path} does not exist (or is not a file)", parameter="checkpoint")
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if not head:
+        raise ModelError(
+            f"checkpoint {path} is empty (0 bytes); give the published .pth/.pt or .safetensors file",
+            parameter="checkpoint",
+        )
+    is_zip = head.startswith(b"PK\x03\x04")  # torch.save since PyTorch 1.6
+    is_pickle = head[:1] == b"\x80"  # legacy torch.save (pickle protocol >= 2)
+    header = int.from_bytes(head[:8], "little") if len(head) >= 9 else 0
+    is_safetensors = 0 < header < 100_000_000 and head[8:9] == b"{"
+    if not (is_zip or is_pickle or is_safetensors):
+        raise ModelError(
+            f"checkpoint {path} is not a PyTorch checkpoint (torch.save) or a safetensors file (it "
+            f"starts with {head[:8]!r}); give the published .pth/.pt or .safetensors weights",
+            parameter="checkpoint",
+        )
 
 
 def read_checkpoint(path: str) -> dict:
@@ -172,22 +200,35 @@ def build_model(
     }
 
 
-def model_from_source(
-    arch: str | None,
-    *,
-    checkpoint: str | None = None,
-    random_weights: bool = False,
-    seed: int = 0,
-    num_classes: int | None = None,
-    in_chans: int | None = None,
-) -> tuple[nn.Module, dict]:
-    """(model, description) for the model-source options of export and validate: the shipped default model when
-    ``arch`` is None, else that WTConvNeXt with ``checkpoint`` or random weights (num_classes and in_chans: see
+def check_model_source(source: ModelSource) -> ModelSource:
+    """``source`` (wtconv_core.options.ModelSource) with its values checked, before any model is built: seed 0 to
+    2**63 - 1, num_classes 0 to 100000 (0: no classifier head), in_chans 1 to 1024, and with ``arch`` a checkpoint
+    that is one before torch reads it. Every value is checked, even of a source that names no model."""
+    from wtconv_core.inputs import MAX_SEED, check_int
+
+    check_int(source.seed, "seed", 0, MAX_SEED)
+    if source.num_classes is not None:
+        check_int(source.num_classes, "num_classes", 0, MAX_CLASSES, " (0: no classifier head)")
+    if source.in_chans is not None:
+        check_int(source.in_chans, "in_chans", 1, MAX_IN_CHANS)
+    if source.checkpoint and source.arch:  # without arch, build_model says that arch is needed
+        check_checkpoint_file(source.checkpoint)
+    return source
+
+
+def model_from_source(source: ModelSource) -> tuple[nn.Module, dict]:
+    """(model, description) for a ModelSource checked by check_model_source: the shipped default model when it has
+    no ``arch``, else that WTConvNeXt with its checkpoint or seeded random weights (num_classes and in_chans: see
     build_model)."""
-    options = dict(random_weights=random_weights, num_classes=num_classes, in_chans=in_chans)
-    if arch is None:
-        return build_model(DEFAULT_SOURCE, checkpoint=checkpoint, **options)
-    return build_model(arch, checkpoint=checkpoint, seed=seed, **options)
+    options = dict(
+        checkpoint=source.checkpoint,
+        random_weights=source.random_weights,
+        num_classes=source.num_classes,
+        in_chans=source.in_chans,
+    )
+    if source.arch is None:
+        return build_model(DEFAULT_SOURCE, **options)
+    return build_model(source.arch, seed=source.seed, **options)
 
 
 def _default_shape(config) -> dict:

@@ -7,6 +7,7 @@ from wtconv_core.version import __version__
 
 _EXPORTS = {
     # the workflow
+    "ModelSource": "wtconv_core.options",
     "load_model": ".api.models",
     "export_onnx": ".api.export",
     "validate_onnx": ".api.onnx_validation",

@@ -93,12 +93,6 @@ def validate_engine(
     engine: str | os.PathLike,
     model: Any = None,
     *,
-    arch: str | None = None,
-    checkpoint: str | None = None,
-    random_weights: bool = False,
-    seed: int = 0,
-    num_classes: int | None = None,
-    in_chans: int | None = None,
     plugin: str | os.PathLike | None = None,
     inputs: str | os.PathLike | Sequence[Any] | None = None,
     input_shape: str | Sequence[int] | None = None,
@@ -114,8 +108,8 @@ def validate_engine(
     wtconv_validate.core.ComparisonReport (``.passed``; ``.format()`` is what ``wtconv-trt validate --engine``
     prints: every measure, the verdict, the Polygraphy command that replays saved files).
 
-    The PyTorch model: ``model`` (a torch.nn.Module), else load_model(arch, checkpoint=..., random_weights=...,
-    seed=..., num_classes=..., in_chans=...) when any is given, else the one recorded in the engine's manifest. plugin:
+    The PyTorch model: ``model``, a torch.nn.Module, or a ModelSource naming one of ours (wtconv_core.options;
+    load_model); without one, or with a ModelSource that names none, the one recorded in the engine's manifest. plugin:
     default the manifest's. inputs: a .npy / .npz file or (B, C, H, W) arrays, one comparison each; else ``iterations``
     (1 to 10000, default 4) generated batches of ``input_shape`` (default: the first profile's opt shape). atol / rtol:
     element-wise tolerances (default per precision); tolerance: bound on max |engine - torch| / max |torch|. save_inputs
@@ -126,18 +120,16 @@ def validate_engine(
     model and the engine's profiles."""
     from trt_engine.engine_file import open_engine
     from trt_engine.manifest import manifest_path
-    from wtconv_core.inputs import MAX_SEED, check_int
     from wtconv_core.paths import check_not_an_input
-    from wtconv_trt.api.models import resolve_model
+    from wtconv_trt.api.models import checkpoint_of, resolve_model
     from wtconv_validate.engine import DEFAULT_ITERATIONS
     from wtconv_validate.engine import validate_engine as validate
 
-    check_int(seed, "seed", 0, MAX_SEED)
-    sources = [("engine", engine), ("engine manifest", manifest_path(engine)), ("checkpoint", checkpoint)]
+    sources = [("engine", engine), ("engine manifest", manifest_path(engine)), ("checkpoint", checkpoint_of(model))]
     sources += [("plugin library", plugin), ("inputs file", inputs)]
     check_not_an_input(sources, files=[("save_inputs", save_inputs), ("save_outputs", save_outputs)])
     opened = open_engine(engine)  # the file, its manifest and its sha256, checked once for the whole job
-    model, source = resolve_model(model, arch, checkpoint, random_weights, seed, num_classes, in_chans)
+    model, source = resolve_model(model)
     return validate(
         opened,
         plugin=plugin,

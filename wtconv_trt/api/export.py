@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from wtconv_core.inputs import MAX_SEED, check_choice, check_int, shape_of
+from wtconv_core.inputs import check_choice, check_int, shape_of
 
 __all__ = [
     "DEFAULT_INPUT_SHAPE",
@@ -47,12 +47,6 @@ def export_onnx(
     output: str | os.PathLike,
     model: Any = None,
     *,
-    arch: str | None = None,
-    checkpoint: str | None = None,
-    random_weights: bool = False,
-    seed: int = 0,
-    num_classes: int | None = None,
-    in_chans: int | None = None,
     ops: str = "plugin",
     precision: str = "fp32",
     input_shape: str | Sequence[int] | None = None,
@@ -65,8 +59,8 @@ def export_onnx(
     """Export a model to the ONNX file ``output``; returns wtconv_export.onnx_export.ExportResult (``.summary()``
     is the line ``wtconv-trt export`` prints, ``.layers`` the WTConv2d layers found).
 
-    The model: ``model`` (any torch.nn.Module holding WTConv2d layers), else load_model(arch, checkpoint=...,
-    random_weights=..., seed=..., num_classes=..., in_chans=...) (default: the shipped default model). ops: "plugin"
+    The model: ``model``, any torch.nn.Module holding WTConv2d layers, or a ModelSource naming one of ours
+    (wtconv_core.options; load_model), default the shipped default model. ops: "plugin"
     (one wtconv::WTConv2d node per layer) or "standard" (standard ONNX operators only). precision: "fp32" or "fp16".
     input_shape: the example input (B, C, H, W) or its text '1,3,224,224'; default the model's native size, batch 1.
     static: fix that shape in the graph (default: batch, height and width are dynamic). opset: 18 to newest_opset()
@@ -89,7 +83,7 @@ def export_onnx(
     from wtconv_export.onnx_export import DEFAULT_OPSET
     from wtconv_export.onnx_export import export_onnx as export_model
     from wtconv_export.onnx_render import DEFAULT_LAYOUT, DEFAULT_RUNTIME, check_layout
-    from wtconv_trt.api.models import resolve_model
+    from wtconv_trt.api.models import checkpoint_of, resolve_model
 
     check_choice(ops, "ops", OPS)
     check_choice(precision, "precision", PRECISIONS)
@@ -97,15 +91,12 @@ def export_onnx(
         check_choice(runtime, "runtime", RUNTIMES)
     if layout is not None:
         check_choice(layout, "layout", LAYOUTS)
-    seed = check_int(seed, "seed", 0, MAX_SEED)
     if opset is not None:
         opset = check_int(opset, "opset", MIN_OPSET, newest_opset(), " (ONNX opsets the installed onnx package knows)")
     shape = None if input_shape is None else shape_of(input_shape, "input_shape", rank=4)
-    check_not_an_input([("checkpoint", checkpoint)], files=[("output", output)])
+    check_not_an_input([("checkpoint", checkpoint_of(model))], files=[("output", output)])
     path = check_output_file(output, option="output", force=force)
-    model, description = resolve_model(
-        model, arch, checkpoint, random_weights, seed, num_classes, in_chans, default=True
-    )
+    model, description = resolve_model(model, default=True)
     description = description or {}  # a module given: the exporter records its class
     shape = shape or parse_shape(description.get("input_shape", DEFAULT_INPUT_SHAPE))
     check_input_shape(model, shape, "input_shape", dynamic=not static)

@@ -15,12 +15,6 @@ def validate_onnx(
     onnx_path: str | os.PathLike,
     model: Any = None,
     *,
-    arch: str | None = None,
-    checkpoint: str | None = None,
-    random_weights: bool = False,
-    seed: int = 0,
-    num_classes: int | None = None,
-    in_chans: int | None = None,
     inputs: str | os.PathLike | Sequence[Any] | None = None,
     input_shape: str | Sequence[int] | None = None,
     tolerance: float | None = None,
@@ -32,9 +26,9 @@ def validate_onnx(
     wtconv_validate.ort.ValidationResult (``.passed``; ``.summary()`` is the verdict line ``wtconv-trt
     validate`` prints, ending with where it ran).
 
-    The PyTorch model: ``model`` (a torch.nn.Module), else load_model(arch, checkpoint=..., random_weights=...,
-    seed=..., num_classes=..., in_chans=...) when any of those is given, else the one the export recorded in its
-    metadata. inputs: a .npy / .npz file or (B, C, H, W) arrays, one comparison each; else generated at ``input_shape``
+    The PyTorch model: ``model``, a torch.nn.Module, or a ModelSource naming one of ours (wtconv_core.options;
+    load_model); without one, or with a ModelSource that names none, the one the export recorded in its metadata.
+    inputs: a .npy / .npz file or (B, C, H, W) arrays, one comparison each; else generated at ``input_shape``
     (B,C,H,W); else the shipped held-out digits for the default model, or seeded random images at the export's size.
     tolerance: largest max |onnx - torch| / max |torch| (default 1e-4 fp32, 2e-2 fp16). verbose: Polygraphy prints its
     own report too. device: "cpu" (default), "cuda" or "cuda:N": ONNX Runtime's CUDA execution provider on that GPU
@@ -51,8 +45,6 @@ def validate_onnx(
     import numpy as np
 
     from wtconv_core.inputs import (
-        MAX_SEED,
-        check_int,
         check_tolerance,
         format_dims,
         load_inputs,
@@ -69,10 +61,9 @@ def validate_onnx(
     from wtconv_export.onnx_models import build_model_from_metadata
     from wtconv_ort.execution import check_ort_library, parse_device, plan_ort_execution
     from wtconv_torch.models import default_inputs
-    from wtconv_trt.api.models import resolve_model
+    from wtconv_trt.api.models import ModelSource, resolve_model
     from wtconv_validate.ort import validate_onnx as compare_onnx
 
-    seed = check_int(seed, "seed", 0, MAX_SEED)
     tolerance = None if tolerance is None else check_tolerance(tolerance)
     shape = None if input_shape is None else shape_of(input_shape, "input_shape", rank=4)
     parse_device(device)
@@ -81,12 +72,13 @@ def validate_onnx(
     exported = ExportedModel.read(onnx_path)  # the one parse of the file
     metadata = exported.metadata
     execution = plan_ort_execution(exported, device, ort_library)  # before the (slow) PyTorch model is built
-    given = model is not None
-    model, description = resolve_model(model, arch, checkpoint, random_weights, seed, num_classes, in_chans)
+    source = model if isinstance(model, ModelSource) else None
+    given = model is not None and source is None
+    model, description = resolve_model(model)
     if given:
         description, what = {}, "the PyTorch model given"
     elif model is not None:
-        what = f"arch {arch}" if arch else "the default model"
+        what = f"arch {source.arch}" if source.arch else "the default model"
     else:
         model, description = build_model_from_metadata(metadata)
         what = "the PyTorch model recorded in its metadata"

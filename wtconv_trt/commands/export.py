@@ -1,58 +1,15 @@
 """``wtconv-trt export``: export a model with WTConv2d layers to ONNX (plugin nodes or standard ops); the job is
 wtconv_trt.api.export.export_onnx."""
 
+from wtconv_core import options
 from wtconv_trt import arguments
 
 HELP = "export the default model or a WTConvNeXt to ONNX (one WTConv2d plugin node per layer, or standard ops)"
 
 
-def add_model_arguments(parser) -> None:
-    """The model-source options shared by export and validate (wtconv_trt.api.models.load_model)."""
-    group = parser.add_argument_group("model (default: the shipped default model)")
-    group.add_argument(
-        "--arch",
-        choices=("wtconvnext_tiny", "wtconvnext_small", "wtconvnext_base"),
-        help="a published WTConvNeXt architecture instead of the shipped default model",
-    )
-    weights = group.add_mutually_exclusive_group()
-    weights.add_argument(
-        "--checkpoint",
-        metavar="FILE",
-        help="published-format weights for --arch: a .pth/.pt state_dict or a .safetensors file",
-    )
-    weights.add_argument(
-        "--random-weights",
-        action="store_true",
-        help="random weights for --arch (seeded by --seed; every layer contributes)",
-    )
-    group.add_argument(
-        "--seed", type=arguments.integer, default=0, help="seed of --random-weights, 0 to 2**63 - 1 (default 0)"
-    )
-    group.add_argument(
-        "--num-classes",
-        type=arguments.integer,
-        metavar="N",
-        help="classes of --arch's head, 0 to 100000 (0: no head); default: the checkpoint's (rows of "
-        "head.fc.weight), else 1000",
-    )
-    group.add_argument(
-        "--in-chans",
-        type=arguments.integer,
-        metavar="C",
-        help="input channels of --arch, 1 to 1024; default: the checkpoint's (stem.0.weight), else 3",
-    )
-
-
-def model_options(args) -> dict:
-    """The model-source options as the API's keyword arguments (wtconv_trt.api.models.MODEL_OPTIONS)."""
-    from wtconv_trt.api.models import MODEL_OPTIONS
-
-    return {name: getattr(args, name) for name in MODEL_OPTIONS}
-
-
 def add_arguments(parser) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="MODEL.onnx", help="the ONNX file to write")
-    add_model_arguments(parser)
+    options.add_group(parser, options.ModelSource, "model (default: the shipped default model)", types=arguments)
     parser.add_argument(
         "--ops",
         choices=("plugin", "standard"),
@@ -110,7 +67,7 @@ def run(args) -> int:
         warnings.simplefilter("always", NoWTConvWarning)
         result = export_onnx(
             args.output,
-            **model_options(args),
+            options.from_args(options.ModelSource, args),
             ops=args.ops,
             precision=args.precision,
             input_shape=args.input_shape,

@@ -2,20 +2,24 @@
 PyTorch reference through Polygraphy; exit status 1 on mismatch. The jobs: wtconv_trt.api.onnx_validation.
 validate_onnx and wtconv_trt.api.engine.validate_engine."""
 
+from wtconv_core import options
 from wtconv_trt import arguments
 
 HELP = "compare an exported ONNX model (ONNX Runtime, CPU or GPU) or a TensorRT engine with PyTorch via Polygraphy"
 
 
 def add_arguments(parser) -> None:
-    from wtconv_trt.commands.export import add_model_arguments
-
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("model", nargs="?", metavar="MODEL.onnx", help="the exported ONNX model to check")
     target.add_argument(
         "--engine", metavar="ENGINE", help="a TensorRT engine to check instead (needs TensorRT; see trt_engine)"
     )
-    add_model_arguments(parser)
+    options.add_group(
+        parser,
+        options.ModelSource,
+        "model (default: the one the ONNX metadata or the engine's manifest records)",
+        types=arguments,
+    )
     parser.add_argument(
         "--inputs",
         metavar="FILE",
@@ -106,8 +110,7 @@ def add_engine_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from wtconv_trt.commands.export import model_options
-
+    source = options.from_args(options.ModelSource, args)  # the PyTorch model compared with
     if args.engine:
         from wtconv_trt.api.engine import validate_engine
 
@@ -115,7 +118,7 @@ def run(args) -> int:
 
         report = validate_engine(
             args.engine,
-            **model_options(args),
+            source,
             plugin=args.plugin,
             inputs=args.inputs,
             input_shape=args.input_shape,
@@ -137,7 +140,7 @@ def run(args) -> int:
     arguments.only_with(args, "engine", ENGINE_ONLY, "an ONNX model is checked on --inputs or --input-shape")
     result = validate_onnx(
         args.model,
-        **model_options(args),
+        source,
         inputs=args.inputs,
         input_shape=args.input_shape,
         tolerance=args.tolerance,
