@@ -1,6 +1,6 @@
 """Plugin library inspection without loading it (trt_engine.plugins, pyelftools): which kind (getCreators or
 static registration), which TensorRT it links, which ABI its record names; the refusals built on that (build,
-validate and bench through load_plugin, triton-repo through check_static_plugin); the library lookup order
+validate and bench through load_plugin, triton-repo through check_static_library); the library lookup order
 (wtconv_libs.lookup). Real shared libraries are built with the C compiler."""
 
 import shutil
@@ -10,9 +10,9 @@ import types
 import pytest
 from engine_helpers import fake_engine
 
-from trt_engine.plugins import check_library_for_tensorrt
 from wtconv_core.errors import PluginError
 from wtconv_libs import lookup
+from wtconv_libs.abi import check_library_for_tensorrt
 from wtconv_libs.lookup import default_plugin
 from wtconv_libs.plugin_elf import inspect_library, parse_abi_record
 
@@ -191,24 +191,24 @@ def test_wrong_abi_refused_by_validate_and_bench_loading(libs, tmp_path, monkeyp
 def test_triton_static_plugin_checks(libs, tmp_path):
     """triton-repo --plugin-static: the dynamic library is refused (it would register nothing under LD_PRELOAD),
     so is a static library that does not link libnvinfer or links another major."""
-    from trt_engine.plugins import check_static_plugin
+    from wtconv_libs.abi import check_static_library
 
     _, manifest10 = fake_engine(tmp_path, trt_version="10.16.0.72")
-    check_static_plugin(libs["static10"], manifest10)
-    check_static_plugin(libs["static"], manifest10)
+    check_static_library(libs["static10"], manifest10.tensorrt_version)
+    check_static_library(libs["static"], manifest10.tensorrt_version)
     for dynamic in ("dynamic", "dynamic10"):  # with DT_NEEDED entries (libc) like every real library
         assert inspect_library(libs[dynamic]).needed
         with pytest.raises(PluginError, match="is the dynamic .* register nothing"):
-            check_static_plugin(libs[dynamic], manifest10)
+            check_static_library(libs[dynamic], manifest10.tensorrt_version)
     with pytest.raises(PluginError, match="does not link libnvinfer: .* cannot find getPluginRegistry"):
-        check_static_plugin(libs["static_unlinked"], manifest10)
+        check_static_library(libs["static_unlinked"], manifest10.tensorrt_version)
     _, manifest11 = fake_engine(tmp_path, name="b.engine", trt_version="11.1.0.2")
     with pytest.raises(
         PluginError,
         match=r"links TensorRT 10 \(libnvinfer.so.10\) but the engine was built with "
         r"TensorRT 11.1.0.2",
     ):
-        check_static_plugin(libs["static10"], manifest11)
+        check_static_library(libs["static10"], manifest11.tensorrt_version)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -156,9 +156,10 @@ def test_triton_repository(engines, plugin_libs, tmp_path):
 
     if plugin_libs[1] is None:
         pytest.skip("static-registration plugin library (libwtconv_trt_plugin.so) not built")
-    result = write_tensorrt_repository(
-        engines["fp16"].engine_path, tmp_path / "repo", name="digits", plugin_static=plugin_libs[1]
-    )
+    from wtconv_core.options import RepositoryOptions
+
+    options = RepositoryOptions(name="digits", plugin_static=plugin_libs[1])
+    result = write_tensorrt_repository(engines["fp16"].engine_path, tmp_path / "repo", options)
     config = text_format.Parse(result.config_text, model_config_pb2.ModelConfig())
     assert config.max_batch_size == 128 and config.input[0].data_type == model_config_pb2.TYPE_FP16
 

@@ -125,8 +125,10 @@ def test_an_interrupted_write_leaves_the_repository_as_it_was(tmp_path, monkeypa
         write(onnx_path, repo, name="m")
     before = snapshot(tmp_path)
     plan = python_backend.check_python_repository(onnx_path, repo, name="m", force=True)
+    from wtconv_serving.repositories import repository
+
     copies = []
-    real_copy = python_backend.atomic_copy
+    real_copy = repository.atomic_copy
 
     def interrupted(*args, **kwargs):
         copies.append(args)
@@ -134,7 +136,7 @@ def test_an_interrupted_write_leaves_the_repository_as_it_was(tmp_path, monkeypa
             raise KeyboardInterrupt
         return real_copy(*args, **kwargs)
 
-    monkeypatch.setattr(python_backend, "atomic_copy", interrupted)
+    monkeypatch.setattr(repository, "atomic_copy", interrupted)  # write_model_folder's copies
     with pytest.raises(KeyboardInterrupt):
         python_backend.write_python_repository(plan)
     assert len(copies) == 2

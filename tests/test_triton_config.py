@@ -10,7 +10,7 @@ import pytest
 from engine_helpers import fake_engine
 
 from wtconv_core.errors import InputError
-from wtconv_serving.repositories.repository import write_model_config
+from wtconv_serving.repositories.repository import ModelFolder, write_model_folder
 from wtconv_serving.repositories.triton_config import (
     CudaGraph,
     DynamicBatching,
@@ -170,15 +170,14 @@ def test_labels_are_written_beside_the_config(tmp_path):
     assert label_lines(given) == ("cat", "dog")
     assert label_lines(None, default_model=True) == tuple(str(d) for d in range(10))
     assert label_lines(None) is None
-    model_dir = tmp_path / "m"
-    model_dir.mkdir()
+    model_dir = tmp_path / "repo" / "m"
     config = ModelConfig(
         name="m",
         inputs=(TensorConfig("x", "float32", (8,)),),
         outputs=(TensorConfig("y", "float32", (2,), "labels.txt"),),
         labels=label_lines(given),
     )
-    assert parse(write_model_config(model_dir, config)).output[0].label_filename == "labels.txt"
+    assert parse(write_model_folder(ModelFolder(model_dir, config))).output[0].label_filename == "labels.txt"
     assert (model_dir / "labels.txt").read_text() == "cat\ndog\n"
     assert parse((model_dir / "config.pbtxt").read_text()) == parse(config.render())
 

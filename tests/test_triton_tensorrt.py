@@ -9,6 +9,7 @@ import pytest
 from engine_helpers import fake_engine
 from test_triton_config import model_config_pb2, parse  # the schema check (skips without tritonclient[grpc])
 
+from wtconv_core.options import RepositoryOptions
 from wtconv_serving.repositories.tensorrt_backend import plan_batching, tensorrt_config, write_tensorrt_repository
 from wtconv_serving.tuning import Tuning
 
@@ -17,9 +18,15 @@ def make_config(manifest, **options):
     return tensorrt_config(manifest, **options).render()
 
 
+def write(engine, out, **options):
+    return write_tensorrt_repository(engine, out, RepositoryOptions(**options))
+
+
 def test_fp16_config_against_the_schema(tmp_path):
     _, manifest = fake_engine(tmp_path)
-    config = parse(make_config(manifest, name="wtconvnext", instances=2, gpus=[0, 1], labels=("a", "b")))
+    labels = tmp_path / "labels.txt"
+    labels.write_text("a\nb\n")
+    config = parse(make_config(manifest, name="wtconvnext", instances=2, gpus=[0, 1], labels=labels))
     assert config.name == "wtconvnext" and config.platform == "tensorrt_plan"
     assert config.max_batch_size == 32
     assert config.default_model_filename == "model.plan"
@@ -125,7 +132,7 @@ def test_write_repository(tmp_path):
     engine, manifest = fake_engine(tmp_path)
     plugin = _static_plugin(tmp_path)
     repo = tmp_path / "repo"
-    result = write_tensorrt_repository(engine, repo, name="wtconvnext", plugin_static=plugin, instances=2)
+    result = write(engine, repo, name="wtconvnext", plugin_static=plugin, instances=2)
     model = repo / "wtconvnext"
     assert (model / "1" / "model.plan").read_bytes() == engine.read_bytes()
     assert parse((model / "config.pbtxt").read_text()).max_batch_size == 32
@@ -138,9 +145,9 @@ def test_write_repository(tmp_path):
     subprocess.run(["bash", "-n", str(repo / "serve.sh")], check=True)
     assert result.max_batch_size == 32 and result.serve_script == repo / "serve.sh"
     with pytest.raises(ValueError, match="already exists"):
-        write_tensorrt_repository(engine, repo, name="wtconvnext", plugin_static=plugin)
+        write(engine, repo, name="wtconvnext", plugin_static=plugin)
     (model / "stale.txt").write_text("from an earlier repository")
-    write_tensorrt_repository(engine, repo, name="wtconvnext", plugin_static=plugin, force=True)
+    write(engine, repo, name="wtconvnext", plugin_static=plugin, force=True)
     assert not (model / "stale.txt").exists()
 
 
@@ -152,15 +159,15 @@ def test_repository_refuses_a_corrupt_engine_and_a_missing_plugin(tmp_path, monk
     monkeypatch.setattr(lookup, "default_plugin", lambda **kwargs: None)  # none built anywhere
     engine, _ = fake_engine(tmp_path)
     with pytest.raises(PluginError, match="plugin_static="):
-        write_tensorrt_repository(engine, tmp_path / "repo")
+        write(engine, tmp_path / "repo")
     engine.write_bytes(b"x" + engine.read_bytes()[1:])
     with pytest.raises(EngineError, match="corrupt"):
-        write_tensorrt_repository(engine, tmp_path / "repo2", plugin_static=_static_plugin(tmp_path))
+        write(engine, tmp_path / "repo2", plugin_static=_static_plugin(tmp_path))
 
 
 def test_repository_without_plugin(tmp_path):
     engine, _ = fake_engine(tmp_path, plugin=False, source={})
-    write_tensorrt_repository(engine, tmp_path / "repo", name="m")
+    write(engine, tmp_path / "repo", name="m")
     serve = (tmp_path / "repo" / "serve.sh").read_text()
     assert "LD_PRELOAD" not in serve and 'exec tritonserver --model-repository="$HERE"' in serve
     assert not (tmp_path / "repo" / "m" / "labels.txt").exists()

@@ -349,7 +349,8 @@ def build_engine(opts: BuildOptions) -> BuildResult:
     the engine and its manifest atomically. The notes on the defaults taken are logged (INFO) before the build
     starts and returned in the result."""
     from trt_engine import backends, tensorrt_api
-    from trt_engine.plugins import expected_abi, runnable_targets, runtime_name
+    from trt_engine.plugins import runnable_targets
+    from wtconv_libs.abi import expected_abi, runtime_name
     from wtconv_libs.lookup import default_plugin
 
     start = time.monotonic()

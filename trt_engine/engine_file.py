@@ -1,5 +1,6 @@
 """Opening an engine file: the checks made before TensorRT is asked (the file, its manifest, the sha256 of its bytes,
-each once), then loading it (docs/engines.md, "2. Build")."""
+each once, and for a server that preloads the plugin the static-registration library), then loading it
+(docs/engines.md, "2. Build")."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from typing import Any
 
 from trt_engine import manifest as mf
 from trt_engine.profiles import find_profile
-from wtconv_core.errors import ConfigurationError, EngineError, PluginError
+from wtconv_core.errors import ConfigurationError, EngineError, InputError, PluginError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["OpenedEngine", "load_engine_for_run", "open_engine"]
+__all__ = ["OpenedEngine", "check_engine_path", "load_engine_for_run", "open_engine"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,8 @@ class OpenedEngine:
 
     path: Path
     manifest: mf.EngineManifest
+    # The static-registration plugin library a server preloads for it (open_engine with preload); None: none needed.
+    static_plugin: Path | None = None
 
     @property
     def input(self) -> mf.TensorIO:
@@ -41,16 +44,41 @@ class OpenedEngine:
         return find_profile(self.manifest.profiles, {name: shape}), shape
 
 
-def open_engine(engine: str | os.PathLike) -> OpenedEngine:
-    """The engine file checked once before anything uses it: an existing non-empty file, its manifest present and
-    well-formed, its bytes matching the manifest's size and sha256. Raises with cause and fix (InputError,
-    EngineError)."""
-    from wtconv_core.paths import check_input_file
+def open_engine(engine: str | os.PathLike, *, preload: bool = False, static_plugin=None) -> OpenedEngine:
+    """The engine file checked once before anything uses it, each fact in the order a user fixes them: the file
+    itself (check_engine_path), its manifest present and well-formed, its bytes matching the manifest's size and
+    sha256. Raises with cause and fix (InputError, EngineError).
 
-    check_input_file(engine, what="engine", made_by="build one with 'wtconv-trt build MODEL.onnx'")
-    manifest = mf.read_manifest(engine)
-    mf.check_engine_file(engine, manifest)
-    return OpenedEngine(Path(engine), manifest)
+    preload: the engine is for a server that preloads its plugin (Triton's TensorRT backend, LD_PRELOAD): the
+    static-registration library is found too (``static_plugin`` when given, else the one beside the manifest's
+    dynamic library or found for its ABI; trt_engine.plugins.preloaded_plugin) and kept as
+    OpenedEngine.static_plugin; PluginError when the engine uses the plugin and there is none. A TensorRT-RTX
+    engine gets none (no server preloads one for it)."""
+    path = check_engine_path(engine)
+    manifest = mf.read_manifest(path)
+    mf.check_engine_file(path, manifest)
+    if not preload or manifest.backend != "tensorrt":
+        return OpenedEngine(path, manifest)
+    from trt_engine.plugins import preloaded_plugin
+
+    return OpenedEngine(path, manifest, preloaded_plugin(manifest, static_plugin))
+
+
+def check_engine_path(engine: str | os.PathLike) -> Path:
+    """The engine must be a non-empty file before its manifest is read, so that a wrong path is named as such and not
+    as a missing manifest; InputError saying how to make one."""
+    path = Path(engine)
+    problem = None
+    if not path.exists():
+        problem = "does not exist"
+    elif path.is_dir():
+        problem = "is a directory; give the engine file itself"
+    elif not path.is_file() or path.stat().st_size == 0:
+        problem = "is not a regular file" if not path.is_file() else "is empty (0 bytes)"
+    if problem:
+        made_by = "build one with 'wtconv-trt build MODEL.onnx'"
+        raise InputError(f"engine {os.fspath(engine)} {problem}; {made_by}", parameter="engine")
+    return path
 
 
 def load_engine_for_run(engine: OpenedEngine, plugin: str | os.PathLike | None = None) -> Any:

@@ -1,6 +1,6 @@
-"""Which plugin library fits a TensorRT: its ABI and libnvinfer against the TensorRT in use, its GPU code against
-the build targets, the static-registration library of an engine, the creator already registered in this process
-(docs/engines.md, "Compiled libraries: one lookup order")."""
+"""Which plugin library an engine takes: the static-registration library a server preloads for it, its GPU code
+against the build targets, the creator already registered in this process (whether a library fits the TensorRT in
+use: wtconv_libs.abi; docs/engines.md, "Compiled libraries: one lookup order")."""
 
 from __future__ import annotations
 
@@ -11,51 +11,13 @@ from typing import TYPE_CHECKING
 
 from wtconv_core.errors import PluginError
 from wtconv_libs import lookup
-from wtconv_libs.plugin_elf import LibraryInfo, inspect_library, read_abi_record
+from wtconv_libs.abi import check_static_library
+from wtconv_libs.plugin_elf import inspect_library, read_abi_record
 
 if TYPE_CHECKING:
     from trt_engine.manifest import EngineManifest
 
 log = logging.getLogger(__name__)
-
-
-def expected_abi(backend: str, tensorrt_major: int) -> str:
-    """The plugin ABI a TensorRT (``backend`` 'tensorrt', major 10 or 11) or TensorRT-RTX needs."""
-    if backend == "tensorrt-rtx":
-        return "trt11"  # TensorRT-RTX 1.x carries TensorRT 11's versioned ILogger / ILoggerFinder (plugin/README.md)
-    return f"trt{tensorrt_major}"
-
-
-def runtime_name(backend: str, version: str) -> str:
-    return f"TensorRT-RTX {version}" if backend == "tensorrt-rtx" else f"TensorRT {version}"
-
-
-def check_library_for_tensorrt(
-    info: LibraryInfo, trt_major: int, backend: str = "tensorrt", version: str | None = None
-) -> None:
-    """PluginError when the library was built for another TensorRT ABI than the one in use, naming both."""
-    runtime = runtime_name(backend, version or str(trt_major))
-    want = expected_abi(backend, trt_major)
-    if info.abi is not None and info.abi != want:
-        raise PluginError(
-            f"plugin library {info.path} was built for {info.describe_abi()}, but {runtime} needs a "
-            f"plugin built for ABI {want}: rebuild it against TensorRT {want[3:]}.x headers "
-            f"(wtconv-trt build-libs --tensorrt-headers <TensorRT {want[3:]} include dir>, or cmake "
-            f"-S plugin -B build/plugin -DTensorRT_ROOT=<TensorRT {want[3:]}>)"
-        )
-    major = info.nvinfer_major
-    if backend == "tensorrt" and major is not None and major != trt_major:
-        raise PluginError(
-            f"plugin library {info.path} links libnvinfer.so.{major} (TensorRT {major}) but "
-            f"{runtime} is in use: rebuild the plugin against TensorRT {trt_major}'s headers and "
-            f"libraries (cmake -S plugin -B build/plugin -DTensorRT_ROOT=<TensorRT {trt_major} install>)"
-        )
-    if backend == "tensorrt-rtx" and major is not None:
-        raise PluginError(
-            f"plugin library {info.path} links libnvinfer.so.{major} (TensorRT {major}), which "
-            f"{runtime} does not provide: use the dynamic plugin library "
-            f"({lookup.FILE_NAMES['plugin']}) built against TensorRT 11 headers"
-        )
 
 
 def static_plugin_for(manifest: EngineManifest) -> Path | None:
@@ -70,33 +32,21 @@ def static_plugin_for(manifest: EngineManifest) -> Path | None:
     return beside if beside.is_file() else lookup.default_plugin(static=True, abi=plugin.abi)
 
 
-def check_static_plugin(plugin_static, manifest: EngineManifest) -> None:
-    """The library Triton will dlopen (LD_PRELOAD, or the TensorRT backend's ``plugins=``, RTLD_LOCAL) must
-    register the creator from its static initialiser, which calls ``getPluginRegistry`` from libnvinfer: so it must
-    be the static-registration library, link libnvinfer itself (nothing else provides the symbol at that point),
-    and link the engine's TensorRT major. Its ABI record, when present, must be the engine's ABI too."""
-    info = inspect_library(plugin_static)
-    engine_trt = f"TensorRT {manifest.tensorrt_version}"
-    if info.kind == "dynamic":
+def preloaded_plugin(manifest: EngineManifest, given=None) -> Path | None:
+    """The static-registration library a server preloads for the engine (Triton's TensorRT backend): ``given``, else
+    static_plugin_for's; checked (wtconv_libs.abi.check_static_library). None when the engine uses no plugin and
+    none is given; PluginError when it does and there is none."""
+    if manifest.plugin is None and not given:
+        return None
+    plugin = Path(given) if given else static_plugin_for(manifest)
+    if plugin is None:
         raise PluginError(
-            f"{plugin_static} is the dynamic (getCreators) plugin library: loaded by Triton it would "
-            f"register nothing and the engine would not deserialize; pass the static-registration one, "
-            f"libwtconv_trt_plugin.so"
+            "the engine uses the WTConv2d plugin: pass plugin_static=PATH/TO/libwtconv_trt_plugin.so "
+            "(the static-registration library from plugin/, which Triton loads with LD_PRELOAD)",
+            parameter="plugin_static",
         )
-    major = manifest.tensorrt_major
-    if info.nvinfer_major is None:
-        raise PluginError(
-            f"{plugin_static} does not link libnvinfer: under Triton (LD_PRELOAD or plugins=) its "
-            f"static registration cannot find getPluginRegistry and the server fails. Build "
-            f"libwtconv_trt_plugin.so against a TensorRT {major} install (cmake -S plugin -B "
-            f"build/plugin -DTensorRT_ROOT=<TensorRT {major} with lib/libnvinfer.so>)"
-        )
-    if info.nvinfer_major != major:
-        raise PluginError(
-            f"{plugin_static} links TensorRT {info.nvinfer_major} (libnvinfer.so.{info.nvinfer_major}) "
-            f"but the engine was built with {engine_trt}; use the plugin built for TensorRT {major}"
-        )
-    check_library_for_tensorrt(info, major, "tensorrt", manifest.tensorrt_version)
+    check_static_library(plugin, manifest.tensorrt_version)
+    return plugin
 
 
 def _capability_number(text: str) -> int:

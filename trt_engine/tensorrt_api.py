@@ -10,9 +10,10 @@ from pathlib import Path
 
 from trt_engine import backends
 from trt_engine.manifest import PluginRecord, TensorIO, parse_version
-from trt_engine.plugins import check_creator_source, check_library_for_tensorrt, runtime_name
+from trt_engine.plugins import check_creator_source
 from wtconv_core.errors import ConfigurationError, EngineError, PluginError
 from wtconv_libs import contract
+from wtconv_libs.abi import check_library_for_tensorrt, runtime_name
 from wtconv_libs.plugin_elf import inspect_library
 
 log = logging.getLogger(__name__)

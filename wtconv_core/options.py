@@ -26,16 +26,19 @@ __all__ = [
     "GPU_INSTANCES",
     "INSTANCE_KINDS",
     "PROTOCOLS",
+    "PYTHON_BACKEND_QUEUE_DELAY_US",
     "RUNTIMES",
+    "TRITON_BACKEND_QUEUE_DELAY_US",
     "LoadTestOptions",
     "ModelSource",
     "RepositoryOptions",
     "ServerOptions",
     "ServingOptions",
-    "TritonBackendOptions",
     "TuningOptions",
     "add_group",
     "from_args",
+    "help_of",
+    "refuse_others",
     "split_keywords",
 ]
 
@@ -51,6 +54,10 @@ DEVICES = ("auto", "cpu", "cuda")
 INSTANCE_KINDS = ("auto", "cpu", "gpu", "model")
 PROTOCOLS = ("grpc", "http", "both")
 DEFAULT_REPOSITORY = "triton_models"  # where serve writes its model repository
+# Dynamic batching's longest wait to gather a batch: Triton's own TensorRT and onnxruntime backends run the batch
+# themselves, with no copy to a runner, so they wait less than serve's Python backend.
+PYTHON_BACKEND_QUEUE_DELAY_US = 500
+TRITON_BACKEND_QUEUE_DELAY_US = 100
 ARCHS = ("wtconvnext_tiny", "wtconvnext_small", "wtconvnext_base")  # the published WTConvNeXt architectures
 
 
@@ -102,12 +109,15 @@ class ModelSource:
 
 @dataclass(frozen=True)
 class TuningOptions:
-    """How the runners and Triton's scheduler serve a model (wtconv_serving.tuning.Tuning checks and resolves them)."""
+    """How the runners and Triton's scheduler serve a model (wtconv_serving.tuning.Tuning checks and resolves them).
+    A Python-backend repository (``serve``) takes them all; Triton's TensorRT backend all but the ONNX Runtime ones,
+    its onnxruntime backend all but ``cuda_graphs`` and ``session_per_bucket`` (it runs without graphs)."""
 
     buckets: tuple[int, ...] | None = option(
         None,
-        "batch sizes a batch is padded up to on a GPU, Triton's preferred sizes and the warm-up sizes (default: powers "
-        "of two up to max_batch_size, which must be the largest)",
+        "the batch sizes the model is prepared for: Triton's preferred and warm-up sizes, one CUDA graph each, and on "
+        "a GPU the sizes serve's runners pad a batch up to (default: powers of two up to max_batch_size, which must "
+        "be the largest; docs/serving.md, 'Tuning')",
         type="integer_list",
         metavar="1,2,4,...",
     )
@@ -117,7 +127,7 @@ class TuningOptions:
     cudnn_search: str = option(
         "auto",
         "ONNX Runtime's cudnn_conv_algo_search (default auto: EXHAUSTIVE with CUDA graphs or a session per bucket, "
-        "HEURISTIC otherwise)",
+        "HEURISTIC otherwise, as in Triton's onnxruntime backend, which runs without graphs)",
         choices=CUDNN_SEARCHES,
     )
     session_per_bucket: bool = option(False, "ONNX Runtime on a GPU without CUDA graphs: one session per bucket")
@@ -131,59 +141,96 @@ class TuningOptions:
 
 @dataclass(frozen=True)
 class RepositoryOptions:
-    """A Python-backend model repository (``wtconv-trt serve``): what serves the model and how Triton batches it."""
+    """A model repository: what it serves and how Triton batches it, for ``serve`` (Triton's Python backend, running
+    the best runtime present) and ``triton-repo`` (Triton's own TensorRT or onnxruntime backend). Each writer reads
+    the fields it takes and refuses the others given (refuse_others): engine, plugin, runtime, device and threads are
+    the Python backend's; gpus, labels, plugin_static (TensorRT backend) and server_path (onnxruntime backend) Triton's
+    own backends'; an engine alone takes no ort_library, max_batch_size or instance_kind; the rest are everyone's."""
 
-    name: str | None = option(None, "model name (default: 'digits' for the shipped model, else the file's stem)")
-    engine: str | None = option(None, "TensorRT engine built from MODEL.onnx (served where TensorRT and a GPU exist)")
+    name: str | None = option(
+        None,
+        "model name in the repository (default: for an export, 'digits' for the shipped model, else the file's stem; "
+        "for an engine alone, its file's stem)",
+    )
+    engine: str | None = option(
+        None,
+        "TensorRT engine built by 'wtconv-trt build' (its ENGINE.json beside it), run by TensorRT on the server's GPU",
+    )
     plugin: str | None = option(
         None, "WTConv2d plugin library for --engine (copied into the repository)", metavar="LIB"
     )
+    plugin_static: str | None = option(
+        None,
+        "the static-registration plugin library libwtconv_trt_plugin.so, which Triton preloads "
+        "(default: beside the dynamic library recorded in the engine's manifest); copied into the repository",
+        metavar="LIB",
+    )
     runtime: str = option(
         "auto",
-        "what runs the model inside the server (default auto: TensorRT engine, else PyTorch on our CUDA kernels, "
-        "else ONNX Runtime, the first that can run there)",
+        "what runs the model inside the server (default auto: TensorRT engine, else PyTorch on our CUDA "
+        "kernels, else ONNX Runtime, the first that can run there)",
         choices=RUNTIMES,
     )
     device: str = option(
         "auto",
-        "where ONNX Runtime runs the model (runtime onnxruntime or auto): cuda, each GPU instance on its GPU through "
-        "onnxruntime-gpu's CUDA execution provider with libwtconv_ort.so's CUDA op; cpu; auto (default): cuda where "
-        "both exist here, else cpu",
+        "where ONNX Runtime runs the model (runtime onnxruntime or auto): cuda, each GPU instance on its GPU "
+        "through onnxruntime-gpu's CUDA execution provider with libwtconv_ort.so's CUDA op; cpu; auto (default): cuda "
+        "where both exist here, else cpu",
         choices=DEVICES,
     )
     ort_library: str | None = option(
         None,
         "libwtconv_ort.so for the WTConv2d nodes, copied into the repository (default: the one 'wtconv-trt doctor' "
-        "finds; without one, the onnxruntime-extensions Python op runs them on the CPU)",
+        "finds; without one, serve's runner runs them through the onnxruntime-extensions Python op on the CPU, and "
+        "Triton's onnxruntime backend cannot run them)",
         metavar="LIB",
     )
+    server_path: str | None = option(
+        None,
+        "the repository's absolute path as the server sees it (e.g. /models in a container), "
+        "where config.pbtxt names the library (default: its absolute path here)",
+        metavar="DIR",
+    )
     max_batch_size: int | None = option(
-        None, "Triton's max_batch_size (default: the engine's profiles, else 128, fewer for large inputs)"
+        None,
+        "Triton's max_batch_size for an export's dynamic batch axis, 1 to 2^31-1 (default: 128, fewer for large "
+        "inputs; with an engine, at most its profiles' largest batch)",
     )
     instances: int | None = option(
-        None, f"model instances, 1 to 64 (default: {GPU_INSTANCES} per GPU for GPU instances, else 1)"
+        None, f"model instances per GPU, 1 to 64 (default: {GPU_INSTANCES} per GPU for GPU instances, else 1)"
     )
     instance_kind: str = option(
         "auto",
-        "instance_group kind (default: for onnxruntime gpu or cpu as --device, gpu for a GPU runtime, model for auto)",
+        "instance_group kind: gpu, cpu, or model (serve: the runtime chosen at load places them); default auto: where "
+        "the model runs (gpu, cpu for ONNX Runtime on the CPU or a libwtconv_ort.so without a CUDA op; model for "
+        "serve's runtime auto)",
         choices=INSTANCE_KINDS,
     )
-    max_queue_delay_us: int = option(
-        500, "dynamic batching: longest wait to gather a batch, 0 to 10^8 us (default 500 us)"
+    gpus: tuple[int, ...] | None = option(
+        None, "GPUs for the instances (default: every visible GPU)", type="gpu_list", metavar="0,1"
+    )
+    preferred_batch_sizes: tuple[int, ...] | None = option(
+        None,
+        "dynamic batching's preferred batch size (repeatable; default: the buckets)",
+        flag="--preferred-batch",
+        type="integer",
+        metavar="N",
+        repeat=True,
+    )
+    max_queue_delay_us: int | None = option(
+        None,
+        f"dynamic batching: longest wait to gather a batch, 0 to 10^8 us (default: {PYTHON_BACKEND_QUEUE_DELAY_US} us "
+        f"for serve's Python backend, {TRITON_BACKEND_QUEUE_DELAY_US} us for Triton's TensorRT and onnxruntime "
+        "backends, which run a batch with no copy to a runner)",
     )
     threads: int = option(0, "ONNX Runtime intra-op threads, 0 to 1024 (default 0: its own)")
-    warmup: bool = option(True, "no model_warmup in the config", negative="--no-warmup")
-    force: bool = option(False, "overwrite the model's folder in the repository")
-
-
-@dataclass(frozen=True)
-class TritonBackendOptions:
-    """Defaults of the repositories for Triton's own TensorRT and onnxruntime backends (``wtconv-trt triton-repo``),
-    whose batcher waits less than the Python backend's: the backend runs the batch itself, with no copy to a runner."""
-
-    max_queue_delay_us: int = option(
-        100, "dynamic batching: longest wait to fill a batch, 0 to 10^8 us (default 100 us)"
+    labels: str | None = option(
+        None,
+        "class labels, one per line (default: digits 0-9 for the shipped default model)",
+        metavar="FILE",
     )
+    warmup: bool = option(True, "no model_warmup in the config", negative="--no-warmup")
+    force: bool = option(False, "replace the model's folder in the repository when it holds files")
 
 
 @dataclass(frozen=True)
@@ -266,20 +313,30 @@ def _dest(item: dataclasses.Field) -> str:
     return _flag(item).lstrip("-").replace("-", "_")
 
 
-def add_group(parser: Any, cls: type, title: str | None = None, *, types: Any, skip: tuple[str, ...] = ()) -> Any:
-    """Add the fields of ``cls`` (all but ``skip``) to ``parser`` as options, in a group titled ``title`` (none: on
-    the parser itself). ``types``: the module of argparse types (wtconv_trt.arguments), named by a field's ``type``;
-    an int field without one takes ``types.integer``. Returns the group."""
+def add_group(
+    parser: Any,
+    cls: type,
+    title: str | None = None,
+    *,
+    types: Any,
+    skip: tuple[str, ...] = (),
+    only: tuple[str, ...] | None = None,
+) -> Any:
+    """Add the fields of ``cls`` (``only`` those, in that order, else all but ``skip``) to ``parser`` (a parser or an
+    argument group) as options, in a group titled ``title`` (none: on ``parser`` itself). ``types``: the module of
+    argparse types (wtconv_trt.arguments), named by a field's ``type``; an int field without one takes
+    ``types.integer``. An option left out is None in the parsed arguments (the command can tell it was not given);
+    from_args then takes the field's default. Returns the group."""
     group = parser.add_argument_group(title) if title else parser
+    fields = {item.name: item for item in dataclasses.fields(cls)}
+    chosen = [fields[name] for name in only] if only is not None else [f for f in fields.values() if f.name not in skip]
     exclusive: dict[str, Any] = {}  # a field's ``exclusive`` name -> its mutually exclusive group
-    for item in dataclasses.fields(cls):
-        if item.name in skip:
-            continue
+    for item in chosen:
         meta = item.metadata
         place = group
         if meta.get("exclusive"):
             place = exclusive.setdefault(meta["exclusive"], group.add_mutually_exclusive_group())
-        kwargs: dict[str, Any] = {"help": meta["help"], "dest": _dest(item)}
+        kwargs: dict[str, Any] = {"help": meta["help"], "dest": _dest(item), "default": None}
         if meta.get("negative") or item.type == "bool":
             kwargs["action"] = "store_true"
         else:
@@ -292,21 +349,16 @@ def add_group(parser: Any, cls: type, title: str | None = None, *, types: Any, s
                 kwargs["metavar"] = meta["metavar"]
             if meta.get("repeat"):
                 kwargs["action"] = "append"
-                kwargs["default"] = []
-            else:
-                kwargs["default"] = list(item.default) if isinstance(item.default, tuple) else item.default
         place.add_argument(_flag(item), **kwargs)
     return group
 
 
 def from_args(cls: type, args: Any, **given: Any) -> Any:
-    """The ``cls`` the command line's ``args`` hold (its options as add_group made them); ``given``: fields the
-    command sets itself (e.g. a positional argument)."""
+    """The ``cls`` the command line's ``args`` hold (its options as add_group made them; one left out takes the
+    field's default); ``given``: fields the command sets itself (e.g. a positional argument)."""
     values = {}
     for item in dataclasses.fields(cls):
-        if item.name in given:
-            continue
-        if not hasattr(args, _dest(item)):
+        if item.name in given or getattr(args, _dest(item), None) is None:
             continue
         value = getattr(args, _dest(item))
         if item.metadata.get("negative"):
@@ -315,6 +367,23 @@ def from_args(cls: type, args: Any, **given: Any) -> Any:
             value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
         values[item.name] = value
     return cls(**values, **given)
+
+
+def help_of(cls: type, name: str) -> str:
+    """The help text of field ``name`` of ``cls``, for a command that declares the option in a group of its own
+    (e.g. a required choice between two)."""
+    return next(item.metadata["help"] for item in dataclasses.fields(cls) if item.name == name)
+
+
+def refuse_others(options: Any, taken: tuple[str, ...], job: str) -> None:
+    """InputError naming the first field of ``options`` (a dataclass of this module) given a value other than its
+    default that is not among ``taken``, the fields ``job`` reads (e.g. "a repository for Triton's TensorRT
+    backend"): a Python caller learns that the option does nothing there, as argparse tells a command line."""
+    from wtconv_core.errors import InputError
+
+    for item in dataclasses.fields(options):
+        if item.name not in taken and getattr(options, item.name) != item.default:
+            raise InputError(f"{item.name}: not an option of {job}", parameter=item.name)
 
 
 def split_keywords(keywords: Mapping[str, Any], *classes: type) -> list[Any]:

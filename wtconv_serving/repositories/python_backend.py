@@ -9,19 +9,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trt_engine.engine_file import OpenedEngine
-from trt_engine.manifest import write_manifest
+from trt_engine.manifest import manifest_path
 from wtconv_core.errors import InputError
-from wtconv_core.files import atomic_copy, user_file_mode
 from wtconv_core.inputs import MAX_INT32, check_choice, check_int
-from wtconv_core.options import RepositoryOptions
+from wtconv_core.options import PYTHON_BACKEND_QUEUE_DELAY_US, RepositoryOptions, refuse_others
 from wtconv_export.exported import ExportedModel
 from wtconv_serving.repositories.repository import (
+    ModelFolder,
     check_model_dir,
     default_model_name,
     describe_export,
     onnx_batching,
-    write_model_config,
-    writing_model_dir,
+    write_model_folder,
 )
 from wtconv_serving.repositories.triton_config import (
     MAX_INSTANCES,
@@ -103,6 +102,12 @@ class PythonRepositoryPlan:
         return self.model_dir.name
 
 
+# The options of a Python-backend repository: the others (those of Triton's own backends) are refused.
+OPTIONS = ("name", "engine", "plugin", "runtime", "device", "ort_library", "max_batch_size", "instances")
+OPTIONS += ("instance_kind", "preferred_batch_sizes", "max_queue_delay_us", "threads", "warmup", "force")
+JOB = "a Python-backend repository (serve)"
+
+
 def environment_paths() -> list:
     """The site-packages the backend stub must see: PYTHONPATH's entries (the stub ignores the variable itself),
     this environment's site-packages, and the folder holding our packages (a source checkout not installed)."""
@@ -122,17 +127,19 @@ def check_python_repository(
     options: RepositoryOptions | None = None,
     *,
     tuning: Tuning | None = None,
-    preferred_batch_sizes=None,
     **keywords,
 ) -> PythonRepositoryPlan:
     """Every option of a Python-backend repository checked once, in the order ``wtconv-trt serve`` reports them,
     before anything is written: the values, the library, the repository folder (a model folder that holds files
     is replaced only with ``force``), the ONNX model and the engine (its manifest and sha256). ``options``: a
-    RepositoryOptions (wtconv_core.options), or its fields as ``keywords``."""
+    RepositoryOptions (wtconv_core.options), or its fields as ``keywords``; those of Triton's own backends (gpus,
+    labels, plugin_static, server_path) are refused."""
     o = options or RepositoryOptions(**keywords)
+    refuse_others(o, OPTIONS, JOB)
     name, engine, plugin, runtime, device, ort_library = o.name, o.engine, o.plugin, o.runtime, o.device, o.ort_library
     max_batch_size, instances, instance_kind, threads = o.max_batch_size, o.instances, o.instance_kind, o.threads
-    max_queue_delay_us, warmup, force = o.max_queue_delay_us, o.warmup, o.force
+    warmup, force, preferred_batch_sizes = o.warmup, o.force, o.preferred_batch_sizes
+    max_queue_delay_us = PYTHON_BACKEND_QUEUE_DELAY_US if o.max_queue_delay_us is None else o.max_queue_delay_us
     from trt_engine.engine_file import open_engine
     from wtconv_core.paths import check_output_dir
     from wtconv_ort.execution import check_ort_library
@@ -206,7 +213,7 @@ def python_config(
     instances: int = 1,
     instance_kind: str = "KIND_CPU",
     preferred_batch_sizes=None,
-    max_queue_delay_us: int = RepositoryOptions.max_queue_delay_us,
+    max_queue_delay_us: int = PYTHON_BACKEND_QUEUE_DELAY_US,
     warmup: bool = True,
     labels: tuple[str, ...] | None = None,
     tuning: Tuning | None = None,
@@ -234,7 +241,7 @@ def python_config(
 def write_python_repository(plan: PythonRepositoryPlan) -> ServingRepository:
     """Write the checked repository (check_python_repository): the model's folder with config.pbtxt, model.py, the
     export, the engine and its manifest, the plugin and op libraries, labels.txt. The folder takes its place only
-    once complete (repository.writing_model_dir): an interrupted write leaves the repository as it was.
+    once complete (repository.write_model_folder): an interrupted write leaves the repository as it was.
 
     ``device``: where the onnxruntime runtime runs the model, "cpu", "cuda" (the instance's GPU, CUDA execution
     provider) or "auto" (cuda where onnxruntime-gpu and, for WTConv2d nodes, the library's CUDA op exist on this
@@ -287,19 +294,31 @@ def write_python_repository(plan: PythonRepositoryPlan) -> ServingRepository:
         labels=label_lines(None, description["metadata"].get("source") == "default"),
         tuning=plan.tuning,
     )
+    model_files = [(plan.onnx, "model.onnx"), (MODEL_TEMPLATE, "model.py")]
+    json_files = []
+    if plan.engine is not None:
+        model_files.append((plan.engine.path, "model.plan"))
+        json_files.append((f"1/{manifest_path('model.plan').name}", plan.engine.manifest.to_json()))
+    libraries = [plan.plugin] if plan.plugin else []
+    if "ort_library" in parameters:
+        libraries.append(Path(ort_library))
     model_dir = plan.model_dir
-    with writing_model_dir(model_dir) as staging:
-        version = staging / "1"
-        atomic_copy(plan.onnx, version / "model.onnx", mode=user_file_mode())
-        if plan.engine is not None:
-            atomic_copy(plan.engine.path, version / "model.plan", mode=user_file_mode())
-            write_manifest(version / "model.plan", plan.engine.manifest)
-        if plan.plugin:
-            atomic_copy(plan.plugin, staging / plan.plugin.name)
-        if "ort_library" in parameters:
-            atomic_copy(ort_library, staging / parameters["ort_library"])
-        atomic_copy(MODEL_TEMPLATE, version / "model.py", mode=user_file_mode())
-        text = write_model_config(staging, config)
+    text = write_model_folder(
+        ModelFolder(
+            model_dir=model_dir,
+            config=config,
+            model_files=tuple(model_files),
+            libraries=tuple(libraries),
+            json_files=tuple(json_files),
+            inputs=(
+                ("ONNX model", plan.onnx),
+                ("engine", plan.engine and plan.engine.path),
+                ("plugin", plan.plugin),
+                ("library", ort_library),
+            ),
+            option="repository",
+        )
+    )
     return ServingRepository(
         name=plan.name,
         repository=plan.repository,

@@ -1,6 +1,6 @@
-"""What every Triton model repository we write shares: the exported model's description, the model folder (replaced
-only with ``force``), config.pbtxt with labels.txt beside it, serve.sh, and the check of a repository before a server
-loads it (docs/serving.md)."""
+"""What every Triton model repository we write shares: the exported model's description, the model folder (planned
+whole by each backend's writer, then written at once and replaced only with ``force``), config.pbtxt with labels.txt
+beside it, serve.sh, and the check of a repository before a server loads it (docs/serving.md)."""
 
 from __future__ import annotations
 
@@ -8,29 +8,29 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from wtconv_core.errors import InputError, ModelError, ServingError
-from wtconv_core.files import atomic_write_bytes
+from wtconv_core.files import atomic_copy, atomic_write_bytes, atomic_write_json, user_file_mode
 from wtconv_core.options import ServerOptions
+from wtconv_core.paths import check_not_an_input
 from wtconv_export.exported import ExportedModel
 from wtconv_serving.repositories.triton_config import LABELS_FILE, ModelConfig, parse_config
 from wtconv_serving.tuning import DEFAULT_MAX_BATCH, default_max_batch
 
 __all__ = [
+    "ModelFolder",
     "TritonRepository",
     "check_repository",
     "default_model_name",
     "describe_export",
     "onnx_batching",
-    "writing_model_dir",
     "serve_script",
-    "write_model_config",
+    "write_model_folder",
 ]
 
 ONNX_TYPES = {1: "float32", 10: "float16"}  # onnx.TensorProto.FLOAT, FLOAT16
@@ -119,12 +119,40 @@ def check_model_dir(out, name: str, force: bool) -> Path:
     return model_dir
 
 
-@contextmanager
-def writing_model_dir(model_dir: Path) -> Iterator[Path]:
-    """A fresh folder, with its version folder 1/, to write the model into; it takes the place of ``model_dir`` (a
-    previous one removed) only when the block ends without an error, so a failed or interrupted write (Ctrl-C) leaves
-    the repository as it was: the staging folder is removed, and so is a repository folder this write created."""
-    repository = model_dir.parent
+@dataclass(frozen=True)
+class ModelFolder:
+    """One model's folder in a repository, planned whole by its backend's writer before anything is written, and
+    written by write_model_folder: its configuration (config.pbtxt, and labels.txt when it has labels), the model's
+    files copied into the version folder 1/ (source, name there), the libraries copied beside config.pbtxt under
+    their own names, JSON files written there (name, object), and the serve.sh beside the folder (None: none).
+    ``inputs``: (what, path) of every file the folder is made from; ``option``: the parameter that named the
+    repository; ``note``: what the writer tells the user about it (profiles left unused, instances on the CPU)."""
+
+    model_dir: Path
+    config: ModelConfig
+    model_files: tuple[tuple[Path, str], ...] = ()
+    libraries: tuple[Path, ...] = ()
+    json_files: tuple[tuple[str, Any], ...] = ()
+    serve_script: str | None = None
+    inputs: tuple[tuple[str, Any], ...] = ()
+    option: str = "out"
+    note: str = ""
+
+    @property
+    def repository(self) -> Path:
+        return self.model_dir.parent
+
+
+def write_model_folder(folder: ModelFolder) -> str:
+    """Write a planned model folder; returns config.pbtxt's text. The configuration is rendered (and checked against
+    Triton's schema) first, then the repository is refused when it holds one of the folder's inputs (a job never
+    writes over what it reads; wtconv_core.paths.check_not_an_input), then the folder is written beside its place
+    and takes it only when complete, a previous one removed: a failed or interrupted write (Ctrl-C) leaves the
+    repository as it was, the staging folder removed, and so is a repository folder this write created. serve.sh
+    comes last, executable."""
+    text = folder.config.render()
+    check_not_an_input(folder.inputs, folders=[(folder.option, folder.repository)])
+    repository, model_dir = folder.repository, folder.model_dir
     created = [p for p in (repository, *repository.parents) if not p.exists()]
     staging = repository / f".{model_dir.name}.partial"
     old = repository / f".{model_dir.name}.old"
@@ -133,7 +161,15 @@ def writing_model_dir(model_dir: Path) -> Iterator[Path]:
             if path.exists():
                 shutil.rmtree(path)
         (staging / "1").mkdir(parents=True)
-        yield staging
+        for source, name in folder.model_files:
+            atomic_copy(source, staging / "1" / name, mode=user_file_mode())
+        for library in folder.libraries:
+            atomic_copy(library, staging / Path(library).name)  # its own mode: a library stays executable
+        for name, obj in folder.json_files:
+            atomic_write_json(staging / name, obj)
+        if folder.config.labels is not None:
+            atomic_write_bytes(staging / LABELS_FILE, ("\n".join(folder.config.labels) + "\n").encode())
+        atomic_write_bytes(staging / "config.pbtxt", text.encode())
         if model_dir.exists():
             model_dir.rename(old)
         staging.rename(model_dir)
@@ -148,21 +184,16 @@ def writing_model_dir(model_dir: Path) -> Iterator[Path]:
                 break
         raise
     shutil.rmtree(old, ignore_errors=True)
-
-
-def write_model_config(model_dir: Path, config: ModelConfig) -> str:
-    """config.pbtxt (checked against Triton's schema) and, when the config has labels, labels.txt beside it;
-    returns the config's text."""
-    text = config.render()
-    if config.labels is not None:
-        atomic_write_bytes(model_dir / LABELS_FILE, ("\n".join(config.labels) + "\n").encode())
-    atomic_write_bytes(model_dir / "config.pbtxt", text.encode())
+    if folder.serve_script is not None:
+        path = repository / "serve.sh"
+        atomic_write_bytes(path, folder.serve_script.encode())
+        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return text
 
 
-def serve_script(out, name: str, comments: list[str], setup: list[str], command: str) -> Path:
-    """Write ``out/serve.sh``, the tritonserver command for the repository beside it (``comments``: how to run it,
-    ``setup``: lines before the command), executable; returns its path."""
+def serve_script(name: str, comments: list[str], setup: list[str], command: str) -> str:
+    """The text of serve.sh, the tritonserver command for the repository beside it (``comments``: how to run it,
+    ``setup``: lines before the command)."""
     lines = [
         "#!/usr/bin/env bash",
         f"# Serve the '{name}' model repository with Triton Inference Server.",
@@ -175,10 +206,7 @@ def serve_script(out, name: str, comments: list[str], setup: list[str], command:
         *setup,
         command,
     ]
-    path = Path(out) / "serve.sh"
-    atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return path
+    return "\n".join(lines) + "\n"
 
 
 def check_repository(repo) -> list:

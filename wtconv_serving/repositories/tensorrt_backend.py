@@ -1,5 +1,9 @@
 """A model repository for Triton's TensorRT backend (``wtconv-trt triton-repo --engine``): the engine, its manifest,
-the static-registration plugin library and serve.sh, which preloads it (docs/engines.md, "Triton")."""
+the static-registration plugin library and serve.sh, which preloads it (docs/engines.md, "Triton").
+
+The writer reads each fact once and in one direction: the options checked, the engine's facts gathered in one
+descent into trt_engine (open_engine: the file, its manifest and sha256, the static-registration plugin), the model
+configuration planned from them, and the folder written at the end (repository.write_model_folder)."""
 
 from __future__ import annotations
 
@@ -8,16 +12,15 @@ from pathlib import Path
 
 from trt_engine.engine_file import OpenedEngine, open_engine
 from trt_engine.manifest import EngineManifest
-from wtconv_core.errors import ModelError, PluginError, ServingError
-from wtconv_core.files import atomic_copy, atomic_write_json, user_file_mode
-from wtconv_core.options import TritonBackendOptions
+from wtconv_core.errors import ModelError, ServingError
+from wtconv_core.options import TRITON_BACKEND_QUEUE_DELAY_US, RepositoryOptions, TuningOptions, refuse_others
 from wtconv_core.paths import check_input_file, check_output_dir
 from wtconv_serving.repositories.repository import (
+    ModelFolder,
     TritonRepository,
     check_model_dir,
     serve_script,
-    write_model_config,
-    writing_model_dir,
+    write_model_folder,
 )
 from wtconv_serving.repositories.triton_config import (
     CudaGraph,
@@ -31,7 +34,7 @@ from wtconv_serving.repositories.triton_config import (
     label_lines,
     warmup_batch_sizes,
 )
-from wtconv_serving.tuning import Tuning
+from wtconv_serving.tuning import Tuning, check_tuning
 
 __all__ = ["BatchPlan", "plan_batching", "tensorrt_config", "write_tensorrt_repository"]
 
@@ -95,19 +98,22 @@ def tensorrt_config(
     instances: int = 1,
     gpus=(),
     preferred_batch_sizes=None,
-    max_queue_delay_us: int = TritonBackendOptions.max_queue_delay_us,
-    labels: tuple[str, ...] | None = None,
+    max_queue_delay_us: int = TRITON_BACKEND_QUEUE_DELAY_US,
+    labels=None,
     plan: BatchPlan | None = None,
     tuning: Tuning | None = None,
     warmup: bool = True,
 ) -> ModelConfig:
-    """The model configuration of an engine: max_batch_size and dims from its profiles (plan_batching), its I/O
-    types, batching with the buckets of ``tuning`` as preferred sizes (default: powers of two up to max_batch_size)
+    """The model configuration of an engine named ``name`` (checked): max_batch_size and dims from its profiles
+    (plan_batching), its I/O types, the class labels of the file ``labels`` (default digits 0-9 for the shipped
+    model), batching with the buckets of ``tuning`` as preferred sizes (default: powers of two up to max_batch_size)
     and its queue policy, a warm-up request per bucket, and with ``tuning.cuda_graphs`` one CUDA graph per bucket,
     each also serving the sizes down to the bucket below (graph_lower_bound: Triton pads the batch, as our runners
-    do), and the instances on the GPU with the profiles Triton may use. ``plan``: plan_batching's, when made
-    already. Graphs and warm-up need the input's dims fixed besides the batch."""
+    do), and the instances on the GPU with the profiles Triton may use. Graphs and warm-up need the input's dims
+    fixed besides the batch. ``plan``: plan_batching's, when made already."""
     plan = plan or plan_batching(manifest)
+    name = check_model_name(name)
+    labels = label_lines(labels, (manifest.source_model or {}).get("source") == "default")
     tuning = (tuning or Tuning()).with_max_batch(plan.max_batch_size)
     name_in = manifest.inputs[0].name
     static = all(int(d) > 0 for d in plan.input_dims)
@@ -144,89 +150,74 @@ def tensorrt_config(
     )
 
 
+# The options of a repository for Triton's TensorRT backend: the others are refused (refuse_others).
+OPTIONS = ("name", "plugin_static", "instances", "gpus", "preferred_batch_sizes", "max_queue_delay_us", "labels")
+OPTIONS += ("warmup", "force")
+TUNING = ("buckets", "cuda_graphs", "max_queue_size", "queue_timeout_ms")
+JOB = "a repository for Triton's TensorRT backend"
+
+
 def write_tensorrt_repository(
-    engine,
-    out,
-    *,
-    name: str | None = None,
-    plugin_static=None,
-    instances: int | None = None,
-    gpus=None,
-    preferred_batch_sizes=None,
-    max_queue_delay_us: int = TritonBackendOptions.max_queue_delay_us,
-    labels=None,
-    force: bool = False,
-    tuning: Tuning | None = None,
-    warmup: bool = True,
+    engine, out, options: RepositoryOptions | None = None, tuning: TuningOptions | None = None
 ) -> TritonRepository:
     """Write ``out/<name>/`` (config.pbtxt, 1/model.plan, engine.json: the manifest, labels.txt, the
-    static-registration plugin) and ``out/serve.sh``. Every option and file is checked before anything is written:
-    the counts and GPU indices, the plugin and labels files, the repository folder, the engine once (its manifest
-    and sha256: never ship a corrupt engine) and its TensorRT backend."""
-    instances, preferred_batch_sizes, max_queue_delay_us = check_batching_options(
-        instances, preferred_batch_sizes, max_queue_delay_us
-    )
-    gpus = check_gpus(gpus)
-    if plugin_static:
-        check_input_file(plugin_static, what="plugin_static", made_by="give libwtconv_trt_plugin.so")
-    if labels:
-        check_input_file(labels, what="labels", made_by="give a text file with one class name per line")
-    opened = open_engine(engine)
-    check_output_dir(out, option="out", force=force)
-    manifest = opened.manifest
-    if manifest.backend != "tensorrt":
+    static-registration plugin) and ``out/serve.sh``, with ``options`` (wtconv_core.options.RepositoryOptions: name,
+    plugin_static, instances, gpus, preferred_batch_sizes, max_queue_delay_us, labels, warmup, force; any other is
+    refused) and ``tuning`` (TuningOptions: buckets, cuda_graphs, max_queue_size, queue_timeout_ms).
+
+    Everything is checked before anything is written, each fact once: the option values, the plugin and labels
+    files, the repository folder; then the engine (its manifest and sha256: never ship a corrupt engine; the
+    static-registration plugin Triton preloads) and that Triton's TensorRT backend can load it; then the
+    configuration; then, writing, that no output is one of the inputs."""
+    o, tuning = options or RepositoryOptions(), tuning or TuningOptions()
+    refuse_others(o, OPTIONS, JOB)
+    refuse_others(tuning, TUNING, JOB)
+    delay = TRITON_BACKEND_QUEUE_DELAY_US if o.max_queue_delay_us is None else o.max_queue_delay_us
+    instances, preferred_batch_sizes, delay = check_batching_options(o.instances, o.preferred_batch_sizes, delay)
+    gpus = check_gpus(o.gpus)
+    tuning = check_tuning(tuning)
+    if o.plugin_static:
+        check_input_file(o.plugin_static, what="plugin_static", made_by="give libwtconv_trt_plugin.so")
+    if o.labels:
+        check_input_file(o.labels, what="labels", made_by="give a text file with one class name per line")
+    check_output_dir(out, option="out", force=o.force)
+    opened = open_engine(engine, preload=True, static_plugin=o.plugin_static)
+    if opened.manifest.backend != "tensorrt":
         raise ServingError(
             f"{engine} was built by TensorRT-RTX, whose engines Triton's TensorRT backend cannot load "
             f"(it runs TensorRT engines): build the engine with --backend tensorrt for Triton"
         )
-    name = check_model_name(name or Path(engine).name.split(".")[0])
-    model_dir = check_model_dir(out, name, force)
-    plugin_static = _static_plugin(manifest, plugin_static)
-    source = manifest.source_model or {}
-    plan = plan_batching(manifest)
-    tuning = tuning or Tuning()
-    config = tensorrt_config(
-        manifest,
-        name=name,
+    folder = _model_folder(
+        opened,
+        Path(out),
+        o,
         instances=instances or tuning.gpu_instances,
         gpus=gpus,
         preferred_batch_sizes=preferred_batch_sizes,
-        max_queue_delay_us=max_queue_delay_us,
-        labels=label_lines(labels, source.get("source") == "default"),
-        plan=plan,
+        max_queue_delay_us=delay,
         tuning=tuning,
-        warmup=warmup,
     )
-    return _write(opened, Path(out), model_dir, config, plugin_static, plan.note)
+    text = write_model_folder(folder)
+    return TritonRepository(
+        name=folder.config.name,
+        repository=folder.repository,
+        model_dir=folder.model_dir,
+        config=folder.model_dir / "config.pbtxt",
+        config_text=text,
+        serve_script=folder.repository / "serve.sh",
+        max_batch_size=folder.config.max_batch_size,
+        note=folder.note,
+    )
 
 
-def _static_plugin(manifest: EngineManifest, given) -> Path | None:
-    """The static-registration library Triton preloads: ``given`` (checked), else the one beside the engine's dynamic
-    library or found for its ABI; PluginError when the engine needs one and there is none."""
-    from trt_engine.plugins import check_static_plugin, static_plugin_for
-
-    if manifest.plugin is None and not given:
-        return None
-    plugin = Path(given) if given else static_plugin_for(manifest)
-    if plugin is None:
-        raise PluginError(
-            "the engine uses the WTConv2d plugin: pass plugin_static=PATH/TO/libwtconv_trt_plugin.so "
-            "(the static-registration library from plugin/, which Triton loads with LD_PRELOAD)",
-            parameter="plugin_static",
-        )
-    check_static_plugin(plugin, manifest)
-    return plugin
-
-
-def _write(
-    opened: OpenedEngine, out: Path, model_dir: Path, config: ModelConfig, plugin: Path | None, note: str
-) -> TritonRepository:
-    with writing_model_dir(model_dir) as staging:
-        atomic_copy(opened.path, staging / "1" / MODEL_FILE, mode=user_file_mode())
-        atomic_write_json(staging / "engine.json", opened.manifest.to_json())  # the client sample reads its dtypes
-        text = write_model_config(staging, config)
-        if plugin is not None:
-            atomic_copy(plugin, staging / plugin.name)
+def _model_folder(opened: OpenedEngine, out: Path, o: RepositoryOptions, **checked) -> ModelFolder:
+    """The model's folder, planned from the opened engine and the checked options (``checked``: tensorrt_config's):
+    its configuration, the engine and its manifest (the client sample reads its dtypes), the static plugin, and
+    serve.sh, which preloads the plugin and names the TensorRT the server must have."""
+    manifest, plugin = opened.manifest, opened.static_plugin
+    plan = plan_batching(manifest)
+    name = o.name or opened.path.name.split(".")[0]
+    config = tensorrt_config(manifest, name=name, labels=o.labels, plan=plan, warmup=o.warmup, **checked)
     setup, command = [], 'exec tritonserver --model-repository="$HERE" "$@"'
     if plugin is not None:
         setup = [
@@ -236,18 +227,17 @@ def _write(
             '--backend-config=tensorrt,plugins="$PLUGIN" "$@"',
         ]
         command = 'LD_PRELOAD="$PLUGIN${LD_PRELOAD:+:$LD_PRELOAD}" ' + command
-    trt = opened.manifest.tensorrt_version
     comments = [
-        f"The server's TensorRT must be exactly {trt} (the engine's): use the Triton release whose TensorRT",
-        "version matches (Triton release notes), e.g. inside its NGC container:",
+        f"The server's TensorRT must be exactly {manifest.tensorrt_version} (the engine's): use the Triton release",
+        "whose TensorRT version matches (Triton release notes), e.g. inside its NGC container:",
     ]
-    return TritonRepository(
-        name=config.name,
-        repository=out,
-        model_dir=model_dir,
-        config=model_dir / "config.pbtxt",
-        config_text=text,
-        serve_script=serve_script(out, config.name, comments, setup, command),
-        max_batch_size=config.max_batch_size,
-        note=note,
+    return ModelFolder(
+        model_dir=check_model_dir(out, config.name, o.force),
+        config=config,
+        model_files=((opened.path, MODEL_FILE),),
+        libraries=(plugin,) if plugin is not None else (),
+        json_files=(("engine.json", manifest.to_json()),),
+        serve_script=serve_script(config.name, comments, setup, command),
+        inputs=(("engine", opened.path), ("plugin", plugin), ("labels", o.labels)),
+        note=plan.note,
     )

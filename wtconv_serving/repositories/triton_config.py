@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from wtconv_core.errors import InputError, ServingError
 from wtconv_core.inputs import MAX_INT32, check_int
-from wtconv_core.options import TritonBackendOptions
+from wtconv_core.options import TRITON_BACKEND_QUEUE_DELAY_US
 from wtconv_serving.tuning import Tuning
 
 __all__ = [
@@ -82,7 +82,7 @@ class DynamicBatching:
     than ``queue_timeout_us`` is refused (0: no limit for either); a client may ask for a shorter timeout."""
 
     preferred_batch_sizes: tuple[int, ...] = ()
-    max_queue_delay_us: int = TritonBackendOptions.max_queue_delay_us
+    max_queue_delay_us: int = TRITON_BACKEND_QUEUE_DELAY_US
     max_queue_size: int = 0
     queue_timeout_us: int = 0
 

@@ -20,7 +20,9 @@ def add_arguments(parser):
         metavar="DIR",
         help=f"model repository to write (default ./{options.DEFAULT_REPOSITORY})",
     )
-    options.add_group(parser, options.RepositoryOptions, types=arguments)
+    # Those of Triton's own backends are triton-repo's (wtconv_core.options.RepositoryOptions says which).
+    triton_only = ("plugin_static", "server_path", "gpus", "preferred_batch_sizes", "labels")
+    options.add_group(parser, options.RepositoryOptions, types=arguments, skip=triton_only)
     options.add_group(parser, options.TuningOptions, "tuning (docs/serving.md, 'Tuning')", types=arguments)
     parser.add_argument("--write-only", action="store_true", help="write the repository and exit")
     options.add_group(parser, options.ServerOptions, "server", types=arguments)
