@@ -35,7 +35,7 @@ import numpy as np
 from wtconv_core.stats import percentile
 from wtconv_export.exported import ExportedModel
 from wtconv_serving.repositories.repository import describe_export, onnx_batching
-from wtconv_serving.runners.runtimes import make_runner
+from wtconv_serving.runners.runtimes import load_runtime, make_runner
 from wtconv_serving.tuning import Tuning, default_buckets
 
 DENSE = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
@@ -80,11 +80,11 @@ def measure(name, tuning, args, input_dims, max_batch, pool, sequences) -> dict:
         pass
     t0 = time.perf_counter()
     if tuning is None:
-        runner = make_runner(args.runtime, input_dims=None, tuning=Tuning(cudnn_search="EXHAUSTIVE"), **args.common)
+        runner = make_runner(args.model, input_dims=None, tuning=Tuning(cudnn_search="EXHAUSTIVE"))
         buckets = default_buckets(max_batch)
     else:
         tuning = tuning.with_max_batch(max_batch)
-        runner = make_runner(args.runtime, input_dims=input_dims, tuning=tuning, **args.common)
+        runner = make_runner(args.model, input_dims=input_dims, tuning=tuning)
         buckets = tuning.buckets
     load_s = time.perf_counter() - t0
     entry = {"variant": name, "load_s": round(load_s, 2), "description": runner.description, "buckets": {}}
@@ -133,7 +133,9 @@ def main() -> int:
     exported = ExportedModel.read(args.onnx)
     description = describe_export(exported)
     max_batch, input_dims, _ = onnx_batching(description, args.max_batch_size)
-    args.common = dict(onnx_path=exported, ort_device=args.device, ort_library=args.ort_library)
+    # Loaded once (the export read, the engine deserialized, ONNX Runtime's execution planned); every variant's runner
+    # is made on it, so a variant's load time is its sessions, buffers, warm-up and graphs.
+    args.model = load_runtime(args.runtime, onnx_path=exported, ort_device=args.device, ort_library=args.ort_library)
     rng = np.random.default_rng(0)
     dtype = np.float16 if description["input"]["dtype"] == "float16" else np.float32
     pool = rng.standard_normal((max_batch, *input_dims)).astype(dtype)

@@ -114,8 +114,8 @@ def test_serve_write_only_reads_the_file_once(parses, export, tmp_path):
 def test_the_runner_inside_triton_reads_the_file_once(parses, export):
     import numpy as np
 
-    from wtconv_serving.runners.runtimes import make_runner
+    from wtconv_serving.runners.runtimes import load_runtime, make_runner
 
-    runner = make_runner("onnxruntime", onnx_path=export, ort_device="cpu")
+    runner = make_runner(load_runtime("onnxruntime", onnx_path=export, ort_device="cpu"))
     assert len(parses(export)) == 1, parses(export)
     assert runner(np.zeros((2, 1, 32, 32), np.float32)).shape == (2, 10)

@@ -196,7 +196,7 @@ def test_runtime_choice_on_this_machine(tmp_path):
         runtimes.select_runtime("torch-cuda", onnx_path=onnx_path)
     with pytest.raises(ConfigurationError, match="runtime tensorrt cannot run here"):
         runtimes.select_runtime("tensorrt", onnx_path=onnx_path)
-    runner = runtimes.make_runner("auto", onnx_path=onnx_path)
+    runner = runtimes.make_runner(runtimes.load_runtime("auto", onnx_path=onnx_path))
     x = np.random.default_rng(0).standard_normal((3, 1, 8, 8)).astype(np.float32)
     assert np.array_equal(runner(x), np.maximum(x, 0))
 

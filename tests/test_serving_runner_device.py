@@ -107,7 +107,7 @@ def gpus(monkeypatch):
 
 @pytest.mark.parametrize("device", [1, 3])
 def test_tensorrt_runner_works_on_its_instance_device(gpus, device):
-    runner = tensorrt_runner.TensorRTRunner("model.engine", device=device)
+    runner = tensorrt_runner.TensorRTModel.load("model.engine", device=device).runner()
     assert dict(gpus.events) == {"deserialize": device, "create context": device, "stream": device}
     gpus.events.clear()
     out = runner(np.zeros((2, 3), dtype=np.float32))

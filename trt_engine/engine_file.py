@@ -1,6 +1,5 @@
 """Opening an engine file: the checks made before TensorRT is asked (the file, its manifest, the sha256 of its bytes,
-each once, and for a server that preloads the plugin the static-registration library), then loading it
-(docs/engines.md, "2. Build")."""
+each once), then loading it (docs/engines.md, "2. Build")."""
 
 from __future__ import annotations
 
@@ -25,8 +24,6 @@ class OpenedEngine:
 
     path: Path
     manifest: mf.EngineManifest
-    # The static-registration plugin library a server preloads for it (open_engine with preload); None: none needed.
-    static_plugin: Path | None = None
 
     @property
     def input(self) -> mf.TensorIO:
@@ -44,24 +41,14 @@ class OpenedEngine:
         return find_profile(self.manifest.profiles, {name: shape}), shape
 
 
-def open_engine(engine: str | os.PathLike, *, preload: bool = False, static_plugin=None) -> OpenedEngine:
+def open_engine(engine: str | os.PathLike) -> OpenedEngine:
     """The engine file checked once before anything uses it, each fact in the order a user fixes them: the file
     itself (check_engine_path), its manifest present and well-formed, its bytes matching the manifest's size and
-    sha256. Raises with cause and fix (InputError, EngineError).
-
-    preload: the engine is for a server that preloads its plugin (Triton's TensorRT backend, LD_PRELOAD): the
-    static-registration library is found too (``static_plugin`` when given, else the one beside the manifest's
-    dynamic library or found for its ABI; trt_engine.plugins.preloaded_plugin) and kept as
-    OpenedEngine.static_plugin; PluginError when the engine uses the plugin and there is none. A TensorRT-RTX
-    engine gets none (no server preloads one for it)."""
+    sha256. Raises with cause and fix (InputError, EngineError)."""
     path = check_engine_path(engine)
     manifest = mf.read_manifest(path)
     mf.check_engine_file(path, manifest)
-    if not preload or manifest.backend != "tensorrt":
-        return OpenedEngine(path, manifest)
-    from trt_engine.plugins import preloaded_plugin
-
-    return OpenedEngine(path, manifest, preloaded_plugin(manifest, static_plugin))
+    return OpenedEngine(path, manifest)
 
 
 def check_engine_path(engine: str | os.PathLike) -> Path:

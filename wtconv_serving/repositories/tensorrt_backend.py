@@ -2,7 +2,8 @@
 the static-registration plugin library and serve.sh, which preloads it (docs/engines.md, "Triton").
 
 The writer reads each fact once and in one direction: the options checked, the engine's facts gathered in one
-descent into trt_engine (open_engine: the file, its manifest and sha256, the static-registration plugin), the model
+descent into trt_engine (open_engine: the file, its manifest and sha256; preloaded_plugin: the static-registration
+plugin Triton preloads), the model
 configuration planned from them, and the folder written at the end (repository.write_model_folder)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from trt_engine.engine_file import OpenedEngine, open_engine
 from trt_engine.manifest import EngineManifest
+from trt_engine.plugins import preloaded_plugin
 from wtconv_core.errors import ModelError, ServingError
 from wtconv_core.options import TRITON_BACKEND_QUEUE_DELAY_US, RepositoryOptions, TuningOptions, refuse_others
 from wtconv_core.paths import check_input_file, check_output_dir
@@ -181,14 +183,16 @@ def write_tensorrt_repository(
     if o.labels:
         check_input_file(o.labels, what="labels", made_by="give a text file with one class name per line")
     check_output_dir(out, option="out", force=o.force)
-    opened = open_engine(engine, preload=True, static_plugin=o.plugin_static)
+    opened = open_engine(engine)
     if opened.manifest.backend != "tensorrt":
         raise ServingError(
             f"{engine} was built by TensorRT-RTX, whose engines Triton's TensorRT backend cannot load "
             f"(it runs TensorRT engines): build the engine with --backend tensorrt for Triton"
         )
+    plugin = preloaded_plugin(opened.manifest, o.plugin_static)
     folder = _model_folder(
         opened,
+        plugin,
         Path(out),
         o,
         instances=instances or tuning.gpu_instances,
@@ -210,11 +214,11 @@ def write_tensorrt_repository(
     )
 
 
-def _model_folder(opened: OpenedEngine, out: Path, o: RepositoryOptions, **checked) -> ModelFolder:
-    """The model's folder, planned from the opened engine and the checked options (``checked``: tensorrt_config's):
-    its configuration, the engine and its manifest (the client sample reads its dtypes), the static plugin, and
-    serve.sh, which preloads the plugin and names the TensorRT the server must have."""
-    manifest, plugin = opened.manifest, opened.static_plugin
+def _model_folder(opened: OpenedEngine, plugin: Path | None, out: Path, o: RepositoryOptions, **checked) -> ModelFolder:
+    """The model's folder, planned from the opened engine, its static-registration ``plugin`` and the checked
+    options (``checked``: tensorrt_config's): its configuration, the engine and its manifest (the client sample reads
+    its dtypes), the plugin, and serve.sh, which preloads the plugin and names the TensorRT the server must have."""
+    manifest = opened.manifest
     plan = plan_batching(manifest)
     name = o.name or opened.path.name.split(".")[0]
     config = tensorrt_config(manifest, name=name, labels=o.labels, plan=plan, warmup=o.warmup, **checked)

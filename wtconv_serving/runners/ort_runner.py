@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -27,7 +29,7 @@ from wtconv_serving.tuning import Tuning
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OnnxRuntimeRunner"]
+__all__ = ["OnnxRuntimeRunner", "OrtModel"]
 
 _ONNX_NUMPY = {1: np.float32, 10: np.float16}  # onnx.TensorProto.FLOAT, FLOAT16
 # ONNX Runtime captures a graph id once the session has made this many regular runs (its CUDA EP's
@@ -36,18 +38,44 @@ _ONNX_NUMPY = {1: np.float32, 10: np.float16}  # onnx.TensorProto.FLOAT, FLOAT16
 RUNS_BEFORE_CAPTURE = 2
 
 
+@dataclass(frozen=True)
+class OrtModel:
+    """An export read once, with where ONNX Runtime runs it and what runs its WTConv2d nodes planned once (load):
+    what OnnxRuntimeRunner runs; ``threads``: ONNX Runtime's intra-op threads (0: its own)."""
+
+    runtime: ClassVar[str] = "onnxruntime"
+    exported: Any  # wtconv_export.exported.ExportedModel
+    execution: Any  # wtconv_ort.execution.OrtExecution
+    threads: int = 0
+
+    @classmethod
+    def load(cls, onnx, ort_device: str = "cpu", device: int = 0, library=None, threads: int = 0) -> OrtModel:
+        """``onnx`` (its path, read once here, or its ExportedModel) on the CPU (``ort_device="cpu"``) or on GPU
+        ``device`` through the CUDA execution provider (``"cuda"``), its WTConv2d nodes on ``library`` (default: the
+        libwtconv_ort.so found in lookup order; wtconv_ort.execution.plan_ort_execution)."""
+        from wtconv_export.exported import ExportedModel
+        from wtconv_ort.execution import plan_ort_execution
+
+        exported = ExportedModel.of(onnx)
+        return cls(exported, plan_ort_execution(exported, _ort_device_text(ort_device, device), library), int(threads))
+
+    def runner(self, *, buckets=(), input_dims=None, tuning: Tuning | None = None) -> OnnxRuntimeRunner:
+        """A runner on this model (runtimes.make_runner)."""
+        return OnnxRuntimeRunner(self, buckets=buckets, input_dims=input_dims, tuning=tuning)
+
+
 class OnnxRuntimeRunner(BatchRunner):
-    """The exported model in ONNX Runtime: on the CPU (``ort_device="cpu"``) or on GPU ``device`` through the CUDA
-    execution provider (``"cuda"``); WTConv2d nodes on ``library`` (default: the libwtconv_ort.so found in lookup
-    order). On the GPU with ``buckets`` and ``input_dims``, batches are padded up to their bucket and run as
-    ``tuning`` says (the module docstring); a capture that fails or answers differently from an eager run at load
-    falls back to eager sessions, and ``description`` says so."""
+    """The exported model in ONNX Runtime, as an OrtModel plans it (``model``; or the export's path, loaded here with
+    ``threads``, ``ort_device``, ``device`` and ``library``: OrtModel.load). On the GPU with ``buckets`` and
+    ``input_dims``, batches are padded up to their bucket and run as ``tuning`` says (the module docstring); a capture
+    that fails or answers differently from an eager run at load falls back to eager sessions, and ``description``
+    says so."""
 
     name = "onnxruntime"
 
     def __init__(
         self,
-        onnx_path,
+        model,
         threads: int = 0,
         *,
         ort_device: str = "cpu",
@@ -57,13 +85,12 @@ class OnnxRuntimeRunner(BatchRunner):
         input_dims=None,
         tuning: Tuning | None = None,
     ):
-        from wtconv_export.exported import ExportedModel
-        from wtconv_ort.execution import plan_ort_execution
-
-        self.exported = ExportedModel.of(onnx_path)  # the one read of the file
+        if not isinstance(model, OrtModel):
+            model = OrtModel.load(model, ort_device, device, library, threads)
+        self.exported = model.exported
         self.onnx_path = self.exported.path
-        self.threads = int(threads)
-        self.execution = plan_ort_execution(self.exported, _ort_device_text(ort_device, device), library)
+        self.threads = model.threads
+        self.execution = model.execution
         self.tuning = tuning or Tuning()
         self.mode = "eager"
         self.fallback_note = ""
@@ -79,7 +106,7 @@ class OnnxRuntimeRunner(BatchRunner):
 
         self.torch = torch
         self.buckets = tuple(int(b) for b in buckets)
-        self.device = torch.device("cuda", int(device))
+        self.device = torch.device("cuda", self.execution.device_id)
         with torch.cuda.device(self.device):
             self.stream = torch.cuda.Stream(self.device)  # not the default stream, which ONNX Runtime refuses
             self.buffers = DeviceBuffers(

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 class ServedModel:
     def __init__(self, args: dict, config: dict, parameters: dict, pb_utils):
-        from wtconv_serving.runners.runtimes import make_runner
+        from wtconv_serving.runners.runtimes import load_runtime, make_runner
         from wtconv_serving.tuning import Tuning
 
         self.pb = pb_utils
@@ -49,7 +49,7 @@ class ServedModel:
         self.output_name = config["output"][0]["name"]
         dims = [int(d) for d in config["input"][0]["dims"]]
         start = time.perf_counter()
-        self.runner = make_runner(
+        model = load_runtime(
             parameters.get("runtime", "auto"),
             onnx_path=onnx,
             engine_path=engine,
@@ -58,9 +58,9 @@ class ServedModel:
             threads=threads,
             ort_device=parameters.get("ort_device") or "cpu",
             ort_library=ort_library,
-            tuning=Tuning.from_parameters(parameters).with_max_batch(max_batch),
-            input_dims=dims if self.batching else None,
         )
+        tuning = Tuning.from_parameters(parameters).with_max_batch(max_batch)
+        self.runner = make_runner(model, tuning=tuning, input_dims=dims if self.batching else None)
         self.logger = pb_utils.Logger
         described = getattr(self.runner, "description", None)
         self.logger.log_info(

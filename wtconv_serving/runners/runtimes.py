@@ -10,19 +10,21 @@ In order of preference (docs/serving.md):
   CUDA execution provider where it and the library's CUDA op exist, else on the CPU
   (wtconv_ort.execution.plan_ort_execution makes the choice and its checks).
 
-Each runner (wtconv_serving.runners.batch_runner.BatchRunner: torch_runner, tensorrt_runner, ort_runner) maps the
-requests of
-a batch, NumPy arrays in the model's input dtype, to one NumPy output each, so the served model and a test calling the
+A served model is loaded once (load_runtime: the runtime chosen, then its files read, the engine deserialized, the
+ONNX Runtime execution planned), and runners are made on it (make_runner). Each runner
+(wtconv_serving.runners.batch_runner.BatchRunner: torch_runner, tensorrt_runner, ort_runner) maps the requests of a
+batch, NumPy arrays in the model's input dtype, to one NumPy output each, so the served model and a test calling the
 runner directly compute the same thing.
 """
 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
+from typing import Protocol
 
 from wtconv_core.errors import ConfigurationError, ServingError
 from wtconv_export.exported import ExportedModel
+from wtconv_serving.runners.batch_runner import BatchRunner
 from wtconv_serving.tuning import Tuning
 
 log = logging.getLogger(__name__)
@@ -131,72 +133,64 @@ def select_runtime(
     )
 
 
-def make_runner(
-    runtime: str,
+class LoadedModel(Protocol):
+    """A model as its runtime holds it, its files read and checked once (load_runtime): tensorrt_runner.TensorRTModel,
+    torch_runner.TorchModel or ort_runner.OrtModel. It makes runners, as many as wanted (a served one, an eager
+    reference), without reading a file again."""
+
+    runtime: str
+
+    def runner(self, *, buckets=(), input_dims=None, tuning: Tuning | None = None) -> BatchRunner: ...
+
+
+def load_runtime(
+    preference: str = "auto",
     *,
     onnx_path=None,
     engine_path=None,
     plugin=None,
     device: int = 0,
-    threads: int = 0,
     ort_device: str = "cpu",
     ort_library=None,
-    tuning: Tuning | None = None,
-    input_dims=None,
-):
-    """A runner for ``runtime`` ("auto" chooses, see select_runtime) on GPU ``device``; for onnxruntime,
-    ``ort_device`` ("cpu", "cuda", or "auto": resolve_ort_device) and the WTConv2d op library ``ort_library``.
-    ``tuning`` (its buckets resolved, Tuning.with_max_batch) and ``input_dims`` (the input's dims without the batch):
-    a GPU runner pads batches up to the buckets and runs them as the tuning says; without them it runs each batch as
-    it comes. ``onnx_path``: the exported model's file (read once here, wtconv_export.exported) or its ExportedModel.
-    """
-    onnx_path = exported_model(onnx_path)
+    threads: int = 0,
+) -> LoadedModel:
+    """The model loaded by the runtime chosen for it here (select_runtime: ``preference`` when it can run, or for
+    "auto" the first of RUNTIMES that can), for GPU ``device``: the TensorRT engine ``engine_path`` deserialized with
+    ``plugin`` (TensorRTModel.load), or the export ``onnx_path`` (its path, read once here, or its ExportedModel) for
+    PyTorch on our CUDA kernels, or for ONNX Runtime on ``ort_device`` ("cpu", "cuda", or "auto":
+    resolve_ort_device) with the WTConv2d op library ``ort_library`` and ``threads`` intra-op threads."""
+    from wtconv_serving.runners.ort_runner import OrtModel
+    from wtconv_serving.runners.tensorrt_runner import TensorRTModel
+    from wtconv_serving.runners.torch_runner import TorchModel
+
+    exported = exported_model(onnx_path)
     runtime = select_runtime(
-        runtime, onnx_path=onnx_path, engine_path=engine_path, ort_device=ort_device, ort_library=ort_library
+        preference, onnx_path=exported, engine_path=engine_path, ort_device=ort_device, ort_library=ort_library
     )
-    tuning = tuning or Tuning()
-    buckets = tuning.buckets if input_dims else ()
-    if runtime == "onnxruntime":
-        from wtconv_serving.runners.ort_runner import OnnxRuntimeRunner
-
-        # "cpu" needs no resolving, and "cuda" was resolved by select_runtime (unavailable_reason): the model is not
-        # read and checked for the GPU a second time.
-        if ort_device in ("cpu", "cuda"):
-            where = ort_device
-        else:
-            where, _ = resolve_ort_device(ort_device, onnx_path, ort_library)
-        return OnnxRuntimeRunner(
-            onnx_path,
-            threads=threads,
-            ort_device=where,
-            device=device,
-            library=ort_library,
-            buckets=buckets,
-            input_dims=input_dims,
-            tuning=tuning,
-        )
+    if runtime == "tensorrt":
+        return TensorRTModel.load(engine_path, plugin, device)
     if runtime == "torch-cuda":
-        from wtconv_serving.runners.torch_runner import TorchCudaRunner
+        return TorchModel(exported, device)
+    # "cpu" needs no resolving, and "cuda" was resolved by select_runtime (unavailable_reason): the model is not read
+    # and checked for the GPU a second time.
+    where = ort_device if ort_device in ("cpu", "cuda") else resolve_ort_device(ort_device, exported, ort_library)[0]
+    return OrtModel.load(exported, where, device, ort_library, threads)
 
-        return TorchCudaRunner(
-            onnx_path, device=device, buckets=buckets, input_dims=input_dims, cuda_graphs=tuning.cuda_graphs
-        )
-    from wtconv_serving.runners.tensorrt_runner import TensorRTRunner
 
-    return TensorRTRunner(
-        Path(engine_path),
-        plugin=plugin,
-        device=device,
-        buckets=buckets,
-        input_dims=input_dims,
-        cuda_graphs=tuning.cuda_graphs,
-    )
+def make_runner(model: LoadedModel, *, tuning: Tuning | None = None, input_dims=None) -> BatchRunner:
+    """A runner on a loaded model (load_runtime). ``tuning`` (its buckets resolved, Tuning.with_max_batch) and
+    ``input_dims`` (the input's dims without the batch): a GPU runner pads batches up to the buckets and runs them as
+    the tuning says; without them it runs each batch as it comes."""
+    tuning = tuning or Tuning()
+    return model.runner(buckets=tuning.buckets if input_dims else (), input_dims=input_dims, tuning=tuning)
 
 
 __all__ = [
     "ORT_DEVICES",
     "RUNTIMES",
+    "LoadedModel",
     "exported_model",
+    "load_runtime",
     "resolve_ort_device",
     "make_runner",
     "select_runtime",

@@ -1,41 +1,75 @@
 """The ``tensorrt`` runtime: a TensorRT engine (with its manifest ENGINE.json) through trt_engine.tensorrt_api, on its
-model instance's GPU; with buckets, one CUDA graph per bucket (docs/serving.md, "Tuning")."""
+model instance's GPU; with buckets, one CUDA graph per bucket (docs/serving.md, "Tuning").
+
+TensorRTModel.load opens the engine file once and deserializes it on the instance's GPU; each TensorRTRunner made
+on it (the served one, an eager reference) has its own execution context and stream."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from wtconv_core.errors import ServingError
 from wtconv_serving.runners.batch_runner import BatchRunner, DeviceBuffers, graph_agrees
+from wtconv_serving.tuning import Tuning
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TensorRTRunner"]
+__all__ = ["TensorRTModel", "TensorRTRunner"]
 
 
-class TensorRTRunner(BatchRunner):
-    """A TensorRT engine on GPU ``device``. With ``buckets`` and ``input_dims``, batches run on buffers made once,
-    padded up to their bucket, each bucket's enqueue replayed as a CUDA graph when ``cuda_graphs`` (checked against
-    an eager run at load; a bucket that fails runs eagerly)."""
+@dataclass(frozen=True)
+class TensorRTModel:
+    """An engine file opened once (its manifest and sha256 checked) and deserialized with its plugin on GPU
+    ``device`` (load): what TensorRTRunner runs."""
 
-    name = "tensorrt"
+    runtime: ClassVar[str] = "tensorrt"
+    loaded: Any  # trt_engine.tensorrt_api's loaded engine
+    profiles: tuple  # its optimisation profiles (the manifest's)
+    device: int = 0
 
-    def __init__(self, engine_path, plugin=None, device: int = 0, *, buckets=(), input_dims=None, cuda_graphs=True):
+    @classmethod
+    def load(cls, engine_path, plugin=None, device: int = 0) -> TensorRTModel:
+        """The engine at ``engine_path`` on GPU ``device``; ``plugin``: the plugin library (default the manifest's,
+        trt_engine.engine_file.load_engine_for_run). TensorRT deserializes the engine (and our plugin uploads its
+        weights) on the current device, which is 0 in a fresh backend process whatever model_instance_device_id
+        says: the instance's GPU is made current for it."""
         import torch
 
         from trt_engine.engine_file import load_engine_for_run, open_engine
+
+        opened = open_engine(engine_path)
+        with torch.cuda.device(torch.device("cuda", int(device))):
+            loaded = load_engine_for_run(opened, plugin)
+        return cls(loaded, tuple(opened.manifest.profiles), int(device))
+
+    def runner(self, *, buckets=(), input_dims=None, tuning: Tuning | None = None) -> TensorRTRunner:
+        """A runner on this engine (runtimes.make_runner)."""
+        return TensorRTRunner(
+            self, buckets=buckets, input_dims=input_dims, cuda_graphs=(tuning or Tuning()).cuda_graphs
+        )
+
+
+class TensorRTRunner(BatchRunner):
+    """A TensorRT engine loaded on its GPU (TensorRTModel). With ``buckets`` and ``input_dims``, batches run on buffers
+    made once, padded up to their bucket, each bucket's enqueue replayed as a CUDA graph when ``cuda_graphs`` (checked
+    against an eager run at load; a bucket that fails runs eagerly)."""
+
+    name = "tensorrt"
+
+    def __init__(self, model: TensorRTModel, *, buckets=(), input_dims=None, cuda_graphs=True):
+        import torch
+
         from trt_engine.profiles import find_profile
 
-        self.engine = open_engine(engine_path)
-        self.profiles = self.engine.manifest.profiles
-        self.device = torch.device("cuda", int(device))
-        # Everything on the instance's GPU: TensorRT deserializes the engine and creates the context (and our plugin
-        # uploads its weights) on the current device, which is 0 in a fresh backend process whatever
-        # model_instance_device_id says; the stream and tensors below live on self.device.
+        self.loaded = model.loaded
+        self.profiles = model.profiles
+        self.device = torch.device("cuda", model.device)
+        # The context, stream and tensors on the engine's GPU, as its deserialization (TensorRTModel.load).
         with torch.cuda.device(self.device):
-            self.loaded = load_engine_for_run(self.engine, plugin)
             self.context = self.loaded.engine.create_execution_context()
             self.stream = torch.cuda.Stream(self.device)
         io = self.loaded.io()

@@ -4,14 +4,33 @@ our CUDA kernels, in the precision the model was exported in; one CUDA graph per
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from wtconv_serving.runners.batch_runner import BatchRunner, DeviceBuffers, graph_agrees
+from wtconv_serving.tuning import Tuning
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TorchCudaRunner"]
+__all__ = ["TorchCudaRunner", "TorchModel"]
+
+
+@dataclass(frozen=True)
+class TorchModel:
+    """An export read once, whose metadata names the PyTorch model each TorchCudaRunner rebuilds on GPU ``device``."""
+
+    runtime: ClassVar[str] = "torch-cuda"
+    exported: Any  # wtconv_export.exported.ExportedModel
+    device: int = 0
+
+    def runner(self, *, buckets=(), input_dims=None, tuning: Tuning | None = None) -> TorchCudaRunner:
+        """A runner on this model (runtimes.make_runner)."""
+        cuda_graphs = (tuning or Tuning()).cuda_graphs
+        return TorchCudaRunner(
+            self.exported, self.device, buckets=buckets, input_dims=input_dims, cuda_graphs=cuda_graphs
+        )
 
 
 class TorchCudaRunner(BatchRunner):

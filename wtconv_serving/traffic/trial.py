@@ -95,13 +95,14 @@ def run_load_test(
     per point
     (empty: no sweep); ``mixes``: further request-size mixes for the sweep besides ``batch_sizes``."""
     from wtconv_serving.repositories.repository import onnx_batching
-    from wtconv_serving.runners.runtimes import make_runner
+    from wtconv_serving.runners.runtimes import load_runtime, make_runner
     from wtconv_serving.traffic.check import direct_throughput, expected_outputs, input_pool, run_load
     from wtconv_serving.traffic.sweep import LoadWorkers, direct_rate, model_stats
     from wtconv_serving.tuning import Tuning
 
     _, input_dims, _ = onnx_batching(repo.description, repo.max_batch_size or None)
-    common = dict(
+    model = load_runtime(
+        repo.runtime,
         onnx_path=repo.onnx,
         engine_path=repo.engine,
         plugin=repo.plugin,
@@ -110,12 +111,12 @@ def run_load_test(
         ort_library=repo.ort_library,
     )
     batching = repo.max_batch_size > 0
-    runner = make_runner(repo.runtime, tuning=repo.tuning, input_dims=input_dims if batching else None, **common)
-    # The reference the answers are checked against: the same file run eagerly, batch by batch, without the buckets,
+    runner = make_runner(model, tuning=repo.tuning, input_dims=input_dims if batching else None)
+    # The reference the answers are checked against: the same model run eagerly, batch by batch, without the buckets,
     # graphs and buffers of the served runner (on the CPU, where there are none, the runner itself).
     reference = runner
     if runner.buckets:
-        reference = make_runner(repo.runtime, tuning=Tuning(cuda_graphs=False), input_dims=None, **common)
+        reference = make_runner(model, tuning=Tuning(cuda_graphs=False), input_dims=None)
     mixes = [list(batch_sizes), *[list(m) for m in mixes if list(m) != list(batch_sizes)]]
     pool = input_pool(
         repo.description["metadata"],
