@@ -184,7 +184,12 @@ def test_ctrl_c_during_the_load_test(serve, tmp_path):
 def test_ctrl_c_drains_the_requests_in_flight(serve, slow_model):
     """Three requests of 16 images sent at once (the model runs at most 32 images a batch, so one of them at least
     is still queued or running when the first answer comes): Ctrl-C right after that first answer lets the others
-    finish, answered as ONNX Runtime answers them, then serve exits with 130 and leaves nothing."""
+    finish, answered as ONNX Runtime answers them, then serve exits with 130 and leaves nothing.
+
+    The direct run is the server's: the same file on the same op (the Python op: neither process finds a library in
+    its cache), one request at a time. The server may have run two requests as one batch of 32, whose convolutions
+    may round differently from a batch of 16, so the answers are compared within fp32 rounding of the logits'
+    scale, not bit for bit."""
     from wtconv_serving.ort_runner import OnnxRuntimeRunner
 
     run = serve("--max-batch-size", "32", "--no-warmup")
@@ -218,8 +223,10 @@ def test_ctrl_c_drains_the_requests_in_flight(serve, slow_model):
         thread.join(60)
     assert in_flight >= 1
     direct = OnnxRuntimeRunner(slow_model)
+    assert direct.execution.op == "python", direct.execution.describe()
     for i in range(3):
         assert isinstance(answers[i], np.ndarray), str(answers[i])
-        assert np.array_equal(answers[i], direct(x[i]))
+        expected = direct(x[i])
+        assert np.abs(answers[i] - expected).max() <= 1e-5 * np.abs(expected).max()
     assert status == 130 and err[-1] == "wtconv-trt serve: interrupted", err
     run.assert_nothing_left()
