@@ -222,8 +222,17 @@ def test_engine_sets_the_batch_limit_and_travels_with_its_manifest(tmp_path):
 
     from trt_engine.engine_file import open_engine
 
-    engine, _ = fake_engine(tmp_path, precision="fp32", dtype="float32", profiles=["input:1x1x8x8/4x1x8x8/16x1x8x8"])
-    result = write(tiny_onnx(tmp_path / "m.onnx"), tmp_path / "repo", name="m", engine=engine)
+    onnx_path = tiny_onnx(tmp_path / "m.onnx")
+    engine, _ = fake_engine(
+        tmp_path,
+        precision="fp32",
+        dtype="float32",
+        profiles=["input:1x1x8x8/4x1x8x8/16x1x8x8"],
+        input_shape=(-1, 1, 8, 8),
+        output_shape=(-1, 1, 8, 8),
+        onnx=onnx_path,
+    )
+    result = write(onnx_path, tmp_path / "repo", name="m", engine=engine)
     config = parsed(result)
     assert config.max_batch_size == 16
     assert {k: v.string_value for k, v in config.parameters.items()}["engine_file"] == "model.plan"
