@@ -28,6 +28,7 @@ log is kept (a failed start keeps it and names it).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -162,26 +163,71 @@ def server_environment(install: ServerInstall) -> dict:
     return env
 
 
+def listen_addresses(host: str) -> list[tuple]:
+    """The (family, socket address) pairs a server told to listen on ``host`` would bind; ServingError (parameter
+    "host") when ``host`` is neither an IP address nor a name this machine resolves."""
+    try:
+        # An empty host is every interface, as 0.0.0.0 (getaddrinfo's passive wildcard for None).
+        found = socket.getaddrinfo(host or None, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        raise ServingError(
+            f"host {host}: not an IP address or a name this machine resolves ({reason}); give an address of this "
+            "machine: 127.0.0.1 (this machine only, the default) or 0.0.0.0 (every interface)",
+            parameter="host",
+        ) from None
+    return [(family, address) for family, _, _, _, address in found]
+
+
+def check_host(host: str) -> None:
+    """ServingError (parameter "host") unless the server can listen on ``host``: a resolvable name or an IP address
+    that belongs to this machine (a socket binds to it)."""
+    reasons = []
+    for family, address in listen_addresses(host):
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((address[0], 0, *address[2:]))
+                return
+            except OSError as error:
+                if error.errno == errno.EADDRNOTAVAIL:
+                    reasons.append(f"{address[0]} is not an address of this machine")
+                else:
+                    reasons.append(f"{address[0]}: {error.strerror or error}")
+    raise ServingError(
+        f"host {host}: the server cannot listen there ({'; '.join(dict.fromkeys(reasons))}); give an address of "
+        "this machine: 127.0.0.1 (this machine only, the default) or 0.0.0.0 (every interface)",
+        parameter="host",
+    )
+
+
 def port_in_use(host: str, port: int) -> bool:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    """Whether something already listens on ``port`` of ``host`` (an address check_host accepted); any other
+    reason the port cannot be bound raises ServingError with the system's words."""
+    family, address = listen_addresses(host)[0]
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind((host, port))
-        except OSError:
-            return True
+            s.bind((address[0], port, *address[2:]))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                return True
+            raise ServingError(
+                f"port {port} on {host}: cannot listen there ({error.strerror or error}); choose another port"
+                + (" (ports below 1024 need administrator rights)" if error.errno == errno.EACCES else ""),
+            ) from None
     return False
 
 
 def check_ports(host: str, ports: dict) -> None:
-    """The ports given ({"http": 8000, "grpc": 8001, "metrics": 8002}; 0: any free one, chosen later; None: that
-    endpoint is off) must differ from each other and be free on ``host``; ServingError naming the options
-    otherwise."""
+    """The host must be an address of this machine (check_host), and the ports given ({"http": 8000, "grpc": 8001,
+    "metrics": 8002}; 0: any free one, chosen later; None: that endpoint is off) must differ from each other and be
+    free on ``host``; ServingError naming the options otherwise."""
     given = {what: port for what, port in ports.items() if port}
     for what, port in given.items():
         same = [other for other, p in given.items() if p == port and other != what]
         if same:
             raise ServingError(f"{what}_port={port} and {same[0]}_port={port}: each endpoint needs its own port")
+    check_host(host)
     for what, port in given.items():
         if port_in_use(host, port):
             raise ServingError(
@@ -612,6 +658,7 @@ __all__ = [
     "TritonServer",
     "find_server",
     "prepare_backends",
+    "check_host",
     "check_ports",
     "free_port",
     "port_in_use",
