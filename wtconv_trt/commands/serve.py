@@ -117,7 +117,7 @@ def add_arguments(parser):
         "--host",
         default="127.0.0.1",
         help="address the server listens on (default 127.0.0.1, this machine only). Another address "
-        "exposes inference to the network (the repository API stays closed to others); engines and plugin "
+        "exposes inference to the network (the repository API stays closed to everyone); engines and plugin "
         "libraries are native code, trust them like any program you run",
     )
     parser.add_argument(
