@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from wtconv_core.errors import InputError, ModelError, ServingError
-from wtconv_core.files import atomic_write_bytes
+from wtconv_core.errors import ConfigurationError, InputError, ModelError, ServingError
+from wtconv_core.files import atomic_write_bytes, writing_error
 from wtconv_serving.triton_config import LABELS_FILE, ModelConfig, parse_config
 from wtconv_serving.tuning import DEFAULT_MAX_BATCH, default_max_batch
 
@@ -143,7 +143,7 @@ def writing_model_dir(model_dir: Path) -> Iterator[Path]:
         if model_dir.exists():
             model_dir.rename(old)
         staging.rename(model_dir)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
         if old.exists() and not model_dir.exists():
             old.rename(model_dir)
@@ -152,6 +152,14 @@ def writing_model_dir(model_dir: Path) -> Iterator[Path]:
                 path.rmdir()
             except OSError:
                 break
+        # A full disk (writing_error), whether met making the folders or by a file's writer, is said of the model's
+        # folder: it is written as a whole, and the staging folder's name would only puzzle.
+        cause = (
+            error if isinstance(error, OSError) else error.__cause__ if isinstance(error, ConfigurationError) else None
+        )
+        user_error = writing_error(cause, model_dir) if isinstance(cause, OSError) else None
+        if user_error is not None:
+            raise user_error from cause
         raise
     shutil.rmtree(old, ignore_errors=True)
 
