@@ -826,6 +826,40 @@ def test_ctrl_c_that_python_drops_still_ends_the_export(step, tmp_path):
     assert_interrupted_cleanly(process, tmp_path)
 
 
+# A real 'wtconv-trt export' of the shipped model in which Ctrl-C arrives while torch.onnx imports torch._dynamo (the
+# import hook sends the signal as the import of one of its modules starts): torch.onnx catches the KeyboardInterrupt
+# and raises its own TorchExportError, as it did for a Ctrl-C about 3-4 s into an export.
+INTERRUPTED_IMPORT_CHILD = """
+import importlib.abc, os, signal, sys
+
+class CtrlC(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "torch._dynamo.variables.functions":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["wtconv-trt", "export", "-o", sys.argv[1]]
+from wtconv_trt.cli import run_command
+run_command()
+"""
+
+
+def test_ctrl_c_that_a_library_turns_into_its_error_still_ends_the_export(tmp_path):
+    """Ctrl-C inside torch.onnx's import of torch._dynamo, which torch.onnx reports as its own error: exit status 130
+    and one line, as for any Ctrl-C (before: its 80-160-line traceback and status 1)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_IMPORT_CHILD, str(tmp_path / "m.onnx")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=interruptible,
+    )
+    assert_interrupted_cleanly(process, tmp_path)
+
+
 def test_ctrl_c_while_tracing_exits_130_with_one_line(tmp_path):
     """Ctrl-C 0.25 s after the export's first step, while torch.onnx traces the shipped model."""
     process = subprocess.Popen(
