@@ -172,7 +172,8 @@ def test_ctrl_c_while_the_model_warms_up(serve):
 
 def test_ctrl_c_during_the_load_test(serve, tmp_path):
     run = serve("--load-test", "2000", "--json", str(tmp_path / "load.json"), "--max-batch-size", "8", "--no-warmup")
-    run.wait_line("load test:")
+    # No --sweep: the line promises no sweep.
+    assert run.wait_line("load test:") == "load test: checking 2000 requests, then the runner directly"
     run.note_regions()
     time.sleep(0.5)
     status, err = run.interrupt()

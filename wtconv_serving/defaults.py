@@ -10,5 +10,12 @@ GPU_INSTANCES = 4
 # once, at capture), HEURISTIC when eager (every change of batch size re-plans; 14-17 ms instead of 93-115 ms).
 CUDNN_SEARCHES = ("auto", "EXHAUSTIVE", "HEURISTIC", "DEFAULT")
 CUDNN_SEARCH = "auto"
-MAX_QUEUE_SIZE = 512  # requests waiting in Triton's queue beyond which the next is refused at once
-QUEUE_TIMEOUT_MS = 5000  # a request waiting longer in the queue is refused
+# Requests waiting in Triton's queue beyond which the next is refused at once, and how long one may wait (ms); 0: no
+# limit, the default. Any limit is a queue policy, which turns off the prefetching of Triton's dynamic batcher
+# (core src/scheduler_utils.cc: only a queue without timeout, timeout override or size supports it): the batcher then
+# waits for a busy instance on its condition variable under a mutex of its own (src/dynamic_batch_scheduler.cc,
+# WaitForPayloadSlotAvailable), whose wake-up can be missed, and sleeps out its 500 ms timeout. Measured on a 2-core
+# CPU, the shipped model, 16 requests in flight: p99 525-543 ms with 512 / 5000, 22 ms without (docs/serving.md,
+# "Tuning").
+MAX_QUEUE_SIZE = 0
+QUEUE_TIMEOUT_MS = 0

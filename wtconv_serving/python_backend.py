@@ -284,6 +284,23 @@ def python_config(
     )
 
 
+def compile_model_file(path: Path, shown_as: Path) -> None:
+    """model.py's bytecode, written beside it now (``__pycache__``, checked by the source's hash): the backend stub
+    would otherwise write it into the model's folder when it first imports model.py, a change that a server polling
+    its repository (wtconv_serving.server, model control "poll") takes for a new version of the model and loads
+    again. ``shown_as``: the file's name in tracebacks (its place once the folder is in the repository)."""
+    import importlib.util
+    import py_compile
+
+    py_compile.compile(
+        str(path),
+        cfile=importlib.util.cache_from_source(str(path)),
+        dfile=str(shown_as),
+        doraise=True,
+        invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+    )
+
+
 def write_python_repository(plan: PythonRepositoryPlan) -> ServingRepository:
     """Write the checked repository (check_python_repository): the model's folder with config.pbtxt, model.py, the
     export, the engine and its manifest, the plugin and op libraries, labels.txt. The folder takes its place only
@@ -351,6 +368,7 @@ def write_python_repository(plan: PythonRepositoryPlan) -> ServingRepository:
         if "ort_library" in parameters:
             atomic_copy(ort_library, staging / parameters["ort_library"])
         atomic_copy(MODEL_TEMPLATE, version / "model.py", mode=user_file_mode())
+        compile_model_file(version / "model.py", model_dir / "1" / "model.py")
         text = write_model_config(staging, config)
     return ServingRepository(
         name=plan.name,

@@ -571,19 +571,28 @@ class TritonServer:
         return self
 
     def _watch(self, interval: float) -> None:
+        """The watch thread. A stub that ends is taken for a crash only when its model's log has no more finalize
+        lines than its stubs that ended before without a crash: Triton stops stubs itself when it unloads or reloads
+        a model (under "poll", whenever a file of the model changes), and each of those finalizes its model first
+        (python_model.finalize logs FINALIZED), which a stub killed or crashed never does."""
         known = self.stubs()
+        ended: dict[str, int] = {}  # per model: its stubs seen to end
+        crashed: dict[str, int] = {}  # per model: those of them taken for crashes
         while not self._watch_stop.wait(interval):
             if self.process is None or self.process.poll() is not None:
                 return
             self.note_shm_regions()
             now = self.stubs()
-            dead = {}
-            for pid, model in known.items():
-                if pid not in now and model:
-                    dead.setdefault(model, pid)
-            for model, pid in dead.items():
-                if self._watch_stop.is_set():
-                    return
+            gone = {pid: model for pid, model in known.items() if pid not in now and model}
+            known = now
+            for model in gone.values():
+                ended[model] = ended.get(model, 0) + 1
+            for model in dict.fromkeys(gone.values()):
+                count = self._unfinalized(model, ended[model] - crashed.get(model, 0))
+                if not count or self._watch_stop.is_set():
+                    continue
+                crashed[model] = crashed.get(model, 0) + count
+                pid = next(p for p, m in gone.items() if m == model)
                 log.warning("the backend stub of model %s (pid %d) died; reloading the model", model, pid)
                 start = time.monotonic()
                 try:
@@ -593,9 +602,19 @@ class TritonServer:
                     error = str(failure)
                     log.error("reloading model %s failed: %s", model, error)
                 self.recoveries.append((model, pid, time.monotonic() - start, error))
-            if dead:
-                now = self.stubs()
-            known = now
+                known = self.stubs()
+
+    def _unfinalized(self, model: str, ended: int, wait_s: float = 2.0) -> int:
+        """How many of ``ended`` stubs of ``model`` (those not already taken for crashes) ended without finalizing:
+        its log's finalize lines are counted until they account for all of them or ``wait_s`` has passed (a stub
+        logs the line before it exits; the server may write it a moment later)."""
+        finalized = re.compile(rf'"{re.escape(model)}_\d+_\d+{re.escape(FINALIZED)}"')
+        deadline = time.monotonic() + wait_s
+        while True:
+            missing = ended - len(finalized.findall(self.log_text()))
+            if missing <= 0 or time.monotonic() > deadline or self._watch_stop.is_set():
+                return max(missing, 0)
+            time.sleep(0.05)
 
     def stop(self, grace: float | None = None, keep_log: bool = False) -> int | None:
         """Drain and stop the server, then clean up (the module docstring); returns its exit status (None if it never

@@ -103,13 +103,13 @@ def add_arguments(parser):
         type=arguments.integer,
         default=defaults.MAX_QUEUE_SIZE,
         help="requests waiting in Triton's queue beyond which the next is refused at once "
-        f"(default {defaults.MAX_QUEUE_SIZE}; 0: none)",
+        f"(default {defaults.MAX_QUEUE_SIZE}; 0: no limit, which keeps Triton's batcher prefetching; docs/serving.md)",
     )
     tuning.add_argument(
         "--queue-timeout-ms",
         type=arguments.integer,
         default=defaults.QUEUE_TIMEOUT_MS,
-        help=f"a request waiting longer in the queue is refused (default {defaults.QUEUE_TIMEOUT_MS} ms; 0: none)",
+        help=f"a request waiting longer in the queue is refused (default {defaults.QUEUE_TIMEOUT_MS} ms; 0: no limit)",
     )
     parser.add_argument("--force", action="store_true", help="overwrite the model's folder in the repository")
     parser.add_argument("--write-only", action="store_true", help="write the repository and exit")
@@ -300,10 +300,11 @@ def _print_serving(served) -> None:
 
 
 def _load_test(served, load_test) -> int:
-    """--load-test: the answer check and the sweep against the running server; 0 when every request was answered
-    and matched."""
+    """--load-test: the answer check, the runner timed directly, and the sweep (with --sweep) against the running
+    server; 0 when every request was answered and matched."""
     _print_serving(served)
-    print(f"load test: checking {load_test.requests} requests, then the sweep", flush=True)
+    after = f", then the sweep of {','.join(map(str, load_test.sweep))} in flight" if load_test.sweep else ""
+    print(f"load test: checking {load_test.requests} requests, then the runner directly{after}", flush=True)
     result = served.run_load_test(load_test)
     for report in result.reports:
         print(report.line())

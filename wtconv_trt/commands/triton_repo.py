@@ -59,7 +59,7 @@ def add_arguments(parser):
         type=arguments.integer,
         default=defaults.MAX_QUEUE_SIZE,
         help="requests waiting beyond which the next is refused at once "
-        f"(default {defaults.MAX_QUEUE_SIZE}; 0: no limit)",
+        f"(default {defaults.MAX_QUEUE_SIZE}; 0: no limit, which keeps Triton's batcher prefetching; docs/serving.md)",
     )
     parser.add_argument(
         "--queue-timeout-ms",
