@@ -83,6 +83,8 @@ def test_config_follows_the_model(tmp_path, dtype, wire):
     assert any(p.endswith("site-packages") for p in params["site_packages"].split(":"))
     version = tmp_path / "repo" / "tiny" / "1"
     assert (version / "model.py").read_text() == python_backend.MODEL_TEMPLATE.read_text()
+    # Its bytecode too, so that the backend stub writes nothing into the folder a server polls.
+    assert (version / "__pycache__" / f"model.{sys.implementation.cache_tag}.pyc").is_file()
     assert (version / "model.onnx").read_bytes() == (tmp_path / "m.onnx").read_bytes()
 
 

@@ -39,7 +39,7 @@ from wtconv_export.models import load_default_model, load_heldout_digits  # noqa
 from wtconv_serving import load  # noqa: E402
 from wtconv_serving.ort_runner import OnnxRuntimeRunner  # noqa: E402
 from wtconv_serving.python_backend import check_python_repository, write_python_repository  # noqa: E402
-from wtconv_serving.server import TritonServer, loading_phase  # noqa: E402
+from wtconv_serving.server import POLL_S, TritonServer, loading_phase  # noqa: E402
 from wtconv_serving.tuning import Tuning  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a real tritonserver per module: about a minute; CI runs them
@@ -420,8 +420,13 @@ def test_cli_serves_until_sigterm(install, tmp_path):
         argv = server_argv(server)
         assert "--http-address=0.0.0.0" in argv and not [a for a in argv if "restricted" in a], argv
         check_repository_api_closed(http_url, grpc_url, "relu")
+        # The server polls its repository every POLL_S: nothing of the model's may change while it serves (the
+        # stub's bytecode was written with the repository), so no poll reloads it and the watch sees no dead stub.
+        time.sleep(3 * POLL_S)
         process.send_signal(signal.SIGTERM)
         assert process.wait(60) == 0
+        rest = process.stdout.read()
+        assert "died" not in "".join(lines) + rest, rest
         server_log = (tmp_path / "server.log").read_text()
         assert "Waiting for in-flight requests to complete" in server_log or "successfully unloaded" in server_log
     finally:
