@@ -149,11 +149,19 @@ def test_written_files_take_the_user_s_umask(tmp_path, umask):
     try:
         atomic_write_bytes(tmp_path / "plan.engine", b"engine bytes")
         atomic_write_json(tmp_path / "bench.json", {"results": []})
-        engine, _ = fake_engine(tmp_path, plugin=False)  # its manifest written by write_manifest
-        triton = write_tensorrt_repository(engine, tmp_path / "triton")
-        served = write_python_repository(
-            check_python_repository(tiny_onnx(tmp_path / "m.onnx"), tmp_path / "served", engine=engine)
+        onnx_path = tiny_onnx(tmp_path / "m.onnx")
+        engine, _ = fake_engine(  # its manifest written by write_manifest; built from m.onnx, as serving needs
+            tmp_path,
+            plugin=False,
+            precision="fp32",
+            dtype="float32",
+            input_shape=(-1, 1, 8, 8),
+            output_shape=(-1, 1, 8, 8),
+            profiles=["input:1x1x8x8/4x1x8x8/16x1x8x8"],
+            onnx=onnx_path,
         )
+        triton = write_tensorrt_repository(engine, tmp_path / "triton")
+        served = write_python_repository(check_python_repository(onnx_path, tmp_path / "served", engine=engine))
     finally:
         os.umask(old)
     expected = 0o666 & ~umask

@@ -6,9 +6,10 @@ The model: the shipped digits model exported with WTConv2d nodes and served with
 gives serve an empty cache), so the onnxruntime-extensions Python op runs them: a slow model, whose warm-up at every
 bucket up to 128 and whose batches of 128 take long enough to be interrupted in the middle.
 
-Oracles: /proc (no process naming the repository is left; the backend stubs' shared-memory regions, read from their
-command lines while they run, are gone from /dev/shm), the private temporary folder serve is given (no tritonserver-*
-log folder), the exit status and the last line on stderr, and the answers of ONNX Runtime on the same file.
+Oracles: /proc (no process naming the repository, or the view of it the server reads, is left; the backend stubs'
+shared-memory regions, read from their command lines while they run, are gone from /dev/shm), the private temporary
+folder serve is given (no tritonserver-* log folder or repository view), the exit status and the last line on
+stderr, and the answers of ONNX Runtime on the same file.
 """
 
 from __future__ import annotations
@@ -90,9 +91,14 @@ class Serve:
         logs = list(self.tmp.glob("tritonserver-*/server.log"))
         return logs[0] if logs else None
 
+    def processes(self) -> dict:
+        """{pid: argv} of the processes serving our repository: they name it, or the private view of it that the
+        server reads, in the run's temporary folder."""
+        return {**processes_naming(self.repo), **processes_naming(self.tmp)}
+
     def note_regions(self) -> None:
         """The shared-memory regions of the backend stubs serving our repository (argv[2] of each stub)."""
-        for argv in processes_naming(self.repo).values():
+        for argv in self.processes().values():
             if argv[0].endswith("triton_python_backend_stub"):
                 self.regions |= {a for a in argv[2:3] if a.startswith(SHM_PREFIX)}
 
@@ -103,7 +109,7 @@ class Serve:
         return status, err
 
     def assert_nothing_left(self) -> None:
-        assert processes_naming(self.repo) == {}, processes_naming(self.repo)
+        assert self.processes() == {}, self.processes()
         assert [name for name in self.regions if Path("/dev/shm", name).exists()] == []
         ours = [p.name for p in self.tmp.iterdir() if p.name.startswith(("tritonserver-", "wtconv-load-", "tmp"))]
         assert ours == [], "temporary folders left"
