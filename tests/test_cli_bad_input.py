@@ -680,7 +680,6 @@ def test_bad_input_is_one_line_and_exit_2(case_id, argv, phrase, files, capsys, 
 # them, in a process of their own.
 IN_A_PROCESS = (
     "validate/engine-manifest-not-utf8",
-    "build/engine-named-like-a-manifest",
     "serve/engine-of-another-model",
     "serve/host-not-this-machine",
     "validate/inputs-is-text",
