@@ -372,32 +372,34 @@ def test_repository_that_does_not_load_is_refused_in_one_line(install, tmp_path)
 
 
 def test_cli_serves_until_sigterm(install, tmp_path):
-    """`wtconv-trt serve` on a one-node model, bound to every interface (--host 0.0.0.0): ready, answers, keeps the
-    repository API closed with nothing secret on the server's command line, and on SIGTERM stops the server and its
-    stub."""
+    """`wtconv-trt serve` on a one-node model with the engine built from it, bound to every interface (--host
+    0.0.0.0): ready, answers, keeps the repository API closed with nothing secret on the server's command line, and
+    on SIGTERM stops the server and its stub. Given an engine of another model instead, it refuses in one line and
+    starts no server. (The engines are stand-ins, a manifest and bytes, which travel in the repository: on this
+    machine ONNX Runtime serves the ONNX file.)"""
+    from engine_helpers import fake_engine
     from test_serving_repository import tiny_onnx
 
     onnx_path = tiny_onnx(tmp_path / "relu.onnx")
+    ours, _ = fake_engine(
+        tmp_path,
+        name="relu.fp32.engine",
+        precision="fp32",
+        dtype="float32",
+        input_shape=(-1, 1, 8, 8),
+        output_shape=(-1, 1, 8, 8),
+        profiles=["input:1x1x8x8/4x1x8x8/16x1x8x8"],
+        onnx=onnx_path,
+    )
+    (tmp_path / "other").mkdir()
+    theirs, _ = fake_engine(tmp_path / "other", name="digits.fp16.engine")  # the digits model's, fp16
+    serve = [sys.executable, "-m", "wtconv_trt", "serve", str(onnx_path), "--repo", str(tmp_path / "repo")]
+    serve += ["--runtime", "onnxruntime", "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0"]
+    refused = subprocess.run([*serve, "--engine", str(theirs)], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "was built from model.onnx, not from relu.onnx" in refused.stderr, refused
+    assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "repo").exists()
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "wtconv_trt",
-            "serve",
-            str(onnx_path),
-            "--repo",
-            str(tmp_path / "repo"),
-            "--http-port",
-            "0",
-            "--grpc-port",
-            "0",
-            "--metrics-port",
-            "0",
-            "--log",
-            str(tmp_path / "server.log"),
-            "--host",
-            "0.0.0.0",
-        ],
+        [*serve, "--engine", str(ours), "--log", str(tmp_path / "server.log"), "--host", "0.0.0.0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
