@@ -105,5 +105,21 @@ def fake_engine(
     return engine, manifest
 
 
+def fake_engine_of_tiny_onnx(tmp_path, onnx_path, *, name="model.fp32.engine", plugin=True):
+    """fake_engine for the model tiny_onnx writes with its default dims (an fp32 (batch, 1, 8, 8) Relu), recorded as
+    built from ``onnx_path``, with profiles from batch 1 to 16."""
+    return fake_engine(
+        tmp_path,
+        name=name,
+        precision="fp32",
+        dtype="float32",
+        plugin=plugin,
+        input_shape=(-1, 1, 8, 8),
+        output_shape=(-1, 1, 8, 8),
+        profiles=["input:1x1x8x8/4x1x8x8/16x1x8x8"],
+        onnx=onnx_path,
+    )
+
+
 def random_array(shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)

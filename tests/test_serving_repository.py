@@ -221,20 +221,12 @@ def test_environment_paths_cover_this_interpreter():
 def test_engine_sets_the_batch_limit_and_travels_with_its_manifest(tmp_path):
     """With --engine, max_batch_size comes from the engine's profiles (Triton may send any batch up to it) and
     the engine is copied with its manifest, which still checks out (sha256) in the repository."""
-    from engine_helpers import fake_engine
+    from engine_helpers import fake_engine_of_tiny_onnx
 
     from trt_engine.engine_file import open_engine
 
     onnx_path = tiny_onnx(tmp_path / "m.onnx")
-    engine, _ = fake_engine(
-        tmp_path,
-        precision="fp32",
-        dtype="float32",
-        profiles=["input:1x1x8x8/4x1x8x8/16x1x8x8"],
-        input_shape=(-1, 1, 8, 8),
-        output_shape=(-1, 1, 8, 8),
-        onnx=onnx_path,
-    )
+    engine, _ = fake_engine_of_tiny_onnx(tmp_path, onnx_path)
     result = write(onnx_path, tmp_path / "repo", name="m", engine=engine)
     config = parsed(result)
     assert config.max_batch_size == 16

@@ -377,20 +377,11 @@ def test_cli_serves_until_sigterm(install, tmp_path):
     on SIGTERM stops the server and its stub. Given an engine of another model instead, it refuses in one line and
     starts no server. (The engines are stand-ins, a manifest and bytes, which travel in the repository: on this
     machine ONNX Runtime serves the ONNX file.)"""
-    from engine_helpers import fake_engine
+    from engine_helpers import fake_engine, fake_engine_of_tiny_onnx
     from test_serving_repository import tiny_onnx
 
     onnx_path = tiny_onnx(tmp_path / "relu.onnx")
-    ours, _ = fake_engine(
-        tmp_path,
-        name="relu.fp32.engine",
-        precision="fp32",
-        dtype="float32",
-        input_shape=(-1, 1, 8, 8),
-        output_shape=(-1, 1, 8, 8),
-        profiles=["input:1x1x8x8/4x1x8x8/16x1x8x8"],
-        onnx=onnx_path,
-    )
+    ours, _ = fake_engine_of_tiny_onnx(tmp_path, onnx_path, name="relu.fp32.engine")
     (tmp_path / "other").mkdir()
     theirs, _ = fake_engine(tmp_path / "other", name="digits.fp16.engine")  # the digits model's, fp16
     serve = [sys.executable, "-m", "wtconv_trt", "serve", str(onnx_path), "--repo", str(tmp_path / "repo")]
