@@ -423,9 +423,13 @@ def test_cli_serves_until_sigterm(install, tmp_path):
         server_log = (tmp_path / "server.log").read_text()
         assert "Waiting for in-flight requests to complete" in server_log or "successfully unloaded" in server_log
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        if process.poll() is None:  # SIGTERM first: serve stops its server (a killed serve would leave it running)
+            process.terminate()
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
 
 
 def children_of(parent: int) -> list[int]:
