@@ -13,16 +13,17 @@ Fixtures for hardware- and library-dependent tests (each calls pytest.skip with 
     tensorrt_rtx         TensorRT-RTX is installed and imports (our loader links included); selects it as this
                          process's backend and returns its module.
     rtx_plugin           the plugin libraries built with CMake against the TensorRT header set TensorRT-RTX's ABI
-                         matches (``<repo>/../shared/tensorrt-headers/11.1``), one CUDA architecture, into the per-user
-                         cache; rebuilt only when the sources' hash changes. {"plugin": dynamic, "plugin-static": ...}.
+                         matches (``<repo>/../shared/tensorrt-headers/11.1``), one CUDA architecture, into the
+                         tests' build folder; rebuilt only when the sources' hash changes. {"plugin": dynamic,
+                         "plugin-static": ...}.
                          Skips with the reason when the headers, CMake or nvcc are absent.
     no_tensorrt          simulates a machine with neither TensorRT nor TensorRT-RTX (monkeypatch), so the "not
                          installed" paths run on every machine.
-    ort_library          libwtconv_ort.so (the ONNX Runtime custom-op library): $WTCONV_ORT_LIB as given, else built
-                         with CMake from plugin/ once per source hash into the per-user cache; with its CUDA op (one
-                         architecture) where nvcc is found and a GPU can run it, else the CPU op alone (g++ only, as
-                         on a CI machine). Returns its path. Skips with the reason when the ONNX Runtime C API
-                         headers, CMake or a C++ compiler are absent.
+    ort_library          libwtconv_ort.so (the ONNX Runtime custom-op library): $WTCONV_ORT_LIB as given to the
+                         run, else built with CMake from plugin/ once per source hash into the tests' build folder;
+                         with its CUDA op (one architecture) where nvcc is found and a GPU can run it, else the
+                         CPU op alone (g++ only, as on a CI machine). Returns its path. Skips with the reason when
+                         the ONNX Runtime C API headers, CMake or a C++ compiler are absent.
     ort_cuda             ONNX Runtime's CUDA execution provider with that library's CUDA op: onnxruntime-gpu
                          offering CUDAExecutionProvider, a GPU, and a library built with CUDA; returns the library.
 
@@ -36,6 +37,15 @@ GPU machines keep PyTorch's default, since their tests may compute large float64
 
 ``error_report``: tests record (what, error) figures; the worst of each is printed in the terminal summary,
 so a plain ``pytest -q`` run shows the measured agreement, not only pass/fail.
+
+User state: what a user built, cached or set must not change a result. The first pytest process of a run (not an
+xdist worker, which inherits it) points the package's per-user cache (``WTCONV_TRT_CACHE``) at an empty folder of
+its own, removed at the end, and takes the library variables out of the environment the code under test reads:
+``WTCONV_TRT_PLUGIN`` and ``WTCONV_TRT_PLUGIN_STATIC`` are dropped, ``WTCONV_ORT_LIB`` becomes the input of the
+``ort_library`` fixture alone (``WTCONV_TEST_ORT_LIB``). ``WTCONV_KERNELS_LIB`` stays: only a CUDA device runs that
+library, and the GPU scripts name it so. The libraries the fixtures build from this checkout's sources are kept,
+per source hash, in ``WTCONV_TEST_BUILDS`` (default: ``test-builds`` in the user's cache, a folder only the tests
+write), so a second run does not build them again.
 
 Side by side (``-n 2``, pytest-xdist): each module runs whole on one worker (``--dist loadfile``), since its tests
 share module fixtures (exports, builds), and the longest modules start first; the workers' error reports and build
@@ -80,7 +90,45 @@ LONGEST_MODULES = (
 )
 
 
+ORT_LIB_ENV = "WTCONV_ORT_LIB"
+TEST_BUILDS_ENV = "WTCONV_TEST_BUILDS"
+TEST_ORT_LIB_ENV = "WTCONV_TEST_ORT_LIB"
+# Library variables a user may have set for their own work; none of them may steer a test.
+DROPPED_LIBRARY_VARS = ("WTCONV_TRT_PLUGIN", "WTCONV_TRT_PLUGIN_STATIC")
+_SESSION_CACHE: Path | None = None  # the cache this process made for the run (removed at its end)
+
+
+def _isolate_user_state(config) -> None:
+    """The run's own per-user cache and library variables (module docstring, "User state"); once per run, in the
+    first process: xdist's workers and the tests' child processes inherit the environment."""
+    global _SESSION_CACHE
+    if hasattr(config, "workerinput"):
+        return
+    import tempfile
+
+    from wtconv_libs import lookup
+
+    os.environ.setdefault(TEST_BUILDS_ENV, str(lookup.user_cache_dir() / "test-builds"))
+    if os.environ.get(ORT_LIB_ENV):
+        os.environ[TEST_ORT_LIB_ENV] = os.environ[ORT_LIB_ENV]
+    for name in (ORT_LIB_ENV, *DROPPED_LIBRARY_VARS):
+        os.environ.pop(name, None)
+    _SESSION_CACHE = Path(tempfile.mkdtemp(prefix="wtconv-trt-test-cache-"))
+    os.environ[lookup.ENV_CACHE] = str(_SESSION_CACHE)
+
+
+def pytest_unconfigure(config):
+    if _SESSION_CACHE is not None:
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
+
+def test_builds_dir() -> Path:
+    """Where the fixtures keep the libraries they build from this checkout (module docstring, "User state")."""
+    return Path(os.environ[TEST_BUILDS_ENV])
+
+
 def pytest_configure(config):
+    _isolate_user_state(config)
     if getattr(config.option, "numprocesses", None):
         if config.option.dist == "load":
             # Each module whole on one worker (its tests share module fixtures: exports, builds). Not by
@@ -180,8 +228,8 @@ def rtx_plugin_skip_reason():
 
 @pytest.fixture(scope="session")
 def rtx_plugin(tensorrt_rtx):
-    """The plugin libraries for TensorRT-RTX, built once per source hash into the per-user cache (a lock keeps
-    concurrent test runs from building the same folder twice)."""
+    """The plugin libraries for TensorRT-RTX, built once per source hash into the tests' build folder
+    (test_builds_dir; a lock keeps concurrent test runs from building the same folder twice)."""
     import fcntl
 
     from wtconv_libs import lookup
@@ -197,7 +245,7 @@ def rtx_plugin(tensorrt_rtx):
         TEST_CUDA_ARCHITECTURES,
         (headers / "include" / "NvInferVersion.h").read_text(errors="replace"),
     )[:16]
-    folder = lookup.user_cache_dir() / "test-builds" / digest
+    folder = test_builds_dir() / digest
     folder.mkdir(parents=True, exist_ok=True)
     names = {kind: folder / "lib" / "trt11" / lookup.FILE_NAMES[kind] for kind in ("plugin", "plugin-static")}
     with open(folder / ".lock", "w") as lock:
@@ -214,7 +262,6 @@ def rtx_plugin(tensorrt_rtx):
     return names
 
 
-ORT_LIB_ENV = "WTCONV_ORT_LIB"
 # The ONNX Runtime library's CUDA op is built only where a GPU is visible: for that GPU alone (CMake's "native").
 ORT_TEST_CUDA_ARCHITECTURES = "native"
 
@@ -222,11 +269,12 @@ ORT_TEST_CUDA_ARCHITECTURES = "native"
 def ort_library_skip_reason():
     from wtconv_libs.build import onnxruntime_headers
 
-    if os.environ.get(ORT_LIB_ENV):
+    given = os.environ.get(TEST_ORT_LIB_ENV)
+    if given:
         return (
             None
-            if Path(os.environ[ORT_LIB_ENV]).is_file()
-            else f"{ORT_LIB_ENV}={os.environ[ORT_LIB_ENV]} does not exist"
+            if Path(given).is_file()
+            else f"{ORT_LIB_ENV} (for the tests: {TEST_ORT_LIB_ENV})={given} does not exist"
         )
     if onnxruntime_headers(source=REPO / "plugin") is None:
         return (
@@ -243,8 +291,8 @@ def ort_library_skip_reason():
 
 @pytest.fixture(scope="session")
 def ort_library():
-    """libwtconv_ort.so, built once per source hash into the per-user cache (a lock keeps concurrent test runs from
-    building the same folder twice)."""
+    """libwtconv_ort.so, built once per source hash into the tests' build folder (test_builds_dir; a lock keeps
+    concurrent test runs from building the same folder twice)."""
     import fcntl
 
     from wtconv_libs import lookup
@@ -253,8 +301,8 @@ def ort_library():
     reason = ort_library_skip_reason()
     if reason:
         pytest.skip(reason)
-    if os.environ.get(ORT_LIB_ENV):
-        return Path(os.environ[ORT_LIB_ENV])
+    if os.environ.get(TEST_ORT_LIB_ENV):
+        return Path(os.environ[TEST_ORT_LIB_ENV])
     headers = onnxruntime_headers(source=REPO / "plugin")
     # The CUDA op only where it can run: without a GPU, compiling the kernels would only cost minutes here
     # (tests/test_ort_build.py compiles the CUDA op itself wherever nvcc is found).
@@ -265,7 +313,7 @@ def ort_library():
         (headers / "onnxruntime_c_api.h").read_text(errors="replace"),
         ORT_TEST_CUDA_ARCHITECTURES if cuda else "no-cuda",
     )[:16]
-    folder = lookup.user_cache_dir() / "test-builds" / f"ort-{digest}"
+    folder = test_builds_dir() / f"ort-{digest}"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "lib" / lookup.FILE_NAMES["ort"]
     with open(folder / ".lock", "w") as lock:

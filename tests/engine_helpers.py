@@ -57,9 +57,11 @@ def fake_engine(
     payload=b"not really a TensorRT plan " * 40,
     input_shape=(-1, 1, 32, 32),
     output_shape=(-1, 10),
+    onnx=None,
 ):
     """An 'engine' file (arbitrary bytes) with a valid manifest (returned as the EngineManifest written): enough for
-    every check made before TensorRT."""
+    every check made before TensorRT. ``onnx``: the ONNX file it says it was built from (its name and sha256 go into
+    the manifest; without it, a name and a hash no file has)."""
     from trt_engine import manifest as mf
     from trt_engine.profiles import parse_profile
 
@@ -82,8 +84,8 @@ def fake_engine(
         engine_file=engine.name,
         engine_sha256=mf.sha256_bytes(payload),
         engine_bytes=len(payload),
-        onnx_file="model.onnx",
-        onnx_sha256="0" * 64,
+        onnx_file=os.path.basename(onnx) if onnx else "model.onnx",
+        onnx_sha256=mf.sha256_file(onnx) if onnx else "0" * 64,
         wtconv_nodes=7 if plugin else 0,
         onnx_input_dtype=dtype,
         source_model=source if source is not None else {"source": "default", "weights": "shipped"},
@@ -101,6 +103,22 @@ def fake_engine(
     )
     mf.write_manifest(engine, manifest)
     return engine, manifest
+
+
+def fake_engine_of_tiny_onnx(tmp_path, onnx_path, *, name="model.fp32.engine", plugin=True):
+    """fake_engine for the model tiny_onnx writes with its default dims (an fp32 (batch, 1, 8, 8) Relu), recorded as
+    built from ``onnx_path``, with profiles from batch 1 to 16."""
+    return fake_engine(
+        tmp_path,
+        name=name,
+        precision="fp32",
+        dtype="float32",
+        plugin=plugin,
+        input_shape=(-1, 1, 8, 8),
+        output_shape=(-1, 1, 8, 8),
+        profiles=["input:1x1x8x8/4x1x8x8/16x1x8x8"],
+        onnx=onnx_path,
+    )
 
 
 def random_array(shape, seed=0):

@@ -104,6 +104,7 @@ TWINS = {
     "validate/in-chans-default-model": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], ModelSource(in_chans=3)),
     "validate/model-is-text": lambda f: wtconv_trt.validate_onnx(f["existing"]),
     "validate/inputs-is-text": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], inputs=str(f["existing"])),
+    "validate/engine-manifest-not-utf8": lambda f: wtconv_trt.validate_engine(f["engine_latin1"]),
     "validate/inputs-int": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], inputs=str(f["npy_int"])),
     "validate/inputs-missing": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], inputs=str(f["missing"])),
     "validate/device-unknown": lambda f: wtconv_trt.validate_onnx(f["d_onnx"], device="tpu"),
@@ -162,6 +163,9 @@ TWINS = {
     "build/output-is-dir": lambda f: wtconv_trt.build_engine(f["d_onnx"], engine=f["dir"]),
     "build/output-existing": lambda f: wtconv_trt.build_engine(f["d_onnx"], engine=f["existing"]),
     "build/default-output-existing": lambda f: wtconv_trt.build_engine(f["d_onnx"]),
+    "build/engine-named-like-a-manifest": lambda f: wtconv_trt.build_engine(
+        f["d_onnx"], engine=f"{f['engine']}.json", force=True
+    ),
     "build/timing-cache-is-dir": lambda f: wtconv_trt.build_engine(f["d_onnx"], engine=f["new"], timing_cache=f["dir"]),
     # --- bench
     "bench/engine-missing": lambda f: wtconv_trt.benchmark_engine(f["missing"]),
@@ -174,6 +178,7 @@ TWINS = {
     "bench/shape-comma-outside": lambda f: wtconv_trt.benchmark_engine(f["engine"], shapes=["1,1,99,99"]),
     "bench/engine-is-dir": lambda f: wtconv_trt.benchmark_engine(f["dir"]),
     "bench/engine-is-onnx": lambda f: wtconv_trt.benchmark_engine(f["d_onnx"]),
+    "bench/engine-manifest-not-utf8": lambda f: wtconv_trt.benchmark_engine(f["engine_latin1"]),
     "bench/json-unwritable": lambda f: wtconv_trt.benchmark_engine(f["engine"], json_path=f["ro"] / "r.json"),
     "bench/json-existing": lambda f: wtconv_trt.benchmark_engine(f["engine"], json_path=f["existing"]),
     # --- bench-layer
@@ -242,6 +247,20 @@ TWINS = {
     ),
     "serve/device-cuda-without-the-ep": lambda f: wtconv_trt.serve(
         f["d_onnx"], f["work"] / "served", runtime="onnxruntime", device=f["no_cuda_ep"]
+    ),
+    "serve/engine-manifest-not-utf8": lambda f: wtconv_trt.write_serving_repository(
+        f["d_onnx"], f["work"] / "served", engine=f["engine_latin1"]
+    ),
+    "serve/engine-of-another-model": lambda f: wtconv_trt.write_serving_repository(
+        f["d_onnx"], f["work"] / "served", engine=f["engine_tiny"]
+    ),
+    "serve/engine-of-another-onnx-file": lambda f: wtconv_trt.write_serving_repository(
+        f["d_onnx"], f["work"] / "served", engine=f["engine_other_onnx"]
+    ),
+    "serve/host-not-this-machine": lambda f: wtconv_trt.serve(f["d_onnx"], f["work"] / "served", host="192.0.2.1"),
+    "serve/host-not-an-address": lambda f: wtconv_trt.serve(f["d_onnx"], f["work"] / "served", host="999.1.1.1"),
+    "serve/host-unresolvable": lambda f: wtconv_trt.serve(
+        f["d_onnx"], f["work"] / "served", host="no-such-host.invalid"
     ),
     "serve/ort-library-not-one": lambda f: wtconv_trt.write_serving_repository(
         f["d_onnx"], f["work"] / "served", ort_library=f["existing"]

@@ -48,6 +48,19 @@ def test_the_section_holds_the_whole_workflow():
         assert f"wtconv_trt.{call}(" in code, call
 
 
+def test_the_readmes_error_example_is_the_apis_message(tmp_path):
+    """The README quotes the API's refusal of a shape the model cannot take: the quote is that message's start, in
+    the API's words (input_shape, not the command line's --input-shape)."""
+    import wtconv_trt
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    quoted = re.search(r"`InputError: ([^`]*?) \.\.\.`", text)
+    assert quoted, "the README quotes no InputError"
+    with pytest.raises(wtconv_trt.InputError) as caught:
+        wtconv_trt.export_onnx(tmp_path / "m.onnx", input_shape=(1, 3, 32, 32))
+    assert str(caught.value).startswith(quoted.group(1)), (quoted.group(1), str(caught.value))
+
+
 def test_example_runs_and_says_what_it_skips(tmp_path):
     done = run_example(tmp_path, {})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

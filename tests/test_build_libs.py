@@ -88,6 +88,29 @@ def test_without_a_gpu_the_hints_name_no_cuda(tmp_path, monkeypatch, caplog):
         assert f"({command})" in ort_cpu
 
 
+def test_doctor_stops_asking_for_the_library_once_it_is_built(ort_library, tmp_path, monkeypatch):
+    """Without a GPU, doctor asks for 'build-libs --no-cuda' until libwtconv_ort.so is in the per-user cache, where
+    build-libs --no-cuda installs it; then it says it is built, and asks only for what is still missing."""
+    from trt_engine import environment
+    from wtconv_libs import lookup
+
+    monkeypatch.setenv("WTCONV_TRT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("WTCONV_ORT_LIB", raising=False)
+    monkeypatch.setattr(lookup, "package_lib_dir", lambda: tmp_path / "no-package-lib")
+    monkeypatch.setattr(lookup, "build_tree_dir", lambda: tmp_path / "no-build-tree")
+    monkeypatch.setattr(build, "cuda_gpu_count", lambda: 0)
+    monkeypatch.setattr(environment, "cuda_gpu_count", lambda: 0)
+    what = "build the libraries (wtconv-trt build-libs)"
+
+    before = {f.what: f.detail for f in environment.survey().can}[what]
+    assert "this machine needs 'wtconv-trt build-libs --no-cuda' for libwtconv_ort.so" in before
+    installed = lookup.install_dir("ort") / lookup.FILE_NAMES["ort"]
+    installed.parent.mkdir(parents=True)
+    shutil.copy(ort_library, installed)
+    after = {f.what: f.detail for f in environment.survey().can}[what]
+    assert "needs 'wtconv-trt build-libs --no-cuda'" not in after and "libwtconv_ort.so is built" in after, after
+
+
 def test_the_gpu_count_is_pytorchs():
     """The CUDA driver's count of visible GPUs (no PyTorch) against PyTorch's own."""
     torch = pytest.importorskip("torch")

@@ -91,6 +91,26 @@ def files(tmp_path_factory):
     plain = work / "engines-without-plugin"
     plain.mkdir()
     f["engine_plain"], _ = fake_engine(plain, plugin=False)
+    # A WTConvNeXt-T engine (3x224x224 fp16 -> 1000) and an engine of the digits model's shapes built from another
+    # ONNX file: neither may be served beside the digits export d.onnx.
+    tiny = work / "engines-tiny"
+    tiny.mkdir()
+    f["engine_tiny"], _ = fake_engine(
+        tiny,
+        name="tiny.fp16.engine",
+        input_shape=(-1, 3, 224, 224),
+        output_shape=(-1, 1000),
+        profiles=["input:1x3x224x224/8x3x224x224/32x3x224x224"],
+    )
+    other = work / "engines-other-onnx"
+    other.mkdir()
+    f["engine_other_onnx"], _ = fake_engine(other, name="d.fp32.engine", precision="fp32", dtype="float32")
+    # An engine whose manifest is not UTF-8 (a file name written in Latin-1).
+    latin1 = work / "engines-latin1"
+    latin1.mkdir()
+    f["engine_latin1"], _ = fake_engine(latin1)
+    manifest = latin1 / (f["engine_latin1"].name + ".json")
+    manifest.write_bytes(manifest.read_bytes().replace(b'"model.onnx"', '"modèle.onnx"'.encode("latin-1")))
     f["engine_no_manifest"] = work / "lonely.engine"
     f["engine_no_manifest"].write_bytes(b"plan bytes without a manifest")
     f["demo_dir"] = work / "demo_out"
@@ -253,7 +273,12 @@ CASES = [
     ),
     ("validate/in-chans-default-model", ["validate", "{d_onnx}", "--in-chans", "3"], "need --arch"),
     ("validate/model-is-text", ["validate", "{existing}"], "cannot read"),
-    ("validate/inputs-is-text", ["validate", "{d_onnx}", "--inputs", "{existing}"], "--inputs"),
+    ("validate/inputs-is-text", ["validate", "{d_onnx}", "--inputs", "{existing}"], "not a .npy or .npz file"),
+    (
+        "validate/engine-manifest-not-utf8",
+        ["validate", "--engine", "{engine_latin1}"],
+        "not UTF-8 text",
+    ),
     ("validate/inputs-int", ["validate", "{d_onnx}", "--inputs", "{npy_int}"], "float"),
     ("validate/inputs-missing", ["validate", "{d_onnx}", "--inputs", "{missing}"], "does not exist"),
     ("validate/device-unknown", ["validate", "{d_onnx}", "--device", "tpu"], "expected cpu, cuda or cuda:N"),
@@ -349,6 +374,7 @@ CASES = [
     ("build/output-is-dir", ["build", "{d_onnx}", "-o", "{dir}"], "is a directory"),
     ("build/output-existing", ["build", "{d_onnx}", "-o", "{existing}"], "already exists; pass --force"),
     ("build/default-output-existing", ["build", "{d_onnx}"], "already exists; pass --force"),
+    ("build/engine-named-like-a-manifest", ["build", "{d_onnx}", "-o", "{engine}.json", "--force"], "end in .json"),
     ("build/timing-cache-is-dir", ["build", "{d_onnx}", "-o", "{new}", "--timing-cache", "{dir}"], "is a directory"),
     # --- bench
     ("bench/missing-engine-option", ["bench"], "required: --engine"),
@@ -373,6 +399,7 @@ CASES = [
     ),
     ("bench/engine-is-dir", ["bench", "--engine", "{dir}"], "is a directory"),
     ("bench/engine-is-onnx", ["bench", "--engine", "{d_onnx}"], "manifest"),
+    ("bench/engine-manifest-not-utf8", ["bench", "--engine", "{engine_latin1}"], "not UTF-8 text"),
     ("bench/json-unwritable", ["bench", "--engine", "{engine}", "--json", "{ro}/r.json"], "cannot create files"),
     ("bench/json-existing", ["bench", "--engine", "{engine}", "--json", "{existing}"], "already exists"),
     # --- bench-layer (the checks come before any CUDA work)
@@ -543,6 +570,38 @@ SERVE = [
         "--runtime onnxruntime cannot run here: device cuda: onnxruntime",
     ),
     (
+        "serve/engine-manifest-not-utf8",
+        ["serve", "{d_onnx}", "--engine", "{engine_latin1}", "--repo", "{work}/served", "--write-only"],
+        "not UTF-8 text",
+    ),
+    (
+        "serve/engine-of-another-model",
+        ["serve", "{d_onnx}", "--engine", "{engine_tiny}", "--repo", "{work}/served", "--write-only"],
+        "input 3x224x224 float16, this model's 1x32x32 float32",
+    ),
+    (
+        "serve/engine-of-another-onnx-file",
+        ["serve", "{d_onnx}", "--engine", "{engine_other_onnx}", "--repo", "{work}/served", "--write-only"],
+        "was built from model.onnx, not from d.onnx (its sha256",
+    ),
+    # An address no machine has (TEST-NET-1, RFC 5737), one that is not an address, a name that never resolves
+    # (RFC 6761): refused as such, not as a busy port.
+    (
+        "serve/host-not-this-machine",
+        ["serve", "{d_onnx}", "--repo", "{work}/served", "--host", "192.0.2.1"],
+        "--host 192.0.2.1: the server cannot listen there (192.0.2.1 is not an address of this machine)",
+    ),
+    (
+        "serve/host-not-an-address",
+        ["serve", "{d_onnx}", "--repo", "{work}/served", "--host", "999.1.1.1"],
+        "not an IP address or a name this machine resolves",
+    ),
+    (
+        "serve/host-unresolvable",
+        ["serve", "{d_onnx}", "--repo", "{work}/served", "--host", "no-such-host.invalid"],
+        "not an IP address or a name this machine resolves",
+    ),
+    (
         "serve/ort-library-not-one",
         ["serve", "{d_onnx}", "--ort-library", "{existing}", "--repo", "{work}/served", "--write-only"],
         "is not libwtconv_ort.so",
@@ -610,8 +669,34 @@ def test_bad_input_is_one_line_and_exit_2(case_id, argv, phrase, files, capsys, 
     assert status == 2, f"exit status {status} for {argv}; stderr: {err!r}"
     assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}: {err!r}"
     assert "Traceback" not in err + out
+    assert "allow_pickle" not in err, "advice to load a file unsafely"
     assert lines[0].startswith("wtconv-trt") and ": error: " in lines[0], lines[0]
     assert phrase in lines[0], f"{phrase!r} not in {lines[0]!r}"
+    assert _snapshot(files["work"]) == before, "a file was created, changed or removed"
+
+
+# Cases that once ended otherwise than in one line with status 2 (a traceback with status 1, a wrong pairing accepted
+# with status 0, a bad address reported as a busy port, NumPy's advice to load a file unsafely): run as a user runs
+# them, in a process of their own.
+IN_A_PROCESS = (
+    "validate/engine-manifest-not-utf8",
+    "serve/engine-of-another-model",
+    "serve/host-not-this-machine",
+    "validate/inputs-is-text",
+)
+
+
+@pytest.mark.parametrize("case_id", IN_A_PROCESS)
+def test_bad_input_in_a_process_of_its_own(case_id, files):
+    _, argv, phrase = next(case for case in CASES if case[0] == case_id)
+    argv = [a.format(**{k: v for k, v in files.items() if v is not None}) for a in argv]
+    before = _snapshot(files["work"])
+    done = subprocess.run(
+        [sys.executable, "-m", "wtconv_trt", *argv], capture_output=True, text=True, cwd=files["cwd"], timeout=120
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, (done.returncode, done.stderr)
+    assert phrase in lines[0] and "Traceback" not in done.stderr + done.stdout, lines[0]
     assert _snapshot(files["work"]) == before, "a file was created, changed or removed"
 
 
@@ -737,6 +822,40 @@ def test_ctrl_c_that_python_drops_still_ends_the_export(step, tmp_path):
     assert process.stdout.readline().strip() == "in the callback"
     time.sleep(0.25)
     process.send_signal(signal.SIGINT)
+    assert_interrupted_cleanly(process, tmp_path)
+
+
+# A real 'wtconv-trt export' of the shipped model in which Ctrl-C arrives while torch.onnx imports torch._dynamo (the
+# import hook sends the signal as the import of one of its modules starts): torch.onnx catches the KeyboardInterrupt
+# and raises its own TorchExportError, as it did for a Ctrl-C about 3-4 s into an export.
+INTERRUPTED_IMPORT_CHILD = """
+import importlib.abc, os, signal, sys
+
+class CtrlC(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "torch._dynamo.variables.functions":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["wtconv-trt", "export", "-o", sys.argv[1]]
+from wtconv_trt.cli import run_command
+run_command()
+"""
+
+
+def test_ctrl_c_that_a_library_turns_into_its_error_still_ends_the_export(tmp_path):
+    """Ctrl-C inside torch.onnx's import of torch._dynamo, which torch.onnx reports as its own error: exit status 130
+    and one line, as for any Ctrl-C (before: its 80-160-line traceback and status 1)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_IMPORT_CHILD, str(tmp_path / "m.onnx")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=interruptible,
+    )
     assert_interrupted_cleanly(process, tmp_path)
 
 

@@ -139,7 +139,7 @@ def test_written_files_take_the_user_s_umask(tmp_path, umask):
     import os
     import stat
 
-    from engine_helpers import tiny_onnx
+    from engine_helpers import fake_engine_of_tiny_onnx, tiny_onnx
 
     from wtconv_core.files import atomic_write_bytes
     from wtconv_serving.repositories.python_backend import check_python_repository, write_python_repository
@@ -149,11 +149,11 @@ def test_written_files_take_the_user_s_umask(tmp_path, umask):
     try:
         atomic_write_bytes(tmp_path / "plan.engine", b"engine bytes")
         atomic_write_json(tmp_path / "bench.json", {"results": []})
-        engine, _ = fake_engine(tmp_path, plugin=False)  # its manifest written by write_manifest
+        onnx_path = tiny_onnx(tmp_path / "m.onnx")
+        # Its manifest written by write_manifest; built from m.onnx, as serving needs.
+        engine, _ = fake_engine_of_tiny_onnx(tmp_path, onnx_path, plugin=False)
         triton = write_tensorrt_repository(engine, tmp_path / "triton")
-        served = write_python_repository(
-            check_python_repository(tiny_onnx(tmp_path / "m.onnx"), tmp_path / "served", engine=engine)
-        )
+        served = write_python_repository(check_python_repository(onnx_path, tmp_path / "served", engine=engine))
     finally:
         os.umask(old)
     expected = 0o666 & ~umask

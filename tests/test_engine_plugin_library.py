@@ -3,9 +3,11 @@ static registration), which TensorRT it links, which ABI its record names; the r
 validate and bench through load_plugin, triton-repo through check_static_library); the library lookup order
 (wtconv_libs.lookup). Real shared libraries are built with the C compiler."""
 
+import re
 import shutil
 import subprocess
 import types
+from pathlib import Path
 
 import pytest
 from engine_helpers import fake_engine
@@ -248,6 +250,17 @@ def test_lookup_order(libs, places, monkeypatch):
     assert default_plugin(abi="trt11") == libs["dynamic10"]  # the environment variable wins, refused later by name
     wheres = [c.where for c in lookup.candidates("plugin", "trt11")]
     assert wheres == ["environment WTCONV_TRT_PLUGIN", "package (trt11)", "user cache (trt11)", "build tree"]
+
+
+def test_the_docs_name_the_folders_the_lookup_searches():
+    """docs/engines.md and docs/onnx_runtime.md name the package's library folder as the lookup has it (doctor
+    lists the same places)."""
+    repo = Path(__file__).resolve().parents[1]
+    folder = lookup.package_lib_dir().relative_to(repo).as_posix() + "/"
+    for doc in ("docs/engines.md", "docs/onnx_runtime.md"):
+        text = (repo / doc).read_text(encoding="utf-8")
+        named = set(re.findall(r"`(wtconv_\w+/lib/)", text))
+        assert named == {folder}, (doc, named, folder)
 
 
 def test_kernel_library_uses_the_same_order(libs, places, monkeypatch):

@@ -10,6 +10,7 @@ import torch.nn as nn
 
 onnx = pytest.importorskip("onnx")
 
+from wtconv_core.errors import ModelError  # noqa: E402
 from wtconv_export.onnx_export import NoWTConvWarning, export_onnx  # noqa: E402
 from wtconv_export.onnx_models import build_model, randomize_weights  # noqa: E402
 from wtconv_libs import contract  # noqa: E402
@@ -48,6 +49,28 @@ def test_layer_beyond_plugin_limits_names_layer_and_limit(config, limit, tmp_pat
         export_onnx(small_model(**config), path, input_shape=(1, 3, 16, 16))
     assert limit in str(error.value) and "--ops standard" in str(error.value)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("ops", ["plugin", "standard"])
+@pytest.mark.parametrize("which", ["wt_filter", "iwt_filter"])
+def test_changed_haar_filters_are_refused_naming_the_layer(which, ops, tmp_path):
+    """An ordinary loop over model.parameters() reaches the fixed Haar filters (parameters, as published): the layer
+    then computes something else, which no WTConv2d node computes. The export refuses it in one line naming the layer
+    and the filter, and writes nothing; the unchanged model exports."""
+    model = small_model(kernel_size=3, wt_levels=2)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith(which):
+                parameter.mul_(1.01)
+    path = tmp_path / "changed.onnx"
+    with pytest.raises(
+        ModelError, match=rf"^layer 'body\.1' \(wtconv_torch\.wtconv2d\.WTConv2d\): its {which} is no"
+    ) as caught:
+        export_onnx(model, path, ops=ops, input_shape=(1, 3, 16, 16))
+    assert list(tmp_path.iterdir()) == []
+    assert "\n" not in str(caught.value) and "create_2d_haar_filters(4)" in str(caught.value)
+    export_onnx(small_model(kernel_size=3, wt_levels=2), path, ops=ops, input_shape=(1, 3, 16, 16))
+    assert path.is_file()
 
 
 def test_standard_export_runs_what_the_plugin_cannot(tmp_path):

@@ -50,7 +50,7 @@ def served(install, exports, ort_library, tmp_path_factory):
         repo,
         http_port=0,
         grpc_port=0,
-        model_control="explicit",
+        model_control="poll",
         load_models=list(MODELS),
         log_file=repo.parent / "server.log",
         install=install,

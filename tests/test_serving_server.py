@@ -4,7 +4,7 @@ process killed under load, a repository that does not load.
 
 Oracles: the same runtime (ONNX Runtime on the same exported file) called directly in this process, which must
 give bit-identical outputs; the PyTorch model, within the ONNX tolerance of the precision; the held-out labels;
-Triton's own answers to requests without the launcher's key and beyond its queue limit.
+Triton's own answers to repository requests (closed to everyone) and to requests beyond its queue limit.
 One server (module fixture) serves four models: the plugin export in fp32 and fp16 (WTConv2d nodes run in ONNX
 Runtime through onnxruntime-extensions), the standard-op export, which the load test uses because it is about
 twenty times faster on a CPU, and the plugin export again behind a queue of two requests with a 100 ms timeout. The
@@ -37,7 +37,7 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 from wtconv_core.errors import ServingError  # noqa: E402
 from wtconv_serving.repositories.python_backend import check_python_repository, write_python_repository  # noqa: E402
 from wtconv_serving.runners.ort_runner import OnnxRuntimeRunner  # noqa: E402
-from wtconv_serving.server.launcher import KEY_HEADER, TritonServer, loading_phase  # noqa: E402
+from wtconv_serving.server.launcher import POLL_S, TritonServer, loading_phase  # noqa: E402
 from wtconv_serving.traffic import check as load  # noqa: E402
 from wtconv_serving.tuning import Tuning  # noqa: E402
 from wtconv_torch.models import load_default_model, load_heldout_digits  # noqa: E402
@@ -90,7 +90,7 @@ def served(install, exports, tmp_path_factory):
         repo,
         http_port=0,
         grpc_port=0,
-        model_control="explicit",
+        model_control="poll",
         load_models=[*MODELS, QUEUED],
         log_file=repo.parent / "server.log",
         install=install,
@@ -372,28 +372,25 @@ def test_repository_that_does_not_load_is_refused_in_one_line(install, tmp_path)
 
 
 def test_cli_serves_until_sigterm(install, tmp_path):
-    """`wtconv-trt serve` on a one-node model: ready, answers, and on SIGTERM stops the server and its stub."""
+    """`wtconv-trt serve` on a one-node model with the engine built from it, bound to every interface (--host
+    0.0.0.0): ready, answers, keeps the repository API closed with nothing secret on the server's command line, and
+    on SIGTERM stops the server and its stub. Given an engine of another model instead, it refuses in one line and
+    starts no server. (The engines are stand-ins, a manifest and bytes, which travel in the repository: on this
+    machine ONNX Runtime serves the ONNX file.)"""
+    from engine_helpers import fake_engine, fake_engine_of_tiny_onnx
     from test_serving_repository import tiny_onnx
 
     onnx_path = tiny_onnx(tmp_path / "relu.onnx")
+    ours, _ = fake_engine_of_tiny_onnx(tmp_path, onnx_path, name="relu.fp32.engine")
+    (tmp_path / "other").mkdir()
+    theirs, _ = fake_engine(tmp_path / "other", name="digits.fp16.engine")  # the digits model's, fp16
+    serve = [sys.executable, "-m", "wtconv_trt", "serve", str(onnx_path), "--repo", str(tmp_path / "repo")]
+    serve += ["--runtime", "onnxruntime", "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0"]
+    refused = subprocess.run([*serve, "--engine", str(theirs)], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "was built from model.onnx, not from relu.onnx" in refused.stderr, refused
+    assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "repo").exists()
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "wtconv_trt",
-            "serve",
-            str(onnx_path),
-            "--repo",
-            str(tmp_path / "repo"),
-            "--http-port",
-            "0",
-            "--grpc-port",
-            "0",
-            "--metrics-port",
-            "0",
-            "--log",
-            str(tmp_path / "server.log"),
-        ],
+        [*serve, "--engine", str(ours), "--log", str(tmp_path / "server.log"), "--host", "0.0.0.0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -406,18 +403,45 @@ def test_cli_serves_until_sigterm(install, tmp_path):
             if line.startswith("serving 'relu'"):
                 break
         assert lines and lines[-1].startswith("serving 'relu'"), "".join(lines)
+        assert any("reachable from the network" in line for line in lines), "".join(lines)
         grpc_url = lines[-1].split("gRPC ")[1].split(",")[0].split(" ")[0]
+        http_url = lines[-1].split("HTTP ")[1].split(",")[0].split(" ")[0]
         x = np.linspace(-1, 1, 2 * 64, dtype=np.float32).reshape(2, 1, 8, 8)
         got = infer(grpcclient.InferenceServerClient(grpc_url), grpcclient, "relu", x)
         assert np.array_equal(got, np.maximum(x, 0))
+        [server] = [pid for pid in children_of(process.pid) if server_argv(pid)[0].endswith("bin/tritonserver")]
+        argv = server_argv(server)
+        assert "--http-address=0.0.0.0" in argv and not [a for a in argv if "restricted" in a], argv
+        check_repository_api_closed(http_url, grpc_url, "relu")
+        # The server polls its repository every POLL_S: nothing of the model's may change while it serves (the
+        # stub's bytecode was written with the repository), so no poll reloads it and the watch sees no dead stub.
+        time.sleep(3 * POLL_S)
         process.send_signal(signal.SIGTERM)
         assert process.wait(60) == 0
+        rest = process.stdout.read()
+        assert "died" not in "".join(lines) + rest, rest
         server_log = (tmp_path / "server.log").read_text()
         assert "Waiting for in-flight requests to complete" in server_log or "successfully unloaded" in server_log
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        if process.poll() is None:  # SIGTERM first: serve stops its server (a killed serve would leave it running)
+            process.terminate()
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def children_of(parent: int) -> list[int]:
+    """The processes whose parent is ``parent``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
 
 
 def check_client_shape_and_images(command: list[str], tmp_path: Path) -> None:
@@ -532,19 +556,23 @@ def test_serve_of_a_model_of_ones_own_client_line_and_ctrl_c(install, tmp_path):
                 process.wait()
 
 
-def test_the_repository_api_needs_the_launchers_key(served, digits):
-    """Unload, load (with a model file of the caller's, the way foreign code would get in) and the logging API are
-    refused without the key the launcher generated, over HTTP and gRPC, and the model keeps serving; inference and
-    statistics answer anyone; with the key the repository API answers (the stub watch reloads with it)."""
+# Triton 2.51's answer to a load or unload request under model control "none" or "poll".
+CLOSED = "explicit model load / unload is not allowed if polling is enabled"
+
+
+def server_argv(server_pid: int) -> list[str]:
+    return Path(f"/proc/{server_pid}/cmdline").read_bytes().decode().split("\0")
+
+
+def check_repository_api_closed(http_url: str, grpc_url: str, model: str) -> None:
+    """Unload, load, and load with a model file of the caller's (the way foreign code would get in) are refused over
+    HTTP and gRPC, whatever headers the request carries; the model keeps serving."""
     import base64
 
-    x = digits[0][:4]
-    grpc = grpcclient.InferenceServerClient(served.grpc_url)
-    good = infer(grpc, grpcclient, "digits_std", x)
     json_type = {"Content-Type": "application/json"}
     for action in ("unload", "load"):
-        status, text = post(served.http_url, f"/v2/repository/models/digits_std/{action}", b"{}", json_type)
-        assert status == 403 and KEY_HEADER in text, (action, status, text)
+        status, text = post(http_url, f"/v2/repository/models/{model}/{action}", b"{}", json_type)
+        assert status == 503 and CLOSED in text, (action, status, text)
     intruder = json.dumps(
         {
             "parameters": {
@@ -553,22 +581,38 @@ def test_the_repository_api_needs_the_launchers_key(served, digits):
             }
         }
     ).encode()
-    status, _ = post(served.http_url, "/v2/repository/models/intruder/load", intruder, json_type)
-    assert status == 403
-    status, _ = post(served.http_url, "/v2/logging", b'{"log_file": "/tmp/x"}', json_type)
-    assert status == 403
-    with pytest.raises(InferenceServerException, match=KEY_HEADER):
-        grpc.unload_model("digits_std")
-    with pytest.raises(InferenceServerException, match=KEY_HEADER):
+    status, text = post(http_url, "/v2/repository/models/intruder/load", intruder, json_type)
+    assert status == 503 and CLOSED in text, (status, text)
+    grpc = grpcclient.InferenceServerClient(grpc_url)
+    with pytest.raises(InferenceServerException, match=CLOSED):
+        grpc.unload_model(model)
+    with pytest.raises(InferenceServerException, match=CLOSED):
         grpc.load_model("intruder", config='{"backend": "python"}', files={"file:1/model.py": b"raise SystemExit"})
-    assert grpc.is_model_ready("digits_std") and not grpc.is_model_ready("intruder")
+    assert grpc.is_model_ready(model) and not grpc.is_model_ready("intruder")
+    # Triton itself refuses a new log file over the network (what the logging API could write).
+    status, text = post(http_url, "/v2/logging", b'{"log_file": "/tmp/x"}', json_type)
+    assert status == 501 and "can not be updated through network protocol" in text, (status, text)
+
+
+def test_the_repository_api_is_closed_to_everyone_and_needs_no_secret(served, digits):
+    """The server's command line holds no key (every local user can read it) and no restricted-API option: the
+    repository API is closed by the model control mode itself ("poll"), to everyone; the repository Triton reads is a
+    private view (only this user can open it) of the models served. Inference, statistics and the repository index
+    answer anyone."""
+    argv = server_argv(served.process.pid)
+    assert not [a for a in argv if "restricted" in a], argv
+    assert "--model-control-mode=poll" in argv, argv
+    view = Path(next(a for a in argv if a.startswith("--model-repository=")).split("=", 1)[1])
+    assert view == served.view and view.stat().st_mode & 0o077 == 0, oct(view.stat().st_mode)
+    assert sorted(p.name for p in view.iterdir()) == sorted([*MODELS, QUEUED])
+    x = digits[0][:4]
+    grpc = grpcclient.InferenceServerClient(served.grpc_url)
+    good = infer(grpc, grpcclient, "digits_std", x)
+    check_repository_api_closed(served.http_url, served.grpc_url, "digits_std")
     assert np.array_equal(infer(grpc, grpcclient, "digits_std", x), good)
     with urllib.request.urlopen(f"http://{served.http_url}/v2/models/digits_std/stats") as response:
         assert json.loads(response.read())["model_stats"][0]["name"] == "digits_std"
-    index = grpc.get_model_repository_index(headers=served.grpc_key_header)
-    assert {m.name for m in index.models} >= {*MODELS, QUEUED}
-    with pytest.raises(InferenceServerException, match=KEY_HEADER):
-        grpc.get_model_repository_index()
+    assert {m.name for m in grpc.get_model_repository_index().models} == {*MODELS, QUEUED}
 
 
 def test_overload_is_refused_at_once_not_queued(served, exports):

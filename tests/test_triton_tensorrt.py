@@ -40,7 +40,7 @@ def test_fp16_config_against_the_schema(tmp_path):
     buckets = [1, 2, 4, 8, 16, 32]
     assert list(config.dynamic_batching.preferred_batch_size) == buckets
     assert config.dynamic_batching.max_queue_delay_microseconds == 100
-    assert config.dynamic_batching.default_queue_policy.max_queue_size == 512
+    assert not config.dynamic_batching.HasField("default_queue_policy")  # Triton's batcher keeps its prefetching
     assert [w.batch_size for w in config.model_warmup] == buckets
     assert all(list(w.inputs["input"].dims) == [1, 32, 32] for w in config.model_warmup)
     cuda = config.optimization.cuda

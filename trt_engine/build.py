@@ -326,6 +326,13 @@ def plan_build(opts: BuildOptions) -> BuildPlan:
         check_dynamic_plugin(opts.plugin)
     check_profiles_fit_model(info, profiles)
     engine = opts.engine or str(default_engine_path(opts.onnx, precision))
+    if str(engine).lower().endswith(".json"):
+        # ENGINE.json is the manifest beside ENGINE: an engine of that name would overwrite another engine's manifest.
+        raise InputError(
+            f"engine {engine}: an engine's name must not end in .json, the name of the manifest beside every engine "
+            f"(ENGINE.json); choose a name such as {str(engine)[: -len('.json')] or 'model.engine'}",
+            parameter="engine",
+        )
     inputs = [("ONNX model", opts.onnx), ("plugin library", opts.plugin)]
     check_not_an_input(inputs, files=[("timing_cache", opts.timing_cache)])
     inputs.append(("timing cache", opts.timing_cache))

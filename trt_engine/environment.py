@@ -323,14 +323,7 @@ def survey() -> Survey:
         buildable.append("the kernel library, and the TensorRT plugin with --tensorrt-headers")
     if cmake and compiler and ort_headers is not None:
         buildable.append("libwtconv_ort.so" + (" with its CUDA op" if nvcc else " (CPU op; its CUDA op needs nvcc)"))
-    # Which command this machine needs: the CUDA code compiles without a GPU (for minutes) but cannot run here.
-    if cuda_gpu_count():
-        needs = f"this machine needs '{build_libs_command()}' (with --tensorrt-headers DIR for the TensorRT plugin)"
-    else:
-        needs = (
-            f"this machine needs '{build_libs_command()}' for libwtconv_ort.so (no CUDA GPU: its CPU op alone, in "
-            "seconds), and '--tensorrt-headers DIR' instead only for the TensorRT plugin"
-        )
+    needs = _libraries_needed(kernels, s.ort_library, lookup.default_plugin())
     s.can.append(
         Finding(
             "build the libraries (wtconv-trt build-libs)",
@@ -342,6 +335,26 @@ def survey() -> Survey:
         )
     )
     return s
+
+
+def _libraries_needed(kernels, ort_library, plugin) -> str:
+    """Which build-libs command this machine still needs, for the libraries not found: the CUDA code compiles
+    without a GPU (for minutes) but cannot run here, so without one the command is the ONNX Runtime op's alone."""
+    if cuda_gpu_count():
+        if kernels is None or ort_library is None:
+            return f"this machine needs '{build_libs_command()}' (with --tensorrt-headers DIR for the TensorRT plugin)"
+        if plugin is None:
+            return "the kernels and libwtconv_ort.so are built; the TensorRT plugin needs --tensorrt-headers DIR"
+        return "every library is built"
+    if ort_library is None:
+        plugin_part = ", and '--tensorrt-headers DIR' instead only for the TensorRT plugin" if plugin is None else ""
+        return (
+            f"this machine needs '{build_libs_command()}' for libwtconv_ort.so (no CUDA GPU: its CPU op alone, in "
+            f"seconds){plugin_part}"
+        )
+    if plugin is None:
+        return "libwtconv_ort.so is built; 'wtconv-trt build-libs --tensorrt-headers DIR' builds the TensorRT plugin"
+    return "libwtconv_ort.so and the TensorRT plugin are built (the kernels need a CUDA GPU to run)"
 
 
 __all__ = ["BackendFinding", "Finding", "Survey", "engine_gpu_problem", "ort_cuda_problem", "survey"]

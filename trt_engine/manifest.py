@@ -227,6 +227,11 @@ def read_manifest(engine_path: str | os.PathLike) -> EngineManifest:
         raise EngineError(
             f"manifest {path}: not valid JSON ({error}); rebuild the engine with wtconv-trt build"
         ) from None
+    except UnicodeDecodeError as error:  # a manifest is UTF-8 JSON (write_manifest); this file is something else
+        raise EngineError(
+            f"manifest {path}: not UTF-8 text (byte {error.start}: {error.reason}), so not a manifest wtconv-trt "
+            "wrote; rebuild the engine with wtconv-trt build"
+        ) from None
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise EngineError(f'{path}: not a wtconv-trt engine manifest (expected "format": "{FORMAT}")')
     if obj.get("format_version") != FORMAT_VERSION:

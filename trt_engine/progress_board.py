@@ -41,7 +41,7 @@ class ProgressBoard:
     def phase_finish(self, name):
         try:
             phase = self.phases.pop(name, None)
-            if phase is not None and not self.interactive and phase[0] == 0:
+            if phase is not None and not self.interactive and phase[0] == 0 and not self.cancelled:
                 self.stream.write(f"{self.bar(phase[2], phase[2])} {name} ({time.monotonic() - phase[3]:.1f} s)\n")
                 self.stream.flush()
             self._redraw()

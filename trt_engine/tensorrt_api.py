@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from trt_engine import backends
@@ -141,8 +145,11 @@ def get_logger(verbose: bool = False):
                 self.min_severity = int(trt.ILogger.Severity.WARNING)
                 self.errors = []
                 self.messages = []  # every message at or above min_severity, for tests and error reports
+                self.interrupted = False  # Ctrl-C pressed during a TensorRT call (keeping_ctrl_c)
 
             def log(self, severity, msg):
+                if self.interrupted:
+                    return  # what TensorRT says while a Ctrl-C cancels its work ("Build canceled") is its echo
                 level = int(severity)
                 if level <= int(trt.ILogger.Severity.ERROR):
                     self.errors.append(msg)
@@ -155,6 +162,29 @@ def get_logger(verbose: bool = False):
         _LOGGER = _Logger()
     _LOGGER.min_severity = int(trt.ILogger.Severity.VERBOSE if verbose else trt.ILogger.Severity.WARNING)
     return _LOGGER
+
+
+@contextmanager
+def keeping_ctrl_c(logger) -> Iterator[None]:
+    """Around a TensorRT call that runs our Python callbacks (the logger, the progress monitor). TensorRT catches what
+    a callback raises and prints it ("Exception caught in log(): KeyboardInterrupt"), so a Ctrl-C, which Python
+    raises in whatever Python code runs next, would be lost and the parse or build would go on. Inside the block the
+    SIGINT handler only notes the press on ``logger`` (the progress monitor then cancels a build, and the logger falls
+    silent); once TensorRT has returned, the handler the process had is put back and the signal raised again, so that
+    handler acts on it as it would have (the command line's: interrupted, exit status 130; Python's:
+    KeyboardInterrupt). Outside the main thread, where no handler runs, it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    logger.interrupted = False
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: setattr(logger, "interrupted", True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        pressed, logger.interrupted = logger.interrupted, False
+        if pressed:
+            signal.raise_signal(signal.SIGINT)
 
 
 def _recent_errors(logger) -> str:
@@ -260,8 +290,9 @@ def load_plugin(path) -> PluginRecord:
 # -------------------------------------------------------------------------------------------------------------
 
 
-def make_progress_monitor(board):
-    """A trt.IProgressMonitor (TensorRT >= 10.0, TensorRT-RTX) that forwards to ``board`` (a ProgressBoard)."""
+def make_progress_monitor(board, logger=None):
+    """A trt.IProgressMonitor (TensorRT >= 10.0, TensorRT-RTX) that forwards to ``board``
+    (progress_board.ProgressBoard) and cancels the build once a Ctrl-C was noted on ``logger`` (keeping_ctrl_c)."""
     trt = import_tensorrt()
 
     class _Monitor(trt.IProgressMonitor):
@@ -272,6 +303,8 @@ def make_progress_monitor(board):
             board.phase_start(phase_name, parent_phase, num_steps)
 
         def step_complete(self, phase_name, step):
+            if logger is not None and logger.interrupted:
+                board.cancelled = True
             return board.step_complete(phase_name, step)
 
         def phase_finish(self, phase_name):
@@ -318,7 +351,9 @@ class NetworkBuilder:
 
     def parse(self, onnx_path) -> None:
         # parse_from_file resolves external weight files relative to the model (parse(bytes) would not).
-        if self.parser.parse_from_file(str(onnx_path)):
+        with keeping_ctrl_c(self.logger):
+            parsed = self.parser.parse_from_file(str(onnx_path))
+        if parsed:
             return
         lines = []
         plugin_missing = False
@@ -451,9 +486,10 @@ class NetworkBuilder:
                 config.set_timing_cache(cache, ignore_mismatch=False)
         monitor = None
         if progress_board is not None:
-            monitor = make_progress_monitor(progress_board)
+            monitor = make_progress_monitor(progress_board, self.logger)
             config.progress_monitor = monitor
-        serialized = self.builder.build_serialized_network(self.network, config)
+        with keeping_ctrl_c(self.logger):
+            serialized = self.builder.build_serialized_network(self.network, config)
         if progress_board is not None:
             progress_board.close()
         if serialized is None:

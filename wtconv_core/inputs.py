@@ -114,15 +114,33 @@ def parse_shape(text: str, option: str = "input_shape") -> tuple[int, int, int, 
     return parse_dims(text, option, rank=4)  # type: ignore[return-value]
 
 
+# The first bytes of NumPy's two binary formats: .npy (numpy.lib.format) and .npz (a zip archive, empty or not).
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+_SAVE_ADVICE = "save float (B, C, H, W) arrays with numpy.save (.npy) or numpy.savez (.npz)"
+
+
 def load_inputs(path: str) -> list[np.ndarray]:
-    """Arrays from a .npy (one input) or .npz (each array an input); InputError when unreadable."""
+    """Arrays from a .npy (one input) or .npz (each array an input); InputError when unreadable. A file of another
+    kind, or one holding Python objects, is refused in our words: NumPy's own message for both advises loading the
+    file "unsafely" (allow_pickle), which would run code from the file."""
     if not os.path.isfile(path):
         raise InputError(f"inputs {path} does not exist", parameter="inputs")
+    with open(path, "rb") as f:
+        head = f.read(6)
+    if not head.startswith(_NPY_MAGIC) and head[:4] not in _ZIP_MAGICS:
+        raise refuse(f"inputs {path}", f"not a .npy or .npz file (NumPy's binary formats); {_SAVE_ADVICE}")
     try:
         loaded = np.load(path, allow_pickle=False)
+        arrays = [loaded[k] for k in loaded.files] if hasattr(loaded, "files") else [loaded]
+    except ValueError as error:
+        if "pickle" not in str(error):
+            raise refuse(f"inputs {path}", f"cannot be read as .npy/.npz ({error})") from None
+        raise refuse(
+            f"inputs {path}", f"holds Python objects (pickled data), which are not loaded; {_SAVE_ADVICE}"
+        ) from None
     except Exception as error:
         raise refuse(f"inputs {path}", f"cannot be read as .npy/.npz ({error})") from None
-    arrays = [loaded[k] for k in loaded.files] if hasattr(loaded, "files") else [loaded]
     for a in arrays:
         if a.ndim != 4 or not np.issubdtype(a.dtype, np.floating):
             raise refuse(f"inputs {path}", f"each array must be a float (B, C, H, W) array, got {a.dtype} {a.shape}")

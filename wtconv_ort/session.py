@@ -26,38 +26,63 @@ _registered = False
 _fallback_said = False  # the fallback to the Python op is said once per process, not once per session
 
 
+def python_op_output(x: np.ndarray, base_weight, base_bias, wavelet_weight, attrs: dict) -> np.ndarray:
+    """What the Python op computes: the spec (fp32) on ``x`` in either layout the node may declare, (N, C, H, W) or,
+    with ``channels_last`` 1, (N, H, W, C) (docs/design.md §4). An empty input gives the empty output of its shape
+    (PyTorch's convolution refuses a plane of height or width 0)."""
+    import torch
+
+    from wtconv_torch.fused_spec import fused_wtconv2d_spec
+
+    k, levels, stride = (int(attrs[f]) for f in contract.INT_FIELDS)
+    channels_last = bool(int(attrs.get(contract.FIELD_CHANNELS_LAST, 0)))
+    planes = torch.from_numpy(np.ascontiguousarray(x))
+    if channels_last:
+        planes = planes.permute(0, 3, 1, 2)
+    n, c, h, w = planes.shape
+    if planes.numel() == 0:
+        y = torch.zeros((n, c, -(-h // stride), -(-w // stride)), dtype=planes.dtype)
+    else:
+        with torch.no_grad():
+            y = fused_wtconv2d_spec(
+                planes,
+                torch.from_numpy(base_weight),
+                torch.from_numpy(base_bias),
+                torch.from_numpy(wavelet_weight),
+                k,
+                levels,
+                stride,
+            )
+    if channels_last:
+        y = y.permute(0, 2, 3, 1)
+    return np.ascontiguousarray(y.numpy())
+
+
 def _register_python_op() -> None:
-    """Register the spec as an onnxruntime-extensions Python op (once per process)."""
+    """Register the spec as an onnxruntime-extensions Python op (once per process).
+
+    onnxruntime-extensions lets no exception out of a Python op: one that escapes aborts the process ("terminate
+    called ..."). So the op raises nothing. The inputs it can be given are fixed before it runs: the rewrite checks
+    every attribute and puts a Reshape before the op that refuses any input but (N, C, H, W) (or (N, H, W, C)) with
+    the node's C, and one after it. Should the op fail all the same (a bug), it logs the traceback and returns an
+    empty array, which the Reshape after it refuses: ONNX Runtime raises its error and the process lives."""
     global _registered
     if _registered:
         return
-    import torch
     from onnxruntime_extensions import PyCustomOpDef, onnx_op
-
-    from wtconv_torch.fused_spec import fused_wtconv2d_spec
 
     @onnx_op(
         op_type=ORT_OP_TYPE,
         inputs=[PyCustomOpDef.dt_float] * 4,
         outputs=[PyCustomOpDef.dt_float],
-        attrs={
-            contract.FIELD_KERNEL_SIZE: PyCustomOpDef.dt_int64,
-            contract.FIELD_WT_LEVELS: PyCustomOpDef.dt_int64,
-            contract.FIELD_STRIDE: PyCustomOpDef.dt_int64,
-        },
+        attrs={field: PyCustomOpDef.dt_int64 for field in (*contract.INT_FIELDS, contract.FIELD_CHANNELS_LAST)},
     )
     def wtconv2d_spec(x, base_weight, base_bias, wavelet_weight, **attrs):
-        with torch.no_grad():
-            y = fused_wtconv2d_spec(
-                torch.from_numpy(np.ascontiguousarray(x)),
-                torch.from_numpy(base_weight),
-                torch.from_numpy(base_bias),
-                torch.from_numpy(wavelet_weight),
-                int(attrs[contract.FIELD_KERNEL_SIZE]),
-                int(attrs[contract.FIELD_WT_LEVELS]),
-                int(attrs[contract.FIELD_STRIDE]),
-            )
-        return y.numpy()
+        try:
+            return python_op_output(x, base_weight, base_bias, wavelet_weight, attrs)
+        except Exception:  # noqa: BLE001 - see the docstring: raising here would abort the process
+            log.exception("the %s Python op failed on an input of shape %s", contract.OP_TYPE, np.shape(x))
+            return np.zeros((0,), np.float32)
 
     _registered = True
 
@@ -89,17 +114,53 @@ def node_attributes(node: Any) -> dict[str, Any]:
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
+def _check_int_fields(node: Any, attrs: dict) -> None:
+    """ModelError naming the node for an integer attribute out of the range the native op accepts
+    (plugin/common/wtconvLayerFields.cpp), in its words."""
+    k, levels, stride = (attrs[f] for f in contract.INT_FIELDS)
+    layout = attrs.get(contract.FIELD_CHANNELS_LAST, 0)
+    problems = (
+        (
+            not isinstance(k, int) or k < 1 or k > contract.MAX_KERNEL_SIZE or k % 2 == 0,
+            f"field '{contract.FIELD_KERNEL_SIZE}': expected an odd integer in 1..{contract.MAX_KERNEL_SIZE}, "
+            f"given {k}",
+        ),
+        (
+            not isinstance(levels, int) or levels < 1 or levels > contract.MAX_WT_LEVELS,
+            f"field '{contract.FIELD_WT_LEVELS}': expected an integer in 1..{contract.MAX_WT_LEVELS}, given {levels}",
+        ),
+        (
+            not isinstance(stride, int) or stride < 1,
+            f"field '{contract.FIELD_STRIDE}': expected an integer >= 1, given {stride}",
+        ),
+        (
+            layout not in (0, 1),
+            f"field '{contract.FIELD_CHANNELS_LAST}': expected 0 (x and y are (N, C, H, W)) or 1 (channels-last: "
+            f"(N, H, W, C)), given {layout}",
+        ),
+    )
+    for wrong, message in problems:
+        if wrong:
+            raise ModelError(f"{contract.OP_TYPE} node '{node.name}': {message}")
+
+
 def folded_weights_of(node: Any) -> tuple:
     """(kernel_size, wt_levels, stride, base_weight (C,k,k), base_bias (C,), wavelet_weight (L,4C,k,k)) of a
-    WTConv2d node, as fp32 numpy arrays; ValueError naming the node if an attribute is missing or the
+    WTConv2d node, as fp32 numpy arrays; ModelError naming the node if an attribute is missing, out of range or the
     sizes do not agree."""
     attrs = node_attributes(node)
     missing = [f for f in contract.INT_FIELDS + contract.FLOAT_FIELDS if f not in attrs]
     if missing:
         raise ModelError(f"{contract.OP_TYPE} node '{node.name}' lacks attribute(s) {', '.join(missing)}")
+    _check_int_fields(node, attrs)
     k, levels, stride = (int(attrs[f]) for f in contract.INT_FIELDS)
     bias = np.asarray(attrs[contract.FIELD_BASE_BIAS], dtype=np.float32)
     c = bias.size
+    if c < 1:
+        raise ModelError(
+            f"{contract.OP_TYPE} node '{node.name}': field '{contract.FIELD_BASE_BIAS}': expected length C >= 1 (one "
+            "value per channel), given 0"
+        )
     expected = {contract.FIELD_BASE_WEIGHT: (c, k, k), contract.FIELD_WAVELET_WEIGHT: (levels, 4 * c, k, k)}
     arrays = {}
     for field, shape in expected.items():
@@ -114,9 +175,21 @@ def folded_weights_of(node: Any) -> tuple:
     return k, levels, stride, arrays[contract.FIELD_BASE_WEIGHT], bias, arrays[contract.FIELD_WAVELET_WEIGHT]
 
 
+def _shape_guard(graph: Any, name: str, source: str, target: str, channels: int, channels_last: bool) -> Any:
+    """A Reshape from ``source`` to ``target`` that keeps a 4-D tensor of ``channels`` channels as it is (0 copies a
+    dimension) and makes ONNX Runtime refuse anything else with its own error."""
+    from onnx import helper, numpy_helper
+
+    dims = [0, 0, 0, channels] if channels_last else [0, channels, 0, 0]
+    graph.initializer.append(numpy_helper.from_array(np.array(dims, np.int64), f"{name}.dims"))
+    return helper.make_node("Reshape", [source, f"{name}.dims"], [target], name=name)
+
+
 def rewrite_for_ort(model: str | os.PathLike | bytes | Any) -> tuple[Any, int]:
     """A copy of ``model`` (path, bytes or ModelProto) with every WTConv2d node rewritten for
-    onnxruntime-extensions, and the number of nodes rewritten."""
+    onnxruntime-extensions, and the number of nodes rewritten. Each node becomes: a Cast to float for an fp16
+    input, a Reshape that refuses any input but the node's (:func:`_shape_guard`), the Python op (which takes the
+    node's layout attribute), a second Reshape, and a Cast back."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -132,6 +205,7 @@ def rewrite_for_ort(model: str | os.PathLike | bytes | Any) -> tuple[Any, int]:
             continue
         count += 1
         k, levels, stride, bw, bb, ww = folded_weights_of(node)
+        channels_last = int(node_attributes(node).get(contract.FIELD_CHANNELS_LAST, 0))
         prefix = f"wtconv_ort_{index}_{node.name or 'node'}"
         for name, array in (
             (f"{prefix}.base_weight", bw),
@@ -140,6 +214,7 @@ def rewrite_for_ort(model: str | os.PathLike | bytes | Any) -> tuple[Any, int]:
         ):
             graph.initializer.append(numpy_helper.from_array(array, name))
         x, y = node.input[0], node.output[0]
+        # An undeclared type is taken as float: ONNX Runtime refuses the session if it is not.
         x_type = types.get(x, TensorProto.FLOAT)
         if x_type not in (TensorProto.FLOAT, TensorProto.FLOAT16):
             raise ModelError(
@@ -149,16 +224,24 @@ def rewrite_for_ort(model: str | os.PathLike | bytes | Any) -> tuple[Any, int]:
         x32, y32 = (f"{prefix}.x32", f"{prefix}.y32") if x_type != TensorProto.FLOAT else (x, y)
         if x_type != TensorProto.FLOAT:
             new_nodes.append(helper.make_node("Cast", [x], [x32], name=f"{prefix}.cast_in", to=TensorProto.FLOAT))
+        c = bb.size
+        new_nodes.append(_shape_guard(graph, f"{prefix}.check_in", x32, f"{prefix}.x_checked", c, channels_last))
         new_nodes.append(
             helper.make_node(
                 ORT_OP_TYPE,
-                [x32, f"{prefix}.base_weight", f"{prefix}.base_bias", f"{prefix}.wavelet_weight"],
-                [y32],
+                [f"{prefix}.x_checked", f"{prefix}.base_weight", f"{prefix}.base_bias", f"{prefix}.wavelet_weight"],
+                [f"{prefix}.y_unchecked"],
                 name=node.name or prefix,
                 domain=ORT_DOMAIN,
-                **{contract.FIELD_KERNEL_SIZE: k, contract.FIELD_WT_LEVELS: levels, contract.FIELD_STRIDE: stride},
+                **{
+                    contract.FIELD_KERNEL_SIZE: k,
+                    contract.FIELD_WT_LEVELS: levels,
+                    contract.FIELD_STRIDE: stride,
+                    contract.FIELD_CHANNELS_LAST: channels_last,
+                },
             )
         )
+        new_nodes.append(_shape_guard(graph, f"{prefix}.check_out", f"{prefix}.y_unchecked", y32, c, channels_last))
         if x_type != TensorProto.FLOAT:
             new_nodes.append(helper.make_node("Cast", [y32], [y], name=f"{prefix}.cast_out", to=x_type))
     del graph.node[:]

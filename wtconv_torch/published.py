@@ -20,6 +20,7 @@ from wtconv_torch.wtconv2d import STRIDE_FILTER, WTConv2d, check_stride_filter
 
 __all__ = [
     "PUBLISHED_CLASS_NAME",
+    "check_haar_filters",
     "LayerConfig",
     "convert_published_wtconv",
     "find_wtconv_layers",
@@ -127,6 +128,25 @@ def _wavelet_problem(module: nn.Module, channels: int) -> str | None:
         if not torch.allclose(got.detach().float().cpu(), want, rtol=0, atol=1e-6):
             return f"its {name} taps are not the Haar (db1) filters (a 2-tap wavelet other than db1?)"
     return None
+
+
+def check_haar_filters(module: WTConv2d, path: str = "") -> None:
+    """ModelError naming the layer when its wt_filter or iwt_filter is no longer the Haar filter it was built with.
+    The filters never train (requires_grad=False) but are parameters, as published, so that checkpoints load: a loop
+    over model.parameters() reaches them, and the layer then computes something the WTConv2d operator (every
+    runtime's node, the standard-op export) does not."""
+    expected = haar.create_2d_haar_filters(module.in_channels, torch.float32)
+    for name, want in zip(("wt_filter", "iwt_filter"), expected, strict=True):
+        got = getattr(module, name).detach().float().cpu()
+        if tuple(got.shape) == tuple(want.shape) and torch.allclose(got, want, rtol=0, atol=1e-6):
+            continue
+        change = f"max |change| {float((got - want).abs().max()):.1e}" if got.shape == want.shape else "reshaped"
+        raise ModelError(
+            f"{_who(module, path)}: its {name} is no longer the Haar filter the layer is built with ({change}), "
+            f"so the layer computes something the WTConv2d operator does not; the filters are fixed parameters "
+            f"(requires_grad=False) that a loop over model.parameters() reaches: leave those that do not require "
+            f"grad alone, or restore them with wtconv_torch.haar.create_2d_haar_filters({module.in_channels})"
+        )
 
 
 def published_wtconv_config(module: nn.Module, path: str = "") -> LayerConfig:
@@ -254,6 +274,8 @@ def find_wtconv_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
     found = []
 
     def visit(prefix: str, module: nn.Module) -> None:
+        if isinstance(module, WTConv2d):
+            check_haar_filters(module, prefix)
         if isinstance(module, (WTConv2d, FusedWTConv2d)):
             found.append((prefix, module))
             return

@@ -115,12 +115,22 @@ def main(argv=None) -> int:
     except UsageError as error:
         print(f"{error.prog}: error: {' '.join(error.message.split())}", file=sys.stderr)
         return 2
-    except WtconvTrtError as error:
-        print(f"{command}: error: {command_line_message(error, options)}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
-        print(f"\n{command}: interrupted", file=sys.stderr)
-        return INTERRUPTED
+        return _interrupted(command)
+    except Exception as error:
+        if interrupt_pending():
+            # Ctrl-C was pressed and the error is its consequence: a library caught the KeyboardInterrupt and raised
+            # its own (torch.onnx, interrupted while it imports torch._dynamo, reports a TorchExportError).
+            return _interrupted(command)
+        if isinstance(error, WtconvTrtError):
+            print(f"{command}: error: {command_line_message(error, options)}", file=sys.stderr)
+            return 2
+        raise
+
+
+def _interrupted(command: str) -> int:
+    print(f"\n{command}: interrupted", file=sys.stderr)
+    return INTERRUPTED
 
 
 def run_command() -> None:

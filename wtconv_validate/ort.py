@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wtconv_core.errors import ConfigurationError, InputError
+from wtconv_core.errors import ConfigurationError, InputError, WtconvTrtError
 from wtconv_export.exported import ExportedModel
 from wtconv_ort.execution import OrtExecution, plan_ort_execution
 from wtconv_validate.core import ComparisonReport, Tolerance, compare_runners, torch_runner
@@ -168,7 +168,17 @@ def export_and_validate_default(
     outcomes = []
     for ops, precision in variants:
         path = os.path.join(out_dir, f"default_{ops}_{precision}.onnx")
-        exported = export_onnx(model, path, ops=ops, precision=precision, input_shape=shape, metadata=description)
+        try:
+            exported = export_onnx(model, path, ops=ops, precision=precision, input_shape=shape, metadata=description)
+        except WtconvTrtError as error:
+            if not outcomes:
+                raise
+            # The exports before this one stay (each is whole and validated): say which, so nobody takes the folder
+            # for the demo's complete output.
+            kept = ", ".join(os.path.basename(str(done.path)) for done, _ in outcomes)
+            raise type(error)(
+                f"{error}; {out_dir} keeps this run's {kept}, written before this failure", parameter=error.parameter
+            ) from error
         # The caller prints both summaries (wtconv-trt demo does, on stdout): logged at INFO as well, every line
         # showed twice in a terminal.
         logger.debug("%s", exported.summary())

@@ -40,6 +40,7 @@ __all__ = [
     "MODEL_TEMPLATE",
     "PythonRepositoryPlan",
     "ServingRepository",
+    "check_engine_pairs_onnx",
     "check_python_repository",
     "environment_paths",
     "python_config",
@@ -172,6 +173,8 @@ def check_python_repository(
     exported = ExportedModel.read(onnx)
     description = describe_export(exported)
     opened = open_engine(engine) if engine else None
+    if opened is not None:
+        check_engine_pairs_onnx(opened, onnx, description)
     name = check_model_name(name or default_model_name(onnx, description["metadata"]))
     batch, _, _ = onnx_batching(description, max_batch_size)
     if opened is not None:
@@ -199,6 +202,55 @@ def check_python_repository(
         plugin=None if plugin is None else Path(plugin),
         ort_library=None if ort_library is None else Path(ort_library),
         tuning=tuning,
+    )
+
+
+def _dims(shape) -> str:
+    return "x".join("?" if int(d) < 0 else str(int(d)) for d in shape) or "scalar"
+
+
+def _fits(engine_dims, onnx_dims) -> bool:
+    """Same rank, and every dimension equal where both are fixed (-1: dynamic)."""
+    return len(engine_dims) == len(onnx_dims) and all(
+        int(a) == int(b) or int(a) < 0 or int(b) < 0 for a, b in zip(engine_dims, onnx_dims, strict=True)
+    )
+
+
+def check_engine_pairs_onnx(engine: OpenedEngine, onnx, description: dict) -> None:
+    """InputError (parameter "engine") unless ``engine`` was built from the ONNX file ``onnx``: the manifest records
+    that file's sha256 (trt_engine/manifest.py), and the served model's inputs, outputs and labels are the ONNX
+    file's, so an engine of another model (or of the same model in another precision) would answer for it. A
+    manifest without the hash (written by an older version) is held to the file's input and output instead."""
+    from trt_engine.manifest import sha256_file
+
+    manifest = engine.manifest
+    digest = sha256_file(onnx)
+    if manifest.onnx_sha256 == digest:
+        return
+    # The export's dims, its native size where the graph leaves them dynamic (as the served config takes them).
+    batch, input_dims, output_dims = onnx_batching(description, 1)
+    if batch == 0:  # a fixed batch: onnx_batching gives the whole shapes
+        input_dims, output_dims = input_dims[1:], output_dims[1:]
+    differences = []
+    for what, engine_io, dims, dtype in (
+        ("input", manifest.inputs, input_dims, description["input"]["dtype"]),
+        ("output", manifest.outputs, output_dims, description["output"]["dtype"]),
+    ):
+        e = engine_io[0] if len(engine_io) == 1 else None
+        if e is not None and (not _fits(e.shape[1:], dims) or e.dtype != dtype):
+            differences.append(f"{what} {_dims(e.shape[1:])} {e.dtype}, this model's {_dims(dims)} {dtype}")
+    if not manifest.onnx_sha256 and not differences:
+        return
+    built_from = Path(manifest.onnx_file).name if manifest.onnx_file else "another ONNX file"
+    why = (
+        f" (its {', '.join(differences)})"
+        if differences
+        else f" (its sha256 {manifest.onnx_sha256[:12]}..., this file's {digest[:12]}...)"
+    )
+    raise InputError(
+        f"engine {engine.path.name} was built from {built_from}, not from {Path(onnx).name}{why}; give the ONNX "
+        f"file the engine was built from, or build an engine from this one (wtconv-trt build {onnx})",
+        parameter="engine",
     )
 
 
@@ -310,6 +362,7 @@ def write_python_repository(plan: PythonRepositoryPlan) -> ServingRepository:
             model_files=tuple(model_files),
             libraries=tuple(libraries),
             json_files=tuple(json_files),
+            bytecode=("model.py",),
             inputs=(
                 ("ONNX model", plan.onnx),
                 ("engine", plan.engine and plan.engine.path),

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from wtconv_core.errors import InputError, ModelError, ServingError
-from wtconv_core.files import atomic_copy, atomic_write_bytes, atomic_write_json, user_file_mode
+from wtconv_core.errors import ConfigurationError, InputError, ModelError, ServingError
+from wtconv_core.files import atomic_copy, atomic_write_bytes, atomic_write_json, user_file_mode, writing_error
 from wtconv_core.options import ServerOptions
 from wtconv_core.paths import check_not_an_input
 from wtconv_export.exported import ExportedModel
@@ -124,7 +124,8 @@ class ModelFolder:
     """One model's folder in a repository, planned whole by its backend's writer before anything is written, and
     written by write_model_folder: its configuration (config.pbtxt, and labels.txt when it has labels), the model's
     files copied into the version folder 1/ (source, name there), the libraries copied beside config.pbtxt under
-    their own names, JSON files written there (name, object), and the serve.sh beside the folder (None: none).
+    their own names, JSON files written there (name, object), the Python files among the model's whose bytecode is
+    written beside them (compile_model_file), and the serve.sh beside the folder (None: none).
     ``inputs``: (what, path) of every file the folder is made from; ``option``: the parameter that named the
     repository; ``note``: what the writer tells the user about it (profiles left unused, instances on the CPU)."""
 
@@ -133,6 +134,7 @@ class ModelFolder:
     model_files: tuple[tuple[Path, str], ...] = ()
     libraries: tuple[Path, ...] = ()
     json_files: tuple[tuple[str, Any], ...] = ()
+    bytecode: tuple[str, ...] = ()
     serve_script: str | None = None
     inputs: tuple[tuple[str, Any], ...] = ()
     option: str = "out"
@@ -167,13 +169,15 @@ def write_model_folder(folder: ModelFolder) -> str:
             atomic_copy(library, staging / Path(library).name)  # its own mode: a library stays executable
         for name, obj in folder.json_files:
             atomic_write_json(staging / name, obj)
+        for name in folder.bytecode:
+            compile_model_file(staging / "1" / name, model_dir / "1" / name)
         if folder.config.labels is not None:
             atomic_write_bytes(staging / LABELS_FILE, ("\n".join(folder.config.labels) + "\n").encode())
         atomic_write_bytes(staging / "config.pbtxt", text.encode())
         if model_dir.exists():
             model_dir.rename(old)
         staging.rename(model_dir)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
         if old.exists() and not model_dir.exists():
             old.rename(model_dir)
@@ -182,6 +186,14 @@ def write_model_folder(folder: ModelFolder) -> str:
                 path.rmdir()
             except OSError:
                 break
+        # A full disk (writing_error), whether met making the folders or by a file's writer, is said of the model's
+        # folder: it is written as a whole, and the staging folder's name would only puzzle.
+        cause = (
+            error if isinstance(error, OSError) else error.__cause__ if isinstance(error, ConfigurationError) else None
+        )
+        user_error = writing_error(cause, model_dir) if isinstance(cause, OSError) else None
+        if user_error is not None:
+            raise user_error from cause
         raise
     shutil.rmtree(old, ignore_errors=True)
     if folder.serve_script is not None:
@@ -189,6 +201,23 @@ def write_model_folder(folder: ModelFolder) -> str:
         atomic_write_bytes(path, folder.serve_script.encode())
         path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return text
+
+
+def compile_model_file(path: Path, shown_as: Path) -> None:
+    """model.py's bytecode, written beside it now (``__pycache__``, checked by the source's hash): the backend stub
+    would otherwise write it into the model's folder when it first imports model.py, a change that a server polling
+    its repository (wtconv_serving.server.launcher, model control "poll") takes for a new version of the model and loads
+    again. ``shown_as``: the file's name in tracebacks (its place once the folder is in the repository)."""
+    import importlib.util
+    import py_compile
+
+    py_compile.compile(
+        str(path),
+        cfile=importlib.util.cache_from_source(str(path)),
+        dfile=str(shown_as),
+        doraise=True,
+        invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+    )
 
 
 def serve_script(name: str, comments: list[str], setup: list[str], command: str) -> str:

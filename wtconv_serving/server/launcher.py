@@ -14,10 +14,14 @@ The wheel carries a complete server (``pytriton/tritonserver/bin/tritonserver``)
   site-packages itself, from a config parameter (wtconv_serving/repositories/python_backend.py);
 - the server runs in its own process group, so stopping it also stops the stubs, whatever state a test left.
 
-The repository, logging and trace APIs answer only requests carrying a key the launcher generates for each server
-(Triton's --http-restricted-api / --grpc-restricted-protocol): with model control "explicit", whoever reaches the
-port could otherwise unload models or load one with a ``model.py`` of their own (docs/serving.md, "Listening
-address"); the launcher's own reloads send the key.
+The repository API stays closed without any secret: the server runs with model control "none" or "poll", under
+which Triton refuses every load and unload request (HTTP 503, gRPC UNAVAILABLE: "explicit model load / unload is
+not allowed if polling is enabled", checked with Triton 2.51), so nobody who reaches the port can unload the model or
+load one with a ``model.py`` of their own. Triton reads its options from its command line only, which every local
+user can read (``ps``): a key there, as ``--http-restricted-api`` would need, is no secret (docs/serving.md,
+"Listening address"). A model whose backend died is reloaded the "poll" way: the launcher touches the model's version
+folder and Triton's repository poll loads it again. Under "poll" Triton would load every model of the repository, so
+a server given ``load_models`` serves a private view of the repository holding only those models (symbolic links).
 
 Our launcher refuses, with one line naming the cause, a port already in use, a repository whose configs do not
 parse, and a server that exits or fails to load a model before it is ready. ``stop`` drains: the server gets
@@ -28,10 +32,10 @@ log is kept (a failed start keeps it and names it).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
-import secrets
 import shutil
 import signal
 import socket
@@ -61,9 +65,9 @@ INSTALL_HINT = (
     f"{ENV_HOME} to an unpacked wheel's pytriton/tritonserver folder"
 )
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-KEY_HEADER = "wtconv-trt-key"  # the HTTP header that carries the launcher's key
-GRPC_KEY_PREFIX = "triton-grpc-protocol-"  # Triton's prefix of that header as gRPC metadata
-RESTRICTED_APIS = "model-repository,logging,trace"  # what only the key opens: loading code, writing files
+# Triton's model control modes that keep its repository API (load, unload) closed to every client.
+MODEL_CONTROLS = ("none", "poll")
+POLL_S = 1  # how often a "poll" server looks for a model to reload (--repository-poll-secs)
 SHM_PREFIX = "triton_python_backend_shm_region_"  # the Python backend's shared-memory regions in /dev/shm
 DRAINED = "All models are stopped"  # Triton's log line once no request waits in a queue after SIGTERM (server.cc)
 FINALIZED = ": finalized"  # our model's log line once its instance has run its last batch (python_model.py)
@@ -163,26 +167,71 @@ def server_environment(install: ServerInstall) -> dict:
     return env
 
 
+def listen_addresses(host: str) -> list[tuple]:
+    """The (family, socket address) pairs a server told to listen on ``host`` would bind; ServingError (parameter
+    "host") when ``host`` is neither an IP address nor a name this machine resolves."""
+    try:
+        # An empty host is every interface, as 0.0.0.0 (getaddrinfo's passive wildcard for None).
+        found = socket.getaddrinfo(host or None, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        raise ServingError(
+            f"host {host}: not an IP address or a name this machine resolves ({reason}); give an address of this "
+            "machine: 127.0.0.1 (this machine only, the default) or 0.0.0.0 (every interface)",
+            parameter="host",
+        ) from None
+    return [(family, address) for family, _, _, _, address in found]
+
+
+def check_host(host: str) -> None:
+    """ServingError (parameter "host") unless the server can listen on ``host``: a resolvable name or an IP address
+    that belongs to this machine (a socket binds to it)."""
+    reasons = []
+    for family, address in listen_addresses(host):
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((address[0], 0, *address[2:]))
+                return
+            except OSError as error:
+                if error.errno == errno.EADDRNOTAVAIL:
+                    reasons.append(f"{address[0]} is not an address of this machine")
+                else:
+                    reasons.append(f"{address[0]}: {error.strerror or error}")
+    raise ServingError(
+        f"host {host}: the server cannot listen there ({'; '.join(dict.fromkeys(reasons))}); give an address of "
+        "this machine: 127.0.0.1 (this machine only, the default) or 0.0.0.0 (every interface)",
+        parameter="host",
+    )
+
+
 def port_in_use(host: str, port: int) -> bool:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    """Whether something already listens on ``port`` of ``host`` (an address check_host accepted); any other
+    reason the port cannot be bound raises ServingError with the system's words."""
+    family, address = listen_addresses(host)[0]
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind((host, port))
-        except OSError:
-            return True
+            s.bind((address[0], port, *address[2:]))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                return True
+            raise ServingError(
+                f"port {port} on {host}: cannot listen there ({error.strerror or error}); choose another port"
+                + (" (ports below 1024 need administrator rights)" if error.errno == errno.EACCES else ""),
+            ) from None
     return False
 
 
 def check_ports(host: str, ports: dict) -> None:
-    """The ports given ({"http": 8080, "grpc": 8081, "metrics": 8082}, say; 0: any free one, chosen later; None: that
-    endpoint is off) must differ from each other and be free on ``host``; ServingError naming the options
-    otherwise."""
+    """The host must be an address of this machine (check_host), and the ports given ({"http": 8080, "grpc": 8081,
+    "metrics": 8082}, say; 0: any free one, chosen later; None: that endpoint is off) must differ from each other and
+    be free on ``host``; ServingError naming the options otherwise."""
     given = {what: port for what, port in ports.items() if port}
     for what, port in given.items():
         same = [other for other, p in given.items() if p == port and other != what]
         if same:
             raise ServingError(f"{what}_port={port} and {same[0]}_port={port}: each endpoint needs its own port")
+    check_host(host)
     for what, port in given.items():
         if port_in_use(host, port):
             raise ServingError(
@@ -252,6 +301,8 @@ class TritonServer:
     cleans up (the module docstring). ``metrics_port``: 0 picks a free port, None turns the metrics endpoint off.
     ``log_file``: kept; without one the log goes to a temporary folder made at start and removed by stop, unless the
     server failed. ``drain_s``: how long the server may finish the requests in flight when stopped.
+    ``model_control``: "none" or "poll" (``watch`` needs "poll"); either keeps the repository API closed (the
+    module docstring). ``load_models``: the repository's models to serve (default: all of them).
     """
 
     def __init__(
@@ -274,12 +325,17 @@ class TritonServer:
         self.ports = {"http": int(http_port), "grpc": int(grpc_port), "metrics": metrics_port}
         self.log_file = Path(log_file) if log_file else None
         self.log_dir: Path | None = None  # the temporary folder of a log not given, made by start
+        if model_control not in MODEL_CONTROLS:
+            raise ValueError(
+                f"model_control {model_control!r}: expected one of {', '.join(MODEL_CONTROLS)} ('explicit' opens "
+                "Triton's repository API to whoever reaches the port)"
+            )
         self.model_control = model_control
         self.load_models = list(load_models)
+        self.view: Path | None = None  # the private repository of load_models, made by start
         self.extra_args = list(extra_args)
         self.install = install
         self.drain_s = float(drain_s)
-        self.key = secrets.token_urlsafe(24)  # opens the restricted APIs (the module docstring)
         self.process: subprocess.Popen | None = None
         self.recoveries: list = []  # (model, dead stub pid, seconds to reload, error or None)
         self.shm_regions: set = set()  # names in /dev/shm of this server's backend stubs
@@ -301,32 +357,21 @@ class TritonServer:
         port = self.ports["metrics"]
         return None if port is None else f"http://{self._client_host()}:{port}/metrics"
 
-    @property
-    def key_header(self) -> dict:
-        """The HTTP header that opens the restricted APIs, for whoever started the server."""
-        return {KEY_HEADER: self.key}
-
-    @property
-    def grpc_key_header(self) -> dict:
-        """The same for gRPC: Triton expects the metadata key prefixed with ``triton-grpc-protocol-``."""
-        return {GRPC_KEY_PREFIX + KEY_HEADER: self.key}
-
     def _client_host(self) -> str:
         return "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
 
     def command(self, backends: Path) -> list:
-        restricted = f"{RESTRICTED_APIS}:{KEY_HEADER}={self.key}"
+        """tritonserver's command line: nothing in it is secret (every local user can read it)."""
         cmd = [
             str(self.install.binary),
-            f"--model-repository={self.repository}",
+            f"--model-repository={self.view or self.repository}",
             f"--backend-directory={backends}",
             f"--http-address={self.host}",
             f"--grpc-address={self.host}",
             f"--http-port={self.ports['http']}",
             f"--grpc-port={self.ports['grpc']}",
             f"--model-control-mode={self.model_control}",
-            f"--http-restricted-api={restricted}",
-            f"--grpc-restricted-protocol={restricted}",
+            *([f"--repository-poll-secs={POLL_S}"] if self.model_control == "poll" else []),
             f"--exit-timeout-secs={max(1, round(self.drain_s))}",
             "--log-verbose=0",
             # No auto-complete: it starts a short-lived stub per model, which the stub watch would take for a
@@ -337,13 +382,23 @@ class TritonServer:
             cmd += [f"--metrics-address={self.host}", f"--metrics-port={self.ports['metrics']}"]
         else:
             cmd.append("--allow-metrics=false")
-        cmd += [f"--load-model={m}" for m in self.load_models]
         return cmd + self.extra_args
+
+    def _make_view(self) -> None:
+        """The private repository of load_models: a folder only this user can open, with a link per model."""
+        if not self.load_models:
+            return
+        self.view = Path(tempfile.mkdtemp(prefix="tritonserver-repository-"))
+        for name in self.load_models:
+            (self.view / name).symlink_to(self.repository / name, target_is_directory=True)
 
     def start(self, timeout: float = 120.0) -> TritonServer:
         from wtconv_serving.repositories.repository import check_repository
 
-        check_repository(self.repository)
+        served = check_repository(self.repository)
+        missing = [name for name in self.load_models if name not in served]
+        if missing:
+            raise ServingError(f"model repository {self.repository} has no model {', '.join(map(repr, missing))}")
         self.install = self.install or find_server()
         backends = prepare_backends(self.install)
         check_ports(self.host, self.ports)
@@ -358,6 +413,7 @@ class TritonServer:
             self.log_dir = Path(tempfile.mkdtemp(prefix="tritonserver-"))
             self.log_file = self.log_dir / "server.log"
         try:
+            self._make_view()
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
             log.debug("starting %s", " ".join(self.command(backends)))
             with open(self.log_file, "wb") as out:
@@ -463,30 +519,51 @@ class TritonServer:
                 pass
         self.shm_regions |= regions
 
-    def reload(self, model: str, timeout: float = 120.0) -> None:
-        """Unload and load ``model`` through the repository API (needs model_control "explicit"; sends the key): a new
-        backend stub starts and the model warms up again. Requests in the gap are answered with an error."""
-        base = f"http://{self.http_url}/v2/repository/models/{model}"
-        for action in ("unload", "load"):
-            request = urllib.request.Request(
-                f"{base}/{action}",
-                data=b"{}",
-                method="POST",
-                headers={"Content-Type": "application/json", **self.key_header},
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=timeout) as response:
-                    response.read()
-            except urllib.error.HTTPError as error:
-                raise ServingError(
-                    f"could not {action} model {model}: {error.read().decode(errors='replace')}"
-                ) from None
+    def reload(self, model: str, timeout: float = 300.0) -> None:
+        """Load ``model`` again (needs model_control "poll"): its version folders get a new modification time, which
+        Triton's repository poll takes for a new version of the model, so it starts new instances (new backend
+        stubs, warmed up) and then unloads the old ones; returns once the server's log says the model loaded and the
+        model is ready. Requests until then are answered with an error. ServingError when the load fails or takes
+        longer than ``timeout`` seconds.
+
+        The folders, not model.py: touching a Python file makes the stub write its bytecode anew when it imports it,
+        a change the next poll would take for another new version."""
+        if self.model_control != "poll":
+            raise ServingError("reloading a model needs model_control='poll'")
+        loaded = f"successfully loaded '{model}'"
+        failed = f"failed to load '{model}'"
+        text = self.log_text()
+        before = (text.count(loaded), text.count(failed))
+        folder = self.repository / model
+        versions = [v for v in folder.iterdir() if v.is_dir() and v.name.isdigit()] if folder.is_dir() else []
+        if not versions:
+            raise ServingError(f"could not reload model {model}: {folder} holds no version folder")
+        for version in versions:
+            os.utime(version)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.log_text()
+            if text.count(failed) > before[1]:
+                raise ServingError(f"could not reload model {model}: {first_error(text) or failed}")
+            if text.count(loaded) > before[0] and self._model_ready(model):
+                return
+            if self.process is None or self.process.poll() is not None:
+                raise ServingError(f"could not reload model {model}: the server exited")
+            time.sleep(0.1)
+        raise ServingError(f"could not reload model {model}: not loaded within {timeout:.0f} s")
+
+    def _model_ready(self, model: str) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.http_url}/v2/models/{model}/ready", timeout=5) as response:
+                return response.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
 
     def watch(self, interval: float = 0.5) -> TritonServer:
         """Start a thread that notices a backend stub that died (killed, crashed, out of memory) and reloads its
         model, so the model serves again; each recovery is logged and kept in ``recoveries``."""
-        if self.model_control != "explicit":
-            raise ServingError("recovering a model whose backend died needs model_control='explicit'")
+        if self.model_control != "poll":
+            raise ServingError("recovering a model whose backend died needs model_control='poll'")
         if self._watcher is None:
             self._watcher = threading.Thread(
                 target=self._watch, args=(interval,), name="triton-stub-watch", daemon=True
@@ -495,19 +572,28 @@ class TritonServer:
         return self
 
     def _watch(self, interval: float) -> None:
+        """The watch thread. A stub that ends is taken for a crash only when its model's log has no more finalize
+        lines than its stubs that ended before without a crash: Triton stops stubs itself when it unloads or reloads
+        a model (under "poll", whenever a file of the model changes), and each of those finalizes its model first
+        (python_model.finalize logs FINALIZED), which a stub killed or crashed never does."""
         known = self.stubs()
+        ended: dict[str, int] = {}  # per model: its stubs seen to end
+        crashed: dict[str, int] = {}  # per model: those of them taken for crashes
         while not self._watch_stop.wait(interval):
             if self.process is None or self.process.poll() is not None:
                 return
             self.note_shm_regions()
             now = self.stubs()
-            dead = {}
-            for pid, model in known.items():
-                if pid not in now and model:
-                    dead.setdefault(model, pid)
-            for model, pid in dead.items():
-                if self._watch_stop.is_set():
-                    return
+            gone = {pid: model for pid, model in known.items() if pid not in now and model}
+            known = now
+            for model in gone.values():
+                ended[model] = ended.get(model, 0) + 1
+            for model in dict.fromkeys(gone.values()):
+                count = self._unfinalized(model, ended[model] - crashed.get(model, 0))
+                if not count or self._watch_stop.is_set():
+                    continue
+                crashed[model] = crashed.get(model, 0) + count
+                pid = next(p for p, m in gone.items() if m == model)
                 log.warning("the backend stub of model %s (pid %d) died; reloading the model", model, pid)
                 start = time.monotonic()
                 try:
@@ -517,9 +603,19 @@ class TritonServer:
                     error = str(failure)
                     log.error("reloading model %s failed: %s", model, error)
                 self.recoveries.append((model, pid, time.monotonic() - start, error))
-            if dead:
-                now = self.stubs()
-            known = now
+                known = self.stubs()
+
+    def _unfinalized(self, model: str, ended: int, wait_s: float = 2.0) -> int:
+        """How many of ``ended`` stubs of ``model`` (those not already taken for crashes) ended without finalizing:
+        its log's finalize lines are counted until they account for all of them or ``wait_s`` has passed (a stub
+        logs the line before it exits; the server may write it a moment later)."""
+        finalized = re.compile(rf'"{re.escape(model)}_\d+_\d+{re.escape(FINALIZED)}"')
+        deadline = time.monotonic() + wait_s
+        while True:
+            missing = ended - len(finalized.findall(self.log_text()))
+            if missing <= 0 or time.monotonic() > deadline or self._watch_stop.is_set():
+                return max(missing, 0)
+            time.sleep(0.05)
 
     def stop(self, grace: float | None = None, keep_log: bool = False) -> int | None:
         """Drain and stop the server, then clean up (the module docstring); returns its exit status (None if it never
@@ -548,6 +644,9 @@ class TritonServer:
                     pass
             if self.log_dir is not None and not keep_log:
                 shutil.rmtree(self.log_dir, ignore_errors=True)
+            if self.view is not None:
+                shutil.rmtree(self.view, ignore_errors=True)  # the links, not what they point to
+                self.view = None
         return status
 
     def _drain(self, grace: float) -> None:
@@ -613,6 +712,7 @@ __all__ = [
     "TritonServer",
     "find_server",
     "prepare_backends",
+    "check_host",
     "check_ports",
     "free_port",
     "port_in_use",
@@ -620,6 +720,6 @@ __all__ = [
     "loading_phase",
     "is_loopback",
     "INSTALL_HINT",
-    "KEY_HEADER",
+    "MODEL_CONTROLS",
     "PYTRITON_VERSION",
 ]

@@ -153,8 +153,8 @@ class ServingPlan:
         if not is_loopback(self.host):
             network_note = (
                 f"listening on {self.host}, reachable from the network: inference, metadata and statistics answer "
-                f"anyone who reaches the ports (the repository API only this process); serve only files you trust "
-                f"and put an authenticating proxy in front for clients you do not"
+                f"anyone who reaches the ports (the repository API answers nobody); serve only files you trust and "
+                f"put an authenticating proxy in front for clients you do not"
             )
         server = TritonServer(
             self.repository,
@@ -163,7 +163,7 @@ class ServingPlan:
             grpc_port=self.ports["grpc"],
             metrics_port=self.ports["metrics"],
             log_file=self.log,
-            model_control="explicit",
+            model_control="poll",
             load_models=[repository.name],
         )
         log.info(

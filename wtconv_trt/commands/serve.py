@@ -93,10 +93,11 @@ def _print_serving(served) -> None:
 
 
 def _load_test(served, load_test) -> int:
-    """--load-test: the answer check and the sweep against the running server; 0 when every request was answered
-    and matched."""
+    """--load-test: the answer check, the runner timed directly, and the sweep (with --sweep) against the running
+    server; 0 when every request was answered and matched."""
     _print_serving(served)
-    print(f"load test: checking {load_test.requests} requests, then the sweep", flush=True)
+    after = f", then the sweep of {','.join(map(str, load_test.sweep))} in flight" if load_test.sweep else ""
+    print(f"load test: checking {load_test.requests} requests, then the runner directly{after}", flush=True)
     result = served.run_load_test(load_test)
     for report in result.reports:
         print(report.line())
