@@ -4,7 +4,9 @@ beside it, serve.sh, and the check of a repository before a server loads it (doc
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import py_compile
 import re
 import shutil
 import stat
@@ -125,7 +127,7 @@ class ModelFolder:
     written by write_model_folder: its configuration (config.pbtxt, and labels.txt when it has labels), the model's
     files copied into the version folder 1/ (source, name there), the libraries copied beside config.pbtxt under
     their own names, JSON files written there (name, object), the Python files among the model's whose bytecode is
-    written beside them (compile_model_file), and the serve.sh beside the folder (None: none).
+    written beside them, and the serve.sh beside the folder (None: none).
     ``inputs``: (what, path) of every file the folder is made from; ``option``: the parameter that named the
     repository; ``note``: what the writer tells the user about it (profiles left unused, instances on the CPU)."""
 
@@ -170,7 +172,18 @@ def write_model_folder(folder: ModelFolder) -> str:
         for name, obj in folder.json_files:
             atomic_write_json(staging / name, obj)
         for name in folder.bytecode:
-            compile_model_file(staging / "1" / name, model_dir / "1" / name)
+            # The bytecode now (``__pycache__``, checked by the source's hash): the backend stub would otherwise write
+            # it into the model's folder when it first imports the file, a change that a server polling its
+            # repository (wtconv_serving.server.launcher, model control "poll") takes for a new version of the model
+            # and loads again. Tracebacks name the file at its place in the repository.
+            source = str(staging / "1" / name)
+            py_compile.compile(
+                source,
+                cfile=importlib.util.cache_from_source(source),
+                dfile=str(model_dir / "1" / name),
+                doraise=True,
+                invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+            )
         if folder.config.labels is not None:
             atomic_write_bytes(staging / LABELS_FILE, ("\n".join(folder.config.labels) + "\n").encode())
         atomic_write_bytes(staging / "config.pbtxt", text.encode())
@@ -201,23 +214,6 @@ def write_model_folder(folder: ModelFolder) -> str:
         atomic_write_bytes(path, folder.serve_script.encode())
         path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return text
-
-
-def compile_model_file(path: Path, shown_as: Path) -> None:
-    """model.py's bytecode, written beside it now (``__pycache__``, checked by the source's hash): the backend stub
-    would otherwise write it into the model's folder when it first imports model.py, a change that a server polling
-    its repository (wtconv_serving.server.launcher, model control "poll") takes for a new version of the model and loads
-    again. ``shown_as``: the file's name in tracebacks (its place once the folder is in the repository)."""
-    import importlib.util
-    import py_compile
-
-    py_compile.compile(
-        str(path),
-        cfile=importlib.util.cache_from_source(str(path)),
-        dfile=str(shown_as),
-        doraise=True,
-        invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
-    )
 
 
 def serve_script(name: str, comments: list[str], setup: list[str], command: str) -> str:
