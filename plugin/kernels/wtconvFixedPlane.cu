@@ -117,7 +117,9 @@ bool tinyPlan(WTConvParams const& p, FixedPlaneArgs& a)
     bool const nhwc = p.layout == Layout::kNHWC;
     switch (p.dtype)
     {
-    case DataType::kFLOAT32: a.sharedBytes = nhwc ? tinyBytes<float, true>(warps) : tinyBytes<float, false>(warps); break;
+    case DataType::kFLOAT32:
+        a.sharedBytes = nhwc ? tinyBytes<float, true>(warps) : tinyBytes<float, false>(warps);
+        break;
     case DataType::kFLOAT16:
         a.sharedBytes = nhwc ? tinyBytes<__half, true>(warps) : tinyBytes<__half, false>(warps);
         break;

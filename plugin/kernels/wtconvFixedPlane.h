@@ -40,7 +40,7 @@ struct FixedPlaneArgs
 // How a shape runs on a fixed-geometry kernel: filled by fixedPlanePlan when one takes the shape.
 struct FixedPlanePlan
 {
-    bool tiny{false};       // wtconvTinyPlane.cuh, else wtconvGroupPlane.cuh
+    bool tiny{false}; // wtconvTinyPlane.cuh, else wtconvGroupPlane.cuh
     FixedPlaneArgs args{};
 };
 

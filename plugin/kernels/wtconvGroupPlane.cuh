@@ -212,9 +212,8 @@ __device__ __forceinline__ void groupAnalysis(float* plane, int t, int g)
 // 4^-l), combined with the carry: px[2m + a][2e + b] = D + G_LL +- G_LH +- G_HL +- G_HH (signs by a, b; Eq. 3'),
 // where D is dIn (a float2 per row, dPitch apart) or, at the deepest level, the bias.
 template <class G, int M>
-__device__ __forceinline__ void groupLevelStrip(
-    float const* band, int bandPlane, int bandPitch, float const* w, float const* dIn, int dPitch, float bias,
-    float (&px)[2 * M][4])
+__device__ __forceinline__ void groupLevelStrip(float const* band, int bandPlane, int bandPitch, float const* w,
+    float const* dIn, int dPitch, float bias, float (&px)[2 * M][4])
 {
     float g[4][M][2];
 #pragma unroll
@@ -272,8 +271,8 @@ __device__ __forceinline__ void groupDeepLevels(float* plane, int t, int g, floa
             }
             int const cy = i / pairs, cx = 2 * (i - cy * pairs);
             float q[2][4];
-            groupLevelStrip<G, 1>(plane + G::bandOff(l) + cy * G::bandPitch(l) + cx, G::bandPlane(l),
-                G::bandPitch(l), wl, l < G::L ? dIn + cy * G::dPitch(l) + cx : nullptr, 0, bias, q);
+            groupLevelStrip<G, 1>(plane + G::bandOff(l) + cy * G::bandPitch(l) + cx, G::bandPlane(l), G::bandPitch(l),
+                wl, l < G::L ? dIn + cy * G::dPitch(l) + cx : nullptr, 0, bias, q);
             float* dn = dOut + 2 * cy * G::dPitch(l - 1) + 2 * cx;
             *reinterpret_cast<float4*>(dn) = make_float4(q[0][0], q[0][1], q[0][2], q[0][3]);
             *reinterpret_cast<float4*>(dn + G::dPitch(l - 1)) = make_float4(q[1][0], q[1][1], q[1][2], q[1][3]);
@@ -460,8 +459,8 @@ __global__ void __launch_bounds__(G::kMaxThreads, G::kMinBlocks) groupPlaneKerne
         }
         int const sr = i / pairs, cx = 2 * (i - sr * pairs), cy0 = sr * M1;
         float px[2 * M1][4];
-        groupLevelStrip<G, M1>(plane + G::bandOff(1) + cy0 * G::bandPitch(1) + cx, G::bandPlane(1), G::bandPitch(1),
-            w1, L > 1 ? d1 + cy0 * G::dPitch(1) + cx : nullptr, G::dPitch(1), bias, px);
+        groupLevelStrip<G, M1>(plane + G::bandOff(1) + cy0 * G::bandPitch(1) + cx, G::bandPlane(1), G::bandPitch(1), w1,
+            L > 1 ? d1 + cy0 * G::dPitch(1) + cx : nullptr, G::dPitch(1), bias, px);
         int const y0 = 2 * cy0, x0 = 2 * cx;
         baseStrip<K, 2 * M1>(plane + y0 * G::xPitch + x0, G::xPitch, plane + G::wOff, K, px);
 #pragma unroll
@@ -503,7 +502,8 @@ template <typename TIn, class G, bool NHWC>
 constexpr size_t groupSharedBytes(int ng)
 {
     size_t const planes = static_cast<size_t>(ng) * G::planeFloats * sizeof(float);
-    size_t const stage = groupDirectStore<G, NHWC>() ? 0 : (static_cast<size_t>(ng) * G::HW * sizeof(TIn) + 15) / 16 * 16;
+    size_t const stage = groupDirectStore<G, NHWC>() ? 0
+                                                     : (static_cast<size_t>(ng) * G::HW * sizeof(TIn) + 15) / 16 * 16;
     return planes + stage;
 }
 

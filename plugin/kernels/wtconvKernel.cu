@@ -4,8 +4,8 @@
 // The plan depends on the sizes alone, so wtconvWorkspaceBytes, the shared memory reported and a later launch
 // (maybe on another GPU, wtconvSharedMemory.cuh) always agree.
 
-#include "wtconvKernel.h"
 #include "wtconvFixedPlane.h"
+#include "wtconvKernel.h"
 #include "wtconvKernelImpl.cuh"
 #include "wtconvTensorCore.cuh"
 #include "wtconvTranspose.cuh"

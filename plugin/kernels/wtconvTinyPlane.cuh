@@ -29,9 +29,9 @@ template <int K_, int H_, int W_, int L_>
 struct TinyGeometry
 {
     static constexpr int K = K_, R = K_ / 2, KK = K_ * K_, H = H_, W = W_, L = L_, HW = H_ * W_;
-    static constexpr int kSets = 1 + 4 * L_;        // weight sets: base, then 4 bands per level
+    static constexpr int kSets = 1 + 4 * L_; // weight sets: base, then 4 bands per level
     static constexpr int kWeightFloats = kSets * KK * 32;
-    static constexpr int kMaxCells = 4;            // cells per side at level 1 (H, W <= 8)
+    static constexpr int kMaxCells = 4; // cells per side at level 1 (H, W <= 8)
     static_assert(H_ >= 1 && H_ <= 8 && W_ >= 1 && W_ <= 8, "tiny planes are at most 8 x 8");
     static_assert(K_ % 2 == 1 && K_ <= 7, "k odd, at most 7 (one accumulator per output, docs/design.md §2.5)");
     static_assert(L_ >= 1 && L_ <= kMaxLevels, "1..kMaxLevels levels");
@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(kTinyMaxWarps * 32, 2) tinyPlaneKernel(FixedPl
     TIn* const dst = static_cast<TIn*>(a.out);
 
     for (int64_t b = static_cast<int64_t>(blockIdx.y) * warps + warp; b < a.batch;
-         b += static_cast<int64_t>(gridDim.y) * warps)
+        b += static_cast<int64_t>(gridDim.y) * warps)
     {
         // x of the warp's 32 planes into its staging: channels-last [pixel][lane] (one coalesced 64- or 128-byte
         // access per pixel), NCHW [lane][pixel] (the chunk as it lies in memory, 16-byte accesses)
