@@ -219,10 +219,11 @@ def test_channels_last_cluster_mode(kernels, error_report, dtype_name, b, c, h, 
     check_case(b, c, h, w, k, levels, stride, DTYPE_NAMES[dtype_name], seed, error_report, layouts=("nhwc",))
 
 
-# The fixed-geometry kernels (plugin/kernels/wtconvFixedPlane.cu: k = 5 at 7 x 7 L2, 14 x 14 L3, 28 x 28 L4 and
-# 56 x 56 L5, stride 1): channel counts that make every block size their plan picks (whole and partial warps of
-# 32 channels at 7 x 7, 1 to 16 planes per block above), batch sizes that leave a block's last items or warps
-# idle, and a batch whose 7 x 7 blocks loop over several groups of items.
+# The shapes of the fixed-geometry kernels (plugin/kernels/wtconvFixedPlane.cu: k = 5 at 7 x 7 L2, 14 x 14 L3,
+# 28 x 28 L4 and 56 x 56 L5, stride 1; they run them in a build with -DWTCONV_FIXED_PLANES=1, else kernel 1 does):
+# channel counts that make every block size their plan picks (whole warps of 32 channels at 7 x 7, 1 to 16 planes
+# per block above, and counts their accesses cannot take, which fall back), batch sizes that leave a block's last
+# items or warps idle, and a batch whose 7 x 7 blocks loop over several groups of items.
 FIXED_CASES = [
     pytest.param(*case, id="{}x{}x{}x{}-k{}-L{}-s{}".format(*case))
     for case in (

@@ -6,6 +6,9 @@
 #   PREBUILT=<dir> STAGES="test sanitize profile:ref profile:new ab" tools/device_kernels_ab.sh
 # <dir>/<name>/libwtconv_kernels_capi.so for each name in LIBS (default "ref new"; the first is the baseline, the
 # second the build under test, further ones are timed beside them), and <dir>/<second>/wtconv_sanitize_runner.
+# The stage build:<name>[:<CUDA flags>] builds one of them here from this tree (sm_90 unless CUDA_ARCHS), e.g.
+# the fixed-geometry kernels against the kernels they would replace (docs/bench/README.md):
+#   PREBUILT=build/ab STAGES="build:ref build:new:-DWTCONV_FIXED_PLANES=1 test sanitize profile:ref profile:new ab"
 # Stages run in the order given; profile:<name> profiles build <name>. Each stage has a time limit (seconds:
 # TEST_S, SANITIZE_S, PROFILE_S, AB_S) so the call ends in time. PYTEST_K selects tests (pytest -k), AB_GROUPS
 # the A/B groups (tools/ab_kernels.py --groups), AB_ARGS further A/B options. Results go to ${OUT}: ab.{json,md}
@@ -93,8 +96,19 @@ stage_ab() {
   cut -c1-240 "$LOGS/ab.log" | grep "ratio=" | tail -60
 }
 
+stage_build() {
+  local name=${1%%:*} flags="" start=$SECONDS
+  [[ "$1" == *:* ]] && flags=${1#*:}
+  { cmake -S plugin -B "$PREBUILT/$name" -G Ninja -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" \
+      -DWTCONV_PTXAS_VERBOSE=ON ${flags:+-DCMAKE_CUDA_FLAGS="$flags"} \
+      && cmake --build "$PREBUILT/$name" -j --target wtconv_kernels_capi wtconv_sanitize_runner; } \
+    > "$LOGS/build_$name.log" 2>&1
+  summary+=("build $name ($flags) rc=$? ($((SECONDS - start)) s); spills: $(grep -c '[1-9][0-9]* bytes spill' "$LOGS/build_$name.log")")
+}
+
 for stage in $STAGES; do
   case $stage in
+  build:*) stage_build "${stage#build:}" ;;
   test) stage_test ;;
   sanitize) stage_sanitize ;;
   profile:*) stage_profile "${stage#profile:}" ;;

@@ -6,6 +6,12 @@
 
 #include <algorithm>
 
+// The fixed-geometry kernels are dispatched only when built with -DWTCONV_FIXED_PLANES=1 (docs/design.md §3.2:
+// they have not yet been measured against the run-time-geometry kernel on a GPU, so they stay off by default).
+#ifndef WTCONV_FIXED_PLANES
+#define WTCONV_FIXED_PLANES 0
+#endif
+
 namespace wtconv
 {
 namespace detail
@@ -137,7 +143,7 @@ bool tinyPlan(WTConvParams const& p, FixedPlaneArgs& a)
 
 bool fixedPlanePlan(WTConvParams const& p, FixedPlanePlan* plan)
 {
-    if (p.stride != 1)
+    if (!WTCONV_FIXED_PLANES || p.stride != 1)
     {
         return false;
     }

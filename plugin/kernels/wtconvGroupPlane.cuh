@@ -14,7 +14,8 @@
 //     cluster exchange is needed;
 //   - the 1/2 factors are folded (docs/design.md §2.4): bands are unscaled Haar sums, level l's weights are
 //     scaled by 4^-l once per block, the synthesis is additions only, and D_L starts as the bias;
-//   - the halos are zeroed as frames (only the elements outside each region's interior).
+//   - the halo of X is zeroed as a frame (the elements outside its interior, which the load writes), the band
+//     regions whole before the analysis writes their interiors.
 #pragma once
 
 #include "wtconvFixedPlane.h"
@@ -135,14 +136,19 @@ __device__ __forceinline__ void zeroFrame(float* base, int t)
 {
     constexpr int top = R0 * PITCH, bottom = (ROWS - R1) * PITCH, side = PITCH - (C1 - C0);
     constexpr int sides = (R1 - R0) * side;
+    // a few iterations per lane: not unrolled (unrolled, the frames of 1 + 4L regions were over half the kernel's
+    // machine code at 56 x 56, for a few stores per lane)
+#pragma unroll 1
     for (int i = t; i < top; i += LP)
     {
         base[i] = 0.f;
     }
+#pragma unroll 1
     for (int i = t; i < bottom; i += LP)
     {
         base[R1 * PITCH + i] = 0.f;
     }
+#pragma unroll 1
     for (int i = t; i < sides; i += LP)
     {
         int const r = i / side, c = i - r * side;
@@ -150,19 +156,17 @@ __device__ __forceinline__ void zeroFrame(float* base, int t)
     }
 }
 
-// The frames of every level's band regions (cells beyond the level's grid read as the convolution's zero padding).
-template <class G, int l>
-__device__ __forceinline__ void zeroBandFrames(float* plane, int t)
+// Every level's band regions, [bandOff(1), dOff): zeroed whole, with 16-byte stores (the analysis writes the
+// interiors after the block barrier; one loop costs fewer instructions than a frame loop per region).
+template <class G>
+__device__ __forceinline__ void zeroBands(float* plane, int t)
 {
-#pragma unroll
-    for (int s = 0; s < 4; ++s)
+    constexpr int first = G::bandOff(1) / 4, last = G::dOff / 4;
+    float4* v = reinterpret_cast<float4*>(plane);
+#pragma unroll 1
+    for (int i = first + t; i < last; i += G::LP)
     {
-        zeroFrame<G::bandRows(l), G::bandPitch(l), G::R, G::R + G::h(l), G::R, G::R + G::w(l), G::LP>(
-            plane + G::bandOff(l) + s * G::bandPlane(l), t);
-    }
-    if constexpr (l < G::L)
-    {
-        zeroBandFrames<G, l + 1>(plane, t);
+        v[i] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
 }
 
@@ -406,9 +410,9 @@ __global__ void __launch_bounds__(G::kMaxThreads, G::kMinBlocks) groupPlaneKerne
     int const c = c0 + g;
     float* const plane = smem + g * G::planeFloats;
 
-    // ---- 0. the halos (frames of X and of every band region), the weights of this plane's channel ---------
+    // ---- 0. the halos (the frame of X, the band regions whole), the weights of this plane's channel ----------
     zeroFrame<G::xRows, G::xPitch, R, R + G::H, R, R + W, LP>(plane, t);
-    zeroBandFrames<G, 1>(plane, t);
+    zeroBands<G>(plane, t);
     {
         float* wsm = plane + G::wOff;
         for (int i = t; i < G::wFloats; i += LP)
