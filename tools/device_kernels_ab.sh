@@ -67,7 +67,7 @@ stage_profile() {
     --section ComputeWorkloadAnalysis --section InstructionStats --section SchedulerStats \
     --section MemoryWorkloadAnalysis --section SourceCounters \
     -k regex:"smallPlaneKernel|tinyPlaneKernel|groupPlaneKernel" --launch-count "${NCU_COUNT:-8}" \
-    -o "$rep" python3 tools/profile_kernels.py ${PROFILE_ARGS:---stages} > "$LOGS/ncu_$name.log" 2>&1
+    -o "$rep" python3 -m benchmarks.profile_kernels ${PROFILE_ARGS:---stages} > "$LOGS/ncu_$name.log" 2>&1
   summary+=("ncu $name rc=$? ($((SECONDS - start)) s)")
   ncu -i "$rep.ncu-rep" --page details --csv > "$LOGS/details_$name.csv" 2>> "$LOGS/ncu_$name.log"
   ncu -i "$rep.ncu-rep" --page source --csv --print-source sass > "$LOGS/source_$name.csv" 2>> "$LOGS/ncu_$name.log" \
@@ -90,7 +90,7 @@ PY
 stage_ab() {
   local start=$SECONDS args=() name
   for name in "${names[@]}"; do args+=(--lib "$name=$(lib "$name")"); done
-  timeout "${AB_S:-240}" python3 tools/ab_kernels.py "${args[@]}" ${AB_GROUPS:+--groups "$AB_GROUPS"} ${AB_ARGS:-} \
+  timeout "${AB_S:-240}" python3 -m benchmarks.ab_kernels "${args[@]}" ${AB_GROUPS:+--groups "$AB_GROUPS"} ${AB_ARGS:-} \
     --json "$OUT/ab.json" --markdown "$OUT/ab.md" > "$LOGS/ab.log" 2>&1
   summary+=("ab rc=$? ($((SECONDS - start)) s): $(grep -c ratio= "$LOGS/ab.log") cases")
   cut -c1-240 "$LOGS/ab.log" | grep "ratio=" | tail -60
