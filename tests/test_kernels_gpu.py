@@ -461,8 +461,10 @@ def test_channels_last_custom_op_and_module(kernels, shape, k, levels, stride):
         assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous()
         assert rel_error(y, expected) <= 1e-6
     assert torch.equal(by_module, by_op)
+    # NCHW may run on another kernel than channels-last (the fixed-geometry kernels take 56 x 56 in NCHW only,
+    # docs/design.md §3.2), which sums in another order: the same function, not the same bits.
     nchw = module(x.contiguous())
-    assert nchw.is_contiguous() and torch.equal(nchw, by_module.contiguous())
+    assert nchw.is_contiguous() and rel_error(nchw, expected) <= 1e-6
     expected_allocations = 1 + (cuda_kernels.workspace_bytes(x, k, levels, stride) > 0)
     for call in (lambda: module(x), lambda: fused_wtconv2d(x, *w, k, levels, stride)):
         torch.cuda.synchronize()

@@ -6,10 +6,12 @@
 
 #include <algorithm>
 
-// The fixed-geometry kernels are dispatched only when built with -DWTCONV_FIXED_PLANES=1 (docs/design.md §3.2:
-// they have not yet been measured against the run-time-geometry kernel on a GPU, so they stay off by default).
+// Which shapes the fixed-geometry kernels take (docs/design.md §3.2):
+//   0  none (every shape on the run-time-geometry kernel 1);
+//   1  every shape they were compiled for: the build the kernel tests and the A/B run them in;
+//   2  (default) only where they measured faster than kernel 1 (measuredFaster below).
 #ifndef WTCONV_FIXED_PLANES
-#define WTCONV_FIXED_PLANES 0
+#define WTCONV_FIXED_PLANES 2
 #endif
 
 namespace wtconv
@@ -139,6 +141,38 @@ bool tinyPlan(WTConvParams const& p, FixedPlaneArgs& a)
     return a.sharedBytes <= kPortableSharedBytes && rows < 65536;
 }
 
+// The measured dispatch (WTCONV_FIXED_PLANES 2). The A/B against kernel 1 in one process on an NVIDIA H100
+// (docs/bench/ab_fixed_planes.md: fp32 / fp16 / bf16, both layouts, B = 1, 8, 64, 256) found
+//   - 7 x 7: 0.16-0.34x kernel 1's time at B = 64 and 256, but 3.7-5.0x at B = 1: a lane computes a whole plane,
+//     and with one warp on a multiprocessor nothing hides its latency. It is taken once the launch holds a full
+//     block of kTinyMaxWarps warps per multiprocessor (B x C / 32 warps in all);
+//   - 56 x 56 NCHW: 0.79-0.98x at every batch and dtype measured;
+//   - 28 x 28: 0.92-0.95x channels-last in fp16 / bf16, but 1.04-1.18x in NCHW and in fp32;
+//   - 14 x 14: 1.13-1.54x in every case, so kernel 1 keeps it.
+bool measuredFaster(WTConvParams const& p, bool tiny)
+{
+    if (tiny)
+    {
+        int device = 0;
+        int multiprocessors = 0;
+        if (cudaGetDevice(&device) != cudaSuccess
+            || cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+        {
+            return false;
+        }
+        return p.batch * (p.channels / 32) >= static_cast<int64_t>(kTinyMaxWarps) * multiprocessors;
+    }
+    if (p.height == 56)
+    {
+        return p.layout == Layout::kNCHW;
+    }
+    if (p.height == 28)
+    {
+        return p.layout == Layout::kNHWC && p.dtype != DataType::kFLOAT32;
+    }
+    return false;
+}
+
 } // namespace
 
 bool fixedPlanePlan(WTConvParams const& p, FixedPlanePlan* plan)
@@ -181,6 +215,7 @@ bool fixedPlanePlan(WTConvParams const& p, FixedPlanePlan* plan)
         // channels-last 56 x 56: 8 channels' planes do not fit a block; the cluster kernel keeps it
         ok = groupPlan<Group56>(p, a);
     }
+    ok = ok && (WTCONV_FIXED_PLANES == 1 || measuredFaster(p, q.tiny));
     if (ok && plan != nullptr)
     {
         *plan = q;
