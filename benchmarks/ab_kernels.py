@@ -3,6 +3,10 @@
     python3 -m benchmarks.ab_kernels --lib before=build/ref/libwtconv_kernels_capi.so \\
         --lib after=build/plugin/libwtconv_kernels_capi.so --json OUT/ab.json --markdown OUT/ab.md
 
+The first build is the baseline and the second the build under test (ratio = second / first); further builds are
+timed beside them (their own ratio to the first in the table). Results are written after every case, so a run
+stopped early keeps what it measured.
+
 Every kernel change is timed on the held set below (docs/bench/README.md, "A/B of a kernel change"): the
 WTConvNeXt-T stage shapes in both layouts and dtypes, larger planes on the tiled path (odd sizes, k = 3/7/11,
 stride 2, bf16, channels-last), small batches (latency), and x.clone() as the control that must not move. Each
@@ -160,7 +164,7 @@ def time_depthwise7(case: dict, xs, replays: int) -> float:
         return time_graph(torch, [lambda x=x: conv(x) for x in xs], replays)
 
 
-def run(libs: dict, rounds: int, replays: int, groups: set | None, match: str | None = None) -> list[dict]:
+def run(libs: dict, rounds: int, replays: int, groups: set | None, match: str | None = None, on_row=None) -> list[dict]:
     rows = []
     for case in held_cases():
         if groups and case["group"] not in groups:
@@ -180,8 +184,12 @@ def run(libs: dict, rounds: int, replays: int, groups: set | None, match: str | 
         row["agree"] = check_agree(libs, case, xs, outs, weights)
         row["errors"] = errors(libs, case, xs[0], weights, layer)
         names = list(libs)
-        row["ratio"] = row[f"{names[-1]}_ms"] / row[f"{names[0]}_ms"]
+        row["ratio"] = row[f"{names[1]}_ms"] / row[f"{names[0]}_ms"]
+        for other in names[2:]:
+            row[f"{other}_ratio"] = row[f"{other}_ms"] / row[f"{names[0]}_ms"]
         rows.append(row)
+        if on_row is not None:
+            on_row(rows)
         print(
             f"{row['case']:<42} " + " ".join(f"{n}={row[f'{n}_ms']:.4f}" for n in names) + f" ratio={row['ratio']:.3f}"
             f" dw7={row['dw7_ms']:.4f} clone={clone_ms:.4f} agree={row['agree']:.1e} "
@@ -194,7 +202,7 @@ def run(libs: dict, rounds: int, replays: int, groups: set | None, match: str | 
 
 
 def markdown(rows: list[dict], names: list[str], meta: dict) -> str:
-    before, after = names[0], names[-1]
+    before, after, others = names[0], names[1], names[2:]
     lines = [
         f"# A/B: {after} vs {before} — {meta['gpu']}",
         "",
@@ -202,20 +210,23 @@ def markdown(rows: list[dict], names: list[str], meta: dict) -> str:
         f"torch {meta['torch']}, {meta['date']}. Median over {meta['rounds']} interleaved rounds of the median of "
         f"{meta['replays']} CUDA-graph replays (ms per call, buffers over > 3x L2). ratio = {after} ÷ {before} "
         f"(< 1: {after} faster); **bold**: more than {round((SLOWER - 1) * 100)} % slower. agree: max |difference| of "
-        "the two builds' outputs ÷ max |output|. dw7: cuDNN's depthwise 7 x 7 convolution, same dtype and layout; "
+        "the builds' outputs ÷ max |output|. dw7: cuDNN's depthwise 7 x 7 convolution, same dtype and layout; "
         f"÷ dw7 = {after} ÷ dw7. err: max |out - float64 spec| ÷ max |spec| on the first batch item, each build and "
-        "the PyTorch reference module in the dtype.",
+        "the PyTorch reference module in the dtype."
+        + (f" {', '.join(others)}: further builds timed beside them (÷ {before})." if others else ""),
         "",
-        f"| group | case | {before} | {after} | ratio | dw7 | ÷ dw7 | clone | agree | err {before} | err {after} "
-        "| err reference |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| group | case | {before} | {after} | ratio | "
+        + "".join(f"{o} | ÷ {before} | " for o in others)
+        + f"dw7 | ÷ dw7 | clone | agree | err {before} | err {after} | err reference |",
+        "|---|---|---|---|---|" + "---|---|" * len(others) + "---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ratio = f"{r['ratio']:.3f}"
         ratio = f"**{ratio}**" if r["ratio"] > SLOWER else ratio
         e = r["errors"]
+        extra = "".join(f"{r[f'{o}_ms']:.4f} | {r[f'{o}_ratio']:.3f} | " for o in others)
         lines.append(
-            f"| {r['group']} | {r['case']} | {r[f'{before}_ms']:.4f} | {r[f'{after}_ms']:.4f} | {ratio} | "
+            f"| {r['group']} | {r['case']} | {r[f'{before}_ms']:.4f} | {r[f'{after}_ms']:.4f} | {ratio} | {extra}"
             f"{r['dw7_ms']:.4f} | {r[f'{after}_ms'] / r['dw7_ms']:.2f} | {r['clone_ms']:.4f} | {r['agree']:.1e} | "
             f"{e[before]:.1e} | {e[after]:.1e} | {e['reference']:.1e} |"
         )
@@ -238,7 +249,12 @@ def recorded_command(args: list[str]) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lib", action="append", required=True, help="NAME=PATH of a build (give two: before, after)")
+    parser.add_argument(
+        "--lib",
+        action="append",
+        required=True,
+        help="NAME=PATH of a build (at least two: the baseline, the build under test)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--replays", type=int, default=15)
     parser.add_argument("--groups", help="comma-separated subset of: stage B=64, stage B=256, latency, tiled")
@@ -256,8 +272,10 @@ def main(argv=None) -> int:
             print(f"ab_kernels: --lib wants NAME=PATH of a built library, got {item!r}", file=sys.stderr)
             return 2
         libs[name] = cuda_kernels.open_library(Path(path))
+    if len(libs) < 2:
+        print("ab_kernels: give at least two --lib (the baseline, then the build under test)", file=sys.stderr)
+        return 2
     groups = set(args.groups.split(",")) if args.groups else None
-    rows = run(libs, args.rounds, args.replays, groups, args.match)
     meta = dict(
         **gpu_info(torch),
         date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -266,10 +284,14 @@ def main(argv=None) -> int:
         replays=args.replays,
         libs={name: str(item.partition("=")[2]) for name, item in zip(libs, args.lib, strict=True)},
     )
-    if args.json:
-        args.json.write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
-    if args.markdown:
-        args.markdown.write_text(markdown(rows, list(libs), meta))
+
+    def write(rows):
+        if args.json:
+            args.json.write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
+        if args.markdown:
+            args.markdown.write_text(markdown(rows, list(libs), meta))
+
+    run(libs, args.rounds, args.replays, groups, args.match, on_row=write)
     return 0
 
 

@@ -4,6 +4,7 @@
 // The plan depends on the sizes alone, so wtconvWorkspaceBytes, the shared memory reported and a later launch
 // (maybe on another GPU, wtconvSharedMemory.cuh) always agree.
 
+#include "wtconvFixedPlane.h"
 #include "wtconvKernel.h"
 #include "wtconvKernelImpl.cuh"
 #include "wtconvTensorCore.cuh"
@@ -42,6 +43,12 @@ template <>
 cudaError_t launchTensorCore<__nv_bfloat16>(TcArgs const&, cudaStream_t);
 template <>
 cudaError_t launchPool<__half>(PoolArgs const&, int, cudaStream_t);
+template <>
+cudaError_t launchFixedPlane<float>(WTConvParams const&, FixedPlanePlan const&, cudaStream_t);
+template <>
+cudaError_t launchFixedPlane<__half>(WTConvParams const&, FixedPlanePlan const&, cudaStream_t);
+template <>
+cudaError_t launchFixedPlane<__nv_bfloat16>(WTConvParams const&, FixedPlanePlan const&, cudaStream_t);
 template <>
 cudaError_t launchPool<__nv_bfloat16>(PoolArgs const&, int, cudaStream_t);
 
@@ -591,6 +598,11 @@ cudaError_t forwardImpl(WTConvParams const& p, cudaStream_t stream)
     SmallArgs sa;
     if (useSmallPath(p, &sa))
     {
+        FixedPlanePlan fixed;
+        if (fixedPlanePlan(p, &fixed))
+        {
+            return launchFixedPlane<T>(p, fixed, stream);
+        }
         setPlaneIo(sa, p, sa.ho, sa.wo);
         sa.vecStore = p.layout == Layout::kNCHW && p.stride == 1 && p.width % 4 == 0
             && reinterpret_cast<uintptr_t>(p.output) % (4 * sizeof(T)) == 0;
@@ -753,6 +765,11 @@ size_t sharedBytesPerBlock(WTConvParams const& p)
     SmallArgs sa;
     if (useSmallPath(p, &sa))
     {
+        FixedPlanePlan fixed;
+        if (fixedPlanePlan(p, &fixed))
+        {
+            return fixed.args.sharedBytes;
+        }
         return static_cast<size_t>(sa.totalFloats) * sizeof(float);
     }
     // Channels-last runs the planar passes on chunks of the batch; a smaller batch never needs more per block.

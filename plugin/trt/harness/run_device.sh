@@ -5,7 +5,9 @@
 #   plugin/trt/harness/run_device.sh [TENSORRT_ROOT ...]      (default: every .trt/*/ holding include/NvInferRuntime.h)
 #
 # Each TENSORRT_ROOT holds include/NvInferRuntime.h (a TensorRT install or the public repository's headers).
-# Environment: CMAKE_CUDA_ARCHITECTURES (default 90), OUT (if set, full logs are copied there).
+# Environment: CMAKE_CUDA_ARCHITECTURES (default 90), OUT (if set, full logs are copied there), HARNESS_CMAKE_ARGS
+# (further -D options for every tree, e.g. -DWTCONV_KERNELS_PREBUILT=<build>/libwtconv_kernels.a to link kernels
+# compiled once instead of compiling them in each tree).
 # Prints per header version: warnings in plugin/trt, the CTest summary, the harness's pass counts and any
 # FAIL/SKIP line. Exits non-zero if any build or test failed, or if a GPU was found but the GPU part skipped.
 set -uo pipefail
@@ -42,8 +44,9 @@ for root in "${roots[@]}"; do
         status=1
         continue
     fi
+    # shellcheck disable=SC2086 # HARNESS_CMAKE_ARGS is a list of options
     if ! configure_plugin "$build" -DTensorRT_ROOT="$(cd "$root" && pwd)" -DPython3_EXECUTABLE="$(command -v python3)" \
-        >"$log" 2>&1; then
+        ${HARNESS_CMAKE_ARGS:-} >"$log" 2>&1; then
         tail -30 "$log"
         echo "FAIL configure ($root)"
         status=1

@@ -1,0 +1,227 @@
+// wtconvFixedPlane.cu — which shapes run on a fixed-geometry whole-plane kernel, and how (docs/design.md §3.2).
+// Host code only: the kernels are wtconvTinyPlane.cuh and wtconvGroupPlane.cuh, launched from the per-dtype
+// translation units wtconvFixedPlane_{f32,f16,bf16}.cu.
+#include "wtconvFixedPlane.h"
+#include "wtconvFixedPlaneLaunch.cuh"
+
+#include <algorithm>
+
+// Which shapes the fixed-geometry kernels take (docs/design.md §3.2):
+//   0  none (every shape on the run-time-geometry kernel 1);
+//   1  every shape they were compiled for: the build the kernel tests and the A/B run them in;
+//   2  (default) only where they measured faster than kernel 1 (measuredFaster below).
+#ifndef WTCONV_FIXED_PLANES
+#define WTCONV_FIXED_PLANES 2
+#endif
+
+namespace wtconv
+{
+namespace detail
+{
+namespace
+{
+
+// A block aims at this much shared memory at most (a plan must fit kPortableSharedBytes on every GPU we build
+// for), and the grid at this many blocks (two per SM of a 132-SM GPU) before a block takes more planes.
+constexpr size_t kFixedSharedTarget = 80 * 1024;
+constexpr int64_t kFixedTargetBlocks = 264;
+constexpr int kTinyMaxBlocks = 512;
+
+size_t elementBytes(DataType t)
+{
+    return t == DataType::kFLOAT32 ? 4 : 2;
+}
+
+template <class G>
+bool matches(WTConvParams const& p)
+{
+    return p.kernelSize == G::K && p.height == G::H && p.width == G::W && p.levels == G::L;
+}
+
+template <typename TIn, bool NHWC>
+size_t tinyBytes(int warps)
+{
+    return tinySharedBytes<TIn, Tiny7, NHWC>(warps);
+}
+
+template <typename TIn, class G, bool NHWC>
+size_t groupBytes(int ng)
+{
+    return groupSharedBytes<TIn, G, NHWC>(ng);
+}
+
+// Shared memory of a group-kernel block of ng planes for p's dtype and layout.
+template <class G>
+size_t groupBytesFor(WTConvParams const& p, int ng)
+{
+    bool const nhwc = p.layout == Layout::kNHWC;
+    switch (p.dtype)
+    {
+    case DataType::kFLOAT32: return nhwc ? groupBytes<float, G, true>(ng) : groupBytes<float, G, false>(ng);
+    case DataType::kFLOAT16: return nhwc ? groupBytes<__half, G, true>(ng) : groupBytes<__half, G, false>(ng);
+    default: return nhwc ? groupBytes<__nv_bfloat16, G, true>(ng) : groupBytes<__nv_bfloat16, G, false>(ng);
+    }
+}
+
+// The group kernel's plan for geometry G: the block's plane count ng (its consecutive channels of one batch item).
+// ng must divide C, make whole warps, and allow the block's cooperative accesses: channels-last, ng channels of a
+// pixel are 8 or 16 bytes (or a multiple of 16); NCHW, the chunk of ng planes is a multiple of 16 bytes and every
+// chunk starts at a 16-byte boundary. Among the ng that qualify and fit kFixedSharedTarget, the largest that
+// still gives kFixedTargetBlocks blocks, else the smallest.
+template <class G>
+bool groupPlan(WTConvParams const& p, FixedPlaneArgs& a)
+{
+    bool const nhwc = p.layout == Layout::kNHWC;
+    int64_t const e = static_cast<int64_t>(elementBytes(p.dtype));
+    int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+    int chosen = 0;
+    for (int ng : {16, 8, 4, 2, 1})
+    {
+        bool ok = p.channels % ng == 0 && (ng * G::LP) % 32 == 0 && ng * G::LP <= G::kMaxThreads
+            && (G::LP <= 32 || ng <= 15) && groupBytesFor<G>(p, ng) <= kFixedSharedTarget;
+        if (nhwc)
+        {
+            int64_t const bytes = ng * e;
+            int64_t const vec = bytes % 16 == 0 ? 16 : 8;
+            ok = ok && bytes % 8 == 0 && (pitch * e) % vec == 0;
+        }
+        else
+        {
+            ok = ok && (ng * G::HW * e) % 16 == 0 && (p.channels * G::HW * e) % 16 == 0;
+        }
+        if (!ok)
+        {
+            continue;
+        }
+        chosen = ng;
+        if (p.batch * (p.channels / ng) >= kFixedTargetBlocks)
+        {
+            break;
+        }
+    }
+    if (chosen == 0)
+    {
+        return false;
+    }
+    a.planesPerBlock = chosen;
+    a.threads = chosen * G::LP;
+    a.sharedBytes = groupBytesFor<G>(p, chosen);
+    a.grid = dim3(static_cast<unsigned>(p.batch * (p.channels / chosen)));
+    return p.batch * (p.channels / chosen) < (int64_t{1} << 31);
+}
+
+// The tiny kernel's plan: 32 channels per warp (C a multiple of 32), up to kTinyMaxWarps batch items per block.
+bool tinyPlan(WTConvParams const& p, FixedPlaneArgs& a)
+{
+    int64_t const e = static_cast<int64_t>(elementBytes(p.dtype));
+    if (p.channels % 32 != 0 || (p.layout == Layout::kNCHW && (p.channels * Tiny7::HW * e) % 16 != 0))
+    {
+        return false;
+    }
+    int const warps = static_cast<int>(std::min<int64_t>(kTinyMaxWarps, p.batch));
+    int const channelGroups = static_cast<int>(p.channels / 32);
+    int64_t const itemGroups = (p.batch + warps - 1) / warps;
+    int64_t const rows = std::max<int64_t>(1, std::min<int64_t>(itemGroups, kTinyMaxBlocks / channelGroups));
+    bool const nhwc = p.layout == Layout::kNHWC;
+    switch (p.dtype)
+    {
+    case DataType::kFLOAT32:
+        a.sharedBytes = nhwc ? tinyBytes<float, true>(warps) : tinyBytes<float, false>(warps);
+        break;
+    case DataType::kFLOAT16:
+        a.sharedBytes = nhwc ? tinyBytes<__half, true>(warps) : tinyBytes<__half, false>(warps);
+        break;
+    default:
+        a.sharedBytes = nhwc ? tinyBytes<__nv_bfloat16, true>(warps) : tinyBytes<__nv_bfloat16, false>(warps);
+        break;
+    }
+    a.threads = warps * 32;
+    a.planesPerBlock = warps * 32;
+    a.grid = dim3(static_cast<unsigned>(channelGroups), static_cast<unsigned>(rows));
+    return a.sharedBytes <= kPortableSharedBytes && rows < 65536;
+}
+
+// The measured dispatch (WTCONV_FIXED_PLANES 2). The A/B against kernel 1 in one process on an NVIDIA H100
+// (docs/bench/ab_fixed_planes.md: fp32 / fp16 / bf16, both layouts, B = 1, 8, 64, 256) found
+//   - 7 x 7: 0.16-0.34x kernel 1's time at B = 64 and 256, but 3.7-5.0x at B = 1: a lane computes a whole plane,
+//     and with one warp on a multiprocessor nothing hides its latency. It is taken once the launch holds a full
+//     block of kTinyMaxWarps warps per multiprocessor (B x C / 32 warps in all);
+//   - 56 x 56 NCHW: 0.79-0.98x at every batch and dtype measured;
+//   - 28 x 28: 0.92-0.95x channels-last in fp16 / bf16, but 1.04-1.18x in NCHW and in fp32;
+//   - 14 x 14: 1.13-1.54x in every case, so kernel 1 keeps it.
+bool measuredFaster(WTConvParams const& p, bool tiny)
+{
+    if (tiny)
+    {
+        int device = 0;
+        int multiprocessors = 0;
+        if (cudaGetDevice(&device) != cudaSuccess
+            || cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+        {
+            return false;
+        }
+        return p.batch * (p.channels / 32) >= static_cast<int64_t>(kTinyMaxWarps) * multiprocessors;
+    }
+    if (p.height == 56)
+    {
+        return p.layout == Layout::kNCHW;
+    }
+    if (p.height == 28)
+    {
+        return p.layout == Layout::kNHWC && p.dtype != DataType::kFLOAT32;
+    }
+    return false;
+}
+
+} // namespace
+
+bool fixedPlanePlan(WTConvParams const& p, FixedPlanePlan* plan)
+{
+    if (!WTCONV_FIXED_PLANES || p.stride != 1)
+    {
+        return false;
+    }
+    // 16-byte aligned tensors only (the cooperative accesses); other pointers run on the run-time-geometry kernel
+    if (reinterpret_cast<uintptr_t>(p.input) % 16 != 0 || reinterpret_cast<uintptr_t>(p.output) % 16 != 0)
+    {
+        return false;
+    }
+    FixedPlanePlan q;
+    FixedPlaneArgs& a = q.args;
+    a.src = p.input;
+    a.out = p.output;
+    a.baseWeight = p.baseWeight;
+    a.baseBias = p.baseBias;
+    a.waveletWeight = p.waveletWeight;
+    a.batch = p.batch;
+    a.channels = static_cast<int32_t>(p.channels);
+    a.pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+    bool ok = false;
+    if (matches<Tiny7>(p))
+    {
+        q.tiny = true;
+        ok = tinyPlan(p, a);
+    }
+    else if (matches<Group14>(p))
+    {
+        ok = groupPlan<Group14>(p, a);
+    }
+    else if (matches<Group28>(p))
+    {
+        ok = groupPlan<Group28>(p, a);
+    }
+    else if (matches<Group56>(p) && p.layout == Layout::kNCHW)
+    {
+        // channels-last 56 x 56: 8 channels' planes do not fit a block; the cluster kernel keeps it
+        ok = groupPlan<Group56>(p, a);
+    }
+    ok = ok && (WTCONV_FIXED_PLANES == 1 || measuredFaster(p, q.tiny));
+    if (ok && plan != nullptr)
+    {
+        *plan = q;
+    }
+    return ok;
+}
+
+} // namespace detail
+} // namespace wtconv

@@ -1,0 +1,171 @@
+"""Per-activity instruction counts of a whole-plane kernel: its SASS split by what the source line does.
+
+    nvdisasm -gi -c wtconvKernel_f16.sm_90.cubin > f16.sass        # cuobjdump -xelf all <object> gives the cubin
+    python3 tools/sass_phases.py --sass f16.sass --kernel 'smallPlaneKernelI6__halfLi5ELb0E' \\
+        [--counts source.csv --launch 3 --pixels 19267584]
+
+Every SASS instruction carries the source line it came from and, when inlined, the line it was inlined at
+(nvdisasm -gi, from the -lineinfo the kernels are built with). A rule table maps (file, line range) to an activity
+(band convolutions, base convolution, synthesis, load, ...): the innermost location that a rule names decides, else
+the line it was inlined at. The static count is the SASS histogram; with --counts (an `ncu --page source --csv
+--print-source sass` export of the same binary, SourceCounters section) the executed warp instructions of one
+profiled launch are added per activity, and per output pixel with --pixels (B * C * H * W).
+"""
+
+import argparse
+import collections
+import csv
+import io
+import re
+import sys
+from pathlib import Path
+
+# (file name, first line, last line, activity), first match wins. Line numbers of the files as committed with this
+# tool; check them against the sources when those change (the phase banners in the kernels).
+RULES = {
+    "smallPlaneKernel": [
+        ("wtconvWholePlane.cuh", 356, 356, "band convolutions"),
+        ("wtconvWholePlane.cuh", 144, 229, "band convolutions"),
+        ("wtconvWholePlane.cuh", 232, 305, "base convolution"),
+        ("wtconvWholePlane.cuh", 310, 366, "synthesis (+ D)"),
+        ("wtconvWholePlane.cuh", 368, 425, "cluster I/O helpers"),
+        ("wtconvWholePlane.cuh", 427, 461, "block setup, index split"),
+        ("wtconvWholePlane.cuh", 462, 520, "0: zero X and bands, weights"),
+        ("wtconvWholePlane.cuh", 521, 636, "1: load x, level-1 analysis"),
+        ("wtconvWholePlane.cuh", 637, 668, "2: deep analysis"),
+        ("wtconvWholePlane.cuh", 669, 702, "3: deep levels (control, D stores)"),
+        ("wtconvWholePlane.cuh", 703, 803, "4: level 1 + output (control, stores)"),
+        ("wtconvWholePlane.cuh", 804, 831, "5: cluster output"),
+    ],
+    "groupPlaneKernel": [
+        ("wtconvGroupPlane.cuh", 134, 171, "halos"),
+        ("wtconvGroupPlane.cuh", 189, 213, "analysis, every level"),
+        ("wtconvGroupPlane.cuh", 231, 231, "level 1: band convolutions"),
+        ("wtconvGroupPlane.cuh", 218, 256, "level 1: synthesis (+ D_1)"),
+        ("wtconvGroupPlane.cuh", 259, 287, "levels 2..L: convolutions, synthesis"),
+        ("wtconvGroupPlane.cuh", 291, 352, "load x (block)"),
+        ("wtconvGroupPlane.cuh", 355, 390, "store y (block)"),
+        ("wtconvWholePlane.cuh", 144, 305, "base convolution"),
+        ("wtconvGroupPlane.cuh", 400, 445, "setup, weights"),
+        ("wtconvGroupPlane.cuh", 446, 502, "level 1: strip control, output"),
+    ],
+    "tinyPlaneKernel": [
+        ("wtconvTinyPlane.cuh", 56, 93, "level 1: band convolutions"),
+        ("wtconvTinyPlane.cuh", 95, 184, "levels 2..L: analysis, convolutions, synthesis"),
+        ("wtconvTinyPlane.cuh", 186, 212, "level 1: analysis (x from staging)"),
+        ("wtconvTinyPlane.cuh", 215, 237, "weights"),
+        ("wtconvTinyPlane.cuh", 240, 256, "setup"),
+        ("wtconvTinyPlane.cuh", 257, 281, "load x (staging)"),
+        ("wtconvTinyPlane.cuh", 282, 282, "x from staging"),
+        ("wtconvTinyPlane.cuh", 283, 349, "level 1: synthesis (+ D_1)"),
+        ("wtconvTinyPlane.cuh", 350, 386, "base convolution"),
+        ("wtconvTinyPlane.cuh", 387, 412, "store y"),
+    ],
+}
+
+
+def parse_sass(path: Path, kernel: str) -> list[dict]:
+    """The instructions of the first function whose name contains `kernel`: offset, opcode, innermost
+    (file, line) and the (file, line) it was inlined at."""
+    out, inside, loc, in_group = [], False, (None, None, None, None), False
+    for line in path.read_text().splitlines():
+        m = re.match(r"^\.text\.(\S+):", line)
+        if m:
+            if inside:
+                break
+            inside = kernel in m.group(1)
+            continue
+        if not inside:
+            continue
+        m = re.search(r'//## File "([^"]+)", line (\d+)(?: inlined at "([^"]+)", line (\d+))?', line)
+        if m:
+            # a group of comments precedes an instruction: "line a inlined at line b" (the callee's line of the
+            # call chain one level below the kernel), then "line b"; the inlined one is the more specific
+            f, n, f2, n2 = m.groups()
+            here = (Path(f).name, int(n), Path(f2).name if f2 else None, int(n2) if n2 else None)
+            if not in_group or here[2] is not None:
+                loc = here
+            in_group = True
+            continue
+        in_group = False
+        m = re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line)
+        if m:
+            out.append(dict(offset=int(m.group(1), 16), opcode=m.group(3), loc=loc))
+    return out
+
+
+def activity(loc, rules) -> str:
+    f, n, f2, n2 = loc
+    for file, a, b, name in rules:
+        if f == file and a <= n <= b:
+            return name
+    for file, a, b, name in rules:
+        if f2 == file and n2 is not None and a <= n2 <= b:
+            return name
+    return "other"
+
+
+def load_counts(path: Path, launch: int) -> list[float]:
+    """Executed warp instructions per SASS instruction of profiled launch number `launch` (0-based) from an ncu
+    source-page CSV export (one table per launch, each starting with a header row)."""
+    tables, current = [], None
+    for row in csv.reader(io.StringIO(path.read_text(errors="replace"))):
+        if any(c.strip() in ("Instructions Executed", "Warp Instructions Executed") for c in row):
+            current = dict(header=row, rows=[])
+            tables.append(current)
+        elif current is not None and row:
+            current["rows"].append(row)
+    if launch >= len(tables):
+        raise SystemExit(f"sass_phases: {path} holds {len(tables)} launches, asked for index {launch}")
+    t = tables[launch]
+    col = next(
+        i for i, c in enumerate(t["header"]) if c.strip() in ("Instructions Executed", "Warp Instructions Executed")
+    )
+    values = []
+    for row in t["rows"]:
+        try:
+            values.append(float(row[col].replace(",", "")))
+        except (ValueError, IndexError):
+            values.append(0.0)
+    return values
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sass", type=Path, required=True)
+    parser.add_argument("--kernel", required=True, help="a substring of the mangled kernel name")
+    parser.add_argument("--rules", default="smallPlaneKernel", choices=sorted(RULES))
+    parser.add_argument("--counts", type=Path, help="ncu --page source --csv --print-source sass export")
+    parser.add_argument("--launch", type=int, default=0, help="which profiled launch of --counts (0-based)")
+    parser.add_argument("--pixels", type=float, help="output pixels of that launch (B * C * H * W)")
+    args = parser.parse_args(argv)
+    sass = parse_sass(args.sass, args.kernel)
+    if not sass:
+        print(f"sass_phases: no function containing {args.kernel!r} in {args.sass}", file=sys.stderr)
+        return 2
+    counts = load_counts(args.counts, args.launch) if args.counts else None
+    if counts is not None and len(counts) != len(sass):
+        print(f"sass_phases: {len(counts)} counted instructions against {len(sass)} in the SASS", file=sys.stderr)
+        counts = None
+    static, dynamic, ops = collections.Counter(), collections.Counter(), collections.defaultdict(collections.Counter)
+    for i, ins in enumerate(sass):
+        name = activity(ins["loc"], RULES[args.rules])
+        static[name] += 1
+        weight = counts[i] if counts is not None else 1
+        dynamic[name] += weight
+        ops[name][ins["opcode"].split(".")[0]] += weight
+    total = sum(dynamic.values())
+    print(f"| activity | SASS | {'executed' if counts else 'share'} | per pixel | top opcodes |")
+    print("|---|---|---|---|---|")
+    for name, n in sorted(dynamic.items(), key=lambda kv: -kv[1]):
+        per = f"{n / args.pixels:.2f}" if counts and args.pixels else ""
+        top = ", ".join(f"{op} {c / n:.0%}" for op, c in ops[name].most_common(4))
+        shown = f"{n:.3g}" if counts else f"{n / total:.0%}"
+        print(f"| {name} | {static[name]} | {shown} | {per} | {top} |")
+    per = f"{total / args.pixels:.2f}" if counts and args.pixels else ""
+    print(f"| all | {len(sass)} | {total:.3g} | {per} | |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
