@@ -8,10 +8,11 @@ Every SASS instruction carries the source line it came from and, when inlined, t
 (nvdisasm -gi, from the -lineinfo the kernels are built with). A rule table maps (file, line range) to an activity
 (band convolutions, base convolution, synthesis, load, ...): the innermost location that a rule names decides, else
 the line it was inlined at. The static count is the SASS histogram. With --counts (an `ncu --page source --csv
---print-source sass` export of the same binary, SourceCounters section: tools/device_kernels.sh's profile stage
-writes it) the executed warp instructions of one profiled launch are added per activity, per output pixel with
---pixels (B * C * H * W), and where the launch's sampled warp stalls fall (the export's stall_* columns). The
-export's SASS must be the one disassembled: the opcodes are compared instruction by instruction.
+--print-source sass` export of the same binary, SourceCounters section: tools/device_kernels.sh's profile:<name>
+stage leaves it in its logs as source_<name>.log) the executed warp instructions of one profiled launch are added
+per activity, per output pixel with --pixels (B * C * H * W), and where the launch's sampled warp stalls fall (the
+export's stall_* columns). The export's SASS must be the one disassembled: the opcodes are compared instruction by
+instruction.
 """
 
 import argparse
