@@ -9,7 +9,8 @@ stopped early keeps what it measured.
 
 Every kernel change is timed on the held set below (docs/bench/README.md, "A/B of a kernel change"): the
 WTConvNeXt-T stage shapes in both layouts and dtypes, larger planes on the tiled path (odd sizes, k = 3/7/11,
-stride 2, bf16, channels-last), small batches (latency), and x.clone() as the control that must not move. Each
+stride 2, bf16, channels-last), small batches (latency), shapes beyond WTConvNeXt-T (beyond: other widths
+and batches, the neighbours of the fixed-geometry shapes), and x.clone() as the control that must not move. Each
 build's library is loaded on its own handle (cuda_kernels.open_library); each case is timed as a CUDA-graph
 replay over buffers rotating through > 3x L2, the builds alternating for several rounds; the median over rounds
 is reported, with after / before and a flag where the later build is more than 3 % slower. Beside each case: cuDNN's
@@ -80,6 +81,23 @@ def held_cases() -> list[dict]:
         add("tiled", b, c, h, w, k, levels, stride, dtype, "nchw")
     for b, c, h, w, k, levels, stride, dtype in ((8, 64, 256, 256, 5, 3, 1, F16), (8, 64, 128, 128, 5, 3, 2, F32)):
         add("tiled", b, c, h, w, k, levels, stride, dtype, "nhwc")
+    # Beyond WTConvNeXt-T: the stage resolutions at other widths and batches (WTConvNeXt-S / B channels, odd channel
+    # counts), the 7 x 7 kernel on both sides of its warps-per-multiprocessor threshold, and the neighbours of the
+    # fixed-geometry shapes they must not take (k = 3, one level fewer, stride 2), so a dispatch tuned on the stage
+    # shapes shows what it does elsewhere.
+    for layout in ("nchw", "nhwc"):
+        for c, hw, levels in ((128, 56, 5), (256, 28, 4), (512, 14, 3), (1024, 7, 2)):
+            add("beyond", 32, c, hw, hw, 5, levels, 1, F16, layout)
+        add("beyond", 16, 96, 56, 56, 5, 5, 1, F32, layout)
+        add("beyond", 128, 100, 56, 56, 5, 5, 1, F16, layout)
+        add("beyond", 48, 200, 28, 28, 5, 4, 1, BF16, layout)
+        add("beyond", 2, 768, 7, 7, 5, 2, 1, F16, layout)
+        add("beyond", 16, 768, 7, 7, 5, 2, 1, F16, layout)
+        add("beyond", 32, 768, 7, 7, 5, 2, 1, F32, layout)
+        add("beyond", 128, 1536, 7, 7, 5, 2, 1, F16, layout)
+        add("beyond", 64, 96, 56, 56, 3, 5, 1, F16, layout)
+        add("beyond", 64, 96, 56, 56, 5, 4, 1, F16, layout)
+        add("beyond", 64, 192, 28, 28, 5, 4, 2, F16, layout)
     return cases
 
 
@@ -257,7 +275,7 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--replays", type=int, default=15)
-    parser.add_argument("--groups", help="comma-separated subset of: stage B=64, stage B=256, latency, tiled")
+    parser.add_argument("--groups", help="comma-separated subset of: stage B=64, stage B=256, latency, tiled, beyond")
     parser.add_argument("--match", help="regular expression a case's label must contain (e.g. 'float16|bfloat16')")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
