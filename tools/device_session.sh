@@ -8,8 +8,12 @@
 #
 #   tools/device_session.sh start      # first call: takes the carried wheel parts, starts the background stage
 #   tools/device_session.sh part       # later calls: takes the carried wheel parts (.devwheels/*.partNN)
-#   tools/device_session.sh install    # joins the wheel, checks its md5 (.devwheels/*.md5), installs it and the
-#                                      # serving wheels (.whl/serving) into /tmp/site, unpacks tritonserver
+#   tools/device_session.sh install    # joins each wheel's parts, checks its md5 (.devwheels/*.md5), installs
+#                                      # onnxruntime-gpu and the serving wheels (.whl/serving) into /tmp/site,
+#                                      # unpacks tritonserver; a binary wheel of ours (wtconv_trt-*.whl) is kept
+#                                      # for the `wheel` step
+#   tools/device_session.sh wheel      # the binary wheel's GPU run (tools/device_wheel.sh), once the background
+#                                      # stage is done; later steps then use the wheel's libraries
 #   tools/device_session.sh ort-test   # ONNX Runtime GPU tests (tools/device_ort.sh STAGES=test) and the serving
 #                                      # runners' GPU tests, once the background stage is done
 #   tools/device_session.sh wait [S]   # waits up to S seconds (default 540) for the background stage; its summary
@@ -23,11 +27,16 @@
 # .trt/<version> (TensorRT header trees for the harness), third_party/onnxruntime-headers/<version>,
 # .whl/serving (tools/device_serving.sh pack). Build for sm_90 unless CUDA_ARCHS says otherwise. BACKGROUND names
 # what the background stage runs after the build (default "harness kernel_tests sanitize"; e.g. "" when only the ONNX
-# Runtime op changed: the kernels' GPU tests and the harness take most of a session).
+# Runtime op changed: the kernels' GPU tests and the harness take most of a session). "ab" first times the kernels'
+# default build against the one before the fixed-geometry kernels (tools/device_kernels.sh, build:ref with
+# -DWTCONV_FIXED_PLANES=0 and build:default; AB_GROUPS, AB_S), alone on the GPU, before anything else of the stage
+# starts; "build" builds build/plugin even when nothing else of the stage needs it (ort-test and serve without a
+# binary wheel do).
+# SESSION_STATE: the folder the calls share (default /tmp/wtconv-session; it must outlive each call).
 set -uo pipefail
 # shellcheck source=tools/device_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
-STATE=/tmp/wtconv-session
+STATE=${SESSION_STATE:-/tmp/wtconv-session}
 LOGS=$STATE/logs
 ARCHS=${CUDA_ARCHS:-90}
 SANITIZE_S=${SANITIZE_S:-300}
@@ -39,8 +48,13 @@ mkdir -p "$STATE/parts" "${OUT:=device_out}"
 OUT=$(cd "$OUT" && pwd)
 device_start "$LOGS"
 export PYTHONPATH=$REPO:/tmp/site
-export WTCONV_KERNELS_LIB=$REPO/build/plugin/libwtconv_kernels_capi.so
-export WTCONV_ORT_LIB=$REPO/build/plugin/onnxruntime/libwtconv_ort.so
+# The libraries the steps use: the binary wheel's once the `wheel` step has installed it, else the background build.
+WHEEL_SITE=$STATE/wheel/wheel_site
+LIB_DIR=$REPO/build/plugin
+[ -d "$WHEEL_SITE/wtconv_libs/lib" ] && LIB_DIR=$WHEEL_SITE/wtconv_libs/lib
+export WTCONV_KERNELS_LIB=$LIB_DIR/libwtconv_kernels_capi.so
+export WTCONV_ORT_LIB=$LIB_DIR/onnxruntime/libwtconv_ort.so
+[ -f "$LIB_DIR/libwtconv_ort.so" ] && export WTCONV_ORT_LIB=$LIB_DIR/libwtconv_ort.so
 in_repo() { cd "$REPO" 2>/dev/null || { echo "no copy of the checkout in $REPO: call start first"; exit 1; }; }
 
 take_parts() {
@@ -60,6 +74,15 @@ background() {
     OUT=$STATE device_start "$LOGS"
     export STAGE_TAIL=0
     gpu_info > "$LOGS/gpu.log"
+    # Timed: the A/B runs before anything else of the stage is started.
+    if [[ " $BACKGROUND " == *" ab "* ]]; then
+        stage kernels_ab env OUT="$STATE/ab" LOGS="$LOGS/ab" STAGES="build:ref:-DWTCONV_FIXED_PLANES=0 build:default ab" \
+            AB_GROUPS="${AB_GROUPS:-}" AB_S="${AB_S:-}" tools/device_kernels.sh
+    fi
+    if [[ " $BACKGROUND " != *" build "* && " $BACKGROUND " != *" kernel_tests "* && " $BACKGROUND " != *" sanitize "* ]]; then
+        touch "$STATE/background.done"
+        return 0
+    fi
     # The harness builds its own trees (one per TensorRT header set) and needs no other build: it starts at once.
     if [[ " $BACKGROUND " == *" harness "* ]]; then
         stage harness env CMAKE_CUDA_ARCHITECTURES="$ARCHS" OUT="$LOGS" plugin/trt/harness/run_device.sh .trt/*/ &
@@ -118,16 +141,29 @@ case ${1:-} in
         ;;
     install)
         take_parts
-        cd "$STATE/parts" || exit 1
-        whl=$(ls *.part00 | sed 's/\.part00$//')
-        sums=$(ls *.md5 | head -1)
-        cat "$whl".part* > "$STATE/$whl" || exit 1
-        (cd "$STATE" && md5sum -c "parts/$sums") || { echo "md5 mismatch: a part is missing"; exit 1; }
-        cd - > /dev/null || exit 1
+        wheels=()
+        for first in "$STATE"/parts/*.part00; do
+            whl=$(basename "$first" .part00)
+            cat "$STATE/parts/$whl".part* > "$STATE/$whl" || exit 1
+            (cd "$STATE" && md5sum -c "parts/$whl.md5") || { echo "md5 mismatch: a part of $whl is missing"; exit 1; }
+            # our binary wheel waits for the `wheel` step; the others (onnxruntime-gpu) go into /tmp/site
+            [[ "$whl" == wtconv_trt-* ]] || wheels+=("$STATE/$whl")
+        done
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-            "$STATE/$whl" .whl/serving/*.whl || exit 1
+            "${wheels[@]}" .whl/serving/*.whl || exit 1
         mkdir -p /tmp/triton && tar -C /tmp/triton -xJf .whl/serving/tritonserver-py3.12.tar.xz || exit 1
         python3 -c "import onnxruntime as o; print(o.__version__, o.__file__, o.get_available_providers())"
+        results
+        ;;
+    wheel)
+        in_repo
+        start=$SECONDS
+        while [ ! -f "$STATE/background.done" ] && [ $((SECONDS - start)) -lt "${WAIT_S:-540}" ]; do sleep 5; done
+        [ -f "$STATE/background.done" ] || { echo "the background stage is still running: call wheel again"; results; exit 1; }
+        whl=$(ls "$STATE"/wtconv_trt-*.whl 2> /dev/null | head -1)
+        [ -n "$whl" ] || { echo "no wtconv_trt wheel: carry its parts (.devwheels) and call install first"; exit 1; }
+        STAGE_TAIL=30 stage wheel env WHEEL="$whl" OUT="$STATE/wheel" tools/device_wheel.sh
+        cp "$STATE"/wheel/*.tgz "$OUT/" 2> /dev/null
         results
         ;;
     ort-test)
@@ -165,6 +201,7 @@ case ${1:-} in
         ;;
     collect)
         results | tee "$LOGS/summary.txt"
+        cp "$STATE"/ab/ab.json "$STATE"/ab/ab.md "$OUT/" 2>/dev/null
         pack_logs "$OUT/session_logs.tgz" "$STATE" logs
         ;;
     *)
