@@ -139,6 +139,7 @@ class ServingPlan:
     runtime_note: str | None = None
     json_path: Path | None = None  # where the load test's report goes (checked writable)
     load_test: LoadTest | None = None  # the load test to run once the server is ready (checked)
+    visible_gpus: int | None = None  # the GPUs a server started here sees (serving only)
 
     @property
     def onnx(self) -> Path:
@@ -236,10 +237,10 @@ def plan_serving(
     planned_load_test = check_load_test(options.load_test)
     tuning = check_tuning(options.tuning)
     repository_plan = check_python_repository(onnx, repository, repo, tuning=tuning)
-    runtime_here = runtime_note = None
+    runtime_here = runtime_note = visible = None
     json_path = options.load_test.json_path
     if serving:
-        from wtconv_serving.server.launcher import check_ports
+        from wtconv_serving.server.launcher import check_ports, check_visible_gpus
 
         if server.log is not None:
             check_output_file(server.log, option="log", force=True)
@@ -255,6 +256,12 @@ def plan_serving(
             ort_library=None if repo.ort_library is None else os.fspath(repo.ort_library),
         )
         check_ports(server.host, ports)
+        visible = check_visible_gpus(repo.gpus)
+        if repo.runtime == "auto" and repo.instance_kind == "auto":
+            # The server resolves "auto" as runtime_choice did: its instances go where that runtime runs, GPU
+            # instances on every GPU (or those of gpus) rather than KIND_MODEL's one device (--write-only keeps it).
+            on_gpu = runtime_here != "onnxruntime" or _ort_device_here(repository_plan, repo) == "cuda"
+            repository_plan.instance_kind = "gpu" if on_gpu and visible else "cpu"
     return ServingPlan(
         repository_plan=repository_plan,
         host=server.host,
@@ -265,7 +272,17 @@ def plan_serving(
         runtime_note=runtime_note,
         json_path=None if json_path is None else Path(json_path),
         load_test=planned_load_test,
+        visible_gpus=visible,
     )
+
+
+def _ort_device_here(plan, repo) -> str:
+    """Where the onnxruntime runtime runs the planned model on this machine ("cpu" or "cuda")."""
+    from wtconv_libs import lookup
+    from wtconv_serving.runners.runtimes import resolve_ort_device
+
+    library = repo.ort_library or lookup.ort_library()  # what write_python_repository copies
+    return resolve_ort_device(repo.device, plan.exported, library)[0]
 
 
 def runtime_choice(

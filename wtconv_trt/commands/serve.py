@@ -37,7 +37,8 @@ def run(args) -> int:
     repo = plan.write_repository()
     print(
         f"model repository: {args.repo} (model '{repo.name}', max_batch_size {repo.max_batch_size}, runtime "
-        f"{repo.runtime}{f', ONNX Runtime on {repo.ort_device}' if repo.ort_device else ''}); config: {repo.config}"
+        f"{repo.runtime}{f', ONNX Runtime on {repo.ort_device}' if repo.ort_device else ''}, instances "
+        f"{repo.placement(plan.visible_gpus)}); config: {repo.config}"
     )
     if args.write_only:
         print(repo.config_text, end="")
