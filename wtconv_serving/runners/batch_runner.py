@@ -221,7 +221,7 @@ def check_graph_replay(torch, stream, new_input, output, replay, eager, dtype, b
     synchronize()
     replay()
     synchronize()
-    graph = output.float().cpu().numpy()
+    graph = np.array(output.float().cpu().numpy())  # a copy: on the CPU .cpu() is the buffer itself
     with torch.cuda.stream(stream):
         output.fill_(nan)
     synchronize()

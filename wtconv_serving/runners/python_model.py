@@ -120,11 +120,11 @@ class ServedModel:
 
     def _note_placement(self, x) -> None:
         """Say in the log, once each, where this instance's inputs arrive."""
-        where = "host" if isinstance(x, np.ndarray) else str(x.device)
+        where = "the host" if isinstance(x, np.ndarray) else str(x.device)
         if where in self.placements:
             return
         self.placements.add(where)
-        how = "one copy into the staging buffer" if where == "host" else "DLPack into the runner, no host copy"
+        how = "one copy into the staging buffer" if where == "the host" else "DLPack into the runner, no host copy"
         self.logger.log_info(f"{self.instance}: inputs arrive on {where} ({how})")
 
     def finalize(self) -> None:
