@@ -223,7 +223,12 @@ def shared_memory(mode, client, url):
     try:
         return ClientMemory(mode, client, url=url)
     except WtconvTrtError as error:
-        raise Stop(str(error)) from None
+        raise Stop(in_our_words(error)) from None
+
+
+def in_our_words(error) -> str:
+    """A shared-memory error of the library, its parameter named as this script's option."""
+    return str(error).replace("shared_memory=", "--shared-memory ").replace("shared_memory ", "--shared-memory ", 1)
 
 
 def send(client, model, x, batch, name, datatype, output, memory):
@@ -245,7 +250,7 @@ def send(client, model, x, batch, name, datatype, output, memory):
             if described.datatype in DTYPES and min(dims, default=1) > 0:
                 outputs = memory.region(batch * int(np.prod(dims)) * out_dtype.itemsize, "outputs")
         except WtconvTrtError as error:
-            raise Stop(str(error)) from None
+            raise Stop(in_our_words(error)) from None
     for start in range(0, len(x), batch):
         chunk = x[start : start + batch]
         request = grpcclient.InferInput(name, list(chunk.shape), datatype)

@@ -157,3 +157,51 @@ def test_ort_headers_finds_the_newest_version(tmp_path):
     result = bash("ort_headers", cwd=tmp_path)
     assert result.stdout.strip() == str(tmp_path / "third_party" / "onnxruntime-headers" / "1.29" / "include")
     assert bash("ort_headers", cwd=tmp_path / "third_party").stdout.strip() == ""
+
+
+def test_the_serving_script_plans_the_measurements_of_its_knobs(tmp_path):
+    """tools/device_serving.sh in DRY_RUN (nothing installed, exported or served): the client modes, rounds, the
+    --gpus run and the soak each become the stages docs/serving.md names, with serve's options for them."""
+    import sys
+
+    env = {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "TMPDIR": str(tmp_path),
+        "OUT": str(tmp_path / "out"),
+        "DRY_RUN": "1",
+        "DEVICE": "cpu",
+        "MODELS": "tiny",
+        "RUNTIMES": "torch-cuda",
+        "ROUNDS": "2",
+        "SHARED_MEMORY": "none cuda",
+        "GPUS": "0,1",
+        "SOAK": "600",
+        "ALTERNATIVES": "0",
+        "SKIP_BUILD": "1",
+        "BUDGET": "100000",
+    }
+    result = subprocess.run(
+        ["bash", str(ROOT / "tools" / "device_serving.sh")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = result.stdout.split("===== summary\n", 1)[1].split("=====")[0].splitlines()
+    stages = [line.split(":")[0] for line in summary if ": rc=0" in line]
+    assert stages == [
+        "serve_torch-cuda_tiny",
+        "serve_torch-cuda_tiny_round2",
+        "serve_torch-cuda_tiny_shm-cuda",
+        "serve_torch-cuda_tiny_shm-cuda_round2",
+        "serve_torch-cuda_tiny_gpus0-1",
+        "soak_torch-cuda_tiny",
+    ]
+    [logs] = list(tmp_path.glob("tmp.*/logs"))
+    assert (logs / "serve_torch-cuda_tiny_shm-cuda_round2.log").read_text().split()[-2:] == ["--shared-memory", "cuda"]
+    assert "--gpus 0,1 --no-extra-process" in (logs / "serve_torch-cuda_tiny_gpus0-1.log").read_text()
+    soak = (logs / "soak_torch-cuda_tiny.log").read_text()
+    assert "--soak 600 --concurrency 256 --batch-sizes 1,2,4,8,16,32,64 --kill-backend" in soak
+    assert (tmp_path / "out" / "serving_results.md").is_file()

@@ -91,7 +91,7 @@ def test_a_region_the_server_cannot_map_is_removed_and_said_in_one_line():
     assert len(message.splitlines()) == 1 and caught.value.parameter == "shared_memory"
     assert message.startswith("shared_memory system: 10.0.0.2:8001 cannot map the region (")
     assert "failed to open" in message
-    assert "needs the server on this machine" in message and "shared_memory none" in message
+    assert "needs the server on this machine" in message and "shared_memory=none" in message
 
 
 def test_the_pool_is_one_contiguous_slice_for_every_request():

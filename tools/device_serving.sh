@@ -21,12 +21,22 @@
 # INSTANCES: "1" unless given, when ALTERNATIVES=1 and not QUICK=1).
 # Results: $OUT/serving_results.{json,md} and $OUT/logs.tgz; a table last. Stages past the time budget are skipped.
 #
+# The measurements of docs/serving.md, "Measuring on a GPU", one command each (BUDGET raised to fit):
+#   client modes, requests 1-8 and 1-64:   MODELS=tiny ALTERNATIVES=0 SHARED_MEMORY="none system cuda" BUDGET=1500
+#   full-length rounds (the 7,500 img/s):  MODELS=tiny ALTERNATIVES=0 ROUNDS=3 BUDGET=1500 (QUICK unset: 3 s points)
+#   --gpus 0 against the default:          MODELS=tiny ALTERNATIVES=0 GPUS=0 SWEEP=256
+#   the soak (10 min, backend killed):      MAIN=0 MODELS=tiny SOAK=600 SOAK_RUNTIMES=torch-cuda BUDGET=900
+#
 # Knobs: QUICK=1 (shorter windows, main alternatives only; about half the time), RUNTIMES ("torch-cuda onnxruntime";
 # RUNTIME=X alone also works), MODELS ("tiny digits"), SWEEP (16,64,256; the digits model: SWEEP_DIGITS, 16,256),
 # WINDOW (3 s per point), PROCESSES (4), INSTANCES ("1": served instance counts beside the default), INSTANCES_SWEEP
 # (256), ALTERNATIVES (1: 0 skips the direct alternatives), CHECK (requests of the check,
 # 1024), BUDGET (seconds, 400: later stages are skipped past it), SKIP_BUILD (1: use the built libraries), CUDA_ARCHS
-# (90), DEVICE (onnxruntime's device: cuda), PYV (3.12), WHEELS (.whl/serving). With PYV=3.11 RUNTIME=onnxruntime
+# (90), DEVICE (onnxruntime's device: cuda), PYV (3.12), WHEELS (.whl/serving); MAIN (1: 0 skips the main served
+# runs), ROUNDS (1: each main run repeated, tags _round2...), SHARED_MEMORY ("none": the clients' modes, each a run
+# of its own, tag _shm-<mode>; cuda needs the cuda-bindings wheel pack gathers), GPUS (none: a further run with
+# --gpus GPUS, tag _gpus<GPUS>), SOAK (seconds, 0: no soak; soak_<runtime>_<model>.json), SOAK_RUNTIMES ($RUNTIMES),
+# SOAK_SHARED_MEMORY (none), SOAK_SAMPLE (60 s between memory samples). With PYV=3.11 RUNTIME=onnxruntime
 # DEVICE=cpu the same script runs on a CPU machine (the digits model, small settings, WTCONV_ORT_LIB to a built
 # libwtconv_ort.so and SKIP_BUILD=1), which is how its shell logic was checked.
 set -uo pipefail
@@ -51,6 +61,12 @@ BUDGET=${BUDGET:-400}
 ALTERNATIVES=${ALTERNATIVES:-1}
 INSTANCES=${INSTANCES:-}
 INSTANCES_SWEEP=${INSTANCES_SWEEP:-256}
+MAIN=${MAIN:-1}
+ROUNDS=${ROUNDS:-1}
+SHARED_MEMORY=${SHARED_MEMORY:-none}
+GPUS=${GPUS:-}
+SOAK=${SOAK:-0}
+SOAK_RUNTIMES=${SOAK_RUNTIMES:-$RUNTIMES}
 
 if [ "${1:-}" = pack ]; then
     set -e
@@ -59,7 +75,8 @@ if [ "${1:-}" = pack ]; then
     python3 -m pip download -q --no-deps -d "$tmp" "nvidia-pytriton==$PYTRITON"
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$PYV" --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-        -d "$WHEELS" "tritonclient==$TRITONCLIENT" python-rapidjson "polygraphy==$POLYGRAPHY"
+        -d "$WHEELS" "tritonclient==$TRITONCLIENT" python-rapidjson "polygraphy==$POLYGRAPHY" \
+        cuda-bindings cuda-pathfinder  # tritonclient's CUDA shared memory (--shared-memory cuda)
     (cd "$tmp" && python3 -m zipfile -e nvidia_pytriton-*.whl unpacked)
     u=$tmp/unpacked
     t=pytriton/tritonserver
@@ -114,9 +131,11 @@ finish() {
     device_finish /dev/null
 }
 
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    "$WHEELS"/*.whl || { echo "wheel install failed"; exit 1; }
-mkdir -p /tmp/triton && tar -C /tmp/triton -xJf "$WHEELS/tritonserver-py$PYV.tar.xz" || { echo "untar failed"; exit 1; }
+if [ "${DRY_RUN:-0}" != 1 ]; then  # DRY_RUN=1: nothing installed or exported, the stages' commands recorded
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        "$WHEELS"/*.whl || { echo "wheel install failed"; exit 1; }
+    mkdir -p /tmp/triton && tar -C /tmp/triton -xJf "$WHEELS/tritonserver-py$PYV.tar.xz" || { echo "untar failed"; exit 1; }
+fi
 export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 export WTCONV_TRITON_HOME=/tmp/triton/pytriton/tritonserver WTCONV_TRT_CACHE=${WTCONV_TRT_CACHE:-/tmp/wtconv-cache}
 export WTCONV_KERNELS_LIB=${WTCONV_KERNELS_LIB:-$PWD/build/plugin/libwtconv_kernels_capi.so}
@@ -172,11 +191,11 @@ fi
 onnx_tiny=$work/tiny_fp16.onnx
 onnx_digits=$work/digits_fp16.onnx
 pids=()
-if [[ " $MODELS " == *" tiny "* ]]; then
+if [[ " $MODELS " == *" tiny "* ]] && [ "${DRY_RUN:-0}" != 1 ]; then
     python3 -m wtconv_trt export -o "$onnx_tiny" --precision fp16 --arch wtconvnext_tiny --random-weights --force \
         > "$logs/export_tiny.log" 2>&1 & pids+=($!)
 fi
-if [[ " $MODELS " == *" digits "* ]]; then
+if [[ " $MODELS " == *" digits "* ]] && [ "${DRY_RUN:-0}" != 1 ]; then
     python3 -m wtconv_trt export -o "$onnx_digits" --precision fp16 --force > "$logs/export_digits.log" 2>&1 & pids+=($!)
 fi
 for pid in "${pids[@]}"; do wait "$pid" || { status=1; note "export: FAILED (see logs)"; }; done
@@ -196,13 +215,41 @@ serve() {
         --json "$work/load_$tag.json" "${extra[@]}" "$@"
 }
 for model in $MODELS; do
+    [ "$MAIN" = 1 ] || break
     options=(--sweep "$SWEEP" --mix 1,2,4,8,16,32,64)                        # WTConvNeXt-T: the targets
     [ "$model" = digits ] && options=(--sweep "${SWEEP_DIGITS:-16,256}" --mix 1,2,4,8,16,32,64 --kill-backend)
     for runtime in $RUNTIMES; do
-        within_budget "serve_${runtime}_$model" &&
-            stage "serve_${runtime}_$model" serve "${runtime}_$model" "$runtime" "$model" "${options[@]}"
+        for memory in $SHARED_MEMORY; do
+            variant=""; [ "$memory" != none ] && variant=_shm-$memory
+            for round in $(seq 1 "$ROUNDS"); do
+                tag=${runtime}_$model$variant; [ "$round" -gt 1 ] && tag=${tag}_round$round
+                within_budget "serve_$tag" &&
+                    stage "serve_$tag" serve "$tag" "$runtime" "$model" "${options[@]}" --shared-memory "$memory"
+            done
+        done
+        if [ -n "$GPUS" ]; then                          # on one GPU, --gpus 0 and the default must agree
+            tag=${runtime}_${model}_gpus${GPUS//,/-}
+            within_budget "serve_$tag" && stage "serve_$tag" serve "$tag" "$runtime" "$model" "${options[@]}" \
+                --gpus "$GPUS" --no-extra-process
+        fi
     done
 done
+
+# --- the soak: SOAK seconds at 256 in flight, requests of 1-64 images, every answer checked against the ONNX file,
+# the backend killed halfway, the server's memory sampled every SOAK_SAMPLE seconds (no check, no sweep)
+if [ "$SOAK" != 0 ]; then
+    soak_model=tiny; [[ " $MODELS " == *" tiny "* ]] || soak_model=digits
+    for runtime in $SOAK_RUNTIMES; do
+        tag=${runtime}_$soak_model
+        onnx=$onnx_tiny; [ "$soak_model" = digits ] && onnx=$onnx_digits
+        extra=(); [ "$runtime" = onnxruntime ] && extra+=(--device "$DEVICE" --ort-library "$WTCONV_ORT_LIB")
+        within_budget "soak_$tag" && stage "soak_$tag" python3 -m wtconv_trt serve "$onnx" --repo "$work/repo_soak_$tag" \
+            --name "$soak_model" --runtime "$runtime" --force --http-port 0 --grpc-port 0 --metrics-port 0 \
+            --log "$logs/server_soak_$tag.log" --timeout 300 --soak "$SOAK" --concurrency 256 \
+            --batch-sizes 1,2,4,8,16,32,64 --kill-backend --sample-every "${SOAK_SAMPLE:-60}" \
+            --shared-memory "${SOAK_SHARED_MEMORY:-none}" --json "$work/soak_$tag.json" "${extra[@]}"
+    done
+fi
 
 # --- alternatives: direct (tiny, else digits), then served with other instance counts than the default
 alt_model=$onnx_tiny

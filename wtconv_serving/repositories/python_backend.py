@@ -180,7 +180,7 @@ def check_python_repository(
             why = "instance_kind model lets the runtime place them" if kind == "KIND_MODEL" else "they run on the CPU"
             raise InputError(
                 f"gpus {','.join(map(str, gpus))}: places GPU instances, and {why}; leave gpus out, or serve on GPUs "
-                "(instance_kind gpu, or device cuda for ONNX Runtime)",
+                "(instance_kind=gpu, or device=cuda for ONNX Runtime)",
                 parameter="gpus",
             )
     if preferred_batch_sizes is not None:

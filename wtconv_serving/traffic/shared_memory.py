@@ -97,7 +97,7 @@ def _cuda_shared_memory():
     except ImportError as error:  # it imports cuda.bindings (NVIDIA's cuda-python) at module level
         raise ConfigurationError(
             f"shared_memory cuda: tritonclient's CUDA shared memory needs NVIDIA's cuda-python ({error}); install "
-            "it (pip install 'tritonclient[cuda]'), or use shared_memory system",
+            "it (pip install 'tritonclient[cuda]'), or use shared_memory=system",
             parameter="shared_memory",
         ) from None
     return cudashm
@@ -140,15 +140,15 @@ class ClientMemory:
         except (OSError, ValueError) as error:
             raise ServingError(
                 f"shared_memory system: cannot make a region of {size} in /dev/shm ({error}); free space there, or "
-                "use shared_memory none",
+                "use shared_memory=none",
                 parameter="shared_memory",
             ) from None
         except Exception as error:  # tritonclient's CudaSharedMemoryException (no GPU, out of memory)
             if self.mode == "system":
                 raise
             raise ServingError(
-                f"shared_memory cuda: cannot allocate {size} on GPU {self.device_id} ({error}); use shared_memory "
-                "system or none",
+                f"shared_memory cuda: cannot allocate {size} on GPU {self.device_id} ({error}); use "
+                "shared_memory=system or none",
                 parameter="shared_memory",
             ) from None
         self.regions.append(region)  # removed by close from here on, registered or not
@@ -166,7 +166,7 @@ class ClientMemory:
             where = "CUDA IPC to its GPU" if self.mode == "cuda" else "its /dev/shm"
             raise ServingError(
                 f"shared_memory {self.mode}: {self.url} cannot map the region ({' '.join(str(error).split())}); "
-                f"shared memory needs the server on this machine ({where}): use shared_memory none for another",
+                f"shared memory needs the server on this machine ({where}): use shared_memory=none for another",
                 parameter="shared_memory",
             ) from None
         return region
