@@ -219,13 +219,13 @@ def check_graph_replay(torch, stream, new_input, output, replay, eager, dtype, b
         new_input.normal_()
         output.fill_(nan)
     synchronize()
-    replay()
+    with torch.cuda.stream(stream):
+        replay()
     synchronize()
     graph = np.array(output.float().cpu().numpy())  # a copy: on the CPU .cpu() is the buffer itself
     with torch.cuda.stream(stream):
         output.fill_(nan)
-    synchronize()
-    answer = eager()
+        answer = eager()
     synchronize()
     error, tolerance = relative_difference(graph, answer.float().cpu().numpy()), graph_tolerance(dtype)
     if not error <= tolerance:
