@@ -4,7 +4,7 @@ Start a server: ``wtconv-trt serve MODEL.onnx`` (Triton's Python backend, any ma
 prints the line that runs this client for its model, or the TensorRT-backend repository written by
 ``wtconv-trt triton-repo`` (``REPO/serve.sh``; docs/engines.md). Then:
 
-    pip install "tritonclient[grpc]"
+    pip install -e . "tritonclient[grpc]"   # this package (its options, the ONNX check, shared memory) and the client
     python samples/triton_client.py --model digits --onnx digits.onnx    # 256 held-out digits, checked
     python samples/triton_client.py --model tiny --onnx tiny.onnx        # seeded random images of the served shape
     python samples/triton_client.py --model tiny --onnx tiny.onnx --images cat.jpg dog.png   # needs Pillow

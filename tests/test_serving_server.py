@@ -175,7 +175,7 @@ def test_client_sample_checks_against_the_onnx_file(served, exports, name, memor
     assert ("; tensors in system shared memory" in out) == (memory == "system")
     assert "bit-identical; top-1 agreement 1.0000" in out and "accuracy on the held-out digits: served" in out
     assert out.rstrip().endswith("PASSED")
-    assert client_regions(served) == ([], [])
+    assert client_regions(served) == ([], [])  # no process's: the sample's is gone
 
 
 def client_regions(served, pid=None) -> tuple[list, list]:
@@ -299,7 +299,7 @@ def test_bounded_load(served, exports):
         )
         print(shared.line())
         assert shared.completed == 400 and shared.mismatched == 0 and shared.bit_identical == 400, shared.summary()
-        assert client_regions(served) == ([], [])
+        assert client_regions(served, os.getpid()) == ([], [])
 
 
 def test_the_load_generator_leaves_no_shared_memory_after_errors(served):
@@ -317,7 +317,7 @@ def test_the_load_generator_leaves_no_shared_memory_after_errors(served):
         shared_memory="system",
     )
     assert report.failed == 20 and report.completed == 0 and "unknown model" in report.errors[0], report.summary()
-    assert client_regions(served) == ([], [])
+    assert client_regions(served, os.getpid()) == ([], [])
 
 
 @pytest.mark.parametrize("memory", ["none", "system"])
@@ -328,7 +328,7 @@ def test_the_sweeps_client_processes_send_from_either_place(served, memory):
     with LoadWorkers(served.grpc_url, "digits_std", pool, "input", 40, 1, shared_memory=memory, largest=8) as workers:
         point = workers.point(8, [1, 2, 4, 8], 1.0, warmup_s=2.0)
     assert point.completed > 0 and point.failed == 0, point.summary()
-    assert client_regions(served) == ([], [])
+    assert client_regions(served, os.getpid()) == ([], [])
 
 
 def post(url, path, body: bytes, headers=None):
@@ -414,7 +414,7 @@ def test_soak_with_the_backend_killed_midway(served, exports):
     assert report.summary()["memory_growth"]["host"] is not None
     after = {pid for pid, model in served.stubs().items() if model == "digits_std"}
     assert after and not after & before
-    assert client_regions(served) == ([], [])
+    assert client_regions(served, os.getpid()) == ([], [])
 
 
 def test_repository_that_does_not_load_is_refused_in_one_line(install, tmp_path):

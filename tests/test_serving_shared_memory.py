@@ -31,14 +31,21 @@ from wtconv_serving.traffic.shared_memory import PREFIX, ClientMemory, PoolRegio
 class Client:
     """A stand-in for a tritonclient InferenceServerClient: records registrations, refuses them when told."""
 
-    def __init__(self, refuse: bool = False):
+    def __init__(self, refuse: bool = False, busy: int = 0):
         self.calls: list = []
         self.refuse = refuse
+        self.busy = busy  # unregistrations refused as Triton refuses a region a request still uses
 
     def _record(self, *call):
         self.calls.append(call)
         if self.refuse and call[0].startswith("register"):
             raise InferenceServerException("failed to open the region", status="StatusCode.INVALID_ARGUMENT")
+        if self.busy and call[0].startswith("unregister"):
+            self.busy -= 1
+            raise InferenceServerException(
+                f"Cannot unregister shared memory region '{call[1]}', it is currently in use.",
+                status="StatusCode.INTERNAL",
+            )
 
     def register_system_shared_memory(self, name, key, byte_size, offset=0):
         self._record("register_system", name, key, byte_size)
@@ -80,6 +87,15 @@ def test_a_system_region_holds_what_is_written_and_goes_on_every_exit():
     assert client.calls[-1] == ("unregister_system", region.name)
     memory.close()  # again: nothing to do
     assert len(client.calls) == 2
+
+
+def test_a_region_a_request_still_uses_is_unregistered_once_it_is_done():
+    """Triton refuses to unregister a region while a request uses it (a client interrupted mid-request): close asks
+    again until the server lets it go."""
+    client = Client(busy=3)
+    with ClientMemory("system", client) as memory:
+        region = memory.region(256)
+    assert client.calls[1:] == [("unregister_system", region.name)] * 4 and client.busy == 0
 
 
 def test_a_region_the_server_cannot_map_is_removed_and_said_in_one_line():

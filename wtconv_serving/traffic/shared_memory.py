@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,9 @@ __all__ = ["PREFIX", "ClientMemory", "PoolRegion", "Region", "registered_regions
 # Every region a client of this package makes is named PREFIX<pid>_<role>_<n>: in /dev/shm (system) and in the
 # server's list alike, so what a process leaves behind can be found by its pid.
 PREFIX = "wtconv_client_"
+# Triton 2.51's answer to unregistering a region a request still reads or writes; asked again meanwhile, this long.
+IN_USE = "currently in use"
+UNREGISTER_WAIT_S = 30.0
 _numbers = itertools.count()
 
 
@@ -173,23 +177,35 @@ class ClientMemory:
 
     def close(self) -> None:
         """Unregister every region (a server already gone is no error) and remove it, latest first; Ctrl-C pressed
-        meanwhile is taken once all are gone."""
+        meanwhile is taken once all are gone. Triton refuses to unregister a region a request still uses ("it is
+        currently in use": the request of a client interrupted mid-call is still being answered), so that is
+        asked again until the request is done, for up to UNREGISTER_WAIT_S."""
         from wtconv_core.interrupt import deferred_interrupt
 
         with deferred_interrupt():
+            deadline = time.monotonic() + UNREGISTER_WAIT_S
             while self.regions:
                 region = self.regions.pop()
-                try:
-                    if self.mode == "system":
-                        self.client.unregister_system_shared_memory(region.name)
-                    else:
-                        self.client.unregister_cuda_shared_memory(region.name)
-                except Exception as error:  # noqa: BLE001 - a server stopped took its registrations with it
-                    gone = not _is_server_error(error) or "UNAVAILABLE" in str(error.status())
-                    (log.debug if gone else log.warning)(
-                        "shared memory: %s could not be unregistered from %s: %s", region.name, self.url, error
-                    )
+                self._unregister(region, deadline)
                 self._remove(region)
+
+    def _unregister(self, region: Region, deadline: float) -> None:
+        while True:
+            try:
+                if self.mode == "system":
+                    self.client.unregister_system_shared_memory(region.name)
+                else:
+                    self.client.unregister_cuda_shared_memory(region.name)
+                return
+            except Exception as error:  # noqa: BLE001 - a server stopped took its registrations with it
+                if _is_server_error(error) and IN_USE in str(error) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                gone = not _is_server_error(error) or "UNAVAILABLE" in str(error.status())
+                (log.debug if gone else log.warning)(
+                    "shared memory: %s could not be unregistered from %s: %s", region.name, self.url, error
+                )
+                return
 
     def _remove(self, region: Region) -> None:
         if region.handle is None:
