@@ -99,17 +99,19 @@ def _load_test(served, load_test) -> int:
     _print_serving(served)
     steps = []
     if load_test.requests:
-        steps += [f"checking {load_test.requests} requests", "then the runner directly"]
+        steps += [f"checking {load_test.requests} requests", "the runner directly"]
     if load_test.sweep:
-        steps.append(f"then the sweep of {','.join(map(str, load_test.sweep))} in flight")
+        steps.append(f"the sweep of {','.join(map(str, load_test.sweep))} in flight")
     if load_test.soak_s:
-        steps.append(f"then a soak of {load_test.soak_s:g} s at {load_test.concurrency} in flight")
+        steps.append(f"a soak of {load_test.soak_s:g} s at {load_test.concurrency} in flight")
     memory = f" (inputs in {load_test.shared_memory} shared memory)" if load_test.shared_memory != "none" else ""
-    print(f"load test: {', '.join(steps)}{memory}", flush=True)
+    print(f"load test: {', then '.join(steps)}{memory}", flush=True)
     result = served.run_load_test(load_test)
     for report in result.reports:
         print(report.line())
-    print("\n" + result.table())
+    table = result.table()
+    if len(table.splitlines()) > 1:  # more than its header: the check, the direct timing or the sweep ran
+        print("\n" + table)
     if result.soak is not None:
         print(result.soak.line())
     print("OK: every request answered and matched" if result.passed else "FAILED: see the counts above")
