@@ -208,6 +208,99 @@ def test_the_serving_script_plans_the_measurements_of_its_knobs(tmp_path):
     assert (tmp_path / "out" / "serving_results.md").is_file()
 
 
+def dry_run_session(tmp_path: Path, *step: str, **env: str) -> subprocess.CompletedProcess:
+    """tools/device_session.sh STEP under DRY_RUN on the CPU (onnxruntime's device cpu: no CUDA provider here), its
+    state, temporary folders and results under tmp_path."""
+    import sys
+
+    env = {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "TMPDIR": str(tmp_path),
+        "OUT": str(tmp_path / "out"),
+        "SESSION_STATE": str(tmp_path / "state"),
+        "DRY_RUN": "1",
+        "DEVICE": "cpu",
+        **env,
+    }
+    return subprocess.run(
+        ["bash", str(ROOT / "tools" / "device_session.sh"), *step],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, **env},
+    )
+
+
+def ran(result: subprocess.CompletedProcess) -> list:
+    """The stages the summary says ran, in order."""
+    summary = result.stdout.split("===== summary\n", 1)[1].split("=====")[0].splitlines()
+    return [line.split(":")[0] for line in summary if ": rc=" in line]
+
+
+def test_the_session_rounds_step_plans_both_runtimes_rounds_and_the_gpus_run(tmp_path):
+    """`rounds`: each runtime once, its sweep coming round three times to 16 and 256 in flight, both request mixes,
+    full-length windows, clients on CUDA shared memory; then --gpus 0 at 256 for each; the exports kept in the
+    session's state for the soak; Triton's split compared with the committed figures."""
+    result = dry_run_session(tmp_path, "rounds")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert ran(result) == [
+        "serve_torch-cuda_tiny_shm-cuda",
+        "serve_onnxruntime_tiny_shm-cuda",
+        "serve_torch-cuda_tiny_shm-cuda_gpus0",
+        "serve_onnxruntime_tiny_shm-cuda_gpus0",
+    ]
+    [logs] = list(tmp_path.glob("tmp.*/logs"))
+    # DRY_RUN records the script's serve function with its arguments (serve --load-test CHECK --window WINDOW ...)
+    rounds = (logs / "serve_onnxruntime_tiny_shm-cuda.log").read_text().split()
+    assert rounds[1:5] == ["serve", "onnxruntime_tiny_shm-cuda", "onnxruntime", "tiny"]
+    assert " ".join(rounds[5:]) == (
+        "--sweep 16,256,16,256,16,256 --mix 1,2,4,8,16,32,64 --no-extra-process --shared-memory cuda"
+    )
+    gpus = (logs / "serve_torch-cuda_tiny_shm-cuda_gpus0.log").read_text()
+    assert gpus.rstrip().endswith("--sweep 256 --mix 1,2,4,8,16,32,64 --gpus 0 --no-extra-process --shared-memory cuda")
+    assert (tmp_path / "state" / "onnx").is_dir()  # the exports' folder, which the soak reuses
+    assert (tmp_path / "out" / "rounds" / "serving_results.md").is_file()
+
+
+def test_the_rounds_fall_back_to_system_memory_and_stop_at_the_budget(tmp_path):
+    # a cuda run that ends without results is run again on system shared memory, and so are the later runs
+    result = dry_run_session(tmp_path / "a", "rounds", DRY_RUN_FAIL="serve_torch-cuda_tiny_shm-cuda")
+    assert ran(result) == [
+        "serve_torch-cuda_tiny_shm-cuda",
+        "serve_torch-cuda_tiny_shm-system",
+        "serve_onnxruntime_tiny_shm-system",
+        "serve_torch-cuda_tiny_shm-system_gpus0",
+        "serve_onnxruntime_tiny_shm-system_gpus0",
+    ]
+    assert "serve_torch-cuda_tiny_shm-cuda: no results with cuda shared memory" in result.stdout
+    # a budget already spent: every served stage is skipped, and says why
+    result = dry_run_session(tmp_path / "b", "rounds", BUDGET="0")
+    assert ran(result) == []
+    assert "serve_torch-cuda_tiny_shm-cuda: skipped (time budget of 0 s:" in result.stdout
+
+
+def test_the_soak_starts_detached_and_a_later_call_collects_it(tmp_path):
+    assert dry_run_session(tmp_path, "soak-wait", "1").returncode == 1  # nothing started yet
+    started = dry_run_session(tmp_path, "soak-start", "60")
+    assert started.returncode == 0, started.stdout[-3000:] + started.stderr[-3000:]
+    assert (
+        "soak started: 600 s of torch-cuda" in started.stdout and "the soak is done (exit status 0)" in started.stdout
+    )
+    state = tmp_path / "state" / "soak"
+    [soak] = list(state.glob("tmp.*/logs/soak_torch-cuda_tiny.log"))
+    command = soak.read_text()
+    assert f"{state}/repo" not in command  # run from its own copy, relative paths
+    assert f" {tmp_path}/state/onnx/tiny_fp16.onnx " in command
+    assert "--soak 600 --concurrency 256 --batch-sizes 1,2,4,8,16,32,64 --kill-backend --sample-every 60" in command
+    assert (state / "repo" / "tools" / "device_session.sh").is_file()
+    # collected into $OUT/soak by this call and again by a later one; a second start starts nothing
+    assert (tmp_path / "out" / "soak" / "serving_results.md").is_file()
+    again = dry_run_session(tmp_path, "soak-start")
+    assert "the soak was already started" in again.stdout and "the soak is done" in again.stdout
+    assert "the soak is done" in dry_run_session(tmp_path, "soak-wait", "1").stdout
+
+
 KERNELS_SCRIPT = ROOT / "tools" / "device_kernels.sh"
 
 

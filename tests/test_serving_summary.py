@@ -10,10 +10,10 @@ import json
 from benchmarks import serving_summary
 
 
-def point(concurrency, sizes, rate, tail=2.0, window=3.0):
+def point(concurrency, sizes, rate, tail=2.0, window=3.0, processes=4, split=(1.0, 20.0, 0.5)):
     return {
         "concurrency": concurrency,
-        "processes": 4,
+        "processes": processes,
         "batch_sizes": sizes,
         "window_s": window,
         "images_per_s": rate,
@@ -22,7 +22,7 @@ def point(concurrency, sizes, rate, tail=2.0, window=3.0):
         "executed_batches": {"128": 10},
         "mean_executed_batch": 128.0,
         "queue_ms": 1.0,
-        "compute_ms_by_part": {"input": 1.0, "infer": 20.0, "output": 0.5},
+        "compute_ms_by_part": dict(zip(("input", "infer", "output"), split, strict=True)),
         "failed": 0,
     }
 
@@ -42,7 +42,7 @@ def load_report(rate_small, rate_big, tail, memory="none"):
             point(16, [1, 2, 4, 8], 4000, tail),
             point(256, [1, 2, 4, 8], rate_small),
             point(256, [1, 2, 4, 8, 16, 32, 64], rate_big),
-            point(256, [1, 2, 4, 8], 1.0),  # the extra client process: not the point judged
+            point(256, [1, 2, 4, 8], 1.0, processes=5),  # the extra client process: not the point judged
         ],
     }
 
@@ -96,3 +96,46 @@ def test_targets_are_the_median_of_the_rounds_per_client_mode(tmp_path):
     assert soaks[1].startswith("torch-cuda_tiny: soak") and "host +1.50%" in soaks[1] and soaks[1].endswith(": met")
     markdown = serving_summary.markdown(serving_summary.summarize(tmp_path))
     assert "## Soak torch-cuda_tiny" in markdown and "Client: system shared memory." in markdown
+
+
+def test_rounds_inside_one_run_the_gpus_run_and_the_split_before(tmp_path):
+    """A sweep that comes back to its points (--sweep 16,256,16,256,16,256 with the 1-64 mix after) is three rounds
+    of one run; the --gpus 0 run is set against it; the split of an execution against an earlier results file."""
+    small, big = [1, 2, 4, 8], [1, 2, 4, 8, 16, 32, 64]
+    rates, bigs, tails = (7400, 7800, 7600), (7000, 7100, 6500), (2.0, 2.6, 2.4)
+    splits = ((1.0, 20.0, 0.4), (3.0, 22.0, 0.6), (2.0, 21.0, 0.5))  # medians 2.0 / 21.0 / 0.5
+    sweep = []
+    for rate, tail, split in zip(rates, tails, splits, strict=True):
+        sweep += [point(16, small, 4000, tail), point(256, small, rate, split=split)]
+    sweep += [point(16, big, 5000), *[point(256, big, b) for b in bigs], point(256, small, 1.0, processes=5)]
+    report = {**load_report(0, 0, 0, "cuda"), "sweep": sweep}
+    (tmp_path / "load_onnxruntime_tiny_shm-cuda.json").write_text(json.dumps(report))
+    gpus = {**report, "sweep": [point(256, small, 7000), point(256, big, 6000)]}
+    (tmp_path / "load_onnxruntime_tiny_shm-cuda_gpus0.json").write_text(json.dumps(gpus))
+    earlier = tmp_path / "before.json"
+    then = {"tag": "onnxruntime_tiny", "sweep": [point(256, small, 6682, split=(10.41, 56.06, 2.61))]}
+    earlier.write_text(json.dumps({"runs": [then, {**then, "tag": "torch-cuda_tiny"}]}))
+    lines = serving_summary.summarize(tmp_path, earlier)["targets"]
+    label = "onnxruntime (client: cuda shared memory, shm-cuda)"
+    mine = [line for line in lines if line.startswith(label + ":")]
+    assert mine[0] == (
+        f"{label}: 7600 images/s at 256 in flight, requests of 1-8 (7400-7800 over 3 round(s), windows of 3 s; "
+        "target 7500): met"
+    )
+    # round by round: 7000/7400, 7100/7800, 6500/7600; the median 0.9103
+    assert mine[1].startswith(f"{label}: requests of 1-64 at 0.91x the rate of requests of 1-8 (0.8553-0.9459 over 3")
+    assert mine[3] == f"{label}: p99 / p50 at 16 in flight 2.40 (2-2.6 over 3 round(s); target <= 2.5): met"
+    [agree] = [line for line in lines if "--gpus 0" in line]
+    # 7000 against 7600: 0.92x, within 10 %
+    assert agree.startswith("onnxruntime_tiny_shm-cuda_gpus0: --gpus 0 7000 images/s at 256 in flight")
+    assert agree.endswith("the default placement 7600 (7400-7800 over 3 round(s)): 0.92x, agree (within 10%)")
+    split = [line for line in lines if "input / infer / output" in line and line.startswith(label)]
+    assert split[0].endswith(
+        "2.00 / 21.00 / 0.50 ms (mean batch 128.0), median of 3 round(s); before: 10.41 / 56.06 / 2.61 ms "
+        "(mean batch 128.0) (before.json)"
+    )
+    # a --gpus run off by more than a tenth disagrees
+    gpus["sweep"] = [point(256, small, 6000)]
+    (tmp_path / "load_onnxruntime_tiny_shm-cuda_gpus0.json").write_text(json.dumps(gpus))
+    [line] = [line for line in serving_summary.summarize(tmp_path)["targets"] if "--gpus 0" in line]
+    assert line.endswith("0.79x, DISAGREE (within 10%)")
