@@ -263,6 +263,32 @@ def test_the_session_rounds_step_plans_both_runtimes_rounds_and_the_gpus_run(tmp
     assert (tmp_path / "out" / "rounds" / "serving_results.md").is_file()
 
 
+def test_a_binary_wheels_libraries_are_used_where_they_are(tmp_path):
+    """Prebuilt libraries named by WTCONV_KERNELS_LIB / WTCONV_ORT_LIB are used, no build; the folder of a wheel's
+    libwtconv_ort.so, which loads libwtconv_kernels.so beside it, goes on LD_LIBRARY_PATH for the op library's copy
+    in the model folder; a build tree's (no libwtconv_kernels.so beside it) does not."""
+    for wheel in (True, False):
+        lib = tmp_path / ("wheel" if wheel else "build") / "lib"
+        lib.mkdir(parents=True)
+        for name in ("libwtconv_kernels_capi.so", "libwtconv_ort.so") + (("libwtconv_kernels.so",) if wheel else ()):
+            (lib / name).write_bytes(b"")
+        run = tmp_path / ("a" if wheel else "b")
+        run.mkdir()
+        result = dry_run_session(
+            run,
+            "rounds",
+            WTCONV_KERNELS_LIB=str(lib / "libwtconv_kernels_capi.so"),
+            WTCONV_ORT_LIB=str(lib / "libwtconv_ort.so"),
+            LD_LIBRARY_PATH="/elsewhere",
+        )
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        assert "build" not in ran(result)
+        [environment] = list(run.glob("tmp.*/logs/environment.log"))
+        line = next(x for x in environment.read_text().splitlines() if x.startswith("libraries: "))
+        assert line.startswith(f"libraries: {lib}/libwtconv_kernels_capi.so {lib}/libwtconv_ort.so; ")
+        assert line.endswith(f"LD_LIBRARY_PATH={lib}:/elsewhere" if wheel else "LD_LIBRARY_PATH=/elsewhere")
+
+
 def test_the_rounds_fall_back_to_system_memory_and_stop_at_the_budget(tmp_path):
     # a cuda run that ends without results is run again on system shared memory, and so are the later runs
     result = dry_run_session(tmp_path / "a", "rounds", DRY_RUN_FAIL="serve_torch-cuda_tiny_shm-cuda")

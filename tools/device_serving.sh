@@ -178,6 +178,7 @@ if compgen -G "$ort_dir/libwtconv_kernels.so*" > /dev/null; then
     export LD_LIBRARY_PATH=$ort_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 gpu_info > "$logs/environment.log"
+echo "libraries: $WTCONV_KERNELS_LIB $WTCONV_ORT_LIB; LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}" >> "$logs/environment.log"
 python3 - <<'PY' 2>&1 | tee -a "$logs/environment.log"
 import os, sys, sysconfig, torch
 print("python", sys.version.split()[0], "shared libpython:", sysconfig.get_config_var("Py_ENABLE_SHARED"),
