@@ -39,13 +39,14 @@
 # of its own, tag _shm-<mode>; cuda needs the cuda-bindings wheel pack gathers), GPUS (none: a further run with
 # --gpus GPUS, tag _gpus<GPUS>), SOAK (seconds, 0: no soak; soak_<runtime>_<model>.json), SOAK_RUNTIMES ($RUNTIMES),
 # SOAK_SHARED_MEMORY (none), SOAK_SAMPLE (60 s between memory samples); SHARED_MEMORY_FALLBACK (none: the mode a
-# run whose cuda-mode load test ended without results is run again in, and the later runs take); POINT_ROUNDS (1: each sweep point repeated
-# that many times inside one served run, rounds that share one server start), EXTRA_PROCESS (1: 0 leaves out the
-# busiest point again with one more client process), GPUS_SWEEP ($SWEEP: the --gpus run's sweep), ONNX_DIR (the
-# exports' folder, default the run's own; an export already there is reused), BEFORE (the committed figures the
-# summary compares Triton's split of an execution with: docs/bench/serving_gpu_4instances.json). WTCONV_KERNELS_LIB
-# and WTCONV_ORT_LIB name prebuilt libraries (with SKIP_BUILD=1), e.g. an installed binary wheel's
-# <site>/wtconv_libs/lib/libwtconv_{kernels_capi,ort}.so. With PYV=3.11 RUNTIME=onnxruntime
+# run whose cuda-mode load test ended without results is run again in, and the later runs take); POINT_ROUNDS (1:
+# each sweep point repeated that many times inside one served run, rounds that share one server start),
+# EXTRA_PROCESS (1: 0 leaves out the busiest point again with one more client process), GPUS_SWEEP ($SWEEP: the
+# --gpus run's sweep), ONNX_DIR (the exports' folder, default the run's own; an export already there is reused),
+# BEFORE (the committed figures the summary compares Triton's split of an execution with:
+# docs/bench/serving_gpu_4instances.json). WTCONV_KERNELS_LIB and WTCONV_ORT_LIB name prebuilt libraries (with
+# SKIP_BUILD=1), e.g. an installed binary wheel's <site>/wtconv_libs/lib/libwtconv_{kernels_capi,ort}.so.
+# With PYV=3.11 RUNTIME=onnxruntime
 # DEVICE=cpu the same script runs on a CPU machine (the digits model, small settings, WTCONV_ORT_LIB to a built
 # libwtconv_ort.so and SKIP_BUILD=1), which is how its shell logic was checked.
 set -uo pipefail
