@@ -290,7 +290,7 @@ def test_a_binary_wheels_libraries_are_used_where_they_are(tmp_path):
 
 
 def test_the_rounds_fall_back_to_system_memory_and_stop_at_the_budget(tmp_path):
-    # a cuda run that ends without results is run again on system shared memory, and so are the later runs
+    # a cuda run whose check failed (here: no report) is run again on system shared memory, and so are the later runs
     result = dry_run_session(tmp_path / "a", "rounds", DRY_RUN_FAIL="serve_torch-cuda_tiny_shm-cuda")
     assert ran(result) == [
         "serve_torch-cuda_tiny_shm-cuda",
@@ -299,7 +299,7 @@ def test_the_rounds_fall_back_to_system_memory_and_stop_at_the_budget(tmp_path):
         "serve_torch-cuda_tiny_shm-system_gpus0",
         "serve_onnxruntime_tiny_shm-system_gpus0",
     ]
-    assert "serve_torch-cuda_tiny_shm-cuda: no results with cuda shared memory" in result.stdout
+    assert "serve_torch-cuda_tiny_shm-cuda: the check failed with cuda shared memory" in result.stdout
     # a budget already spent: every served stage is skipped, and says why
     result = dry_run_session(tmp_path / "b", "rounds", BUDGET="0")
     assert ran(result) == []

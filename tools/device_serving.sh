@@ -39,7 +39,7 @@
 # of its own, tag _shm-<mode>; cuda needs the cuda-bindings wheel pack gathers), GPUS (none: a further run with
 # --gpus GPUS, tag _gpus<GPUS>), SOAK (seconds, 0: no soak; soak_<runtime>_<model>.json), SOAK_RUNTIMES ($RUNTIMES),
 # SOAK_SHARED_MEMORY (none), SOAK_SAMPLE (60 s between memory samples); SHARED_MEMORY_FALLBACK (none: the mode a
-# run whose cuda-mode load test ended without results is run again in, and the later runs take); POINT_ROUNDS (1:
+# run with cuda shared memory whose check failed is run again in, and the later runs take); POINT_ROUNDS (1:
 # each sweep point repeated that many times inside one served run, rounds that share one server start),
 # EXTRA_PROCESS (1: 0 leaves out the busiest point again with one more client process), GPUS_SWEEP ($SWEEP: the
 # --gpus run's sweep), ONNX_DIR (the exports' folder, default the run's own; an export already there is reused),
@@ -263,15 +263,19 @@ repeated() {  # LIST COUNT: the comma-separated LIST COUNT times over (a sweep w
 # where each instance of a run was placed, from its server's log ("instance NAME on GPU N")
 placement() { grep -ho "instance [^ ]* on [A-Za-z]* [0-9]*" "$logs/server_$1.log" 2> /dev/null | sort | tr '\n' ' '; }
 extra=(); [ "$EXTRA_PROCESS" = 1 ] || extra=(--no-extra-process)
-fallen_back=""  # the mode cuda runs take once one of them ended without results (SHARED_MEMORY_FALLBACK)
-main_run() {  # TAG RUNTIME MODEL MODE: one main served run; a cuda run without results again in the fallback mode
+fallen_back=""  # the mode cuda runs take once the check of one of them failed (SHARED_MEMORY_FALLBACK)
+answered() {  # TAG: the run's report exists and its check answered every request, and right
+    python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["check"]
+sys.exit(not c or any(x["failed"] or x["lost"] or x["mismatched"] for x in c))' "$work/load_$1.json" 2> /dev/null
+}
+main_run() {  # TAG RUNTIME MODEL MODE: one main served run; a cuda run whose check failed again in the fallback mode
     local tag=$1 runtime=$2 model=$3 memory=$4
     within_budget "serve_$tag" || return 1
     timed_stage "serve_$tag" serve "$tag" "$runtime" "$model" "${options[@]}" "${extra[@]}" --shared-memory "$memory" &&
         return 0
-    if [ "$memory" = cuda ] && [ -n "$SHARED_MEMORY_FALLBACK" ] && [ ! -s "$work/load_$tag.json" ]; then
+    if [ "$memory" = cuda ] && [ -n "$SHARED_MEMORY_FALLBACK" ] && ! answered "$tag"; then
         fallen_back=$SHARED_MEMORY_FALLBACK
-        note "serve_$tag: no results with cuda shared memory; this and the later cuda runs in $fallen_back mode"
+        note "serve_$tag: the check failed with cuda shared memory; this and the later cuda runs in $fallen_back mode"
         main_run "${tag/_shm-cuda/_shm-$fallen_back}" "$runtime" "$model" "$fallen_back"
     fi
 }

@@ -20,7 +20,7 @@
 #   tools/device_session.sh rounds     # timed, one call of about 400 s (BUDGET): WTConvNeXt-T on both GPU runtimes,
 #                                      # full-length windows (3 s), each runtime in one server whose sweep comes
 #                                      # round POINT_ROUNDS (3) times to requests of 1-8 and 1-64 at 16 and 256 in
-#                                      # flight, the clients on SHARED_MEMORY (cuda; a run without results again in
+#                                      # flight, the clients on SHARED_MEMORY (cuda; a run whose check failed again in
 #                                      # system), then --gpus GPUS (0) at 256 against the default; Triton's split of
 #                                      # an execution beside docs/bench/serving_gpu_4instances.json; $OUT/rounds
 #   tools/device_session.sh soak-start [S]   # the soak (SOAK s, 600; SOAK_RUNTIMES, torch-cuda; 256 in flight, 1-64
