@@ -1,26 +1,41 @@
 #!/usr/bin/env python3
 """The results of tools/device_serving.sh in one JSON document and one markdown file, and a short table printed.
 
-    python -m benchmarks.serving_summary WORK_DIR OUT_DIR
+    python -m benchmarks.serving_summary WORK_DIR OUT_DIR [--before RESULTS.json]
 
-Reads WORK_DIR/load_<runtime>_<model>[_<variant>].json (``wtconv-trt serve --load-test --json``) and
-WORK_DIR/alternatives_<runtime>.json (benchmarks/serving_alternatives.py); writes OUT_DIR/serving_results.json and
-OUT_DIR/serving_results.md. For every sweep point it adds the padding the buckets cost on the batches Triton
-executed (images computed but dropped, as a share of all computed), and checks the targets of docs/serving.md.
+Reads WORK_DIR/load_<runtime>_<model>[_<variant>][_round<k>].json (``wtconv-trt serve --load-test --json``; the
+variant: shm-<mode> for a client on shared memory, gpus<list> for instances on the GPUs named; round 2, 3, ... of the
+same run), WORK_DIR/soak_<runtime>_<model>.json (``serve --soak --json``) and WORK_DIR/alternatives_<runtime>.json
+(benchmarks/serving_alternatives.py); writes OUT_DIR/serving_results.json and OUT_DIR/serving_results.md. For every
+sweep point it adds the padding the buckets cost on the batches Triton executed (images computed but dropped, as a
+share of all computed), and checks the targets of docs/serving.md on the median of the rounds of each run, saying
+their spread and which client mode each figure is of. A round is a run of its own (``_round<k>``) or a point the
+sweep came back to in the same run (``--sweep 16,256,16,256``: rounds that share one server start). A run on
+``--gpus`` is compared with the same run on the default placement. ``--before``: an earlier serving_results.json
+(docs/bench/serving_gpu_*.json), whose split of an execution (Triton's input / infer / output) is set beside this
+one's.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
+import statistics
 import sys
 from pathlib import Path
 
 from wtconv_serving.tuning import bucket_for
 
-# docs/serving.md, "Targets": WTConvNeXt-T fp16 at 256 in flight, served over direct, p99 over p50 at 16 in flight.
-TARGET_IMAGES_PER_S = {"onnxruntime": 5000, "torch-cuda": 6000}
+# docs/serving.md, "Targets": WTConvNeXt-T fp16, requests of 1-8 images at 256 in flight (the median of the rounds),
+# requests of 1-64 at least TARGET_BIG of that, served over direct, p99 over p50 at 16 in flight; the soak.
+TARGET_IMAGES_PER_S = {"onnxruntime": 7500, "torch-cuda": 7500}
+TARGET_BIG = 0.9
 TARGET_RATIO = 0.8
-TARGET_TAIL = 3.0
+TARGET_TAIL = 2.5
+TARGET_MEMORY_GROWTH = 0.02
+AGREE = 0.1  # --gpus on one GPU and the default placement agree when their rates differ by at most this share
+SMALL, BIG = [1, 2, 4, 8], 64  # the request sizes of the targets: 1-8, and a mix up to 64
 
 
 def _parts(by_part) -> str:
@@ -39,8 +54,10 @@ def padding_share(executed: dict, buckets) -> float | None:
     return round(1 - real / computed, 3) if computed else None
 
 
-def summarize(work: Path) -> dict:
-    runs, alternatives = [], []
+def summarize(work: Path, before: Path | None = None) -> dict:
+    """The reports in ``work`` and the targets' lines (with ``before``, an earlier serving_results.json, the split of
+    an execution set beside its own)."""
+    runs, alternatives, soaks = [], [], []
     for path in sorted(work.glob("load_*.json")):
         report = json.loads(path.read_text())
         tag = path.stem[len("load_") :]
@@ -48,32 +65,153 @@ def summarize(work: Path) -> dict:
         for point in report["sweep"]:
             point["padding_share"] = padding_share(point["executed_batches"], buckets)
         runs.append({"tag": tag, **report})
+    for path in sorted(work.glob("soak_*.json")):
+        soaks.append({"tag": path.stem[len("soak_") :], **json.loads(path.read_text())})
     for path in sorted(work.glob("alternatives_*.json")):
         alternatives.append(json.loads(path.read_text()))
-    return {"runs": runs, "alternatives": alternatives, "targets": targets(runs)}
+    lines = targets(runs, soaks) + placement_lines(runs)
+    if before is not None:
+        lines += split_lines(runs, json.loads(before.read_text()).get("runs", []), before.name)
+    return {"runs": runs, "soaks": soaks, "alternatives": alternatives, "targets": lines}
 
 
-def targets(runs) -> list:
-    """One line per target of docs/serving.md, met or not, from the runs of WTConvNeXt-T ("tiny")."""
-    lines = []
+def rounds_of(runs) -> dict:
+    """{the run's tag without its round: [its rounds' reports]}."""
+    groups: dict = {}
     for run in runs:
-        if not run["tag"].endswith("_tiny"):
+        groups.setdefault(re.sub(r"_round\d+$", "", run["tag"]), []).append(run)
+    return groups
+
+
+def _points(run, concurrency: int, largest: int | None = None) -> list:
+    """The sweep points at ``concurrency`` in flight with requests of 1-8 images (``largest`` None) or of up to
+    ``largest``, one per round of the sweep; not the busiest point again with an extra client process."""
+    processes = run["sweep"][0]["processes"] if run["sweep"] else None
+    found = []
+    for p in run["sweep"]:
+        small = p["batch_sizes"] == SMALL
+        if p["concurrency"] == concurrency and (small if largest is None else p["batch_sizes"][-1] == largest):
+            if p["processes"] == processes:
+                found.append(p)
+    return found
+
+
+def _over(rounds, concurrency: int, largest: int | None = None) -> list:
+    """_points over every run of ``rounds``, in order."""
+    return [p for run in rounds for p in _points(run, concurrency, largest)]
+
+
+def _over_rounds(values) -> tuple[float, str] | None:
+    """(median, "spread lo-hi over n rounds") of the values found, or None."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return statistics.median(values), f"{min(values):.4g}-{max(values):.4g} over {len(values)} round(s)"
+
+
+def _split(points) -> dict:
+    """The median over ``points`` of Triton's ms per execution, by part, and of the mean executed batch."""
+    found = [p for p in points if p.get("compute_ms_by_part")]
+    if not found:
+        return {}
+    split = {
+        part: statistics.median(p["compute_ms_by_part"][part] for p in found) for part in ("input", "infer", "output")
+    }
+    batches = [p["mean_executed_batch"] for p in found if p.get("mean_executed_batch")]
+    return {**split, "mean_batch": statistics.median(batches) if batches else None, "rounds": len(found)}
+
+
+def split_lines(runs, before_runs, source: str) -> list:
+    """Per runtime of WTConvNeXt-T: Triton's split of an execution at 256 in flight, requests of 1-8, in the runs of
+    ``before_runs`` (an earlier summary's, from ``source``) beside this summary's, per client mode."""
+    lines = []
+    for base, rounds in rounds_of(runs).items():
+        runtime, model, *variant = base.split("_")
+        before = [r for r in before_runs if r["tag"] == f"{runtime}_{model}"]
+        now, then = _split(_over(rounds, 256)), _split(_over(before, 256))
+        if model != "tiny" or not now or not then:
             continue
-        runtime = run["runtime"]
-        top = [p for p in run["sweep"] if p["concurrency"] == 256 and p["batch_sizes"] == [1, 2, 4, 8]]
-        low = [p for p in run["sweep"] if p["concurrency"] == 16 and p["batch_sizes"] == [1, 2, 4, 8]]
-        if top:
-            rate, ratio = top[0]["images_per_s"], top[0]["served_over_direct"]
+
+        def said(split):
+            return " / ".join(f"{split[part]:.2f}" for part in ("input", "infer", "output")) + (
+                f" ms (mean batch {split['mean_batch']:.1f})" if split["mean_batch"] else " ms"
+            )
+
+        lines.append(
+            f"{runtime} (client: {rounds[0].get('shared_memory', 'none')} shared memory"
+            f"{''.join(', ' + v for v in variant)}): Triton's input / infer / output of an execution at 256 in "
+            f"flight, requests of 1-8: {said(now)}, median of {now['rounds']} round(s); before: {said(then)} ({source})"
+        )
+    return lines
+
+
+def placement_lines(runs) -> list:
+    """Each run on ``--gpus`` against the same runtime, model and client mode on the default placement: the rate at
+    256 in flight, requests of 1-8, agreeing within AGREE (the spread of windows of a few seconds)."""
+    lines = []
+    groups = rounds_of(runs)
+    for base, rounds in groups.items():
+        named = re.search(r"_gpus([\d-]+)$", base)
+        default = groups.get(base[: named.start()]) if named else None
+        if not default:
+            continue
+        rate = _over_rounds([p["images_per_s"] for p in _over(rounds, 256)])
+        reference = _over_rounds([p["images_per_s"] for p in _over(default, 256)])
+        if rate is None or reference is None:
+            continue
+        ratio = rate[0] / reference[0] if reference[0] else 0.0
+        verdict = "agree" if abs(ratio - 1) <= AGREE else "DISAGREE"
+        lines.append(
+            f"{base}: --gpus {named.group(1).replace('-', ',')} {rate[0]:.0f} images/s at 256 in flight, requests of "
+            f"1-8 ({rate[1]}), the default placement {reference[0]:.0f} ({reference[1]}): {ratio:.2f}x, {verdict} "
+            f"(within {AGREE:.0%})"
+        )
+    return lines
+
+
+def targets(runs, soaks=()) -> list:
+    """One line per target of docs/serving.md, met or not: the runs of WTConvNeXt-T ("tiny") per runtime and client
+    mode, the median of their rounds; every run's check; every soak."""
+    lines = []
+    for base, rounds in rounds_of(runs).items():
+        runtime, model, *variant = base.split("_")
+        if model != "tiny":
+            continue
+        mode = rounds[0].get("shared_memory", "none")
+        label = f"{runtime} (client: {mode} shared memory{''.join(', ' + v for v in variant)})"
+        points = _over(rounds, 256)
+        window = min((p["window_s"] for p in points if p), default=None)
+        rate = _over_rounds([p and p["images_per_s"] for p in points])
+        if rate is not None:
             goal = TARGET_IMAGES_PER_S.get(runtime)
-            verdict = "met" if goal and rate >= goal else "NOT met"
-            lines.append(f"{runtime}: {rate:.0f} images/s at 256 in flight (target {goal}): {verdict}")
+            verdict = "met" if goal and rate[0] >= goal else "NOT met"
+            lines.append(
+                f"{label}: {rate[0]:.0f} images/s at 256 in flight, requests of 1-8 ({rate[1]}, windows of "
+                f"{window:g} s; target {goal}): {verdict}"
+            )
+            big = _over_rounds(
+                [
+                    b["images_per_s"] / p["images_per_s"] if p["images_per_s"] else None
+                    for run in rounds
+                    for b, p in zip(_points(run, 256, BIG), _points(run, 256), strict=False)  # round by round
+                ]
+            )
+            if big is not None:
+                met = "met" if big[0] >= TARGET_BIG else "NOT met"
+                lines.append(
+                    f"{label}: requests of 1-64 at {big[0]:.2f}x the rate of requests of 1-8 ({big[1]}; target "
+                    f">= {TARGET_BIG}): {met}"
+                )
+            ratio = _over_rounds([p and p["served_over_direct"] for p in points])
             if ratio is not None:
-                met = "met" if ratio >= TARGET_RATIO else "NOT met"
-                lines.append(f"{runtime}: served / direct at the executed batches {ratio:.2f} (target 0.8): {met}")
-        if low and low[0]["latency_ms"]["p99_over_p50"] is not None:
-            tail = low[0]["latency_ms"]["p99_over_p50"]
-            met = "met" if tail <= TARGET_TAIL else "NOT met"
-            lines.append(f"{runtime}: p99 / p50 at 16 in flight {tail:.2f} (target <= 3): {met}")
+                met = "met" if ratio[0] >= TARGET_RATIO else "NOT met"
+                lines.append(f"{label}: served / direct at the executed batches {ratio[0]:.2f} (target 0.8): {met}")
+        tail = _over_rounds([p["latency_ms"]["p99_over_p50"] for p in _over(rounds, 16)])
+        if tail is not None:
+            met = "met" if tail[0] <= TARGET_TAIL else "NOT met"
+            lines.append(
+                f"{label}: p99 / p50 at 16 in flight {tail[0]:.2f} ({tail[1]}; target <= {TARGET_TAIL}): {met}"
+            )
     for run in runs:
         for check in run["check"]:
             bad = check["failed"] + check["lost"] + check["mismatched"]
@@ -82,6 +220,21 @@ def targets(runs) -> list:
                 f"{run['tag']}: check {check['completed']} ok, {check['lost']} lost, {check['mismatched']} "
                 f"mismatched{killed}: {'met' if bad == 0 else 'NOT met'}"
             )
+    for soak in soaks:
+        s = soak.get("soak")
+        if not s:
+            continue
+        growth = s["memory_growth"]
+        grown = ", ".join(f"{k} {v:+.2%}" for k, v in growth.items() if v is not None) or "not sampled"
+        memory_ok = all(v is None or v <= TARGET_MEMORY_GROWTH for v in growth.values())
+        good = s["lost"] == s["mismatched"] == s["failed"] == s["other_errors"] == 0 and memory_ok
+        lines.append(
+            f"{soak['tag']}: soak of {s['duration_s']:g} s at {s['concurrency']} in flight: {s['completed']} ok, "
+            f"{s['lost']} lost, {s['mismatched']} mismatched, {s['other_errors']} other errors "
+            f"({s['errors_of_the_killed_backend']} of the killed backend, retried); memory growth from "
+            f"{s['memory_settle_s']:g} s: {grown} (target <= {TARGET_MEMORY_GROWTH:.0%}): "
+            f"{'met' if good else 'NOT met'}"
+        )
     return lines
 
 
@@ -91,7 +244,8 @@ def markdown(summary: dict) -> str:
         out += [
             f"## {run['tag']}: {run['runtime']}, {run['input_dtype']} ({run.get('gpu') or run['machine']})",
             "",
-            f"Execution: {run['execution']}. Tuning: {run['tuning']}.",
+            f"Execution: {run['execution']}. Tuning: {run['tuning']}. Client: {run.get('shared_memory', 'none')} "
+            "shared memory.",
             "",
             "| direct batch | images/s | ms p50 | ms p99 |",
             "|---|---|---|---|",
@@ -123,6 +277,23 @@ def markdown(summary: dict) -> str:
         for recovery in run.get("recoveries", []):
             out.append(f"Recovery: {recovery}")
         out.append("")
+    for soak in summary.get("soaks", []):
+        s = soak.get("soak") or {}
+        if not s:
+            continue
+        out += [
+            f"## Soak {soak['tag']}: {soak['runtime']} ({soak.get('gpu') or soak['machine']}), {s['duration_s']:g} s",
+            "",
+            f"{s['requests']} requests of {s['batch_sizes']} images from {s['concurrency']} clients: {s['completed']} "
+            f"ok, {s['failed']} failed, {s['lost']} lost, {s['mismatched']} mismatched, {s['retried']} retries; "
+            f"backend killed at {s['backend_killed_at_s']} s, back at {s['backend_back_at_s']} s; "
+            f"{s['errors_of_the_killed_backend']} errors of its requests, {s['other_errors']} others.",
+            "",
+            "| s | host RSS MiB (server and stubs) | GPU memory MiB |",
+            "|---|---|---|",
+        ]
+        out += [f"| {m['t_s']} | {m['host_rss_mib']} | {m['gpu_memory_mib']} |" for m in s["memory_samples"]]
+        out += ["", f"Memory growth from {s['memory_settle_s']:g} s: {s['memory_growth']}.", ""]
     for alt in summary["alternatives"]:
         out += [
             f"## Alternatives: {alt['runtime']} ({alt.get('gpu')}), direct, {Path(alt['model']).name}",
@@ -170,8 +341,13 @@ def table(summary: dict) -> str:
 
 
 def main() -> int:
-    work, out = Path(sys.argv[1]), Path(sys.argv[2])
-    summary = summarize(work)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("work", type=Path, help="the device script's work folder (load_*.json, soak_*.json)")
+    parser.add_argument("out", type=Path, help="where serving_results.{json,md} go")
+    parser.add_argument("--before", type=Path, help="an earlier serving_results.json to compare the split with")
+    args = parser.parse_args()
+    work, out = args.work, args.out
+    summary = summarize(work, args.before)
     out.mkdir(parents=True, exist_ok=True)
     (out / "serving_results.json").write_text(json.dumps(summary, indent=1))
     (out / "serving_results.md").write_text(markdown(summary))

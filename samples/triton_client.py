@@ -4,11 +4,12 @@ Start a server: ``wtconv-trt serve MODEL.onnx`` (Triton's Python backend, any ma
 prints the line that runs this client for its model, or the TensorRT-backend repository written by
 ``wtconv-trt triton-repo`` (``REPO/serve.sh``; docs/engines.md). Then:
 
-    pip install "tritonclient[grpc]"
+    pip install -e . "tritonclient[grpc]"   # this package (its options, the ONNX check, shared memory) and the client
     python samples/triton_client.py --model digits --onnx digits.onnx    # 256 held-out digits, checked
     python samples/triton_client.py --model tiny --onnx tiny.onnx        # seeded random images of the served shape
     python samples/triton_client.py --model tiny --onnx tiny.onnx --images cat.jpg dog.png   # needs Pillow
     python samples/triton_client.py --model tiny --inputs batch.npz      # your own (B,C,H,W) arrays, not checked
+    python samples/triton_client.py --model tiny --onnx tiny.onnx --shared-memory system   # tensors through /dev/shm
 
 It asks the server for the model's input name, shape and datatype (model metadata and config: FP16 for an fp16
 export or engine), sends the data in requests of ``--batch`` images (at most the served max_batch_size: a larger
@@ -25,15 +26,25 @@ held-out digits for the shipped model, else ``--count`` seeded standard-normal i
 height or width is dynamic (a TensorRT-backend repository of a dynamic engine) takes its size from ``--shape``,
 else from the size the ONNX file was exported at.
 
+With ``--shared-memory system`` (or ``cuda``) the server runs on this machine and the tensors do not travel in the
+requests: each request's images are written into a region of /dev/shm (or of GPU 0's memory, which reaches a GPU
+instance on the GPU; needs cuda-python) that the server has registered, and the server writes the answer into a
+second one (wtconv_serving.traffic.shared_memory). Both regions are made once, reused by every request, and removed
+on every exit, Ctrl-C and errors included (docs/serving.md, "Shared memory").
+
 Exit status: 0 when every answer matches (or was not checked, without --onnx), 1 when they differ beyond the
 tolerance, 2 with one line for anything that stops the check (no server, the server's HTTP port given instead of
-its gRPC one, model not ready, a shape, file or picture that does not fit).
+its gRPC one, model not ready, a shape, file or picture that does not fit, shared memory the server cannot map),
+130 after Ctrl-C.
 """
 
 import argparse
+import contextlib
 import sys
 
 import numpy as np
+
+from wtconv_core.options import SHARED_MEMORY_MODES, LoadTestOptions, help_of
 
 DTYPES = {"FP16": np.float16, "FP32": np.float32}
 # The engine validation's element-wise tolerances per precision (wtconv_validate.engine.TOLERANCES): a served engine
@@ -201,6 +212,66 @@ def compare(served, reference, atol, rtol):
     return measures
 
 
+def shared_memory(mode, client, url):
+    """The client's shared memory (a ClientMemory: every region it makes is removed when the with block ends,
+    normally, by an error or by Ctrl-C), or nothing for ``mode`` "none"."""
+    if mode == "none":
+        return contextlib.nullcontext()
+    from wtconv_core.errors import WtconvTrtError
+    from wtconv_serving.traffic.shared_memory import ClientMemory
+
+    try:
+        return ClientMemory(mode, client, url=url)
+    except WtconvTrtError as error:
+        raise Stop(in_our_words(error)) from None
+
+
+def in_our_words(error) -> str:
+    """A shared-memory error of the library, its parameter named as this script's option."""
+    return str(error).replace("shared_memory=", "--shared-memory ").replace("shared_memory ", "--shared-memory ", 1)
+
+
+def send(client, model, x, batch, name, datatype, output, memory):
+    """The served answers to ``x`` in requests of ``batch`` images, one array per request, the tensors in the
+    requests or, with ``memory``, in two regions made once: the images written into one, the answers read from the
+    other (sized from the model's output, when its dimensions are fixed)."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    from wtconv_core.errors import WtconvTrtError
+
+    inputs = outputs = None
+    if memory is not None:
+        described = client.get_model_metadata(model).outputs[0]
+        dims = [int(d) for d in described.shape[1:]]
+        out_dtype = np.dtype(DTYPES.get(described.datatype, np.float32))
+        try:
+            inputs = memory.region(x[:batch].nbytes, "inputs")
+            if described.datatype in DTYPES and min(dims, default=1) > 0:
+                outputs = memory.region(batch * int(np.prod(dims)) * out_dtype.itemsize, "outputs")
+        except WtconvTrtError as error:
+            raise Stop(in_our_words(error)) from None
+    for start in range(0, len(x), batch):
+        chunk = x[start : start + batch]
+        request = grpcclient.InferInput(name, list(chunk.shape), datatype)
+        wanted = grpcclient.InferRequestedOutput(output)
+        if inputs is None:
+            request.set_data_from_numpy(chunk)
+        else:
+            inputs.write(chunk)
+            request.set_shared_memory(inputs.name, chunk.nbytes)
+        if outputs is not None:
+            wanted.set_shared_memory(outputs.name, len(chunk) * int(np.prod(dims)) * out_dtype.itemsize)
+        try:
+            result = client.infer(model, [request], outputs=[wanted])
+        except InferenceServerException as error:
+            raise Stop(f"the server refused a request of shape {list(chunk.shape)}: {error}") from None
+        if outputs is None:
+            yield result.as_numpy(output)
+        else:
+            yield outputs.read(out_dtype, result.get_output(output).shape)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="localhost:8001", help="Triton gRPC endpoint (default localhost:8001)")
@@ -219,12 +290,21 @@ def main(argv=None) -> int:
     parser.add_argument("--std", type=float, nargs="+", help="--images: per-channel std (default ImageNet's)")
     parser.add_argument("--atol", type=float, help="absolute tolerance (default FP32 1e-3, FP16 5e-2)")
     parser.add_argument("--rtol", type=float, help="relative tolerance (default FP32 1e-3, FP16 5e-2)")
+    parser.add_argument(
+        "--shared-memory",
+        choices=SHARED_MEMORY_MODES,
+        default="none",
+        help=help_of(LoadTestOptions, "shared_memory"),
+    )
     args = parser.parse_args(argv)
     try:
         return run(args)
     except Stop as reason:
         print(f"triton_client: error: {' '.join(str(reason).split())}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the shared-memory regions are gone by now (ClientMemory's with block)
+        print("triton_client: interrupted", file=sys.stderr)
+        return 130
 
 
 def run(args) -> int:
@@ -294,20 +374,12 @@ def run(args) -> int:
         served_limit = f"batches of exactly {fixed_batch}" if fixed_batch > 0 else f"max_batch_size {max_batch}"
         print(f"--batch {args.batch}: model {args.model!r} is served with {served_limit}; sending requests of {batch}")
 
-    answers = []
-    for start in range(0, len(x), batch):
-        chunk = x[start : start + batch]
-        request = grpcclient.InferInput(name, list(chunk.shape), datatype)
-        request.set_data_from_numpy(chunk)
-        try:
-            result = client.infer(args.model, [request], outputs=[grpcclient.InferRequestedOutput(output)])
-        except InferenceServerException as error:
-            raise Stop(f"the server refused a request of shape {list(chunk.shape)}: {error}") from None
-        answers.append(result.as_numpy(output))
-    served = np.concatenate(answers)
+    with shared_memory(args.shared_memory, client, args.url) as memory:
+        served = np.concatenate(list(send(client, args.model, x, batch, name, datatype, output, memory)))
     print(
         f"{len(x)} images through Triton model {args.model!r} at {args.url}: input {name!r} {datatype} "
         f"[{channels}, {height}, {width}], batches of {batch}; output {output!r} {list(served.shape)}"
+        + ("" if args.shared_memory == "none" else f"; tensors in {args.shared_memory} shared memory")
     )
     if session is None:
         if served.ndim == 2:

@@ -9,6 +9,8 @@ Fixtures for hardware- and library-dependent tests (each calls pytest.skip with 
                          library); returns its path. The library is found, in order, from the environment
                          variable WTCONV_KERNELS_LIB, from ``wtconv_torch.cuda_kernels.find_library()`` when
                          that module exists, or not at all (skip, saying how to build it).
+    require_cuda_shared_memory  require_cuda, and a client here can make CUDA shared memory (tritonclient's
+                         cuda_shared_memory over NVIDIA's cuda-python); returns the kernel library's path.
     require_tensorrt     ``import tensorrt`` works (bindings and libnvinfer); returns the module.
     tensorrt_rtx         TensorRT-RTX is installed and imports (our loader links included); selects it as this
                          process's backend and returns its module.
@@ -462,6 +464,28 @@ def require_cuda():
     if reason:
         pytest.skip(reason)
     return find_kernels_library()[0]
+
+
+def cuda_shared_memory_skip_reason():
+    """None where a client here can make CUDA shared memory (a CUDA device, and tritonclient's cuda_shared_memory with
+    NVIDIA's cuda-python under it), else why not."""
+    reason = cuda_device_skip_reason()
+    if reason:
+        return reason
+    try:
+        import tritonclient.utils.cuda_shared_memory  # noqa: F401
+    except ImportError as error:
+        return f"tritonclient's CUDA shared memory cannot be imported ({error}): pip install 'tritonclient[cuda]'"
+    return None
+
+
+@pytest.fixture(scope="session")
+def require_cuda_shared_memory(require_cuda):
+    """A CUDA device, our kernel library (the torch-cuda runtime serves the model) and CUDA shared memory."""
+    reason = cuda_shared_memory_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    return require_cuda
 
 
 @pytest.fixture(scope="session")

@@ -262,6 +262,20 @@ TWINS = {
     "serve/host-unresolvable": lambda f: wtconv_trt.serve(
         f["d_onnx"], f["work"] / "served", host="no-such-host.invalid"
     ),
+    "serve/soak-zero": lambda f: wtconv_trt.serve(f["d_onnx"], soak_s=0.0),
+    "serve/sample-every-zero": lambda f: wtconv_trt.serve(f["d_onnx"], soak_s=5.0, sample_every_s=0.0),
+    "serve/gpus-repeated": lambda f: wtconv_trt.write_serving_repository(
+        f["d_onnx"], f["work"] / "served", gpus=(0, 0)
+    ),
+    "serve/gpus-with-cpu-instances": lambda f: wtconv_trt.serve(
+        f["d_onnx"], f["work"] / "served", gpus=(0,), runtime="onnxruntime", device="cpu"
+    ),
+    "serve/gpus-with-model-instances": lambda f: wtconv_trt.write_serving_repository(
+        f["d_onnx"], f["work"] / "served", gpus=(1,), instance_kind="model"
+    ),
+    "serve/gpus-not-visible": lambda f: wtconv_trt.serve(
+        f["d_onnx"], f["work"] / "served", gpus=(int(f["gpu_not_visible"]),)
+    ),
     "serve/ort-library-not-one": lambda f: wtconv_trt.write_serving_repository(
         f["d_onnx"], f["work"] / "served", ort_library=f["existing"]
     ),
@@ -323,6 +337,8 @@ SYNTAX = {
     "triton/engine-with-ort-library": "an option of the other backend's repository (no such API parameter)",
     "triton/onnx-instance-kind": "a choice argparse refuses",
     "serve/device-choice": "a choice argparse refuses",
+    "serve/shared-memory-choice": "a choice argparse refuses",
+    "serve/gpus-empty": "text that is not a list of GPU indices",
 }
 
 BY_ID = {case_id: argv for case_id, argv, _ in CASES}

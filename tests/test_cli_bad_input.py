@@ -135,6 +135,9 @@ def files(tmp_path_factory):
     import onnxruntime
 
     f["no_cuda_ep"] = None if "CUDAExecutionProvider" in onnxruntime.get_available_providers() else "cuda"
+    from wtconv_serving.server.launcher import visible_gpus
+
+    f["gpu_not_visible"] = str(visible_gpus())  # the first index past the GPUs a server started here would see
     busy = socket.socket()  # a port something listens on, for the whole module
     busy.bind(("127.0.0.1", 0))
     busy.listen()
@@ -605,6 +608,30 @@ SERVE = [
         "serve/ort-library-not-one",
         ["serve", "{d_onnx}", "--ort-library", "{existing}", "--repo", "{work}/served", "--write-only"],
         "is not libwtconv_ort.so",
+    ),
+    ("serve/shared-memory-choice", ["serve", "{d_onnx}", "--shared-memory", "rdma"], "invalid choice"),
+    ("serve/soak-zero", ["serve", "{d_onnx}", "--soak", "0"], "--soak: expected a number from 1 to"),
+    ("serve/sample-every-zero", ["serve", "{d_onnx}", "--soak", "5", "--sample-every", "0"], "--sample-every"),
+    ("serve/gpus-empty", ["serve", "{d_onnx}", "--gpus", "", "--repo", "{work}/served", "--write-only"], "GPU indices"),
+    (
+        "serve/gpus-repeated",
+        ["serve", "{d_onnx}", "--gpus", "0,0", "--repo", "{work}/served", "--write-only"],
+        "--gpus: expected distinct GPU indices",
+    ),
+    (
+        "serve/gpus-with-cpu-instances",
+        ["serve", "{d_onnx}", "--gpus", "0", "--runtime", "onnxruntime", "--device", "cpu", "--repo", "{work}/served"],
+        "--gpus 0: places GPU instances, and they run on the CPU",
+    ),
+    (
+        "serve/gpus-with-model-instances",
+        ["serve", "{d_onnx}", "--gpus", "1", "--instance-kind", "model", "--repo", "{work}/served", "--write-only"],
+        "--gpus 1: places GPU instances, and instance_kind model lets the runtime place them",
+    ),
+    (
+        "serve/gpus-not-visible",
+        ["serve", "{d_onnx}", "--gpus", "{gpu_not_visible}", "--repo", "{work}/served"],
+        "is not one the server would see here",
     ),
 ]
 BUILD_LIBS = [

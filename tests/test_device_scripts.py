@@ -160,6 +160,173 @@ def test_ort_headers_finds_the_newest_version(tmp_path):
     assert bash("ort_headers", cwd=tmp_path / "third_party").stdout.strip() == ""
 
 
+def test_the_serving_script_plans_the_measurements_of_its_knobs(tmp_path):
+    """tools/device_serving.sh in DRY_RUN (nothing installed, exported or served): the client modes, rounds, the
+    --gpus run and the soak each become the stages docs/serving.md names, with serve's options for them."""
+    import sys
+
+    env = {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "TMPDIR": str(tmp_path),
+        "OUT": str(tmp_path / "out"),
+        "DRY_RUN": "1",
+        "DEVICE": "cpu",
+        "MODELS": "tiny",
+        "RUNTIMES": "torch-cuda",
+        "ROUNDS": "2",
+        "SHARED_MEMORY": "none cuda",
+        "GPUS": "0,1",
+        "SOAK": "600",
+        "ALTERNATIVES": "0",
+        "SKIP_BUILD": "1",
+        "BUDGET": "100000",
+    }
+    result = subprocess.run(
+        ["bash", str(ROOT / "tools" / "device_serving.sh")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = result.stdout.split("===== summary\n", 1)[1].split("=====")[0].splitlines()
+    stages = [line.split(":")[0] for line in summary if ": rc=0" in line]
+    assert stages == [
+        "serve_torch-cuda_tiny",
+        "serve_torch-cuda_tiny_round2",
+        "serve_torch-cuda_tiny_shm-cuda",
+        "serve_torch-cuda_tiny_shm-cuda_round2",
+        "serve_torch-cuda_tiny_gpus0-1",
+        "soak_torch-cuda_tiny",
+    ]
+    [logs] = list(tmp_path.glob("tmp.*/logs"))
+    assert (logs / "serve_torch-cuda_tiny_shm-cuda_round2.log").read_text().split()[-2:] == ["--shared-memory", "cuda"]
+    assert "--gpus 0,1 --no-extra-process" in (logs / "serve_torch-cuda_tiny_gpus0-1.log").read_text()
+    soak = (logs / "soak_torch-cuda_tiny.log").read_text()
+    assert "--soak 600 --concurrency 256 --batch-sizes 1,2,4,8,16,32,64 --kill-backend" in soak
+    assert (tmp_path / "out" / "serving_results.md").is_file()
+
+
+def dry_run_session(tmp_path: Path, *step: str, **env: str) -> subprocess.CompletedProcess:
+    """tools/device_session.sh STEP under DRY_RUN on the CPU (onnxruntime's device cpu: no CUDA provider here), its
+    state, temporary folders and results under tmp_path."""
+    import sys
+
+    env = {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "TMPDIR": str(tmp_path),
+        "OUT": str(tmp_path / "out"),
+        "SESSION_STATE": str(tmp_path / "state"),
+        "DRY_RUN": "1",
+        "DEVICE": "cpu",
+        **env,
+    }
+    return subprocess.run(
+        ["bash", str(ROOT / "tools" / "device_session.sh"), *step],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, **env},
+    )
+
+
+def ran(result: subprocess.CompletedProcess) -> list:
+    """The stages the summary says ran, in order."""
+    summary = result.stdout.split("===== summary\n", 1)[1].split("=====")[0].splitlines()
+    return [line.split(":")[0] for line in summary if ": rc=" in line]
+
+
+def test_the_session_rounds_step_plans_both_runtimes_rounds_and_the_gpus_run(tmp_path):
+    """`rounds`: each runtime once, its sweep coming round three times to 16 and 256 in flight, both request mixes,
+    full-length windows, clients on CUDA shared memory; then --gpus 0 at 256 for each; the exports kept in the
+    session's state for the soak; Triton's split compared with the committed figures."""
+    result = dry_run_session(tmp_path, "rounds")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert ran(result) == [
+        "serve_torch-cuda_tiny_shm-cuda",
+        "serve_onnxruntime_tiny_shm-cuda",
+        "serve_torch-cuda_tiny_shm-cuda_gpus0",
+        "serve_onnxruntime_tiny_shm-cuda_gpus0",
+    ]
+    [logs] = list(tmp_path.glob("tmp.*/logs"))
+    # DRY_RUN records the script's serve function with its arguments (serve --load-test CHECK --window WINDOW ...)
+    rounds = (logs / "serve_onnxruntime_tiny_shm-cuda.log").read_text().split()
+    assert rounds[1:5] == ["serve", "onnxruntime_tiny_shm-cuda", "onnxruntime", "tiny"]
+    assert " ".join(rounds[5:]) == (
+        "--sweep 16,256,16,256,16,256 --mix 1,2,4,8,16,32,64 --no-extra-process --shared-memory cuda"
+    )
+    gpus = (logs / "serve_torch-cuda_tiny_shm-cuda_gpus0.log").read_text()
+    assert gpus.rstrip().endswith("--sweep 256 --mix 1,2,4,8,16,32,64 --gpus 0 --no-extra-process --shared-memory cuda")
+    assert (tmp_path / "state" / "onnx").is_dir()  # the exports' folder, which the soak reuses
+    assert (tmp_path / "out" / "rounds" / "serving_results.md").is_file()
+
+
+def test_a_binary_wheels_libraries_are_used_where_they_are(tmp_path):
+    """Prebuilt libraries named by WTCONV_KERNELS_LIB / WTCONV_ORT_LIB are used, no build; the folder of a wheel's
+    libwtconv_ort.so, which loads libwtconv_kernels.so beside it, goes on LD_LIBRARY_PATH for the op library's copy
+    in the model folder; a build tree's (no libwtconv_kernels.so beside it) does not."""
+    for wheel in (True, False):
+        lib = tmp_path / ("wheel" if wheel else "build") / "lib"
+        lib.mkdir(parents=True)
+        for name in ("libwtconv_kernels_capi.so", "libwtconv_ort.so") + (("libwtconv_kernels.so",) if wheel else ()):
+            (lib / name).write_bytes(b"")
+        run = tmp_path / ("a" if wheel else "b")
+        run.mkdir()
+        result = dry_run_session(
+            run,
+            "rounds",
+            WTCONV_KERNELS_LIB=str(lib / "libwtconv_kernels_capi.so"),
+            WTCONV_ORT_LIB=str(lib / "libwtconv_ort.so"),
+            LD_LIBRARY_PATH="/elsewhere",
+        )
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        assert "build" not in ran(result)
+        [environment] = list(run.glob("tmp.*/logs/environment.log"))
+        line = next(x for x in environment.read_text().splitlines() if x.startswith("libraries: "))
+        assert line.startswith(f"libraries: {lib}/libwtconv_kernels_capi.so {lib}/libwtconv_ort.so; ")
+        assert line.endswith(f"LD_LIBRARY_PATH={lib}:/elsewhere" if wheel else "LD_LIBRARY_PATH=/elsewhere")
+
+
+def test_the_rounds_fall_back_to_system_memory_and_stop_at_the_budget(tmp_path):
+    # a cuda run whose check failed (here: no report) is run again on system shared memory, and so are the later runs
+    result = dry_run_session(tmp_path / "a", "rounds", DRY_RUN_FAIL="serve_torch-cuda_tiny_shm-cuda")
+    assert ran(result) == [
+        "serve_torch-cuda_tiny_shm-cuda",
+        "serve_torch-cuda_tiny_shm-system",
+        "serve_onnxruntime_tiny_shm-system",
+        "serve_torch-cuda_tiny_shm-system_gpus0",
+        "serve_onnxruntime_tiny_shm-system_gpus0",
+    ]
+    assert "serve_torch-cuda_tiny_shm-cuda: the check failed with cuda shared memory" in result.stdout
+    # a budget already spent: every served stage is skipped, and says why
+    result = dry_run_session(tmp_path / "b", "rounds", BUDGET="0")
+    assert ran(result) == []
+    assert "serve_torch-cuda_tiny_shm-cuda: skipped (time budget of 0 s:" in result.stdout
+
+
+def test_the_soak_starts_detached_and_a_later_call_collects_it(tmp_path):
+    assert dry_run_session(tmp_path, "soak-wait", "1").returncode == 1  # nothing started yet
+    started = dry_run_session(tmp_path, "soak-start", "60")
+    assert started.returncode == 0, started.stdout[-3000:] + started.stderr[-3000:]
+    assert (
+        "soak started: 600 s of torch-cuda" in started.stdout and "the soak is done (exit status 0)" in started.stdout
+    )
+    state = tmp_path / "state" / "soak"
+    [soak] = list(state.glob("tmp.*/logs/soak_torch-cuda_tiny.log"))
+    command = soak.read_text()
+    assert f"{state}/repo" not in command  # run from its own copy, relative paths
+    assert f" {tmp_path}/state/onnx/tiny_fp16.onnx " in command
+    assert "--soak 600 --concurrency 256 --batch-sizes 1,2,4,8,16,32,64 --kill-backend --sample-every 60" in command
+    assert (state / "repo" / "tools" / "device_session.sh").is_file()
+    # collected into $OUT/soak by this call and again by a later one; a second start starts nothing
+    assert (tmp_path / "out" / "soak" / "serving_results.md").is_file()
+    again = dry_run_session(tmp_path, "soak-start")
+    assert "the soak was already started" in again.stdout and "the soak is done" in again.stdout
+    assert "the soak is done" in dry_run_session(tmp_path, "soak-wait", "1").stdout
+
+
 KERNELS_SCRIPT = ROOT / "tools" / "device_kernels.sh"
 
 

@@ -78,7 +78,7 @@ def test_a_job_refuses_an_option_of_another_repository(tmp_path):
         (lambda: wtconv_trt.write_triton_repository(engine, tmp_path / "r", server_path="/models"), "server_path"),
         (lambda: wtconv_trt.write_triton_repository(engine, tmp_path / "r", cudnn_search="EXHAUSTIVE"), "cudnn_search"),
         (lambda: wtconv_trt.write_triton_repository(engine, tmp_path / "r", runtime="onnxruntime"), "runtime"),
-        (lambda: wtconv_trt.write_serving_repository(tmp_path / "m.onnx", tmp_path / "r", gpus=[0]), "gpus"),
+        (lambda: wtconv_trt.write_serving_repository(tmp_path / "m.onnx", tmp_path / "r", labels="l.txt"), "labels"),
     ]:
         with pytest.raises(InputError, match=f"^{parameter}: not an option of ") as caught:
             call()

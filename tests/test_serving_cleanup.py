@@ -7,7 +7,8 @@ gives serve an empty cache), so the onnxruntime-extensions Python op runs them: 
 bucket up to 128 and whose batches of 128 take long enough to be interrupted in the middle.
 
 Oracles: /proc (no process naming the repository, or the view of it the server reads, is left; the backend stubs'
-shared-memory regions, read from their command lines while they run, are gone from /dev/shm), the private temporary
+shared-memory regions, read from their command lines while they run, and the load test's, named by serve's pid, are
+gone from /dev/shm), the private temporary
 folder serve is given (no tritonserver-* log folder or repository view), the exit status and the last line on
 stderr, and the answers of ONNX Runtime on the same file.
 """
@@ -32,6 +33,7 @@ from test_cli_bad_input import interruptible  # noqa: E402
 
 import wtconv_trt  # noqa: E402
 from wtconv_serving.server.launcher import SHM_PREFIX  # noqa: E402
+from wtconv_serving.traffic.shared_memory import PREFIX as CLIENT_PREFIX  # noqa: E402
 
 pytestmark = pytest.mark.slow  # real serve and tritonserver processes
 
@@ -108,9 +110,14 @@ class Serve:
         err = [line for line in self.process.stderr.read().splitlines() if line.strip()]
         return status, err
 
+    def client_regions(self) -> list[str]:
+        """The shared-memory regions serve's load test made, in /dev/shm (named by serve's pid)."""
+        return sorted(p.name for p in Path("/dev/shm").glob(f"{CLIENT_PREFIX}{self.process.pid}_*"))
+
     def assert_nothing_left(self) -> None:
         assert self.processes() == {}, self.processes()
         assert [name for name in self.regions if Path("/dev/shm", name).exists()] == []
+        assert self.client_regions() == []
         ours = [p.name for p in self.tmp.iterdir() if p.name.startswith(("tritonserver-", "wtconv-load-", "tmp"))]
         assert ours == [], "temporary folders left"
 
@@ -177,11 +184,20 @@ def test_ctrl_c_while_the_model_warms_up(serve):
 
 
 def test_ctrl_c_during_the_load_test(serve, tmp_path):
-    run = serve("--load-test", "2000", "--json", str(tmp_path / "load.json"), "--max-batch-size", "8", "--no-warmup")
+    """Interrupted while the check's requests go through system shared memory: the load test's regions (the pool's,
+    and one per client for the answers) go with the rest."""
+    argv = ["--load-test", "400", "--json", str(tmp_path / "load.json"), "--max-batch-size", "8", "--no-warmup"]
+    run = serve(*argv, "--shared-memory", "system")
     # No --sweep: the line promises no sweep.
-    assert run.wait_line("load test:") == "load test: checking 2000 requests, then the runner directly"
+    assert run.wait_line("load test:") == (
+        "load test: checking 400 requests, then the runner directly (inputs in system shared memory)"
+    )
     run.note_regions()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 240
+    while not run.client_regions():
+        assert time.monotonic() < deadline and run.process.poll() is None, run.lines
+        time.sleep(0.05)
+    time.sleep(0.3)  # requests under way
     status, err = run.interrupt()
     assert status == 130 and err[-1] == "wtconv-trt serve: interrupted", err
     assert not (tmp_path / "load.json").exists()

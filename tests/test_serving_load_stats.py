@@ -55,3 +55,48 @@ def test_compute_time_is_per_execution_and_split_by_part():
 def test_nothing_executed_gives_no_compute_time():
     same = reading({4: (10, 10_000_000, 50_000_000, 1_000_000)}, requests=20, queue_ns=40_000_000)
     assert stats_delta(same, same) == ({}, None, {})
+
+
+def soak_report(host_mib, gpu_mib, *, error_times=(), killed=None, back=None, duration=600.0):
+    """A soak of ``duration`` s whose memory was sampled every minute (host, GPU), with errors seen at
+    ``error_times`` and the backend killed and back at the times given."""
+    from wtconv_serving.traffic.check import LoadReport
+    from wtconv_serving.traffic.soak import SoakReport
+
+    load = LoadReport("grpc", 100, 4, [1, 2], completed=100, images=150)
+    load.error_times = list(error_times)
+    load.errors = [f"error at {t}" for t in error_times]
+    samples = [
+        {"t_s": 60.0 * minute, "host_rss_mib": host, "gpu_memory_mib": gpu}
+        for minute, (host, gpu) in enumerate(zip(host_mib, gpu_mib, strict=True))
+    ]
+    return SoakReport(load, duration, samples, killed is not None, killed, back)
+
+
+def test_the_soak_judges_memory_from_minute_two():
+    """Growth is measured from the first sample at minute 2 to the last: the warm-up before it does not count, up to 2 %
+    passes, more does not, host and GPU each (the GPU sampled as the sum of its GPUs)."""
+    host = [500, 900, 1000, 1010, 1019]  # minute 0 and 1: the warm-up
+    gpu = [[100, 100], [400, 400], [500, 500], [500, 505], [505, 505]]
+    report = soak_report(host, gpu, duration=240.0)
+    assert report.settle_s == 48.0  # a fifth of a soak shorter than ten minutes
+    report = soak_report(host, gpu)
+    assert report.settle_s == 120.0
+    growth = report.memory_growth()
+    assert growth["host"] == pytest.approx(1019 / 1000 - 1) and growth["gpu"] == pytest.approx(1010 / 1000 - 1)
+    assert report.passed
+    assert not soak_report([500, 900, 1000, 1010, 1021], gpu).passed
+    assert not soak_report(host, [*gpu[:-1], [520, 505]]).passed
+    assert soak_report(host, [None] * 5).memory_growth()["gpu"] is None  # no GPU: the host alone judged
+
+
+def test_the_soak_tells_the_killed_backends_errors_from_others():
+    """Errors between the kill and a few seconds after the reload are the killed backend's own (retried); any other
+    error fails the soak, and so does a backend that never came back."""
+    host, gpu = [1000] * 5, [None] * 5
+    report = soak_report(host, gpu, error_times=[300.1, 300.5, 309.0], killed=300.0, back=305.0)
+    assert report.kill_errors() == (3, 0) and report.passed
+    report = soak_report(host, gpu, error_times=[300.1, 200.0, 320.0], killed=300.0, back=305.0)
+    assert report.kill_errors() == (1, 2) and not report.passed
+    assert not soak_report(host, gpu, killed=300.0, back=None).passed
+    assert soak_report(host, gpu).kill_errors() == (0, 0) and soak_report(host, gpu).passed

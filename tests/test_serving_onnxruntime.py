@@ -95,7 +95,8 @@ def test_heldout_digits_match_the_export_run_directly(served, exports, ort_libra
 def test_serve_with_a_load_test(install, exports, ort_library, tmp_path, capsys, monkeypatch):
     """``wtconv-trt serve --runtime onnxruntime --load-test --sweep``: the runtime line says the library runs the
     nodes; every request of the check is answered and matched (none lost); the sweep's point, from a client process,
-    has no failure and reads from Triton's statistics the batches it executed, each within max_batch_size; and the
+    has no failure and reads from Triton's statistics the batches it executed, each within max_batch_size; a point
+    the sweep names twice is measured twice, each window with its own statistics (rounds in one server); and the
     run, ending by itself, leaves no server process and no temporary folder behind."""
     import json
     import tempfile
@@ -107,7 +108,7 @@ def test_serve_with_a_load_test(install, exports, ort_library, tmp_path, capsys,
     argv = ["serve", str(exports["digits_fp16"]), "--repo", str(tmp_path / "repo"), "--runtime", "onnxruntime"]
     argv += ["--ort-library", str(ort_library), "--device", "cpu", "--threads", "1", "--http-port", "0"]
     argv += ["--grpc-port", "0", "--metrics-port", "0", "--load-test", "400", "--concurrency", "8"]
-    argv += ["--max-batch-size", "16", "--sweep", "8", "--window", "1", "--processes", "1", "--no-extra-process"]
+    argv += ["--max-batch-size", "16", "--sweep", "8,8", "--window", "1", "--processes", "1", "--no-extra-process"]
     argv += ["--json", str(tmp_path / "load.json")]
     capsys.readouterr()
     assert cli.main(argv) == 0
@@ -115,11 +116,16 @@ def test_serve_with_a_load_test(install, exports, ort_library, tmp_path, capsys,
     assert f"serving on this machine: runtime onnxruntime (--runtime onnxruntime): {NATIVE}\n" in out
     assert "400 ok, 0 failed, 0 lost, 0 mismatched" in out and "OK: every request answered and matched" in out
     report = json.loads((tmp_path / "load.json").read_text())
-    [point] = report["sweep"]
-    assert point["failed"] == 0 and point["completed"] > 0 and point["concurrency"] == 8
-    executed = {int(b): n for b, n in point["executed_batches"].items()}
-    assert executed and all(1 <= b <= 16 and n > 0 for b, n in executed.items()), executed
-    assert point["direct_images_per_s_at_executed"] > 0 and point["served_over_direct"] > 0
+    points = report["sweep"]
+    assert len(points) == 2
+    for point in points:
+        assert point["failed"] == 0 and point["completed"] > 0 and point["concurrency"] == 8
+        executed = {int(b): n for b, n in point["executed_batches"].items()}
+        assert executed and all(1 <= b <= 16 and n > 0 for b, n in executed.items()), executed
+        # the executions Triton counted in this window alone: each holds 1 to 8 requests (8 in flight), of those
+        # answered in the window or in flight at one of its ends (8 each)
+        assert point["completed"] / 8 <= sum(executed.values()) <= point["completed"] + 16
+        assert point["direct_images_per_s_at_executed"] > 0 and point["served_over_direct"] > 0
     assert [d["batch"] for d in report["direct"]] == [1, 2, 4, 8]  # no buckets on the CPU: the request sizes
     assert processes_naming(tmp_path / "repo") == {}
     assert (

@@ -105,6 +105,78 @@ def test_gpu_instances_take_gpu_inputs_and_come_four_per_gpu(tmp_path):
     assert config.instance_group[0].count == 3
 
 
+def test_gpu_instances_go_on_every_gpu_or_on_those_named(tmp_path):
+    """Instance groups per GPU: without gpus a GPU group names none, so Triton puts ``count`` instances on each GPU it
+    sees; with gpus, on each of those (runtime auto included: naming GPUs makes GPU instances)."""
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    onnx_path = tiny_onnx(tmp_path / "m.onnx")
+    every = write(onnx_path, tmp_path / "repo", name="every", runtime="torch-cuda")
+    [group] = parsed(every).instance_group
+    assert (group.kind, group.count, list(group.gpus)) == (pb.ModelInstanceGroup.KIND_GPU, 4, [])
+    assert every.placement(2) == "4 on each GPU the server sees (2 here: 0,1)"
+    for name, runtime in (("named", "torch-cuda"), ("auto", "auto")):
+        written = write(onnx_path, tmp_path / "repo", name=name, runtime=runtime, gpus=(1, 3), instances=2)
+        [group] = parsed(written).instance_group
+        assert (group.kind, group.count, list(group.gpus)) == (pb.ModelInstanceGroup.KIND_GPU, 2, [1, 3])
+        assert written.placement() == "2 on each of GPU 1,3"
+    cpu = write(onnx_path, tmp_path / "repo", name="cpu", runtime="onnxruntime", device="cpu")
+    assert cpu.placement() == "1 on the CPU" and list(parsed(cpu).instance_group[0].gpus) == []
+
+
+def test_gpus_are_refused_in_one_line_where_they_place_nothing(tmp_path, monkeypatch):
+    """gpus empty, repeated, with CPU instances or KIND_MODEL ones, and (serving) a GPU the server would not see: one
+    line naming gpus, nothing written. The GPUs a server started here sees are the CUDA driver's count."""
+    from wtconv_trt.api.serving import plan_serving
+
+    onnx_path = tiny_onnx(tmp_path / "m.onnx")
+    out = tmp_path / "repo"
+    cases = [
+        ({"gpus": ()}, r"^gpus: expected distinct GPU indices from 0 to 1023, got \[\]$"),
+        ({"gpus": (0, 0)}, "^gpus: expected distinct GPU indices"),
+        ({"gpus": (0,), "runtime": "onnxruntime", "device": "cpu"}, "^gpus 0: places GPU instances, and they run on"),
+        ({"gpus": (0,), "instance_kind": "cpu"}, "^gpus 0: places GPU instances, and they run on the CPU"),
+        ({"gpus": (2,), "instance_kind": "model"}, "^gpus 2: places GPU instances, and instance_kind model"),
+    ]
+    for options, message in cases:
+        with pytest.raises(InputError, match=message) as caught:
+            write(onnx_path, out, **options)
+        assert caught.value.parameter == "gpus" and len(str(caught.value).splitlines()) == 1
+    monkeypatch.setattr(server, "visible_gpus", lambda: 2)
+    monkeypatch.setattr("wtconv_trt.api.serving.runtime_choice", lambda *a, **k: ("torch-cuda", "torch-cuda"))
+    assert server.check_visible_gpus((0, 1)) == 2
+    with pytest.raises(InputError, match=r"^gpus 0,2: GPU 2 is not one the server would see here \(2 are visible: 0 "):
+        plan_serving(onnx_path, out, gpus=(0, 2), http_port=0, grpc_port=0, metrics_port=0)
+    monkeypatch.setattr(server, "visible_gpus", lambda: 0)
+    with pytest.raises(InputError, match=r"GPU 0 is not one the server would see here \(no GPU is visible"):
+        plan_serving(onnx_path, out, gpus=(0,), http_port=0, grpc_port=0, metrics_port=0)
+    assert not out.exists()
+
+
+def test_serve_puts_runtime_auto_on_every_gpu_it_resolves_to(tmp_path, monkeypatch):
+    """serve resolves --runtime auto as the server will: a GPU runtime gets GPU instances on every visible GPU (not
+    KIND_MODEL's one device), ONNX Runtime on the CPU gets CPU instances; --write-only keeps KIND_MODEL for a
+    server elsewhere."""
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    from wtconv_trt.api.serving import plan_serving
+
+    onnx_path = tiny_onnx(tmp_path / "m.onnx")
+    monkeypatch.setattr(server, "visible_gpus", lambda: 2)
+    monkeypatch.setattr("wtconv_trt.api.serving.runtime_choice", lambda *a, **k: ("torch-cuda", "torch-cuda"))
+    plan = plan_serving(onnx_path, tmp_path / "repo", name="a", http_port=0, grpc_port=0, metrics_port=0)
+    written = plan.write_repository()
+    [group] = parsed(written).instance_group
+    assert (group.kind, group.count, list(group.gpus)) == (pb.ModelInstanceGroup.KIND_GPU, 4, [])
+    assert written.placement(plan.visible_gpus) == "4 on each GPU the server sees (2 here: 0,1)"
+    monkeypatch.setattr("wtconv_trt.api.serving.runtime_choice", lambda *a, **k: ("onnxruntime", "onnxruntime"))
+    monkeypatch.setattr("wtconv_trt.api.serving._ort_device_here", lambda plan, repo: "cpu")
+    plan = plan_serving(onnx_path, tmp_path / "repo", name="b", http_port=0, grpc_port=0, metrics_port=0)
+    assert parsed(plan.write_repository()).instance_group[0].kind == pb.ModelInstanceGroup.KIND_CPU
+    kept = plan_serving(onnx_path, tmp_path / "repo", name="c", serving=False).write_repository()
+    assert parsed(kept).instance_group[0].kind == pb.ModelInstanceGroup.KIND_MODEL
+
+
 def test_the_backend_copy_lives_under_the_one_cache_root(tmp_path, monkeypatch):
     """WTCONV_TRT_CACHE moves every cache of the package, the Triton backend copy included."""
     from wtconv_libs import lookup

@@ -1,10 +1,12 @@
 """A real Triton Inference Server (the nvidia-pytriton wheel's tritonserver, Python backend) serving the shipped
-model exported to ONNX: end to end over HTTP and gRPC, the client sample, a bounded load, bad requests, a backend
-process killed under load, a repository that does not load.
+model exported to ONNX: end to end over HTTP and gRPC, the client sample, a bounded load, bad requests, the soak with
+a backend process killed under load, a repository that does not load; the client sample, the load and the soak also
+through system shared memory, whose regions no exit leaves behind (Ctrl-C, errors).
 
 Oracles: the same runtime (ONNX Runtime on the same exported file) called directly in this process, which must
 give bit-identical outputs; the PyTorch model, within the ONNX tolerance of the precision; the held-out labels;
-Triton's own answers to repository requests (closed to everyone) and to requests beyond its queue limit.
+Triton's own answers to repository requests (closed to everyone) and to requests beyond its queue limit; Triton's
+list of registered shared-memory regions and /dev/shm itself.
 One server (module fixture) serves four models: the plugin export in fp32 and fp16 (WTConv2d nodes run in ONNX
 Runtime through onnxruntime-extensions), the standard-op export, which the load test uses because it is about
 twenty times faster on a CPU, and the plugin export again behind a queue of two requests with a 100 ms timeout. The
@@ -39,6 +41,8 @@ from wtconv_serving.repositories.python_backend import check_python_repository, 
 from wtconv_serving.runners.ort_runner import OnnxRuntimeRunner  # noqa: E402
 from wtconv_serving.server.launcher import POLL_S, TritonServer, loading_phase  # noqa: E402
 from wtconv_serving.traffic import check as load  # noqa: E402
+from wtconv_serving.traffic.shared_memory import PREFIX, registered_regions  # noqa: E402
+from wtconv_serving.traffic.sweep import LoadWorkers  # noqa: E402
 from wtconv_serving.tuning import Tuning  # noqa: E402
 from wtconv_torch.models import load_default_model, load_heldout_digits  # noqa: E402
 
@@ -157,17 +161,52 @@ def run_client(*argv, timeout=240):
     return done.returncode, done.stdout, done.stderr
 
 
-@pytest.mark.parametrize("name", ["digits", "digits_fp16"])
-def test_client_sample_checks_against_the_onnx_file(served, exports, name):
+@pytest.mark.parametrize("name, memory", [("digits", "none"), ("digits_fp16", "none"), ("digits_fp16", "system")])
+def test_client_sample_checks_against_the_onnx_file(served, exports, name, memory):
     """samples/triton_client.py against each served digits model, with the ONNX file it serves: the input's name,
-    shape and datatype read from the server, the held-out digits sent, every answer bit-identical to ONNX Runtime
-    run in the client, and the held-out accuracy of both."""
-    status, out, err = run_client("--url", served.grpc_url, "--model", name, "--onnx", exports[name], "--count", 64)
+    shape and datatype read from the server, the held-out digits sent (in the requests, or through system shared
+    memory: each request's images in a region of /dev/shm, its answer in another), every answer bit-identical to
+    ONNX Runtime run in the client, the held-out accuracy of both, and no region left behind."""
+    argv = ("--url", served.grpc_url, "--model", name, "--onnx", exports[name], "--count", 64)
+    status, out, err = run_client(*argv, "--shared-memory", memory)
     assert status == 0, out + err
     datatype = "FP16" if name.endswith("fp16") else "FP32"
     assert f"64 images through Triton model '{name}'" in out and f"input 'input' {datatype} [1, 32, 32]" in out
+    assert ("; tensors in system shared memory" in out) == (memory == "system")
     assert "bit-identical; top-1 agreement 1.0000" in out and "accuracy on the held-out digits: served" in out
     assert out.rstrip().endswith("PASSED")
+    assert client_regions(served) == ([], [])  # no process's: the sample's is gone
+
+
+def client_regions(served, pid=None) -> tuple[list, list]:
+    """(the client regions the server has registered, those in /dev/shm): of process ``pid``, or of any."""
+    prefix = PREFIX + ("" if pid is None else f"{pid}_")
+    registered = registered_regions(grpcclient.InferenceServerClient(served.grpc_url), "system")
+    files = sorted(p.name for p in Path("/dev/shm").glob(prefix + "*"))
+    return [name for name in registered if name.startswith(prefix)], files
+
+
+def test_client_sample_ctrl_c_leaves_no_shared_memory(served):
+    """Ctrl-C while the sample sends its requests through system shared memory: one line, exit status 130, its two
+    regions unregistered from the server and gone from /dev/shm."""
+    command = [sys.executable, str(ROOT / "samples" / "triton_client.py"), "--url", served.grpc_url]
+    command += ["--model", "digits_std", "--count", "30000", "--batch", "8", "--shared-memory", "system"]
+    client = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(client_regions(served, client.pid)[0]) < 2:
+            assert client.poll() is None and time.monotonic() < deadline, client.communicate()
+            time.sleep(0.05)
+        time.sleep(0.2)  # requests under way
+        client.send_signal(signal.SIGINT)
+        out, err = client.communicate(timeout=60)
+    finally:
+        if client.poll() is None:
+            client.kill()
+    assert client.returncode == 130 and err.strip().splitlines() == ["triton_client: interrupted"], (out, err)
+    assert client_regions(served, client.pid) == ([], [])
 
 
 def test_client_sample_says_what_does_not_fit(served, exports, tmp_path):
@@ -243,21 +282,53 @@ def test_bounded_load(served, exports):
     print("\n" + report.line())
     assert report.completed == 2000, report.summary()
     assert report.failed == report.lost == report.mismatched == 0, report.summary()
-    http_report = load.run_load(
-        served.http_url,
-        "digits_std",
-        pool,
-        expected,
-        protocol="http",
-        requests=400,
-        concurrency=16,
-        batch_sizes=(1, 2, 4, 8),
-        time_limit_s=60,
-    )
-    print(http_report.line())
-    assert http_report.completed == 400 and http_report.mismatched == 0, http_report.summary()
     summary = report.summary()
     assert 0 < summary["latency_ms"]["p50"] <= summary["latency_ms"]["p99"]
+    for protocol, url in (("http", served.http_url), ("grpc", served.grpc_url)):  # through system shared memory
+        shared = load.run_load(
+            url,
+            "digits_std",
+            pool,
+            expected,
+            protocol=protocol,
+            requests=400,
+            concurrency=16,
+            batch_sizes=(1, 2, 4, 8),
+            time_limit_s=60,
+            shared_memory="system",
+        )
+        print(shared.line())
+        assert shared.completed == 400 and shared.mismatched == 0 and shared.bit_identical == 400, shared.summary()
+        assert client_regions(served, os.getpid()) == ([], [])
+
+
+def test_the_load_generator_leaves_no_shared_memory_after_errors(served):
+    """Requests that all fail (a model the server does not have) through system shared memory: every one counted as
+    failed, and the regions (the pool's, and one per client for the answers) unregistered and removed."""
+    pool = load.input_pool({"source": "default"}, (1, 32, 32), np.float32, size=64)
+    report = load.run_load(
+        served.grpc_url,
+        "no_such_model",
+        pool,
+        np.zeros((64, 10), np.float32),
+        requests=20,
+        concurrency=4,
+        batch_sizes=(1, 2),
+        shared_memory="system",
+    )
+    assert report.failed == 20 and report.completed == 0 and "unknown model" in report.errors[0], report.summary()
+    assert client_regions(served, os.getpid()) == ([], [])
+
+
+@pytest.mark.parametrize("memory", ["none", "system"])
+def test_the_sweeps_client_processes_send_from_either_place(served, memory):
+    """A point of the timed sweep from a client process, its requests carrying their images or naming rows of the
+    pool laid out once in a region: answered, none failed, and the region gone with the workers."""
+    pool = load.input_pool({"source": "default"}, (1, 32, 32), np.float32, size=64)
+    with LoadWorkers(served.grpc_url, "digits_std", pool, "input", 40, 1, shared_memory=memory, largest=8) as workers:
+        point = workers.point(8, [1, 2, 4, 8], 1.0, warmup_s=2.0)
+    assert point.completed > 0 and point.failed == 0, point.summary()
+    assert client_regions(served, os.getpid()) == ([], [])
 
 
 def post(url, path, body: bytes, headers=None):
@@ -309,46 +380,41 @@ def test_bad_requests_get_clear_errors_and_the_server_keeps_serving(served, digi
     assert np.array_equal(infer(client, grpcclient, "digits_std", x), good)
 
 
-def test_killed_backend_recovers_without_losing_acknowledged_requests(served, exports):
-    """Kill the model's backend stub under load: the failure is reported to the clients in flight, the watch
-    reloads the model, and every request a client retries is answered and matched (none lost, none wrong)."""
+def test_soak_with_the_backend_killed_midway(served, exports):
+    """The soak's CPU version: seconds of load at 8 in flight through system shared memory, the model's backend stub
+    killed halfway. The failure reaches the clients in flight, the watch reloads the model, every request is
+    retried until answered and matched (none lost, failed or wrong, no error outside the kill), the memory of the
+    server and its stubs is sampled every second, and the regions are gone at the end."""
+    from wtconv_serving.traffic.soak import run_soak
+
     runner = OnnxRuntimeRunner(exports["digits_std"])
     pool = load.input_pool({"source": "default"}, (1, 32, 32), np.float32, size=400)
     expected = load.expected_outputs(runner, pool)
     before = {pid for pid, model in served.stubs().items() if model == "digits_std"}
     assert before
-    done = []
-    killed = threading.Event()
-
-    def kill_after_some(i):
-        done.append(i)
-        if len(done) == 40 and not killed.is_set():
-            killed.set()
-            for pid in before:
-                os.kill(pid, signal.SIGKILL)
-
-    report = load.run_load(
-        served.grpc_url,
+    report = run_soak(
+        served,
         "digits_std",
         pool,
         expected,
-        protocol="grpc",
-        requests=300,
-        concurrency=4,
+        duration_s=6.0,
+        concurrency=8,
         batch_sizes=(1, 2, 4),
-        time_limit_s=150,
-        retries=240,
-        retry_wait_s=0.25,
-        on_progress=kill_after_some,
+        shared_memory="system",
+        sample_every_s=1.0,
     )
     print("\n" + report.line())
-    assert killed.is_set()
-    recoveries = [r for r in served.recoveries if r[0] == "digits_std"]
-    assert recoveries and recoveries[-1][3] is None, served.recoveries
-    assert report.errors, "no client saw the backend die"
-    assert report.completed == 300 and report.failed == report.lost == report.mismatched == 0, report.summary()
+    load_report = report.load
+    assert report.killed_at_s is not None and report.recovered_at_s is not None and report.recovery_error is None
+    own, others = report.kill_errors()
+    assert own > 0 and others == 0, load_report.errors[:5]  # a client saw the backend die, nothing else failed
+    assert load_report.completed == load_report.requests > 0 and load_report.retried > 0
+    assert load_report.failed == load_report.lost == load_report.mismatched == 0, report.summary()
+    assert len(report.samples) >= 5 and all(s["host_rss_mib"] > 0 for s in report.samples), report.samples
+    assert report.summary()["memory_growth"]["host"] is not None
     after = {pid for pid, model in served.stubs().items() if model == "digits_std"}
     assert after and not after & before
+    assert client_regions(served, os.getpid()) == ([], [])
 
 
 def test_repository_that_does_not_load_is_refused_in_one_line(install, tmp_path):

@@ -21,7 +21,8 @@
 #                                script defines it, and exits with status
 #
 # DRY_RUN=1: stage writes the command it would run into its log instead of running it (status 0), so a script's
-# shell logic can be followed on a machine without a GPU (tests/test_device_scripts.py does).
+# shell logic can be followed on a machine without a GPU (tests/test_device_scripts.py does); the stages whose names
+# match the pattern DRY_RUN_FAIL (a glob) fail there instead, to follow a script's way round a failure.
 # Scripts that use it: device_kernels.sh, device_ort.sh, device_serving.sh, device_session.sh, and
 # plugin/trt/harness/run_device.sh.
 
@@ -46,6 +47,8 @@ stage() {
     if [ "${DRY_RUN:-0}" = 1 ]; then
         echo "DRY_RUN: $*" > "$LOGS/$name.log"
         rc=0
+        # shellcheck disable=SC2053  # a pattern on purpose
+        [[ -n "${DRY_RUN_FAIL:-}" && $name == $DRY_RUN_FAIL ]] && rc=1
     else
         "$@" > "$LOGS/$name.log" 2>&1
         rc=$?

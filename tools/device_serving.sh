@@ -21,12 +21,32 @@
 # INSTANCES: "1" unless given, when ALTERNATIVES=1 and not QUICK=1).
 # Results: $OUT/serving_results.{json,md} and $OUT/logs.tgz; a table last. Stages past the time budget are skipped.
 #
+# The measurements of docs/serving.md, "Measuring on a GPU", one command each (BUDGET raised to fit):
+#   client modes, requests 1-8 and 1-64:   MODELS=tiny ALTERNATIVES=0 SHARED_MEMORY="none system cuda" BUDGET=1500
+#   full-length rounds (the 7,500 img/s):  MODELS=tiny ALTERNATIVES=0 ROUNDS=3 BUDGET=1500 (QUICK unset: 3 s points)
+#   --gpus 0 against the default:          MODELS=tiny ALTERNATIVES=0 GPUS=0 SWEEP=256
+#   the soak (10 min, backend killed):      MAIN=0 MODELS=tiny SOAK=600 SOAK_RUNTIMES=torch-cuda BUDGET=900
+#   all but the soak in one short call:    tools/device_session.sh rounds (rounds inside one server per runtime,
+#                                          POINT_ROUNDS; the soak: tools/device_session.sh soak-start / soak-wait)
+#
 # Knobs: QUICK=1 (shorter windows, main alternatives only; about half the time), RUNTIMES ("torch-cuda onnxruntime";
 # RUNTIME=X alone also works), MODELS ("tiny digits"), SWEEP (16,64,256; the digits model: SWEEP_DIGITS, 16,256),
 # WINDOW (3 s per point), PROCESSES (4), INSTANCES ("1": served instance counts beside the default), INSTANCES_SWEEP
 # (256), ALTERNATIVES (1: 0 skips the direct alternatives), CHECK (requests of the check,
 # 1024), BUDGET (seconds, 400: later stages are skipped past it), SKIP_BUILD (1: use the built libraries), CUDA_ARCHS
-# (90), DEVICE (onnxruntime's device: cuda), PYV (3.12), WHEELS (.whl/serving). With PYV=3.11 RUNTIME=onnxruntime
+# (90), DEVICE (onnxruntime's device: cuda), PYV (3.12), WHEELS (.whl/serving); MAIN (1: 0 skips the main served
+# runs), ROUNDS (1: each main run repeated, tags _round2...), SHARED_MEMORY ("none": the clients' modes, each a run
+# of its own, tag _shm-<mode>; cuda needs the cuda-bindings wheel pack gathers), GPUS (none: a further run with
+# --gpus GPUS, tag _gpus<GPUS>), SOAK (seconds, 0: no soak; soak_<runtime>_<model>.json), SOAK_RUNTIMES ($RUNTIMES),
+# SOAK_SHARED_MEMORY (none), SOAK_SAMPLE (60 s between memory samples); SHARED_MEMORY_FALLBACK (none: the mode a
+# run with cuda shared memory whose check failed is run again in, and the later runs take); POINT_ROUNDS (1:
+# each sweep point repeated that many times inside one served run, rounds that share one server start),
+# EXTRA_PROCESS (1: 0 leaves out the busiest point again with one more client process), GPUS_SWEEP ($SWEEP: the
+# --gpus run's sweep), ONNX_DIR (the exports' folder, default the run's own; an export already there is reused),
+# BEFORE (the committed figures the summary compares Triton's split of an execution with:
+# docs/bench/serving_gpu_4instances.json). WTCONV_KERNELS_LIB and WTCONV_ORT_LIB name prebuilt libraries (with
+# SKIP_BUILD=1), e.g. an installed binary wheel's <site>/wtconv_libs/lib/libwtconv_{kernels_capi,ort}.so.
+# With PYV=3.11 RUNTIME=onnxruntime
 # DEVICE=cpu the same script runs on a CPU machine (the digits model, small settings, WTCONV_ORT_LIB to a built
 # libwtconv_ort.so and SKIP_BUILD=1), which is how its shell logic was checked.
 set -uo pipefail
@@ -51,6 +71,17 @@ BUDGET=${BUDGET:-400}
 ALTERNATIVES=${ALTERNATIVES:-1}
 INSTANCES=${INSTANCES:-}
 INSTANCES_SWEEP=${INSTANCES_SWEEP:-256}
+MAIN=${MAIN:-1}
+ROUNDS=${ROUNDS:-1}
+SHARED_MEMORY=${SHARED_MEMORY:-none}
+SHARED_MEMORY_FALLBACK=${SHARED_MEMORY_FALLBACK:-}
+GPUS=${GPUS:-}
+SOAK=${SOAK:-0}
+SOAK_RUNTIMES=${SOAK_RUNTIMES:-$RUNTIMES}
+POINT_ROUNDS=${POINT_ROUNDS:-1}
+EXTRA_PROCESS=${EXTRA_PROCESS:-1}
+GPUS_SWEEP=${GPUS_SWEEP:-$SWEEP}
+BEFORE=${BEFORE:-docs/bench/serving_gpu_4instances.json}
 
 if [ "${1:-}" = pack ]; then
     set -e
@@ -59,7 +90,8 @@ if [ "${1:-}" = pack ]; then
     python3 -m pip download -q --no-deps -d "$tmp" "nvidia-pytriton==$PYTRITON"
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$PYV" --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-        -d "$WHEELS" "tritonclient==$TRITONCLIENT" python-rapidjson "polygraphy==$POLYGRAPHY"
+        -d "$WHEELS" "tritonclient==$TRITONCLIENT" python-rapidjson "polygraphy==$POLYGRAPHY" \
+        cuda-bindings cuda-pathfinder  # tritonclient's CUDA shared memory (--shared-memory cuda)
     (cd "$tmp" && python3 -m zipfile -e nvidia_pytriton-*.whl unpacked)
     u=$tmp/unpacked
     t=pytriton/tritonserver
@@ -98,30 +130,56 @@ logs=$work/logs
 mkdir -p "$final_out"
 device_start "$logs"
 export STAGE_TAIL=12
-within_budget() {  # name: true while the time budget lasts, else the stage is noted as skipped
-    if [ "$SECONDS" -lt "$BUDGET" ]; then return 0; fi
-    note "$1: skipped (time budget of $BUDGET s spent)"
+longest=0  # the longest served stage so far (s)
+took=0      # the last one's
+within_budget() {  # NAME [ESTIMATE]: true while a stage of ESTIMATE s (default the longest so far) fits the budget,
+    local estimate=${2:-$longest}  # else the stage is noted as skipped
+    if [ $((SECONDS + estimate)) -le "$BUDGET" ]; then return 0; fi
+    note "$1: skipped (time budget of $BUDGET s: $SECONDS s spent, about $estimate s needed)"
     return 1
+}
+timed_stage() {  # stage NAME COMMAND..., its time kept in took and longest
+    local start=$SECONDS rc
+    stage "$@"
+    rc=$?
+    took=$((SECONDS - start))
+    [ "$took" -gt "$longest" ] && longest=$took
+    return "$rc"
 }
 after_summary() {
     echo "===== results ($SECONDS s)"
     cat "$logs/summary.txt"
 }
 finish() {
-    python3 -m benchmarks.serving_summary "$work" "$final_out" > "$logs/summary.txt" 2>&1 || status=1
+    before=(); [ -f "$BEFORE" ] && before=(--before "$BEFORE")
+    python3 -m benchmarks.serving_summary "$work" "$final_out" "${before[@]}" > "$logs/summary.txt" 2>&1 || status=1
     # shellcheck disable=SC2046  # the results' file names, one word each
     pack_logs "$final_out/logs.tgz" "$work" logs $(cd "$work" && ls ./*.json 2>/dev/null)
     device_finish /dev/null
 }
 
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    "$WHEELS"/*.whl || { echo "wheel install failed"; exit 1; }
-mkdir -p /tmp/triton && tar -C /tmp/triton -xJf "$WHEELS/tritonserver-py$PYV.tar.xz" || { echo "untar failed"; exit 1; }
+if [ "${DRY_RUN:-0}" != 1 ]; then  # DRY_RUN=1: nothing installed or exported, the stages' commands recorded
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        "$WHEELS"/*.whl || { echo "wheel install failed"; exit 1; }
+    # unpacked once per archive: a later run of the same session finds it (the stamp is newer than the archive)
+    if [ ! /tmp/triton/unpacked.stamp -nt "$WHEELS/tritonserver-py$PYV.tar.xz" ]; then
+        mkdir -p /tmp/triton && tar -C /tmp/triton -xJf "$WHEELS/tritonserver-py$PYV.tar.xz" || { echo "untar failed"; exit 1; }
+        touch /tmp/triton/unpacked.stamp
+    fi
+fi
 export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 export WTCONV_TRITON_HOME=/tmp/triton/pytriton/tritonserver WTCONV_TRT_CACHE=${WTCONV_TRT_CACHE:-/tmp/wtconv-cache}
 export WTCONV_KERNELS_LIB=${WTCONV_KERNELS_LIB:-$PWD/build/plugin/libwtconv_kernels_capi.so}
 export WTCONV_ORT_LIB=${WTCONV_ORT_LIB:-$PWD/build/plugin/onnxruntime/libwtconv_ort.so}
+# A binary wheel's libwtconv_ort.so loads libwtconv_kernels.so from its own folder ($ORIGIN). serve copies the op
+# library into the model's folder, where that file is not: its folder on LD_LIBRARY_PATH (which tritonserver and the
+# backend stubs inherit) lets the copy find it.
+ort_dir=$(dirname "$WTCONV_ORT_LIB")
+if compgen -G "$ort_dir/libwtconv_kernels.so*" > /dev/null; then
+    export LD_LIBRARY_PATH=$ort_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
 gpu_info > "$logs/environment.log"
+echo "libraries: $WTCONV_KERNELS_LIB $WTCONV_ORT_LIB; LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}" >> "$logs/environment.log"
 python3 - <<'PY' 2>&1 | tee -a "$logs/environment.log"
 import os, sys, sysconfig, torch
 print("python", sys.version.split()[0], "shared libpython:", sysconfig.get_config_var("Py_ENABLE_SHARED"),
@@ -169,14 +227,16 @@ fi
         >> "$logs/environment.log" 2>&1
 
 # --- exports, side by side
-onnx_tiny=$work/tiny_fp16.onnx
-onnx_digits=$work/digits_fp16.onnx
+ONNX_DIR=${ONNX_DIR:-$work}
+mkdir -p "$ONNX_DIR"
+onnx_tiny=$ONNX_DIR/tiny_fp16.onnx
+onnx_digits=$ONNX_DIR/digits_fp16.onnx
 pids=()
-if [[ " $MODELS " == *" tiny "* ]]; then
+if [[ " $MODELS " == *" tiny "* ]] && [ "${DRY_RUN:-0}" != 1 ] && [ ! -s "$onnx_tiny" ]; then
     python3 -m wtconv_trt export -o "$onnx_tiny" --precision fp16 --arch wtconvnext_tiny --random-weights --force \
         > "$logs/export_tiny.log" 2>&1 & pids+=($!)
 fi
-if [[ " $MODELS " == *" digits "* ]]; then
+if [[ " $MODELS " == *" digits "* ]] && [ "${DRY_RUN:-0}" != 1 ] && [ ! -s "$onnx_digits" ]; then
     python3 -m wtconv_trt export -o "$onnx_digits" --precision fp16 --force > "$logs/export_digits.log" 2>&1 & pids+=($!)
 fi
 for pid in "${pids[@]}"; do wait "$pid" || { status=1; note "export: FAILED (see logs)"; }; done
@@ -195,14 +255,81 @@ serve() {
         --load-test "$CHECK" --concurrency 64 --batch-sizes 1,2,4,8 --processes "$PROCESSES" --window "$WINDOW" \
         --json "$work/load_$tag.json" "${extra[@]}" "$@"
 }
+repeated() {  # LIST COUNT: the comma-separated LIST COUNT times over (a sweep whose points come round again)
+    local out=$1 n
+    for n in $(seq 2 "$2"); do out=$out,$1; done
+    echo "$out"
+}
+# where each instance of a run was placed, from its server's log ("instance NAME on GPU N")
+placement() { grep -ho "instance [^ ]* on [A-Za-z]* [0-9]*" "$logs/server_$1.log" 2> /dev/null | sort | tr '\n' ' '; }
+extra=(); [ "$EXTRA_PROCESS" = 1 ] || extra=(--no-extra-process)
+fallen_back=""  # the mode cuda runs take once the check of one of them failed (SHARED_MEMORY_FALLBACK)
+answered() {  # TAG: the run's report exists and its check answered every request, and right
+    python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["check"]
+sys.exit(not c or any(x["failed"] or x["lost"] or x["mismatched"] for x in c))' "$work/load_$1.json" 2> /dev/null
+}
+main_run() {  # TAG RUNTIME MODEL MODE: one main served run; a cuda run whose check failed again in the fallback mode
+    local tag=$1 runtime=$2 model=$3 memory=$4
+    within_budget "serve_$tag" || return 1
+    timed_stage "serve_$tag" serve "$tag" "$runtime" "$model" "${options[@]}" "${extra[@]}" --shared-memory "$memory" &&
+        return 0
+    if [ "$memory" = cuda ] && [ -n "$SHARED_MEMORY_FALLBACK" ] && ! answered "$tag"; then
+        fallen_back=$SHARED_MEMORY_FALLBACK
+        note "serve_$tag: the check failed with cuda shared memory; this and the later cuda runs in $fallen_back mode"
+        main_run "${tag/_shm-cuda/_shm-$fallen_back}" "$runtime" "$model" "$fallen_back"
+    fi
+}
 for model in $MODELS; do
-    options=(--sweep "$SWEEP" --mix 1,2,4,8,16,32,64)                        # WTConvNeXt-T: the targets
+    [ "$MAIN" = 1 ] || break
+    options=(--sweep "$(repeated "$SWEEP" "$POINT_ROUNDS")" --mix 1,2,4,8,16,32,64)  # WTConvNeXt-T: the targets
     [ "$model" = digits ] && options=(--sweep "${SWEEP_DIGITS:-16,256}" --mix 1,2,4,8,16,32,64 --kill-backend)
     for runtime in $RUNTIMES; do
-        within_budget "serve_${runtime}_$model" &&
-            stage "serve_${runtime}_$model" serve "${runtime}_$model" "$runtime" "$model" "${options[@]}"
+        for mode in $SHARED_MEMORY; do
+            for round in $(seq 1 "$ROUNDS"); do
+                memory=$mode; [ "$memory" = cuda ] && [ -n "$fallen_back" ] && memory=$fallen_back
+                variant=""; [ "$memory" != none ] && variant=_shm-$memory
+                tag=${runtime}_$model$variant; [ "$round" -gt 1 ] && tag=${tag}_round$round
+                main_run "$tag" "$runtime" "$model" "$memory"
+            done
+        done
     done
 done
+# --gpus GPUS after every runtime's main runs (on one GPU, --gpus 0 and the default must agree), with the first
+# client mode (or its fallback); the instances' placement of both read from the servers' logs
+memory=${SHARED_MEMORY%% *}
+[ "$memory" = cuda ] && [ -n "$fallen_back" ] && memory=$fallen_back
+variant=""; [ "$memory" != none ] && variant=_shm-$memory
+gpus_took=""
+for model in $MODELS; do
+    [ "$MAIN" = 1 ] && [ -n "$GPUS" ] || break
+    options=(--sweep "$GPUS_SWEEP" --mix 1,2,4,8,16,32,64)
+    [ "$model" = digits ] && options=(--sweep "${SWEEP_DIGITS:-16,256}" --mix 1,2,4,8,16,32,64)
+    for runtime in $RUNTIMES; do
+        tag=${runtime}_$model${variant}_gpus${GPUS//,/-}
+        # the first one's time guessed at half the longest: the same load and check, a sweep of a few points
+        within_budget "serve_$tag" "${gpus_took:-$((longest / 2))}" || continue
+        timed_stage "serve_$tag" serve "$tag" "$runtime" "$model" "${options[@]}" --gpus "$GPUS" --no-extra-process \
+            --shared-memory "$memory" &&
+            note "placement: default $(placement "${runtime}_$model$variant"); --gpus $GPUS $(placement "$tag")"
+        gpus_took=$took
+    done
+done
+
+# --- the soak: SOAK seconds at 256 in flight, requests of 1-64 images, every answer checked against the ONNX file,
+# the backend killed halfway, the server's memory sampled every SOAK_SAMPLE seconds (no check, no sweep)
+if [ "$SOAK" != 0 ]; then
+    soak_model=tiny; [[ " $MODELS " == *" tiny "* ]] || soak_model=digits
+    for runtime in $SOAK_RUNTIMES; do
+        tag=${runtime}_$soak_model
+        onnx=$onnx_tiny; [ "$soak_model" = digits ] && onnx=$onnx_digits
+        extra=(); [ "$runtime" = onnxruntime ] && extra+=(--device "$DEVICE" --ort-library "$WTCONV_ORT_LIB")
+        within_budget "soak_$tag" && stage "soak_$tag" python3 -m wtconv_trt serve "$onnx" --repo "$work/repo_soak_$tag" \
+            --name "$soak_model" --runtime "$runtime" --force --http-port 0 --grpc-port 0 --metrics-port 0 \
+            --log "$logs/server_soak_$tag.log" --timeout 300 --soak "$SOAK" --concurrency 256 \
+            --batch-sizes 1,2,4,8,16,32,64 --kill-backend --sample-every "${SOAK_SAMPLE:-60}" \
+            --shared-memory "${SOAK_SHARED_MEMORY:-none}" --json "$work/soak_$tag.json" "${extra[@]}"
+    done
+fi
 
 # --- alternatives: direct (tiny, else digits), then served with other instance counts than the default
 alt_model=$onnx_tiny

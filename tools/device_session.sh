@@ -21,6 +21,17 @@
 #                                      # passed on)
 #   tools/device_session.sh serve      # timed: tools/device_serving.sh, both GPU runtimes (RUNTIMES), QUICK=1 and a
 #                                      # BUDGET of 360 s unless given
+#   tools/device_session.sh rounds     # timed, one call of about 400 s (BUDGET): WTConvNeXt-T on both GPU runtimes,
+#                                      # full-length windows (3 s), each runtime in one server whose sweep comes
+#                                      # round POINT_ROUNDS (3) times to requests of 1-8 and 1-64 at 16 and 256 in
+#                                      # flight, the clients on SHARED_MEMORY (cuda; a run whose check failed again in
+#                                      # system), then --gpus GPUS (0) at 256 against the default; Triton's split of
+#                                      # an execution beside docs/bench/serving_gpu_4instances.json; $OUT/rounds
+#   tools/device_session.sh soak-start [S]   # the soak (SOAK s, 600; SOAK_RUNTIMES, torch-cuda; 256 in flight, 1-64
+#                                      # images, the backend killed halfway, memory per minute, every answer checked
+#                                      # against the ONNX file in ONNX Runtime) started detached, then waits as soak-wait
+#   tools/device_session.sh soak-wait [S]    # waits up to S seconds (default 540) for the soak; once it is done, its
+#                                      # results into $OUT/soak (serving_results.{json,md}, logs.tgz)
 #   tools/device_session.sh collect    # every log so far, packed into $OUT/session_logs.tgz
 #
 # Carried paths: .devwheels (the parts and the md5 file written by ../shared/device/split-wheel or `split -b`),
@@ -31,8 +42,10 @@
 # default build against the one before the fixed-geometry kernels (tools/device_kernels.sh, build:ref with
 # -DWTCONV_FIXED_PLANES=0 and build:default; AB_GROUPS, AB_S), alone on the GPU, before anything else of the stage
 # starts; "build" builds build/plugin even when nothing else of the stage needs it (ort-test and serve without a
-# binary wheel do).
-# SESSION_STATE: the folder the calls share (default /tmp/wtconv-session; it must outlive each call).
+# binary wheel do). The libraries the steps use: WTCONV_KERNELS_LIB and WTCONV_ORT_LIB when given (e.g. an installed
+# binary wheel's <site>/wtconv_libs/lib/libwtconv_kernels_capi.so and libwtconv_ort.so), else the wheel's that the
+# `wheel` step installed, else the background build's. SESSION_STATE: the folder the calls share (default
+# /tmp/wtconv-session; it must outlive each call).
 set -uo pipefail
 # shellcheck source=tools/device_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
@@ -48,14 +61,32 @@ mkdir -p "$STATE/parts" "${OUT:=device_out}"
 OUT=$(cd "$OUT" && pwd)
 device_start "$LOGS"
 export PYTHONPATH=$REPO:/tmp/site
-# The libraries the steps use: the binary wheel's once the `wheel` step has installed it, else the background build.
 WHEEL_SITE=$STATE/wheel/wheel_site
 LIB_DIR=$REPO/build/plugin
-[ -d "$WHEEL_SITE/wtconv_libs/lib" ] && LIB_DIR=$WHEEL_SITE/wtconv_libs/lib
-export WTCONV_KERNELS_LIB=$LIB_DIR/libwtconv_kernels_capi.so
-export WTCONV_ORT_LIB=$LIB_DIR/onnxruntime/libwtconv_ort.so
-[ -f "$LIB_DIR/libwtconv_ort.so" ] && export WTCONV_ORT_LIB=$LIB_DIR/libwtconv_ort.so
+ORT_LIB=$LIB_DIR/onnxruntime/libwtconv_ort.so
+if [ -d "$WHEEL_SITE/wtconv_libs/lib" ]; then
+    LIB_DIR=$WHEEL_SITE/wtconv_libs/lib
+    ORT_LIB=$LIB_DIR/libwtconv_ort.so
+fi
+export WTCONV_KERNELS_LIB=${WTCONV_KERNELS_LIB:-$LIB_DIR/libwtconv_kernels_capi.so}
+export WTCONV_ORT_LIB=${WTCONV_ORT_LIB:-$ORT_LIB}
 in_repo() { cd "$REPO" 2>/dev/null || { echo "no copy of the checkout in $REPO: call start first"; exit 1; }; }
+copy_checkout() {  # DIR: this checkout copied, without the wheel parts and builds (a later call syncs this one again)
+    mkdir -p "$1" && tar --exclude=./.devwheels --exclude=./build -cf - . | tar -C "$1" -xf -
+}
+# The soak, detached: its own copy of the checkout, its state in $SOAK_STATE (run.log, out/, rc once done).
+SOAK_STATE=$STATE/soak
+soak_results() {
+    if [ -f "$SOAK_STATE/rc" ]; then
+        echo "the soak is done (exit status $(cat "$SOAK_STATE/rc")):"
+        tail -40 "$SOAK_STATE/run.log"
+        mkdir -p "$OUT/soak" && cp -r "$SOAK_STATE/out/." "$OUT/soak/"
+        return 0
+    fi
+    echo "the soak is still running ($(($(date +%s) - $(stat -c %Y "$SOAK_STATE/started"))) s since it started):"
+    tail -5 "$SOAK_STATE/run.log"
+    return 1
+}
 
 take_parts() {
     local n=0
@@ -125,7 +156,7 @@ case ${1:-} in
     start)
         take_parts
         [ -f "$STATE/background.pid" ] && { echo "the background stage was already started"; exit 0; }
-        mkdir -p "$REPO" && tar --exclude=./.devwheels --exclude=./build -cf - . | tar -C "$REPO" -xf - || exit 1
+        copy_checkout "$REPO" || exit 1
         in_repo
         mkdir -p build
         export -f background
@@ -199,13 +230,42 @@ case ${1:-} in
         RUNTIMES=${RUNTIMES:-torch-cuda onnxruntime} QUICK=${QUICK:-1} BUDGET=${BUDGET:-360} SKIP_BUILD=1 \
             WHEELS="$wheels" OUT="$OUT/serving" tools/device_serving.sh
         ;;
+    rounds)
+        # in this checkout (no copy needed: nothing of it runs after the call)
+        [ -f "$STATE/background.pid" ] && [ ! -f "$STATE/background.done" ] &&
+            echo "WARNING: the background stage is still running: timings are shared"
+        RUNTIMES=${RUNTIMES:-torch-cuda onnxruntime} MODELS=tiny ALTERNATIVES=0 QUICK=0 WINDOW=${WINDOW:-3} \
+            SWEEP=${SWEEP:-16,256} POINT_ROUNDS=${POINT_ROUNDS:-3} EXTRA_PROCESS=0 CHECK=${CHECK:-256} \
+            SHARED_MEMORY=${SHARED_MEMORY:-cuda} SHARED_MEMORY_FALLBACK=${SHARED_MEMORY_FALLBACK:-system} \
+            GPUS=${GPUS:-0} GPUS_SWEEP=${GPUS_SWEEP:-256} BUDGET=${BUDGET:-400} SKIP_BUILD=1 ONNX_DIR=$STATE/onnx \
+            OUT="$OUT/rounds" tools/device_serving.sh
+        ;;
+    soak-start)
+        [ -f "$SOAK_STATE/started" ] && { echo "the soak was already started"; soak_results; exit 0; }
+        rm -rf "$SOAK_STATE" && copy_checkout "$SOAK_STATE/repo" || exit 1
+        touch "$SOAK_STATE/started"
+        # in its copy, detached (setsid): it outlives this call; rc written when it ends
+        (cd "$SOAK_STATE/repo" && MAIN=0 MODELS=tiny ALTERNATIVES=0 SOAK=${SOAK:-600} \
+            SOAK_RUNTIMES=${SOAK_RUNTIMES:-torch-cuda} SOAK_SAMPLE=${SOAK_SAMPLE:-60} BUDGET=100000 SKIP_BUILD=1 \
+            ONNX_DIR=$STATE/onnx OUT="$SOAK_STATE/out" TMPDIR="$SOAK_STATE" \
+            setsid nohup bash -c 'tools/device_serving.sh; echo $? > "$0/rc"' "$SOAK_STATE" \
+            > "$SOAK_STATE/run.log" 2>&1 < /dev/null &)
+        echo "soak started: ${SOAK:-600} s of ${SOAK_RUNTIMES:-torch-cuda} (log $SOAK_STATE/run.log)"
+        ;&  # and wait, as soak-wait does
+    soak-wait)
+        [ -f "$SOAK_STATE/started" ] || { echo "no soak started: call soak-start first"; exit 1; }
+        limit=${2:-540}
+        start=$SECONDS
+        while [ ! -f "$SOAK_STATE/rc" ] && [ $((SECONDS - start)) -lt "$limit" ]; do sleep 5; done
+        soak_results
+        ;;
     collect)
         results | tee "$LOGS/summary.txt"
         cp "$STATE"/ab/ab.json "$STATE"/ab/ab.md "$OUT/" 2>/dev/null
         pack_logs "$OUT/session_logs.tgz" "$STATE" logs
         ;;
     *)
-        sed -n '2,25p' "$0"
+        sed -n '2,/^set -uo/p' "$0" | sed '$d'  # the header
         exit 2
         ;;
 esac

@@ -28,6 +28,7 @@ __all__ = [
     "PROTOCOLS",
     "PYTHON_BACKEND_QUEUE_DELAY_US",
     "RUNTIMES",
+    "SHARED_MEMORY_MODES",
     "TRITON_BACKEND_QUEUE_DELAY_US",
     "LoadTestOptions",
     "ModelSource",
@@ -53,6 +54,9 @@ RUNTIMES = ("auto", "tensorrt", "torch-cuda", "onnxruntime")
 DEVICES = ("auto", "cpu", "cuda")
 INSTANCE_KINDS = ("auto", "cpu", "gpu", "model")
 PROTOCOLS = ("grpc", "http", "both")
+# How a client hands request tensors to a server on the same machine (docs/serving.md, "Shared memory"): in the
+# request itself (none), in system shared memory (/dev/shm), or in GPU memory the server maps (cuda: CUDA IPC).
+SHARED_MEMORY_MODES = ("none", "system", "cuda")
 DEFAULT_REPOSITORY = "triton_models"  # where serve writes its model repository
 # Dynamic batching's longest wait to gather a batch: Triton's own TensorRT and onnxruntime backends run the batch
 # themselves, with no copy to a runner, so they wait less than serve's Python backend.
@@ -150,7 +154,7 @@ class RepositoryOptions:
     """A model repository: what it serves and how Triton batches it, for ``serve`` (Triton's Python backend, running
     the best runtime present) and ``triton-repo`` (Triton's own TensorRT or onnxruntime backend). Each writer reads
     the fields it takes and refuses the others given (refuse_others): engine, plugin, runtime, device and threads are
-    the Python backend's; gpus, labels, plugin_static (TensorRT backend) and server_path (onnxruntime backend) Triton's
+    the Python backend's; labels, plugin_static (TensorRT backend) and server_path (onnxruntime backend) Triton's
     own backends'; an engine alone takes no ort_library, max_batch_size or instance_kind; the rest are everyone's."""
 
     name: str | None = option(
@@ -213,7 +217,10 @@ class RepositoryOptions:
         choices=INSTANCE_KINDS,
     )
     gpus: tuple[int, ...] | None = option(
-        None, "GPUs for the instances (default: every visible GPU)", type="gpu_list", metavar="0,1"
+        None,
+        "the GPUs the instances are placed on, --instances of them on each (default: every visible GPU)",
+        type="gpu_list",
+        metavar="0,1",
     )
     preferred_batch_sizes: tuple[int, ...] | None = option(
         None,
@@ -266,10 +273,10 @@ class LoadTestOptions:
     load_test: int | None = option(
         None,
         "once ready, check N requests (distinct inputs, each response compared with the model run here), time the "
-        "runner directly, run the --sweep if given, print the table, stop the server and exit",
+        "runner directly, run the --sweep and the --soak if given, print the table, stop the server and exit",
         metavar="N",
     )
-    concurrency: int = option(16, "the check's concurrent clients, 1 to 4096 (default 16)")
+    concurrency: int = option(16, "the check's and the soak's concurrent clients, 1 to 4096 (default 16)")
     batch_sizes: tuple[int, ...] = option(
         (1, 2, 4, 8),
         "request batch sizes, cycled, of the check and the sweep's first mix (default 1,2,4,8)",
@@ -277,7 +284,16 @@ class LoadTestOptions:
         metavar="1,2,4,8",
     )
     protocol: str = option("grpc", "the check's protocol (default grpc)", choices=PROTOCOLS)
-    kill_backend: bool = option(False, "kill the model's backend a quarter of the way through the check")
+    shared_memory: str = option(
+        "none",
+        "where requests carry their tensors: none (in the request, default), system (/dev/shm regions the server "
+        "maps) or cuda (GPU memory the server maps; needs cuda-python); regions are registered once, reused and "
+        "removed on every exit; the server must run on this machine",
+        choices=SHARED_MEMORY_MODES,
+    )
+    kill_backend: bool = option(
+        False, "kill the model's backend once: halfway through the --soak when given, else a quarter into the check"
+    )
     sweep: tuple[int, ...] = option(
         (),
         "timed load: requests in flight per point, from several client processes over gRPC (default: none)",
@@ -300,6 +316,17 @@ class LoadTestOptions:
         True,
         "skip the sweep's last point: the busiest one again with one more client process",
         negative="--no-extra-process",
+    )
+    soak_s: float | None = option(
+        None,
+        "after the check and the sweep, a soak of this many seconds: --concurrency requests in flight, sizes cycling "
+        "through --batch-sizes, every answer checked, failed requests retried, memory sampled (docs/serving.md)",
+        flag="--soak",
+        type="number",
+        metavar="SECONDS",
+    )
+    sample_every_s: float = option(
+        60.0, "seconds between the soak's memory samples (default 60)", flag="--sample-every", type="number"
     )
     json_path: str | None = option(None, "load test: write the results as JSON", flag="--json", metavar="FILE")
 

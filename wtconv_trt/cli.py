@@ -59,8 +59,11 @@ OPTION_OF_PARAMETER = {
     "preferred_batch_sizes": "preferred_batch",
     "repository": "repo",
     "requests": "load_test",
+    "sample_every_s": "sample_every",
     "shapes": "shape",  # bench's --shape; build's own --shapes is found first
+    "soak_s": "soak",
     "warmup_ms": "warmup",
+    "window_s": "window",
     "workspace_mib": "workspace",
 }
 

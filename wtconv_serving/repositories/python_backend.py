@@ -28,6 +28,7 @@ from wtconv_serving.repositories.triton_config import (
     InstanceGroup,
     ModelConfig,
     TensorConfig,
+    check_gpus,
     check_model_name,
     dynamic_batching,
     label_lines,
@@ -72,7 +73,21 @@ class ServingRepository:
     ort_device: str | None = None  # where ONNX Runtime runs the model: "cpu" or "cuda" (runtime onnxruntime or auto)
     ort_library: Path | None = None  # the libwtconv_ort.so copied into the model's folder
     tuning: Tuning = Tuning()  # buckets resolved for max_batch_size
-    instances: int = 1
+    instances: int = 1  # per GPU for GPU instances
+    instance_kind: str = "KIND_CPU"
+    gpus: tuple[int, ...] = ()  # the GPUs named for the GPU instances; empty: every GPU the server sees
+
+    def placement(self, visible_gpus: int | None = None) -> str:
+        """Where Triton puts the instances, in words; ``visible_gpus``: how many GPUs the server sees, when known."""
+        count = self.instances
+        if self.instance_kind == "KIND_CPU":
+            return f"{count} on the CPU"
+        if self.instance_kind == "KIND_MODEL":
+            return f"{count}, placed by the runtime at load (GPU 0 for a GPU runtime)"
+        if self.gpus:
+            return f"{count} on each of GPU {','.join(map(str, self.gpus))}"
+        seen = "" if visible_gpus is None else f" ({visible_gpus} here: {','.join(map(str, range(visible_gpus)))})"
+        return f"{count} on each GPU the server sees{seen}"
 
 
 @dataclass
@@ -90,6 +105,7 @@ class PythonRepositoryPlan:
     max_queue_delay_us: int
     threads: int
     device: str
+    gpus: tuple[int, ...] = ()  # the GPUs of the GPU instances; empty: every GPU the server sees
     warmup: bool = True
     preferred_batch_sizes: tuple[int, ...] | None = None
     engine: OpenedEngine | None = None
@@ -104,7 +120,7 @@ class PythonRepositoryPlan:
 
 
 # The options of a Python-backend repository: the others (those of Triton's own backends) are refused.
-OPTIONS = ("name", "engine", "plugin", "runtime", "device", "ort_library", "max_batch_size", "instances")
+OPTIONS = ("name", "engine", "plugin", "runtime", "device", "ort_library", "max_batch_size", "instances", "gpus")
 OPTIONS += ("instance_kind", "preferred_batch_sizes", "max_queue_delay_us", "threads", "warmup", "force")
 JOB = "a Python-backend repository (serve)"
 
@@ -133,8 +149,9 @@ def check_python_repository(
     """Every option of a Python-backend repository checked once, in the order ``wtconv-trt serve`` reports them,
     before anything is written: the values, the library, the repository folder (a model folder that holds files
     is replaced only with ``force``), the ONNX model and the engine (its manifest and sha256). ``options``: a
-    RepositoryOptions (wtconv_core.options), or its fields as ``keywords``; those of Triton's own backends (gpus,
-    labels, plugin_static, server_path) are refused."""
+    RepositoryOptions (wtconv_core.options), or its fields as ``keywords``; those of Triton's own backends (labels,
+    plugin_static, server_path) are refused. ``gpus`` places GPU instances: it makes instance_kind auto GPU, and is
+    refused with CPU instances (instance_kind cpu, or ONNX Runtime on device cpu) and with instance_kind model."""
     o = options or RepositoryOptions(**keywords)
     refuse_others(o, OPTIONS, JOB)
     name, engine, plugin, runtime, device, ort_library = o.name, o.engine, o.plugin, o.runtime, o.device, o.ort_library
@@ -155,6 +172,17 @@ def check_python_repository(
     check_int(threads, "threads", 0, MAX_THREADS)
     check_choice(runtime, "runtime", ("auto", *RUNTIMES))
     check_choice(device, "device", ORT_DEVICES)
+    gpus = check_gpus(o.gpus)
+    if gpus:
+        kind = INSTANCE_KINDS.get(instance_kind, instance_kind)
+        on_cpu = kind == "KIND_CPU" or (kind is None and runtime == "onnxruntime" and device == "cpu")
+        if on_cpu or kind == "KIND_MODEL":
+            why = "instance_kind model lets the runtime place them" if kind == "KIND_MODEL" else "they run on the CPU"
+            raise InputError(
+                f"gpus {','.join(map(str, gpus))}: places GPU instances, and {why}; leave gpus out, or serve on GPUs "
+                "(instance_kind=gpu, or device=cuda for ONNX Runtime)",
+                parameter="gpus",
+            )
     if preferred_batch_sizes is not None:
         preferred_batch_sizes = tuple(
             check_int(b, "preferred_batch_sizes", 1, MAX_INT32) for b in preferred_batch_sizes
@@ -193,6 +221,7 @@ def check_python_repository(
         max_batch_size=max_batch_size,
         instances=instances,
         instance_kind=instance_kind,
+        gpus=gpus,
         max_queue_delay_us=max_queue_delay_us,
         threads=threads,
         device=device,
@@ -264,6 +293,7 @@ def python_config(
     parameters: dict,
     instances: int = 1,
     instance_kind: str = "KIND_CPU",
+    gpus: tuple[int, ...] = (),
     preferred_batch_sizes=None,
     max_queue_delay_us: int = PYTHON_BACKEND_QUEUE_DELAY_US,
     warmup: bool = True,
@@ -272,7 +302,8 @@ def python_config(
 ) -> ModelConfig:
     """The model configuration of the Python-backend model: the export's I/O, batching (preferred sizes: the buckets
     of ``tuning``, with its queue policy), warm-up per bucket, the instances and the string parameters model.py
-    reads (those of ``tuning`` included)."""
+    reads (those of ``tuning`` included). ``gpus``: the GPUs of GPU instances, ``instances`` on each (empty: every
+    GPU the server sees, as Triton places a KIND_GPU group without gpus)."""
     inp, out = description["input"], description["output"]
     tuning = (tuning or Tuning()).with_max_batch(max_batch_size)
     parameters = {**parameters, **tuning.parameters()}
@@ -283,7 +314,9 @@ def python_config(
         inputs=(TensorConfig(inp["name"], inp["dtype"], tuple(input_dims)),),
         outputs=(TensorConfig(out["name"], out["dtype"], tuple(output_dims), "labels.txt" if labels else None),),
         dynamic_batching=dynamic_batching(max_batch_size, preferred_batch_sizes, max_queue_delay_us, tuning),
-        instance_group=InstanceGroup(count=instances, kind=instance_kind),
+        instance_group=InstanceGroup(
+            count=instances, kind=instance_kind, gpus=tuple(gpus) if instance_kind == "KIND_GPU" else ()
+        ),
         warmup_batch_sizes=warmup_batch_sizes(max_batch_size, input_dims, warmup, tuning.buckets),
         parameters=tuple(parameters.items()),
         labels=labels,
@@ -311,6 +344,8 @@ def write_python_repository(plan: PythonRepositoryPlan) -> ServingRepository:
         exported = plan.exported or plan.onnx
         ort_device = plan.device if plan.device != "auto" else resolve_ort_device("auto", exported, ort_library)[0]
     kind = INSTANCE_KINDS.get(plan.instance_kind, plan.instance_kind)
+    if kind is None and plan.gpus:
+        kind = "KIND_GPU"  # GPUs named: the instances go on them (check_python_repository refused the CPU)
     if kind is None:
         if runtime == "onnxruntime":
             kind = "KIND_GPU" if ort_device == "cuda" else "KIND_CPU"
@@ -340,6 +375,7 @@ def write_python_repository(plan: PythonRepositoryPlan) -> ServingRepository:
         parameters=parameters,
         instances=instances,
         instance_kind=kind,
+        gpus=plan.gpus,
         preferred_batch_sizes=plan.preferred_batch_sizes,
         max_queue_delay_us=plan.max_queue_delay_us,
         warmup=plan.warmup,
@@ -389,4 +425,6 @@ def write_python_repository(plan: PythonRepositoryPlan) -> ServingRepository:
         ort_library=model_dir / parameters["ort_library"] if "ort_library" in parameters else None,
         tuning=plan.tuning,
         instances=instances,
+        instance_kind=kind,
+        gpus=plan.gpus if kind == "KIND_GPU" else (),
     )

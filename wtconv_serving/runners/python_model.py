@@ -10,11 +10,16 @@ answers every request of that batch with the error and leaves the model serving.
 Tensors cross the backend boundary through DLPack (``np.from_dlpack`` in, ``Tensor.from_dlpack`` out), not
 ``as_numpy()`` / ``Tensor(name, array)``: the backend's compiled helpers read NumPy 1's array-descriptor layout,
 and under NumPy 2 they see garbage item sizes (inputs read as repeated first elements, outputs sent with 0
-bytes). DLPack describes the memory itself and is correct with either NumPy; an input a client placed in GPU memory
-arrives as a CUDA tensor (``torch.from_dlpack``) and is copied on the GPU. Outputs are handed over as PyTorch
-tensors (``torch.from_numpy``, no copy): the backend renames the DLPack capsule it consumes to a name NumPy's
-capsule destructor does not expect, so a NumPy capsule prints an "unraisable" traceback for every response,
-while PyTorch's destructor leaves a renamed capsule alone, as the DLPack protocol says.
+bytes). DLPack describes the memory itself and is correct with either NumPy. A GPU instance's config lets inputs
+through where they are (FORCE_CPU_ONLY_INPUT_TENSORS "no"): an input a client placed in GPU memory (CUDA shared
+memory) arrives as a CUDA tensor (``torch.from_dlpack``), goes into the runner as it is, and such a batch is answered
+with CUDA tensors, which Triton copies where the client wants them (wtconv_serving.runners.batch_runner). Host
+outputs are handed over as PyTorch tensors too (``torch.from_numpy``, no copy): the backend renames the DLPack
+capsule it consumes to a name NumPy's capsule destructor does not expect, so a NumPy capsule prints an "unraisable"
+traceback for every response, while PyTorch's destructor leaves a renamed capsule alone, as the DLPack protocol says.
+
+The instance runs where Triton placed it (``instance_device``): a GPU instance on the GPU of its
+``model_instance_device_id``, where its runner loads the model and makes its own buffers and CUDA graphs.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ class ServedModel:
         engine = version_dir / parameters["engine_file"] if parameters.get("engine_file") else None
         plugin = _model_file(args, parameters.get("plugin"))
         ort_library = _model_file(args, parameters.get("ort_library"))
-        device = int(args.get("model_instance_device_id") or 0)
+        gpu = instance_device(args)
         threads = int(parameters.get("threads") or 0)
         self.input_name = config["input"][0]["name"]
         self.output_name = config["output"][0]["name"]
@@ -54,7 +59,7 @@ class ServedModel:
             onnx_path=onnx,
             engine_path=engine,
             plugin=plugin,
-            device=device,
+            device=0 if gpu is None else gpu,
             threads=threads,
             ort_device=parameters.get("ort_device") or "cpu",
             ort_library=ort_library,
@@ -62,11 +67,13 @@ class ServedModel:
         tuning = Tuning.from_parameters(parameters).with_max_batch(max_batch)
         self.runner = make_runner(model, tuning=tuning, input_dims=dims if self.batching else None)
         self.logger = pb_utils.Logger
+        self.placements: set = set()  # where inputs have arrived (said once each in the log)
         described = getattr(self.runner, "description", None)
+        where = "the CPU" if gpu is None else f"GPU {gpu}"
         self.logger.log_info(
             f"{args['model_name']}: runtime {self.runner.name}, {f'{described}, ' if described else ''}input "
-            f"{self.input_name} {self.runner.input_dtype}, output {self.output_name} {self.runner.output_dtype} "
-            f"(loaded in {time.perf_counter() - start:.1f} s)"
+            f"{self.input_name} {self.runner.input_dtype}, output {self.output_name} {self.runner.output_dtype}; "
+            f"instance {self.instance} on {where} (loaded in {time.perf_counter() - start:.1f} s)"
         )
 
     def execute(self, requests):
@@ -78,6 +85,7 @@ class ServedModel:
                 errors[index] = f"the request has no input named {self.input_name!r}"
                 continue
             x = _from_dlpack(tensor)  # not as_numpy(): see the module docstring
+            self._note_placement(x)
             if np.dtype(str(x.dtype).replace("torch.", "")) != self.runner.input_dtype:
                 errors[index] = f"input {self.input_name!r} must be {self.runner.input_dtype}, got {x.dtype}"
                 continue
@@ -99,16 +107,41 @@ class ServedModel:
             if index in errors:
                 responses.append(pb.InferenceResponse(output_tensors=[], error=pb.TritonError(errors[index])))
             else:
-                y = np.ascontiguousarray(outputs[index].astype(self.runner.output_dtype, copy=False))
-                tensor = pb.Tensor.from_dlpack(self.output_name, _dlpack_source(y))
+                tensor = pb.Tensor.from_dlpack(self.output_name, self._output(outputs[index]))
                 responses.append(pb.InferenceResponse(output_tensors=[tensor]))
         return responses
+
+    def _output(self, y):
+        """A DLPack producer for one answer: a CUDA tensor as it is (a contiguous view of the batch's own copy), a
+        NumPy array in the output's dtype through PyTorch (see the module docstring)."""
+        if not isinstance(y, np.ndarray):
+            return y
+        return _dlpack_source(np.ascontiguousarray(y.astype(self.runner.output_dtype, copy=False)))
+
+    def _note_placement(self, x) -> None:
+        """Say in the log, once each, where this instance's inputs arrive."""
+        where = "the host" if isinstance(x, np.ndarray) else str(x.device)
+        if where in self.placements:
+            return
+        self.placements.add(where)
+        how = "one copy into the staging buffer" if where == "the host" else "DLPack into the runner, no host copy"
+        self.logger.log_info(f"{self.instance}: inputs arrive on {where} ({how})")
 
     def finalize(self) -> None:
         """Called once the instance has finished its last batch (the server unloads the model); the log line tells
         the launcher the answers are computed (wtconv_serving.server.launcher.FINALIZED)."""
         self.runner = None
         self.logger.log_info(f"{self.instance}: finalized")
+
+
+def instance_device(args: dict) -> int | None:
+    """The GPU of a model instance from the args Triton gives ``initialize``: for a GPU instance its
+    ``model_instance_device_id`` (the GPU of its instance group Triton placed it on), for a KIND_MODEL instance the
+    same id (0: the runtime places it), None for a CPU instance. Triton names the kind "GPU", "CPU" or "MODEL"."""
+    kind = str(args.get("model_instance_kind") or "").upper().removeprefix("KIND_")
+    if kind == "CPU":
+        return None
+    return int(args.get("model_instance_device_id") or 0)
 
 
 def _from_dlpack(tensor):

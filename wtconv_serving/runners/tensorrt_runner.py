@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from wtconv_core.errors import ServingError
-from wtconv_serving.runners.batch_runner import BatchRunner, DeviceBuffers, graph_agrees
+from wtconv_serving.runners.batch_runner import BatchRunner, DeviceBuffers, check_graph_replay
 from wtconv_serving.tuning import Tuning
 
 log = logging.getLogger(__name__)
@@ -133,6 +133,9 @@ class TensorRTRunner(BatchRunner):
         return out.cpu().numpy()
 
     def _prepare(self, cuda_graphs: bool) -> None:
+        """Bind and run every bucket once (TensorRT's lazy work, outside any capture) and, with graphs, capture its
+        enqueue and check the replay against an eager enqueue (check_graph_replay); a bucket that fails runs
+        eagerly."""
         torch = self.torch
         self.buffers.device_input.normal_()
         for bucket in sorted(self.buckets, reverse=True):
@@ -144,20 +147,28 @@ class TensorRTRunner(BatchRunner):
             self.stream.synchronize()
             if not cuda_graphs:
                 continue
-            eager = output.float().cpu().numpy()
             try:
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, stream=self.stream):
                     self._enqueue()
-                graph.replay()
-                self.stream.synchronize()
-                if not graph_agrees(output.float().cpu().numpy(), eager):
-                    raise RuntimeError("the graph's output differs from the eager run's")
+                check_graph_replay(
+                    torch, self.stream, x, output, graph.replay, self._eager_into(output), self.output_dtype, bucket
+                )
                 self.graphs[bucket] = graph
-            except RuntimeError as error:
+            except (RuntimeError, ServingError) as error:
                 log.warning("tensorrt: batch %d runs eagerly: capturing its CUDA graph failed: %s", bucket, error)
 
-    def _run(self, parts, rows: int, size: int) -> np.ndarray:
+    def _eager_into(self, output):
+        """An eager enqueue on our stream into the bound ``output``, for the graph check."""
+
+        def run():
+            with self.torch.cuda.stream(self.stream):
+                self._enqueue()
+            return output
+
+        return run
+
+    def _run(self, parts, rows: int, size: int):
         torch = self.torch
         with torch.cuda.device(self.device):
             self.buffers.stage(parts, rows)
@@ -169,4 +180,4 @@ class TensorRTRunner(BatchRunner):
                     self.graphs[size].replay()
                 else:
                     self._enqueue()
-            return self.buffers.fetch(output, rows)
+            return output

@@ -9,7 +9,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from wtconv_serving.runners.batch_runner import BatchRunner, DeviceBuffers, graph_agrees
+from wtconv_core.errors import ServingError
+from wtconv_serving.runners.batch_runner import BatchRunner, DeviceBuffers, check_graph_replay, host_array
 from wtconv_serving.tuning import Tuning
 
 log = logging.getLogger(__name__)
@@ -91,8 +92,9 @@ class TorchCudaRunner(BatchRunner):
 
     def _prepare(self, cuda_graphs: bool) -> None:
         """Warm every bucket up (cuDNN's per-shape search) and, with graphs, capture it right after its warm-up (our
-        kernels' plans are made per shape outside the capture). Largest first: the graphs share one memory pool,
-        which is safe because each batch's output is copied out before another graph replays."""
+        kernels' plans are made per shape outside the capture), then check the replay (check_graph_replay). Largest
+        first: the graphs share one memory pool, which is safe because each batch's output is copied out before
+        another graph replays."""
         torch = self.torch
         pool = torch.cuda.graph_pool_handle() if cuda_graphs else None
         failed = []
@@ -101,7 +103,7 @@ class TorchCudaRunner(BatchRunner):
             x = self.buffers.device_input[:bucket]
             with torch.cuda.stream(self.stream):
                 for _ in range(2):
-                    eager = self._forward(x)
+                    self._forward(x)
             self.stream.synchronize()
             if not cuda_graphs:
                 continue
@@ -109,34 +111,36 @@ class TorchCudaRunner(BatchRunner):
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, pool=pool, stream=self.stream):
                     output = self._forward(x)
-                graph.replay()
-                self.stream.synchronize()
-                if not graph_agrees(output.float().cpu().numpy(), eager.float().cpu().numpy()):
-                    raise RuntimeError("the graph's output differs from the eager run's")
+                check_graph_replay(
+                    torch, self.stream, x, output, graph.replay, lambda x=x: self._eager(x), self.output_dtype, bucket
+                )
                 self.graphs[bucket] = (graph, output)
-            except RuntimeError as error:
+            except (RuntimeError, ServingError) as error:
                 failed.append(bucket)
                 log.warning("torch-cuda: batch %d runs eagerly: capturing its CUDA graph failed: %s", bucket, error)
         if failed:
             self.eager_note = f" (eager for {_sizes(sorted(failed))}: capture failed)"
 
-    def _run(self, parts, rows: int, size: int) -> np.ndarray:
+    def _eager(self, x):
+        """An eager run on our stream, for the graph check."""
+        with self.torch.cuda.stream(self.stream):
+            return self._forward(x)
+
+    def _run(self, parts, rows: int, size: int):
         torch = self.torch
         if self.buffers is None:
-            x = parts[0] if len(parts) == 1 else np.concatenate([np.asarray(p) for p in parts])
+            x = parts[0] if len(parts) == 1 else np.concatenate([host_array(p) for p in parts])
             with torch.cuda.device(self.device):
-                tensor = torch.as_tensor(np.ascontiguousarray(x)).to(self.device)
+                tensor = torch.as_tensor(np.ascontiguousarray(host_array(x))).to(self.device)
                 return self._forward(tensor).cpu().numpy()
         with torch.cuda.device(self.device):
             self.buffers.stage(parts, rows)
-            if size in self.graphs:
-                graph, output = self.graphs[size]
-                with torch.cuda.stream(self.stream):
+            with torch.cuda.stream(self.stream):
+                if size in self.graphs:
+                    graph, output = self.graphs[size]
                     graph.replay()
-            else:
-                with torch.cuda.stream(self.stream):
-                    output = self._forward(self.buffers.device_input[:size])
-            return self.buffers.fetch(output, rows)
+                    return output
+                return self._forward(self.buffers.device_input[:size])
 
 
 def _sizes(sizes) -> str:

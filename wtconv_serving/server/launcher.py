@@ -50,7 +50,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from wtconv_core.errors import ConfigurationError, ServingError
+from wtconv_core.errors import ConfigurationError, InputError, ServingError
 from wtconv_core.files import atomic_copy
 from wtconv_core.options import ServerOptions
 from wtconv_libs.lookup import ENV_CACHE, user_cache_dir
@@ -238,6 +238,31 @@ def check_ports(host: str, ports: dict) -> None:
                 f"port {port} on {host} ({what}) is already in use: stop what listens "
                 f"there or choose another with {what}_port=PORT"
             )
+
+
+def visible_gpus() -> int:
+    """How many CUDA GPUs a server started from this process sees (it inherits CUDA_VISIBLE_DEVICES): the CUDA
+    driver's count, 0 without a driver or a GPU."""
+    from wtconv_libs.build import cuda_gpu_count
+
+    return cuda_gpu_count()
+
+
+def check_visible_gpus(gpus) -> int:
+    """InputError (parameter "gpus") naming the first of ``gpus`` (GPU indices, as Triton's instance group numbers
+    them: among the GPUs the server sees) that a server started here would not see; returns how many it sees."""
+    count = visible_gpus()
+    for gpu in gpus or ():
+        if gpu >= count:
+            seen = f"{count} are visible: 0 to {count - 1}" if count else "no GPU is visible"
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            note = f", CUDA_VISIBLE_DEVICES={visible}" if visible is not None else ""
+            raise InputError(
+                f"gpus {','.join(map(str, gpus))}: GPU {gpu} is not one the server would see here ({seen}{note}); "
+                "give visible GPUs, or leave gpus out to use every visible GPU",
+                parameter="gpus",
+            )
+    return count
 
 
 def free_port(host: str = "127.0.0.1") -> int:

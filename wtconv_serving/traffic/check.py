@@ -10,14 +10,14 @@ Latency is measured per request on the client, from send to complete answer.
 
 from __future__ import annotations
 
-import signal
+import itertools
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from wtconv_core.interrupt import deferred_interrupt
 from wtconv_core.stats import percentile
 
 WIRE_TYPES = {np.dtype(np.float32): "FP32", np.dtype(np.float16): "FP16"}
@@ -75,6 +75,7 @@ class LoadReport:
     wall_s: float = 0.0
     latencies_ms: list = field(default_factory=list)
     errors: list = field(default_factory=list)
+    error_times: list = field(default_factory=list)  # seconds from the start of the load, one per entry of errors
 
     def summary(self) -> dict:
         lat = sorted(self.latencies_ms)
@@ -142,53 +143,62 @@ def run_load(
     retries: int = 0,
     retry_wait_s: float = 0.5,
     on_progress=None,
+    shared_memory: str = "none",
+    duration_s: float | None = None,
 ) -> LoadReport:
-    """Send ``requests`` requests from ``concurrency`` threads (one client each); see the module docstring."""
+    """Send ``requests`` requests from ``concurrency`` threads (one client each); see the module docstring. With
+    ``duration_s``, send for that long instead, the distinct requests of one pass over the pool repeated (the soak);
+    ``requests`` is then what was sent. ``shared_memory`` "system" or "cuda": the inputs are read by the server from
+    one region holding the pool (shared_memory.PoolRegion) and each client's outputs written into a region of its
+    own; the regions are removed on every exit."""
     from tritonclient.utils import InferenceServerException
 
+    if duration_s is not None:
+        requests = len(pool)  # one pass of distinct requests, cycled until the time is up
     plan = request_plan(requests, len(pool), batch_sizes)
     datatype = WIRE_TYPES[np.dtype(pool.dtype)]
     report = LoadReport(protocol, requests, concurrency, [int(b) for b in batch_sizes])
-    next_index = iter(range(requests))
+    indices = itertools.count() if duration_s is not None else iter(range(requests))
     lock = threading.Lock()
-    answered = [False] * requests
-    deadline = time.monotonic() + time_limit_s
+    answered: set = set()
+    sent = [0]
+    stop = threading.Event()
+    t0 = time.monotonic()
+    deadline = t0 + (time_limit_s if duration_s is None else duration_s)
+    memory = _Memory(shared_memory, protocol, url, pool, expected, max(batch_sizes), concurrency, request_timeout_s)
 
-    def worker():
+    def worker(slot):
         module, client = _client(protocol, url, request_timeout_s)
         try:
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not stop.is_set():
                 with lock:
-                    i = next(next_index, None)
-                if i is None:
-                    return
-                start, batch = plan[i]
-                x = np.ascontiguousarray(rows(pool, start, batch))
+                    i = next(indices, None)
+                    if i is None:
+                        return
+                    sent[0] += 1
+                start, batch = plan[i % len(plan)]
                 want = rows(expected, start, batch)
                 for attempt in range(retries + 1):
-                    tensor = module.InferInput(input_name, list(x.shape), datatype)
-                    tensor.set_data_from_numpy(x)
-                    t0 = time.perf_counter()
+                    t_send = time.perf_counter()
                     try:
-                        if protocol == "grpc":
-                            result = client.infer(model, [tensor], client_timeout=request_timeout_s)
-                        else:
-                            result = client.infer(model, [tensor])
-                        got = result.as_numpy(output_name)
+                        got = memory.infer(module, client, slot, model, input_name, output_name, datatype, start, batch)
                         error = None
                     except InferenceServerException as failure:
                         error = str(failure)
-                    elapsed = (time.perf_counter() - t0) * 1e3
+                    elapsed = (time.perf_counter() - t_send) * 1e3
                     if error is None:
                         break
                     with lock:
                         report.errors.append(f"request {i}: {error}")
+                        report.error_times.append(time.monotonic() - t0)
                         if attempt < retries:
                             report.retried += 1
+                    if stop.is_set():
+                        break
                     if attempt < retries:
                         time.sleep(retry_wait_s)
                 with lock:
-                    answered[i] = True
+                    answered.add(i)
                     if error is not None:
                         report.failed += 1
                         continue
@@ -201,39 +211,80 @@ def run_load(
                     elif not (same and matches(got, want, atol, rtol)):
                         report.mismatched += 1
                         report.errors.append(f"request {i}: response does not match its input's expected output")
+                        report.error_times.append(time.monotonic() - t0)
                 if on_progress is not None:
                     on_progress(i)
+        except Exception:
+            if not stop.is_set():  # after a stop (Ctrl-C, an error) the regions may be gone under a request
+                raise
         finally:
             client.close()
 
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker, name=f"load-{k}", daemon=True) for k in range(concurrency)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()) + request_timeout_s + 5)
-    report.wall_s = time.perf_counter() - t0
-    report.lost = answered.count(False)
+    threads = [threading.Thread(target=worker, args=(k,), name=f"load-{k}", daemon=True) for k in range(concurrency)]
+    t_start = time.perf_counter()
+    try:
+        memory.open()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()) + request_timeout_s + 5)
+    finally:
+        stop.set()  # an interrupted or failed load stops its clients before their regions go
+        settled = time.monotonic() + 5.0  # time for the requests in flight to be answered
+        for t in threads:
+            if t.ident is not None:
+                t.join(max(0.0, settled - time.monotonic()))
+        memory.close()
+    report.wall_s = time.perf_counter() - t_start
+    if duration_s is not None:
+        report.requests = sent[0]
+    report.lost = report.requests - len(answered)
     return report
 
 
-@contextmanager
-def deferred_interrupt():
-    """Ctrl-C arriving inside the block is taken when the block ends: ONNX Runtime calls the onnxruntime-extensions
-    Python op from C++, and a KeyboardInterrupt raised inside that call crosses C++ and aborts the process. Only in
-    the main thread with a Python handler installed (elsewhere nothing is changed)."""
-    previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or not callable(previous):
-        yield
-        return
-    pending = []
-    signal.signal(signal.SIGINT, lambda *received: pending.append(received))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if pending:
-            previous(*pending[0])  # raises KeyboardInterrupt, as the handler would have
+class _Memory:
+    """How run_load's requests carry their tensors: in the request (``mode`` "none"), or through shared memory (the
+    pool in one region, each client slot's outputs in a region of its own)."""
+
+    def __init__(self, mode, protocol, url, pool, expected, largest, slots, timeout_s):
+        self.mode, self.protocol, self.url, self.pool, self.expected = mode, protocol, url, pool, expected
+        self.largest, self.slots, self.timeout_s = int(largest), int(slots), timeout_s
+        self.memory = self.admin = self.inputs = None
+        self.outputs: list = []
+        self.output_row_bytes = int(np.prod(expected.shape[1:])) * expected.dtype.itemsize
+
+    def open(self) -> None:
+        if self.mode == "none":
+            return
+        from wtconv_serving.traffic.shared_memory import ClientMemory, PoolRegion
+
+        _, self.admin = _client(self.protocol, self.url, self.timeout_s)
+        self.memory = ClientMemory(self.mode, self.admin, url=self.url)
+        self.inputs = PoolRegion(self.memory, self.pool, self.largest)
+        self.outputs = [self.memory.region(self.largest * self.output_row_bytes, "outputs") for _ in range(self.slots)]
+
+    def infer(self, module, client, slot, model, input_name, output_name, datatype, start, batch):
+        """The answer to request (start, batch), sent through ``client`` of ``module`` from client slot ``slot``."""
+        shape = [batch, *self.pool.shape[1:]]
+        tensor = module.InferInput(input_name, shape, datatype)
+        kwargs = {"client_timeout": self.timeout_s} if self.protocol == "grpc" else {}
+        if self.memory is None:
+            tensor.set_data_from_numpy(np.ascontiguousarray(rows(self.pool, start, batch)))
+            return client.infer(model, [tensor], **kwargs).as_numpy(output_name)
+        tensor.set_shared_memory(self.inputs.name, self.inputs.nbytes(batch), self.inputs.offset(start))
+        output = self.outputs[slot]
+        requested = module.InferRequestedOutput(output_name)
+        requested.set_shared_memory(output.name, batch * self.output_row_bytes)
+        result = client.infer(model, [tensor], outputs=[requested], **kwargs)
+        described = result.get_output(output_name)
+        dims = described["shape"] if isinstance(described, dict) else described.shape
+        return output.read(self.expected.dtype, dims)
+
+    def close(self) -> None:
+        if self.memory is not None:
+            self.memory.close()
+            self.admin.close()
+            self.memory = None
 
 
 def direct_throughput(runner, pool: np.ndarray, batch: int, seconds: float = 2.0) -> dict:

@@ -1,10 +1,10 @@
 """A timed load that is not the limit: several client processes, asynchronous gRPC, a sweep of requests in flight.
 
 The answer check is a separate, untimed pass (wtconv_serving.traffic.check.run_load). Here each worker process keeps
-its share
-of the requests in flight on one asyncio gRPC channel and sends requests serialized once in advance (Triton's
-ModelInfer protobuf, raw tensor bytes), so a request costs the client little more than gRPC's own work; a response
-counts when it carries the expected number of output bytes. Completions are counted inside a measured window that
+its share of the requests in flight on one asyncio gRPC channel and sends requests serialized once in advance (Triton's
+ModelInfer protobuf, raw tensor bytes; with shared memory only the region, offset and size of rows laid out once in a
+region the parent registered), so a request costs the client little more than gRPC's own work; a response counts
+when it carries the expected number of output bytes. Completions are counted inside a measured window that
 starts after a warm-up; Triton's statistics API (``/v2/models/<m>/stats``) is read at both ends of the window, for
 the batch sizes the server actually executed and the time requests spent queued and computing. ``direct_rate``
 turns the same runner's direct time per batch into the rate it would reach on those very batches.
@@ -157,9 +157,13 @@ def stats_delta(before: dict, after: dict) -> tuple[dict, float | None, dict]:
     return executed, queue_ms, compute_ms
 
 
-def _requests(pool_file: str, model: str, input_name: str, batch_sizes, variants: int) -> dict:
-    """{batch size: [serialized ModelInferRequest]} from the pool's rows (distinct rows per variant)."""
+def _requests(pool_file: str, model: str, input_name: str, batch_sizes, variants: int, pool_region=None) -> dict:
+    """{batch size: [serialized ModelInferRequest]} from the pool's rows (distinct rows per variant): the rows in the
+    request, or with ``pool_region`` ((name, row bytes, rows) of a shared_memory.PoolRegion of the same pool) the
+    region, offset and size of the same rows there."""
     from tritonclient.grpc import service_pb2
+
+    from wtconv_serving.traffic.check import rows
 
     pool = np.load(pool_file, mmap_mode="r")
     datatype = WIRE_TYPES[np.dtype(pool.dtype)]
@@ -167,18 +171,25 @@ def _requests(pool_file: str, model: str, input_name: str, batch_sizes, variants
     for size in sorted(set(batch_sizes)):
         out[size] = []
         for variant in range(variants):
-            index = (variant * 7919 + np.arange(size)) % len(pool)
-            x = np.ascontiguousarray(pool[index])
+            start = (variant * 7919) % len(pool)
             request = service_pb2.ModelInferRequest(model_name=model)
             tensor = request.inputs.add()
             tensor.name, tensor.datatype = input_name, datatype
-            tensor.shape.extend(x.shape)
-            request.raw_input_contents.append(x.tobytes())
+            tensor.shape.extend([size, *pool.shape[1:]])
+            if pool_region is None:
+                request.raw_input_contents.append(np.ascontiguousarray(rows(pool, start, size)).tobytes())
+            else:  # as tritonclient's InferInput.set_shared_memory writes them
+                name, row_bytes, count = pool_region
+                tensor.parameters["shared_memory_region"].string_param = name
+                tensor.parameters["shared_memory_byte_size"].int64_param = size * row_bytes
+                tensor.parameters["shared_memory_offset"].int64_param = (start % count) * row_bytes
             out[size].append(request.SerializeToString())
     return out
 
 
-def _worker(connection, url: str, pool_file: str, model: str, input_name: str, output_bytes: int) -> None:
+def _worker(
+    connection, url: str, pool_file: str, model: str, input_name: str, output_bytes: int, pool_region=None
+) -> None:
     """A client process: waits for (concurrency, batch sizes, start, warm-up s, window s) and answers with its
     counts, until it receives None."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops the workers
@@ -191,7 +202,7 @@ def _worker(connection, url: str, pool_file: str, model: str, input_name: str, o
 
     async def run(concurrency, batch_sizes, start, warmup_s, window_s):
         for size in set(batch_sizes) - set(cache):
-            cache.update(_requests(pool_file, model, input_name, [size], VARIANTS))
+            cache.update(_requests(pool_file, model, input_name, [size], VARIANTS, pool_region))
         options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
         result = {"completed": 0, "failed": 0, "images": 0, "latencies": [], "errors": []}
         begin, end = start + warmup_s, start + warmup_s + window_s
@@ -242,15 +253,41 @@ def _worker(connection, url: str, pool_file: str, model: str, input_name: str, o
 class LoadWorkers:
     """``processes`` client processes for ``model`` at the gRPC ``url`` (started once, reused by every point of the
     sweep; ``add`` starts one more). ``pool``: the inputs requests are cut from; ``output_bytes``: one image's output
-    size. A context manager: leaving it stops the processes and removes the pool's temporary copy."""
+    size. ``shared_memory`` "system" or "cuda": the requests name rows of the pool laid out once in a region this
+    process registers (shared_memory.PoolRegion, requests of up to ``largest`` images) instead of carrying them; the
+    answers come back in the response (a few KB an image). A context manager: leaving it stops the processes and
+    removes the pool's temporary copy and its region."""
 
-    def __init__(self, url: str, model: str, pool: np.ndarray, input_name: str, output_bytes: int, processes: int):
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        pool: np.ndarray,
+        input_name: str,
+        output_bytes: int,
+        processes: int,
+        *,
+        shared_memory: str = "none",
+        largest: int = 64,
+    ):
         self.folder = tempfile.mkdtemp(prefix="wtconv-load-")
-        self.args = (url, os.path.join(self.folder, "pool.npy"), model, input_name, int(output_bytes))
-        np.save(self.args[1], np.ascontiguousarray(pool))
-        self.context = multiprocessing.get_context("spawn")  # no fork of a process holding CUDA and gRPC state
+        self.memory = self.admin = None
         self.workers: list = []
         try:
+            region = None
+            if shared_memory != "none":
+                import tritonclient.grpc as grpcclient
+
+                from wtconv_serving.traffic.shared_memory import ClientMemory, PoolRegion
+
+                self.admin = grpcclient.InferenceServerClient(url=url)
+                self.memory = ClientMemory(shared_memory, self.admin, url=url)
+                laid_out = PoolRegion(self.memory, pool, largest)
+                region = (laid_out.name, laid_out.row_bytes, laid_out.rows)
+            pool_file = os.path.join(self.folder, "pool.npy")
+            self.args = (url, pool_file, model, input_name, int(output_bytes), region)
+            np.save(pool_file, np.ascontiguousarray(pool))
+            self.context = multiprocessing.get_context("spawn")  # no fork of a process holding CUDA and gRPC state
             for _ in range(processes):
                 self.add()
         except BaseException:
@@ -304,6 +341,10 @@ class LoadWorkers:
                 process.kill()
                 process.join()
         self.workers = []
+        if self.memory is not None:
+            self.memory.close()
+            self.admin.close()
+            self.memory = None
         for name in ("pool.npy",):
             Path(self.folder, name).unlink(missing_ok=True)
         try:

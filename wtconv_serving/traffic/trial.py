@@ -8,6 +8,11 @@
    client processes (wtconv_serving.traffic.sweep), Triton's statistics for the batches it executed, and the served
    rate over the direct rate on those same batches; then the busiest point again with one more client process, to
    show the client is not what limits the rate.
+4. The soak (wtconv_serving.traffic.soak), when asked for: a timed load with every answer checked against the ONNX
+   file run directly in ONNX Runtime, the backend killed halfway with ``kill_backend``, the server's memory sampled.
+
+With ``shared_memory`` "system" or "cuda" every phase's requests name rows of the pool laid out once in a region
+(wtconv_serving.traffic.shared_memory) instead of carrying them; the regions are removed on every exit.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import platform
-import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -36,6 +40,7 @@ class LoadTestResult:
     reports: list
     report: dict
     passed: bool
+    soak: object = None  # the soak's wtconv_serving.traffic.soak.SoakReport, when one ran
 
     @property
     def direct(self) -> list:
@@ -78,7 +83,7 @@ def default_processes() -> int:
 def run_load_test(
     repo,
     server,
-    requests: int,
+    requests: int | None,
     *,
     concurrency: int = 16,
     batch_sizes=(1, 2, 4, 8),
@@ -89,11 +94,16 @@ def run_load_test(
     window_s: float = 3.0,
     extra_process: bool = True,
     kill_backend: bool = False,
+    shared_memory: str = "none",
+    soak_s: float | None = None,
+    sample_every_s: float = 60.0,
 ) -> LoadTestResult:
     """The load test of the module docstring against ``server`` (a started wtconv_serving.server.launcher.TritonServer)
-    serving ``repo`` (a wtconv_serving.repositories.python_backend.ServingRepository). ``sweep``: requests in flight
-    per point
-    (empty: no sweep); ``mixes``: further request-size mixes for the sweep besides ``batch_sizes``."""
+    serving ``repo`` (a wtconv_serving.repositories.python_backend.ServingRepository). ``requests``: the check's (None:
+    no check); ``sweep``: requests in flight per point (empty: no sweep); ``mixes``: further request-size mixes for
+    the sweep besides ``batch_sizes``; ``soak_s``: the soak's seconds (None: no soak), at ``concurrency`` in flight,
+    request sizes ``batch_sizes``, memory sampled every ``sample_every_s``; ``kill_backend``: kill the backend halfway
+    through the soak, or without one a quarter of the way through the check."""
     from wtconv_serving.repositories.repository import onnx_batching
     from wtconv_serving.runners.runtimes import load_runtime, make_runner
     from wtconv_serving.traffic.check import direct_throughput, expected_outputs, input_pool, run_load
@@ -122,7 +132,7 @@ def run_load_test(
         repo.description["metadata"],
         input_dims,
         runner.input_dtype,
-        size=max(256, max(max(m) for m in mixes) * 2, -(-requests // len(set(batch_sizes))) + 1),
+        size=max(256, max(max(m) for m in mixes) * 2, -(-(requests or 0) // len(set(batch_sizes))) + 1),
     )
     expected = expected_outputs(reference, pool)
     tolerance = 1e-2 if runner.input_dtype == np.float16 else 1e-5
@@ -134,15 +144,18 @@ def run_load_test(
         "model": str(repo.onnx),
         "input_dtype": str(runner.input_dtype),
         "tuning": {**repo.tuning.parameters(), "instances": repo.instances},
+        "shared_memory": shared_memory,
         "check": [],
         "direct": [],
         "sweep": [],
         "recoveries": [],
+        "soak": None,
     }
     reports, passed = [], True
     protocols = ["grpc", "http"] if protocol == "both" else [protocol]
-    for each in protocols:
-        killer = _Killer(server, repo.name, requests // 4) if kill_backend and each == protocols[0] else None
+    for each in protocols if requests else []:
+        killing = kill_backend and not soak_s and each == protocols[0]
+        killer = _Killer(server, repo.name, requests // 4) if killing else None
         load = run_load(
             server.grpc_url if each == "grpc" else server.http_url,
             repo.name,
@@ -159,6 +172,7 @@ def run_load_test(
             retries=240 if killer else 0,
             retry_wait_s=0.25,
             on_progress=killer,
+            shared_memory=shared_memory,
         )
         if killer is not None:
             killer.wait_recovered()
@@ -172,7 +186,7 @@ def run_load_test(
         passed &= load.failed == 0 and load.lost == 0 and load.mismatched == 0
     sizes = runner.buckets or sorted({b for m in mixes for b in m})
     direct_ms = {}
-    for size in sizes:
+    for size in sizes if requests or sweep else []:
         entry = direct_throughput(runner, pool, size, seconds=0.5 if runner.buckets else 1.0)
         direct_ms[size] = entry["latency_ms"]["mean"]
         report["direct"].append(entry)
@@ -184,7 +198,14 @@ def run_load_test(
             return model_stats(server.http_url, repo.name)
 
         with LoadWorkers(
-            server.grpc_url, repo.name, pool, repo.description["input"]["name"], output_bytes, count
+            server.grpc_url,
+            repo.name,
+            pool,
+            repo.description["input"]["name"],
+            output_bytes,
+            count,
+            shared_memory=shared_memory,
+            largest=max(max(m) for m in mixes),
         ) as workers:
             points = [(mix, c) for mix in mixes for c in sweep]
             if extra_process:
@@ -208,7 +229,54 @@ def run_load_test(
                     summary["latency_ms"]["p99"],
                     summary["served_over_direct"],
                 )
-    return LoadTestResult(reports, report, passed)
+    soak = None
+    if soak_s:
+        soak = _soak(
+            repo,
+            server,
+            runner,
+            pool,
+            expected,
+            duration_s=soak_s,
+            concurrency=concurrency,
+            batch_sizes=batch_sizes,
+            protocol="http" if protocol == "http" else "grpc",
+            shared_memory=shared_memory,
+            kill=kill_backend,
+            sample_every_s=sample_every_s,
+        )
+        report["soak"] = soak.summary()
+        passed &= soak.passed
+    return LoadTestResult(reports, report, passed, soak)
+
+
+def _soak(repo, server, runner, pool, expected, **options):
+    """The soak (wtconv_serving.traffic.soak.run_soak with ``options``), checked against the ONNX file run directly
+    in ONNX Runtime: ``expected`` when ONNX Runtime serves the model, else computed here (on the GPU where this ONNX
+    Runtime has one), with the tolerance of ONNX Runtime against another runtime (the validation's)."""
+    from wtconv_serving.runners.runtimes import load_runtime, make_runner
+    from wtconv_serving.traffic.check import expected_outputs
+    from wtconv_serving.traffic.soak import run_soak
+
+    fp16 = runner.input_dtype == np.float16
+    tolerance = 1e-2 if fp16 else 1e-5
+    if runner.name != "onnxruntime":
+        onnx_file = load_runtime(
+            "onnxruntime", onnx_path=repo.onnx, ort_device="auto", ort_library=repo.ort_library, threads=repo.threads
+        )
+        expected = expected_outputs(make_runner(onnx_file), pool)
+        tolerance = 2e-2 if fp16 else 1e-4
+    return run_soak(
+        server,
+        repo.name,
+        pool,
+        expected,
+        input_name=repo.description["input"]["name"],
+        output_name=repo.description["output"]["name"],
+        atol=tolerance,
+        rtol=tolerance,
+        **options,
+    )
 
 
 class _Killer:
@@ -226,13 +294,9 @@ class _Killer:
             if self.killed or self.answered < self.after:
                 return
             self.killed = True
-        pids = [pid for pid, model in self.server.stubs().items() if model == self.model]
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        log.info("load: killed the backend stubs %s of model %s", pids, self.model)
+        from wtconv_serving.traffic.soak import kill_backend
+
+        kill_backend(self.server, self.model)
 
     def wait_recovered(self, timeout: float = 300.0) -> None:
         """Wait until the watch has reloaded the model (the check's clients may have finished first)."""

@@ -18,7 +18,13 @@ from typing import Any
 
 from wtconv_core.errors import InputError
 from wtconv_core.inputs import check_choice, check_int, check_number
-from wtconv_core.options import DEFAULT_REPOSITORY, PROTOCOLS, LoadTestOptions, ServingOptions
+from wtconv_core.options import (
+    DEFAULT_REPOSITORY,
+    PROTOCOLS,
+    SHARED_MEMORY_MODES,
+    LoadTestOptions,
+    ServingOptions,
+)
 from wtconv_serving.repositories.python_backend import PythonRepositoryPlan, ServingRepository
 from wtconv_serving.traffic.trial import LoadTestResult
 from wtconv_serving.tuning import check_tuning
@@ -43,6 +49,7 @@ MAX_LOAD_REQUESTS = 10**7
 MAX_CONCURRENCY = 4096
 MAX_PROCESSES = 64
 MAX_WINDOW_S = 3600.0
+MAX_SOAK_S = 7 * 86_400.0
 MAX_PORT = 65535
 
 
@@ -51,7 +58,7 @@ class LoadTest:
     """A load test whose options check_load_test has checked: what Served.run_load_test runs (Served.load_test
     documents each option)."""
 
-    requests: int
+    requests: int | None  # the check's; None: no check (a soak alone)
     concurrency: int = 16
     batch_sizes: tuple[int, ...] = (1, 2, 4, 8)
     protocol: str = "grpc"
@@ -61,14 +68,18 @@ class LoadTest:
     window_s: float = 3.0
     extra_process: bool = True
     kill_backend: bool = False
+    shared_memory: str = "none"
+    soak_s: float | None = None
+    sample_every_s: float = 60.0
     json_path: Path | None = None
 
 
 def check_load_test(options: LoadTestOptions | None = None, **keywords: Any) -> LoadTest | None:
     """The load-test options (a LoadTestOptions, or its fields as keywords; ``requests`` is its ``load_test``)
     checked: requests 1 to 10**7 when given, concurrency and each sweep value 1 to 4096, batch sizes >= 1 in every
-    mix, protocol grpc / http / both, processes 1 to 64, window 0.1 to 3600 s; json_path is checked by the caller,
-    with the other files. Returns the LoadTest, None without requests."""
+    mix, protocol grpc / http / both, processes 1 to 64, window 0.1 to 3600 s, shared_memory none / system / cuda,
+    soak 1 s to a week, its samples every 0.1 s to an hour; json_path is checked by the caller, with the other files.
+    Returns the LoadTest, None without requests or a soak."""
     if "requests" in keywords:
         keywords["load_test"] = keywords.pop("requests")
     o = options or LoadTestOptions(**keywords)
@@ -90,7 +101,10 @@ def check_load_test(options: LoadTestOptions | None = None, **keywords: Any) -> 
         check_int(o.processes, "processes", 1, MAX_PROCESSES)
     window_s = check_number(o.window_s, "window_s", 0.1, MAX_WINDOW_S, what=" s")
     check_choice(o.protocol, "protocol", PROTOCOLS)
-    if requests is None:
+    check_choice(o.shared_memory, "shared_memory", SHARED_MEMORY_MODES)
+    soak_s = None if o.soak_s is None else check_number(o.soak_s, "soak_s", 1.0, MAX_SOAK_S, what=" s")
+    sample_every_s = check_number(o.sample_every_s, "sample_every_s", 0.1, MAX_WINDOW_S, what=" s")
+    if requests is None and soak_s is None:
         return None
     return LoadTest(
         requests=requests,
@@ -103,6 +117,9 @@ def check_load_test(options: LoadTestOptions | None = None, **keywords: Any) -> 
         window_s=window_s,
         extra_process=bool(o.extra_process),
         kill_backend=bool(o.kill_backend),
+        shared_memory=o.shared_memory,
+        soak_s=soak_s,
+        sample_every_s=sample_every_s,
         json_path=None if o.json_path is None else Path(o.json_path),
     )
 
@@ -122,6 +139,7 @@ class ServingPlan:
     runtime_note: str | None = None
     json_path: Path | None = None  # where the load test's report goes (checked writable)
     load_test: LoadTest | None = None  # the load test to run once the server is ready (checked)
+    visible_gpus: int | None = None  # the GPUs a server started here sees (serving only)
 
     @property
     def onnx(self) -> Path:
@@ -219,10 +237,10 @@ def plan_serving(
     planned_load_test = check_load_test(options.load_test)
     tuning = check_tuning(options.tuning)
     repository_plan = check_python_repository(onnx, repository, repo, tuning=tuning)
-    runtime_here = runtime_note = None
+    runtime_here = runtime_note = visible = None
     json_path = options.load_test.json_path
     if serving:
-        from wtconv_serving.server.launcher import check_ports
+        from wtconv_serving.server.launcher import check_ports, check_visible_gpus
 
         if server.log is not None:
             check_output_file(server.log, option="log", force=True)
@@ -238,6 +256,12 @@ def plan_serving(
             ort_library=None if repo.ort_library is None else os.fspath(repo.ort_library),
         )
         check_ports(server.host, ports)
+        visible = check_visible_gpus(repo.gpus)
+        if repo.runtime == "auto" and repo.instance_kind == "auto":
+            # The server resolves "auto" as runtime_choice did: its instances go where that runtime runs, GPU
+            # instances on every GPU (or those of gpus) rather than KIND_MODEL's one device (--write-only keeps it).
+            on_gpu = runtime_here != "onnxruntime" or _ort_device_here(repository_plan, repo) == "cuda"
+            repository_plan.instance_kind = "gpu" if on_gpu and visible else "cpu"
     return ServingPlan(
         repository_plan=repository_plan,
         host=server.host,
@@ -248,7 +272,17 @@ def plan_serving(
         runtime_note=runtime_note,
         json_path=None if json_path is None else Path(json_path),
         load_test=planned_load_test,
+        visible_gpus=visible,
     )
+
+
+def _ort_device_here(plan, repo) -> str:
+    """Where the onnxruntime runtime runs the planned model on this machine ("cpu" or "cuda")."""
+    from wtconv_libs import lookup
+    from wtconv_serving.runners.runtimes import resolve_ort_device
+
+    library = repo.ort_library or lookup.ort_library()  # what write_python_repository copies
+    return resolve_ort_device(repo.device, plan.exported, library)[0]
 
 
 def runtime_choice(
@@ -397,18 +431,24 @@ class Served:
                 return code
         return None
 
-    def load_test(self, requests: int, **options: Any) -> LoadTestResult:
+    def load_test(self, requests: int | None, **options: Any) -> LoadTestResult:
         """Check ``requests`` requests (distinct inputs, batch sizes cycled) from ``concurrency`` clients over
         ``protocol`` ("grpc", "http" or "both") against the served model run here directly (atol = rtol = 1e-5,
         fp16 1e-2), with ``kill_backend`` killing the model's backend a quarter of the way through; time the served
         runner directly per bucket; then, with ``sweep`` (requests in flight per point), sweep the load from
         ``processes`` client processes over ``batch_sizes`` and each of ``mixes``, ``window_s`` seconds a point,
-        and once more with one more process (``extra_process``). json_path: write the report there (atomically).
-        ``options``: the fields of wtconv_core.options.LoadTestOptions. ``passed``: every request of the check
-        answered and matched, none of the sweep failed (wtconv_serving.traffic.trial)."""
+        and once more with one more process (``extra_process``); with ``soak_s``, a soak of that many seconds at
+        ``concurrency`` in flight, every answer checked against the ONNX file run directly, the backend killed
+        halfway with ``kill_backend``, the memory sampled every ``sample_every_s`` (``requests`` None: the soak
+        alone). ``shared_memory``: "system" or "cuda" to send the inputs through shared memory (docs/serving.md).
+        json_path: write the report there (atomically). ``options``: the fields of wtconv_core.options.LoadTestOptions.
+        ``passed``: every request of the check answered and matched, none of the sweep failed, the soak passed
+        (wtconv_serving.traffic.trial)."""
         from wtconv_core.paths import check_output_file
 
         planned = check_load_test(LoadTestOptions(load_test=requests, **options))
+        if planned is None:
+            raise InputError("requests: expected a number of requests to check, or soak_s", parameter="requests")
         if planned.json_path:
             check_output_file(planned.json_path, option="json_path", force=True)
         return self.run_load_test(planned)
@@ -431,6 +471,9 @@ class Served:
             window_s=planned.window_s,
             extra_process=planned.extra_process,
             kill_backend=planned.kill_backend,
+            shared_memory=planned.shared_memory,
+            soak_s=planned.soak_s,
+            sample_every_s=planned.sample_every_s,
         )
         if planned.json_path:
             atomic_write_json(planned.json_path, result.report)  # an interrupted run leaves no half-written file

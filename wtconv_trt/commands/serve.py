@@ -21,7 +21,7 @@ def add_arguments(parser):
         help=f"model repository to write (default ./{options.DEFAULT_REPOSITORY})",
     )
     # Those of Triton's own backends are triton-repo's (wtconv_core.options.RepositoryOptions says which).
-    triton_only = ("plugin_static", "server_path", "gpus", "preferred_batch_sizes", "labels")
+    triton_only = ("plugin_static", "server_path", "preferred_batch_sizes", "labels")
     options.add_group(parser, options.RepositoryOptions, types=arguments, skip=triton_only)
     options.add_group(parser, options.TuningOptions, "tuning (docs/serving.md, 'Tuning')", types=arguments)
     parser.add_argument("--write-only", action="store_true", help="write the repository and exit")
@@ -37,7 +37,8 @@ def run(args) -> int:
     repo = plan.write_repository()
     print(
         f"model repository: {args.repo} (model '{repo.name}', max_batch_size {repo.max_batch_size}, runtime "
-        f"{repo.runtime}{f', ONNX Runtime on {repo.ort_device}' if repo.ort_device else ''}); config: {repo.config}"
+        f"{repo.runtime}{f', ONNX Runtime on {repo.ort_device}' if repo.ort_device else ''}, instances "
+        f"{repo.placement(plan.visible_gpus)}); config: {repo.config}"
     )
     if args.write_only:
         print(repo.config_text, end="")
@@ -93,14 +94,25 @@ def _print_serving(served) -> None:
 
 
 def _load_test(served, load_test) -> int:
-    """--load-test: the answer check, the runner timed directly, and the sweep (with --sweep) against the running
-    server; 0 when every request was answered and matched."""
+    """--load-test / --soak: the answer check, the runner timed directly, the sweep (with --sweep) and the soak (with
+    --soak) against the running server; 0 when every request was answered and matched and the soak passed."""
     _print_serving(served)
-    after = f", then the sweep of {','.join(map(str, load_test.sweep))} in flight" if load_test.sweep else ""
-    print(f"load test: checking {load_test.requests} requests, then the runner directly{after}", flush=True)
+    steps = []
+    if load_test.requests:
+        steps += [f"checking {load_test.requests} requests", "the runner directly"]
+    if load_test.sweep:
+        steps.append(f"the sweep of {','.join(map(str, load_test.sweep))} in flight")
+    if load_test.soak_s:
+        steps.append(f"a soak of {load_test.soak_s:g} s at {load_test.concurrency} in flight")
+    memory = f" (inputs in {load_test.shared_memory} shared memory)" if load_test.shared_memory != "none" else ""
+    print(f"load test: {', then '.join(steps)}{memory}", flush=True)
     result = served.run_load_test(load_test)
     for report in result.reports:
         print(report.line())
-    print("\n" + result.table())
+    table = result.table()
+    if len(table.splitlines()) > 1:  # more than its header: the check, the direct timing or the sweep ran
+        print("\n" + table)
+    if result.soak is not None:
+        print(result.soak.line())
     print("OK: every request answered and matched" if result.passed else "FAILED: see the counts above")
     return 0 if result.passed else 1

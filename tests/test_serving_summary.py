@@ -1,0 +1,141 @@
+"""The device serving script's summary (benchmarks/serving_summary.py) on reports written the way ``serve --load-test
+--json`` and ``serve --soak --json`` write them: the targets judged on the median of the rounds of each runtime and
+client mode, their spread said, the 1-64 request rate as a share of the 1-8 one, and the soak's counts and memory.
+The expected verdicts are worked out by hand below."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks import serving_summary
+
+
+def point(concurrency, sizes, rate, tail=2.0, window=3.0, processes=4, split=(1.0, 20.0, 0.5)):
+    return {
+        "concurrency": concurrency,
+        "processes": processes,
+        "batch_sizes": sizes,
+        "window_s": window,
+        "images_per_s": rate,
+        "served_over_direct": 1.1,
+        "latency_ms": {"p50": 10.0, "p99": 10.0 * tail, "p99_over_p50": tail},
+        "executed_batches": {"128": 10},
+        "mean_executed_batch": 128.0,
+        "queue_ms": 1.0,
+        "compute_ms_by_part": dict(zip(("input", "infer", "output"), split, strict=True)),
+        "failed": 0,
+    }
+
+
+def load_report(rate_small, rate_big, tail, memory="none"):
+    return {
+        "runtime": "torch-cuda",
+        "machine": "x",
+        "gpu": "NVIDIA H200",
+        "input_dtype": "float16",
+        "execution": "e",
+        "tuning": {"buckets": "1,2,4,8,16,32,64,128"},
+        "shared_memory": memory,
+        "direct": [],
+        "check": [{"protocol": "grpc", "completed": 1024, "failed": 0, "lost": 0, "mismatched": 0, "requests": 1024}],
+        "sweep": [
+            point(16, [1, 2, 4, 8], 4000, tail),
+            point(256, [1, 2, 4, 8], rate_small),
+            point(256, [1, 2, 4, 8, 16, 32, 64], rate_big),
+            point(256, [1, 2, 4, 8], 1.0, processes=5),  # the extra client process: not the point judged
+        ],
+    }
+
+
+def soak_report(growth_host, other_errors=0):
+    soak = {
+        "duration_s": 600.0,
+        "concurrency": 256,
+        "batch_sizes": [1, 2, 4, 8, 16, 32, 64],
+        "requests": 50000,
+        "completed": 50000,
+        "failed": 0,
+        "lost": 0,
+        "mismatched": 0,
+        "retried": 300,
+        "other_errors": other_errors,
+        "errors_of_the_killed_backend": 300,
+        "backend_killed_at_s": 300.0,
+        "backend_back_at_s": 320.0,
+        "memory_settle_s": 120.0,
+        "memory_growth": {"host": growth_host, "gpu": 0.001},
+        "memory_samples": [{"t_s": 0.0, "host_rss_mib": 900.0, "gpu_memory_mib": [9000.0]}],
+    }
+    return {"runtime": "torch-cuda", "machine": "x", "gpu": "NVIDIA H200", "soak": soak}
+
+
+def test_targets_are_the_median_of_the_rounds_per_client_mode(tmp_path):
+    rounds = [(7600, 6900, 2.4), (7400, 6600, 2.6), (7700, 7000, 2.2)]  # medians: 7600, 0.9067, 2.4
+    for k, (small, big, tail) in enumerate(rounds, start=1):
+        name = "load_torch-cuda_tiny.json" if k == 1 else f"load_torch-cuda_tiny_round{k}.json"
+        (tmp_path / name).write_text(json.dumps(load_report(small, big, tail)))
+    (tmp_path / "load_torch-cuda_tiny_shm-system.json").write_text(json.dumps(load_report(7000, 6800, 3.0, "system")))
+    (tmp_path / "soak_torch-cuda_tiny.json").write_text(json.dumps(soak_report(0.015)))
+    (tmp_path / "soak_onnxruntime_tiny.json").write_text(json.dumps(soak_report(0.03)))
+    lines = serving_summary.summarize(tmp_path)["targets"]
+    plain = [line for line in lines if line.startswith("torch-cuda (client: none shared memory)")]
+    assert plain[0] == (
+        "torch-cuda (client: none shared memory): 7600 images/s at 256 in flight, requests of 1-8 (7400-7700 over 3 "
+        "round(s), windows of 3 s; target 7500): met"
+    )
+    assert plain[1].startswith("torch-cuda (client: none shared memory): requests of 1-64 at 0.91x the rate of")
+    assert plain[1].endswith(": met") and plain[2].endswith(": met")  # served / direct 1.1
+    assert plain[3].startswith("torch-cuda (client: none shared memory): p99 / p50 at 16 in flight 2.40 (2.2-2.6")
+    assert plain[3].endswith(": met")
+    system = [line for line in lines if line.startswith("torch-cuda (client: system shared memory, shm-system)")]
+    assert system[0].endswith("target 7500): NOT met") and "over 1 round(s)" in system[0]
+    assert system[1].startswith("torch-cuda (client: system shared memory, shm-system): requests of 1-64 at 0.97x")
+    assert system[3].endswith("(3-3 over 1 round(s); target <= 2.5): NOT met")
+    soaks = [line for line in lines if "soak of 600 s" in line]
+    assert soaks[0].startswith("onnxruntime_tiny: soak of 600 s at 256 in flight") and soaks[0].endswith("NOT met")
+    assert soaks[1].startswith("torch-cuda_tiny: soak") and "host +1.50%" in soaks[1] and soaks[1].endswith(": met")
+    markdown = serving_summary.markdown(serving_summary.summarize(tmp_path))
+    assert "## Soak torch-cuda_tiny" in markdown and "Client: system shared memory." in markdown
+
+
+def test_rounds_inside_one_run_the_gpus_run_and_the_split_before(tmp_path):
+    """A sweep that comes back to its points (--sweep 16,256,16,256,16,256 with the 1-64 mix after) is three rounds
+    of one run; the --gpus 0 run is set against it; the split of an execution against an earlier results file."""
+    small, big = [1, 2, 4, 8], [1, 2, 4, 8, 16, 32, 64]
+    rates, bigs, tails = (7400, 7800, 7600), (7000, 7100, 6500), (2.0, 2.6, 2.4)
+    splits = ((1.0, 20.0, 0.4), (3.0, 22.0, 0.6), (2.0, 21.0, 0.5))  # medians 2.0 / 21.0 / 0.5
+    sweep = []
+    for rate, tail, split in zip(rates, tails, splits, strict=True):
+        sweep += [point(16, small, 4000, tail), point(256, small, rate, split=split)]
+    sweep += [point(16, big, 5000), *[point(256, big, b) for b in bigs], point(256, small, 1.0, processes=5)]
+    report = {**load_report(0, 0, 0, "cuda"), "sweep": sweep}
+    (tmp_path / "load_onnxruntime_tiny_shm-cuda.json").write_text(json.dumps(report))
+    gpus = {**report, "sweep": [point(256, small, 7000), point(256, big, 6000)]}
+    (tmp_path / "load_onnxruntime_tiny_shm-cuda_gpus0.json").write_text(json.dumps(gpus))
+    earlier = tmp_path / "before.json"
+    then = {"tag": "onnxruntime_tiny", "sweep": [point(256, small, 6682, split=(10.41, 56.06, 2.61))]}
+    earlier.write_text(json.dumps({"runs": [then, {**then, "tag": "torch-cuda_tiny"}]}))
+    lines = serving_summary.summarize(tmp_path, earlier)["targets"]
+    label = "onnxruntime (client: cuda shared memory, shm-cuda)"
+    mine = [line for line in lines if line.startswith(label + ":")]
+    assert mine[0] == (
+        f"{label}: 7600 images/s at 256 in flight, requests of 1-8 (7400-7800 over 3 round(s), windows of 3 s; "
+        "target 7500): met"
+    )
+    # round by round: 7000/7400, 7100/7800, 6500/7600; the median 0.9103
+    assert mine[1].startswith(f"{label}: requests of 1-64 at 0.91x the rate of requests of 1-8 (0.8553-0.9459 over 3")
+    assert mine[3] == f"{label}: p99 / p50 at 16 in flight 2.40 (2-2.6 over 3 round(s); target <= 2.5): met"
+    [agree] = [line for line in lines if "--gpus 0" in line]
+    # 7000 against 7600: 0.92x, within 10 %
+    assert agree.startswith("onnxruntime_tiny_shm-cuda_gpus0: --gpus 0 7000 images/s at 256 in flight")
+    assert agree.endswith("the default placement 7600 (7400-7800 over 3 round(s)): 0.92x, agree (within 10%)")
+    split = [line for line in lines if "input / infer / output" in line and line.startswith(label)]
+    assert split[0].endswith(
+        "2.00 / 21.00 / 0.50 ms (mean batch 128.0), median of 3 round(s); before: 10.41 / 56.06 / 2.61 ms "
+        "(mean batch 128.0) (before.json)"
+    )
+    # a --gpus run off by more than a tenth disagrees
+    gpus["sweep"] = [point(256, small, 6000)]
+    (tmp_path / "load_onnxruntime_tiny_shm-cuda_gpus0.json").write_text(json.dumps(gpus))
+    [line] = [line for line in serving_summary.summarize(tmp_path)["targets"] if "--gpus 0" in line]
+    assert line.endswith("0.79x, DISAGREE (within 10%)")

@@ -1,0 +1,261 @@
+"""The soak: a long load on a served model with every answer checked, its backend killed once midway, and the memory
+of the server watched (docs/serving.md, "The soak").
+
+``run_soak`` keeps ``concurrency`` requests in flight for ``duration_s`` seconds (check.run_load's duration mode:
+request sizes cycled, every response compared with the expected rows of its own input, a failed request retried),
+while two threads watch:
+
+- the memory sampler, every ``sample_every_s`` seconds (and at both ends): the resident memory of the server and of
+  every backend stub (VmRSS in /proc), and the memory in use on each GPU (nvidia-smi; none without one);
+- with ``kill_backend``, the killer: halfway through, SIGKILL to the model's backend stubs; the server's watch
+  (wtconv_serving.server.launcher) loads the model again, and the requests that met the dead stub are retried.
+
+What passes (SoakReport.passed): no request lost, failed or mismatched; no error but those of the killed backend's
+own requests (seen between the kill and a few seconds after the reload, and retried); the backend reloaded when it
+was killed; and the memory grown by at most MEMORY_GROWTH from the first sample at ``settle_s`` (minute 2, or a
+fifth of a shorter soak) to the last, host and GPU each.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MEMORY_GROWTH", "SoakReport", "gpu_memory_mib", "kill_backend", "process_rss_mib", "run_soak"]
+
+MEMORY_GROWTH = 0.02  # the most the memory may grow from the settled sample to the last
+KILL_GRACE_S = 5.0  # after the reload, errors still count as the killed backend's for this long
+SETTLE_S = 120.0  # the sample growth is measured from (a fifth of a shorter soak)
+
+
+def process_rss_mib(pids) -> float:
+    """The resident memory (VmRSS) of the processes ``pids`` together, in MiB; a process gone meanwhile counts 0."""
+    total_kib = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{int(pid)}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total_kib += int(line.split()[1])
+                    break
+        except (OSError, ValueError):
+            continue
+    return total_kib / 1024
+
+
+def gpu_memory_mib() -> list[float] | None:
+    """The memory in use on each GPU, in MiB (nvidia-smi); None where there is no nvidia-smi or it fails."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        done = subprocess.run(
+            [smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        values = [float(line) for line in done.stdout.split()]
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+    return values if done.returncode == 0 and values else None
+
+
+def kill_backend(server, model: str) -> list[int]:
+    """SIGKILL the backend stubs of ``model`` on ``server`` (a wtconv_serving.server.launcher.TritonServer); returns
+    their pids."""
+    pids = [pid for pid, name in server.stubs().items() if name == model]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    log.info("killed the backend stubs %s of model %s", pids, model)
+    return pids
+
+
+@dataclass
+class SoakReport:
+    """What a soak saw: the load's counts (a check.LoadReport), the memory samples ({"t_s", "host_rss_mib",
+    "gpu_memory_mib"}), and when the backend was killed and was back (seconds from the start)."""
+
+    load: object  # check.LoadReport
+    duration_s: float
+    samples: list = field(default_factory=list)
+    kill_asked: bool = False
+    killed_at_s: float | None = None
+    recovered_at_s: float | None = None
+    recovery_error: str | None = None
+
+    @property
+    def settle_s(self) -> float:
+        return min(SETTLE_S, self.duration_s / 5)
+
+    def kill_errors(self) -> tuple[int, int]:
+        """(errors of the killed backend's own requests, any other errors): by when each was seen."""
+        if self.killed_at_s is None:
+            return 0, len(self.load.errors)
+        end = (self.recovered_at_s if self.recovered_at_s is not None else float("inf")) + KILL_GRACE_S
+        own = sum(self.killed_at_s <= t <= end for t in self.load.error_times)
+        return own, len(self.load.error_times) - own
+
+    def memory_growth(self) -> dict:
+        """{"host": growth, "gpu": growth or None}: from the first sample at settle_s or later to the last, as a
+        fraction of the first (None where not sampled)."""
+        settled = [s for s in self.samples if s["t_s"] >= self.settle_s]
+        growth = {"host": None, "gpu": None}
+        if len(settled) < 2:
+            return growth
+        first, last = settled[0], settled[-1]
+        if first["host_rss_mib"]:
+            growth["host"] = last["host_rss_mib"] / first["host_rss_mib"] - 1
+        if first["gpu_memory_mib"] and last["gpu_memory_mib"]:
+            growth["gpu"] = sum(last["gpu_memory_mib"]) / sum(first["gpu_memory_mib"]) - 1
+        return growth
+
+    @property
+    def passed(self) -> bool:
+        load = self.load
+        _, others = self.kill_errors()
+        growth = [g for g in self.memory_growth().values() if g is not None]
+        recovered = not self.kill_asked or (self.recovered_at_s is not None and self.recovery_error is None)
+        return (
+            load.lost == load.failed == load.mismatched == others == 0
+            and load.completed > 0
+            and recovered
+            and all(g <= MEMORY_GROWTH for g in growth)
+        )
+
+    def summary(self) -> dict:
+        own, others = self.kill_errors()
+        growth = self.memory_growth()
+        return {
+            **self.load.summary(),
+            "duration_s": self.duration_s,
+            "backend_killed_at_s": _round(self.killed_at_s),
+            "backend_back_at_s": _round(self.recovered_at_s),
+            "recovery_error": self.recovery_error,
+            "errors_of_the_killed_backend": own,
+            "other_errors": others,
+            "memory_samples": self.samples,
+            "memory_settle_s": round(self.settle_s, 1),
+            "memory_growth": {k: None if v is None else round(v, 4) for k, v in growth.items()},
+            "passed": self.passed,
+        }
+
+    def line(self) -> str:
+        s = self.summary()
+        growth = ", ".join(f"{k} {v:+.1%}" for k, v in s["memory_growth"].items() if v is not None) or "not sampled"
+        killed = (
+            f"; backend killed at {s['backend_killed_at_s']} s, back at {s['backend_back_at_s']} s, "
+            f"{s['errors_of_the_killed_backend']} errors of its requests (retried)"
+            if self.kill_asked
+            else ""
+        )
+        return (
+            f"soak: {s['duration_s']:g} s, {s['requests']} requests x batch {'/'.join(map(str, self.load.batch_sizes))}"
+            f" from {self.load.concurrency} clients: {s['completed']} ok, {s['failed']} failed, {s['lost']} lost, "
+            f"{s['mismatched']} mismatched, {s['other_errors']} other errors{killed}; memory growth from "
+            f"{s['memory_settle_s']:g} s: {growth}"
+        )
+
+
+def _round(value):
+    return None if value is None else round(value, 2)
+
+
+def run_soak(
+    server,
+    model: str,
+    pool,
+    expected,
+    *,
+    duration_s: float,
+    concurrency: int = 256,
+    batch_sizes=(1, 2, 4, 8, 16, 32, 64),
+    protocol: str = "grpc",
+    shared_memory: str = "none",
+    kill: bool = True,
+    sample_every_s: float = 60.0,
+    input_name: str = "input",
+    output_name: str = "output",
+    atol: float = 1e-5,
+    rtol: float = 1e-5,
+    reload_timeout_s: float = 300.0,
+) -> SoakReport:
+    """The soak of the module docstring against ``server`` (a started, watched TritonServer) serving ``model``;
+    ``pool`` and ``expected``: the inputs and their outputs computed directly (check.input_pool,
+    check.expected_outputs)."""
+    from wtconv_serving.traffic.check import run_load
+
+    report = SoakReport(load=None, duration_s=float(duration_s), kill_asked=bool(kill))
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def sample():
+        pids = [server.process.pid, *server.stubs()] if server.process is not None else []
+        report.samples.append(
+            {
+                "t_s": round(time.monotonic() - t0, 2),
+                "host_rss_mib": round(process_rss_mib(pids), 1),
+                "gpu_memory_mib": gpu_memory_mib(),
+            }
+        )
+
+    def sampler():
+        while not done.wait(sample_every_s):
+            sample()
+
+    def killer():
+        if done.wait(duration_s / 2):
+            return
+        before = len(server.recoveries)
+        report.killed_at_s = time.monotonic() - t0
+        kill_backend(server, model)
+        deadline = time.monotonic() + reload_timeout_s
+        while len(server.recoveries) == before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if len(server.recoveries) > before:
+            report.recovered_at_s = time.monotonic() - t0
+            report.recovery_error = server.recoveries[-1][3]
+        else:
+            report.recovery_error = f"the model was not loaded again within {reload_timeout_s:g} s"
+
+    sample()
+    watchers = [threading.Thread(target=sampler, name="soak-memory", daemon=True)]
+    if kill:
+        watchers.append(threading.Thread(target=killer, name="soak-killer", daemon=True))
+    for thread in watchers:
+        thread.start()
+    try:
+        report.load = run_load(
+            server.grpc_url if protocol == "grpc" else server.http_url,
+            model,
+            pool,
+            expected,
+            protocol=protocol,
+            concurrency=concurrency,
+            batch_sizes=batch_sizes,
+            input_name=input_name,
+            output_name=output_name,
+            atol=atol,
+            rtol=rtol,
+            retries=10**6,  # a request is retried for as long as the soak lasts: none is given up
+            retry_wait_s=0.25,
+            shared_memory=shared_memory,
+            duration_s=duration_s,
+        )
+    finally:
+        done.set()
+        for thread in watchers:
+            thread.join(reload_timeout_s if thread.name == "soak-killer" else 5.0)
+    sample()
+    return report
