@@ -1,6 +1,7 @@
-"""A plugin library read from its ELF file without loading it: DT_NEEDED, exported symbols, the ABI record of
-section ``.wtconv_trt_abi`` and the GPU code in ``.nv_fatbin`` (docs/engines.md, "Compiled libraries: one lookup
-order")."""
+"""A plugin library read from its ELF file without loading it: DT_NEEDED, its RUNPATH, exported symbols, the ABI
+record of section ``.wtconv_trt_abi`` and the GPU code in ``.nv_fatbin``, its own or that of the kernel library it
+loads (``libwtconv_kernels.so``, the binary wheel's kernels linked once; docs/engines.md, "Compiled libraries: one
+lookup order")."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from wtconv_core.errors import PluginError
 
 ABI_SECTION = ".wtconv_trt_abi"
 ABI_RECORD_TAG = "wtconv_trt_plugin"
+# The kernels linked once (plugin/cmake/wtconvKernelsShared.cmake): the libraries of the binary wheel load it through
+# their RUNPATH and hold no GPU code of their own.
+KERNELS_LIBRARY = "libwtconv_kernels.so"
 
 # The section names the library kind "dynamic" or "static"; LibraryInfo.kind says "static-registration".
 _RECORD_KINDS = {"dynamic": "dynamic", "static": "static-registration"}
@@ -81,7 +85,11 @@ class LibraryInfo:
     needed: list = field(default_factory=list)  # DT_NEEDED entries, e.g. ["libnvinfer.so.10", "libcudart.so.13"]
     defined_symbols: set = field(default_factory=set)  # dynamic symbols the library defines (exports)
     abi_record: dict | None = None  # the .wtconv_trt_abi record's key=value words, if present
-    cuda_code: CudaCode | None = None  # the GPU code in its .nv_fatbin section; None when it has none
+    # The GPU code it runs: its own .nv_fatbin section's, else that of the kernel library it loads; None when neither
+    # has any.
+    cuda_code: CudaCode | None = None
+    runpath: list = field(default_factory=list)  # DT_RUNPATH (or DT_RPATH) entries, $ORIGIN as written
+    kernels_library: str | None = None  # the libwtconv_kernels.so it loads (found through runpath), if any
 
     @property
     def exports_get_creators(self) -> bool:
@@ -95,6 +103,12 @@ class LibraryInfo:
             if m:
                 return int(m.group(1))
         return None
+
+    @property
+    def finds_nvinfer_at_load(self) -> bool:
+        """The statically registering library built from TensorRT's headers alone: it looks for libnvinfer's
+        getPluginRegistry when loaded, in the process or as libnvinfer.so.<major> (plugin/README.md)."""
+        return (self.abi_record or {}).get("libnvinfer") == "load"
 
     @property
     def links_tensorrt_rtx(self) -> bool:
@@ -166,6 +180,11 @@ def inspect_library(path) -> LibraryInfo:
             dynamic = elf.get_section_by_name(".dynamic")
             if dynamic is not None:
                 info.needed = [tag.needed for tag in dynamic.iter_tags() if tag.entry.d_tag == "DT_NEEDED"]
+                for tag in dynamic.iter_tags():
+                    if tag.entry.d_tag == "DT_RUNPATH":
+                        info.runpath = tag.runpath.split(":")
+                    elif tag.entry.d_tag == "DT_RPATH" and not info.runpath:
+                        info.runpath = tag.rpath.split(":")
             dynsym = elf.get_section_by_name(".dynsym")
             if dynsym is not None:
                 info.defined_symbols = {
@@ -177,6 +196,11 @@ def inspect_library(path) -> LibraryInfo:
             fatbin = elf.get_section_by_name(".nv_fatbin")
             if fatbin is not None:
                 info.cuda_code = parse_fatbin(fatbin.data())
+            elif KERNELS_LIBRARY in info.needed:
+                kernels = find_needed(path, KERNELS_LIBRARY, info.runpath)
+                if kernels is not None:
+                    info.kernels_library = str(kernels)
+                    info.cuda_code = read_cuda_code(kernels)
         except (ELFError, ValueError, OSError, EOFError) as error:  # pyelftools on cut or damaged files
             raise PluginError(
                 f"plugin library {path} is a truncated or damaged ELF file ({error}); rebuild it"
@@ -186,6 +210,30 @@ def inspect_library(path) -> LibraryInfo:
                 raise PluginError(f"plugin library {path} is a truncated or damaged ELF file; rebuild it") from None
             raise
     return info
+
+
+def find_needed(path, name: str, runpath: list) -> Path | None:
+    """Where the loader finds dependency ``name`` of library ``path`` through its RUNPATH entries (``$ORIGIN`` is the
+    library's own folder; ld.so(8)), or None when no entry holds it."""
+    origin = str(Path(path).resolve().parent)
+    for entry in runpath:
+        folder = entry.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)
+        candidate = Path(folder) / name
+        if folder and candidate.is_file():
+            return candidate
+    return None
+
+
+def read_cuda_code(path) -> CudaCode | None:
+    """The GPU code in the ``.nv_fatbin`` section of ``path``; None when it has none or cannot be read."""
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        with open(path, "rb") as f:
+            section = ELFFile(f).get_section_by_name(".nv_fatbin")
+            return parse_fatbin(section.data()) if section is not None else None
+    except Exception:  # noqa: BLE001 -- an unreadable kernel library simply shows no GPU code
+        return None
 
 
 def read_abi_record(path) -> dict | None:
