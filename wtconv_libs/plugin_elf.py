@@ -224,6 +224,18 @@ def find_needed(path, name: str, runpath: list) -> Path | None:
     return None
 
 
+def library_bundle(path) -> tuple[Path, ...]:
+    """The files a copy of library ``path`` needs beside it: the library, and the libwtconv_kernels.so it loads when
+    it is one of the binary wheel's (whose RUNPATH also looks beside the library), so a copy made elsewhere (a Triton
+    model folder) loads. Anything unreadable is the library alone."""
+    path = Path(path)
+    try:
+        info = inspect_library(path)
+    except PluginError:
+        return (path,)
+    return (path, Path(info.kernels_library)) if info.kernels_library else (path,)
+
+
 def read_cuda_code(path) -> CudaCode | None:
     """The GPU code in the ``.nv_fatbin`` section of ``path``; None when it has none or cannot be read."""
     from elftools.elf.elffile import ELFFile

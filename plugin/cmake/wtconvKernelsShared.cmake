@@ -45,11 +45,13 @@ WTCONV_KERNELS_@_version@ {
 endfunction()
 
 # wtconv_load_kernels_from(<target> <relative dir>): <target> finds libwtconv_kernels.so at run time in
-# $ORIGIN/<relative dir> once installed (the build tree keeps CMake's absolute build RPATH).
+# $ORIGIN/<relative dir> once installed, else beside itself: a copy of the library made with the kernels beside it
+# (a Triton model folder, wtconv_serving/repositories/repository.py) loads them there. The build tree keeps CMake's
+# absolute build RPATH.
 function(wtconv_load_kernels_from target relative)
     if(relative STREQUAL ".")
         set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN")
     else()
-        set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN/${relative}")
+        set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN/${relative};$ORIGIN")
     endif()
 endfunction()

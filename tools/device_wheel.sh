@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# tools/device_wheel.sh — on a GPU machine, from the repository root: the binary wheel's libraries on a GPU
+# (README, "Install the binary wheel"). Installs the wheel into a folder of its own ($OUT/wheel_site), lists the
+# machine code inside (cuobjdump --list-elf on its libwtconv_kernels.so) and what `wtconv-trt doctor` reads from each
+# library, then runs, on the bundled libraries and not on any built here:
+#   - the ONNX Runtime GPU tests on its libwtconv_ort.so (WTCONV_TEST_ORT_LIB; its CUDA op loads the wheel's kernels);
+#   - the PyTorch op's GPU tests, the WTConvNeXt GPU tests and the PyTorch runner of serving on its
+#     libwtconv_kernels_capi.so (WTCONV_KERNELS_LIB).
+# WHEEL: the wheel to test, e.g. one built on the CPU machine with the README's command and carried here; without it
+# the wheel is built here first with that command (needs WTCONV_WHEEL_TENSORRT_ROOTS, the TensorRT 10.x and 11.x
+# header roots). onnxruntime-gpu must be importable for the ONNX Runtime stage (PYTHONPATH, as for device_ort.sh).
+#   WHEEL=dist/wtconv_trt-0.1.0-py3-none-manylinux_2_34_x86_64.whl PYTHONPATH=/tmp/site OUT=... tools/device_wheel.sh
+# Results: the summary (the wheel, its architectures, each stage's pytest line), logs in $OUT/wheel_logs.tgz.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
+device_start
+SITE=$(cd "$OUT" && pwd)/wheel_site
+finish() {
+  device_finish "$OUT/wheel_logs.tgz"
+}
+
+gpu_info | tee "$LOGS/gpu.txt"
+if [[ -z "${WHEEL:-}" ]]; then
+  stage wheel env WTCONV_WHEEL=1 python3 -m pip wheel --no-deps -w "$OUT/dist" . || finish
+  WHEEL=$(ls "$OUT"/dist/wtconv_trt-*.whl 2> /dev/null | head -1)
+fi
+if [[ ! -f "${WHEEL:-}" ]]; then
+  note "wheel: none (give WHEEL=path, or WTCONV_WHEEL_TENSORRT_ROOTS to build one here)"
+  status=1
+  finish
+fi
+note "wheel: $WHEEL ($(du -h "$WHEEL" | cut -f1))"
+stage install python3 -m pip install --no-deps --no-index --target "$SITE" "$WHEEL" || finish
+LIB=$SITE/wtconv_libs/lib
+
+# The machine code and PTX inside, as the CUDA toolkit reads them.
+stage architectures cuobjdump --list-elf --list-ptx "$LIB/libwtconv_kernels.so"
+note "machine code: $(grep -o 'sm_[0-9]*[a-z]*' "$LOGS/architectures.log" | sort -uV | tr '\n' ' ')"
+note "PTX: $(grep -o 'compute_[0-9]*[a-z]*' "$LOGS/architectures.log" | sort -uV | tr '\n' ' ')"
+# doctor from the installed package (run from its folder, so the checkout's packages are not imported instead).
+stage doctor bash -c "cd '$SITE' && PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python3 -m wtconv_trt doctor"
+
+export WTCONV_TEST_ORT_LIB=$LIB/libwtconv_ort.so WTCONV_KERNELS_LIB=$LIB/libwtconv_kernels_capi.so
+STAGE_TAIL=1 stage pytest_ort python3 -m pytest -q -rs -p no:cacheprovider tests/test_ort_gpu.py
+note "ONNX Runtime GPU tests on the wheel's libwtconv_ort.so: $(tail -1 "$LOGS/pytest_ort.log")"
+STAGE_TAIL=1 stage pytest_torch python3 -m pytest -q -rs -p no:cacheprovider tests/test_kernels_gpu.py \
+  tests/test_model_gpu.py tests/test_serving_runners_gpu.py
+note "PyTorch op and runner on the wheel's libwtconv_kernels_capi.so: $(tail -1 "$LOGS/pytest_torch.log")"
+grep -hE "^(FAILED|ERROR)" "$LOGS/pytest_ort.log" "$LOGS/pytest_torch.log" | head -20
+finish
