@@ -5,6 +5,7 @@ lookup order")."""
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from dataclasses import dataclass, field
@@ -218,7 +219,7 @@ def find_needed(path, name: str, runpath: list) -> Path | None:
     origin = str(Path(path).resolve().parent)
     for entry in runpath:
         folder = entry.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)
-        candidate = Path(folder) / name
+        candidate = Path(os.path.normpath(Path(folder) / name))
         if folder and candidate.is_file():
             return candidate
     return None
