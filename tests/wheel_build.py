@@ -9,6 +9,7 @@ rebuilds only what changed; the wheel itself is made anew each run (its Python f
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import os
 import re
 import shutil
@@ -65,10 +66,9 @@ def skip_reason() -> str | None:
             return f"{tool} not found on PATH: the binary wheel cannot be built"
     if onnxruntime_headers(source=ROOT / "plugin") is None:
         return "ONNX Runtime C API headers not found: the wheel's libwtconv_ort.so cannot be built"
-    try:
-        import scikit_build_core  # noqa: F401 -- the build backend, run without build isolation
-    except ImportError:
-        return "scikit-build-core is not installed (the test extra installs it)"
+    for module, package in (("scikit_build_core", "scikit-build-core"), ("auditwheel", "auditwheel")):
+        if importlib.util.find_spec(module) is None:  # the build backend (no build isolation); the tag's check
+            return f"{package} is not installed (the test extra installs it)"
     return None
 
 
