@@ -4,7 +4,9 @@ the package importable (an editable install, or ``PYTHONPATH`` at the checkout, 
 set it). Their results, with the GPU and the command, are committed under docs/bench/ (docs/bench/README.md).
 
 - kernels: ``ab_kernels`` (two builds of the kernels timed interleaved), ``profile_kernels`` (launches for ncu),
-  ``bench_layouts`` (NCHW against channels-last), ``half_arithmetic_study`` (packed-half arithmetic, emulated);
+  ``ncu_summary`` (a line per profiled launch), ``sass_phases`` (a kernel's instructions by activity, static and
+  executed), ``bench_layouts`` (NCHW against channels-last), ``half_arithmetic_study`` (packed-half arithmetic,
+  emulated);
 - models: ``profile_models`` over ``model_profile`` (WTConvNeXt-T against ConvNeXt-T per kernel),
   ``bench_memory`` over ``memory`` and ``memory_snapshot`` (peak memory);
 - runtimes: ``bench_ort`` (ONNX Runtime, CPU and CUDA), ``serving_alternatives`` (the serving runner's choices,

@@ -1,6 +1,5 @@
-"""Launch our kernels once per benchmark shape and layout, for ncu (tools/device_kernels.sh, STAGES=profile;
-tools/device_kernels_ab.sh): the WTConvNeXt-T stage shapes (fp16, B = 64, k = 5), then one tiled-path shape
-unless --stages."""
+"""Launch our kernels once per benchmark shape and layout, for ncu (tools/device_kernels.sh, stages profile and
+profile:<name>): the WTConvNeXt-T stage shapes (fp16, B = 64, k = 5), then one tiled-path shape unless --stages."""
 
 import argparse
 

@@ -2,7 +2,8 @@
 one CMake configure of plugin/, run in bash with real commands (a recording ``cmake`` on PATH stands in for CMake,
 which would need nvcc and a GPU's toolchain to configure the kernels). The scripts themselves run only on a GPU
 machine; here they are parsed (``bash -n``) and held to the library: none configures CMake or runs a stage of its
-own."""
+own. tools/device_kernels.sh's stages are followed under DRY_RUN, each stage's log holding the command it would
+run."""
 
 from __future__ import annotations
 
@@ -157,3 +158,97 @@ def test_ort_headers_finds_the_newest_version(tmp_path):
     result = bash("ort_headers", cwd=tmp_path)
     assert result.stdout.strip() == str(tmp_path / "third_party" / "onnxruntime-headers" / "1.29" / "include")
     assert bash("ort_headers", cwd=tmp_path / "third_party").stdout.strip() == ""
+
+
+KERNELS_SCRIPT = ROOT / "tools" / "device_kernels.sh"
+
+
+def dry_run_kernels(tmp_path: Path, stages: str, **env: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """tools/device_kernels.sh under DRY_RUN: each stage writes the command it would run into its log."""
+    logs = tmp_path / "logs"
+    result = subprocess.run(
+        ["bash", str(KERNELS_SCRIPT)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "DRY_RUN": "1", "LOGS": str(logs), "OUT": str(tmp_path / "out"), "STAGES": stages, **env},
+    )
+    return result, logs
+
+
+def logged(logs: Path, name: str) -> str:
+    text = (logs / f"{name}.log").read_text()
+    assert text.startswith("DRY_RUN: "), text
+    return text[len("DRY_RUN: ") :].strip()
+
+
+def test_kernels_script_named_builds_tests_sanitizer_profiles_and_ab(tmp_path):
+    stages = "build:ref:-DWTCONV_FIXED_PLANES=0 build:new:-DWTCONV_FIXED_PLANES=1 test sanitize profile:ref profile:new"
+    stages += " ab"
+    result, logs = dry_run_kernels(
+        tmp_path, stages, PYTEST_K="fixed", TEST_S="240", AB_GROUPS="stage B=64,latency", AB_BUILDS="build/x"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    # each named build: this tree with its flags, the library and the sanitizer's runner, under AB_BUILDS
+    for name, knob in (("ref", 0), ("new", 1)):
+        assert logged(logs, f"build_{name}") == (
+            f"build_plugin build/x/{name} -DWTCONV_PTXAS_VERBOSE=ON -DCMAKE_CUDA_FLAGS=-DWTCONV_FIXED_PLANES={knob} "
+            "--target wtconv_kernels_capi --target wtconv_sanitize_runner"
+        )
+    under_test = ROOT / "build" / "x" / "new"
+    # the tests and the sanitizer run on the second named build (the build under test), under their time limits
+    pytest = logged(logs, "pytest")
+    library = f"{under_test}/libwtconv_kernels_capi.so"
+    assert pytest.startswith(f"limit 240 env WTCONV_KERNELS_LIB={library} python3 -m pytest")
+    assert pytest.endswith("tests/test_kernels_gpu.py tests/test_model_gpu.py -k fixed")
+    for tool in ("memcheck", "racecheck"):
+        assert logged(logs, f"sanitize_{tool}").split()[-4:] == [
+            tool,
+            "--error-exitcode",
+            "3",
+            f"{under_test}/wtconv_sanitize_runner",
+        ]
+    # profile:<name> profiles that build's whole-plane kernels and keeps both CSV pages in the logs, summarised
+    for name in ("ref", "new"):
+        ncu = logged(logs, f"ncu_{name}")
+        assert f"WTCONV_KERNELS_LIB={ROOT / 'build' / 'x' / name}/libwtconv_kernels_capi.so ncu " in ncu
+        assert "--section SourceCounters" in ncu and ncu.endswith("python3 -m benchmarks.profile_kernels --stages")
+        report = ncu.split(" -o ")[1].split()[0]
+        assert logged(logs, f"details_{name}") == f"ncu -i {report}.ncu-rep --page details --csv"
+        assert logged(logs, f"source_{name}").startswith(f"ncu -i {report}.ncu-rep --page source --csv")
+        assert logged(logs, f"profile_{name}") == f"python3 -m benchmarks.ncu_summary {logs}/details_{name}.log"
+    # ab times every named build in order (the first is the baseline), with the groups asked for
+    ab = logged(logs, "ab").split()
+    assert ab[ab.index("--lib") + 1] == f"ref={ROOT / 'build' / 'x' / 'ref'}/libwtconv_kernels_capi.so"
+    assert ab[ab.index("--lib", ab.index("--lib") + 1) + 1] == f"new={library}"
+    assert " --groups stage B=64,latency " in logged(logs, "ab")
+    # stages ran in the order given, and every one is in the summary
+    order = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("===== ") and " rc=" in line]
+    assert order[:5] == ["build_ref", "build_new", "pytest", "sanitize_memcheck", "sanitize_racecheck"]
+    assert order[-1] == "ab" and order.index("ncu_ref") < order.index("ncu_new")
+    summary = result.stdout.split("===== summary\n", 1)[1]
+    assert "build new (-DWTCONV_FIXED_PLANES=1)" in summary and "ab: " in summary
+
+
+def test_kernels_script_libs_from_elsewhere_and_the_default_build(tmp_path):
+    # named builds made elsewhere (LIBS, no build stage): the third is timed beside the first two
+    result, logs = dry_run_kernels(tmp_path / "a", "test ab", LIBS="ref new other", AB_BUILDS="prebuilt")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"WTCONV_KERNELS_LIB={ROOT / 'prebuilt' / 'new'}/" in logged(logs, "pytest")
+    libs = [w.split("=")[0] for w in logged(logs, "ab").split() if w.endswith("libwtconv_kernels_capi.so")]
+    assert libs == ["ref", "new", "other"]
+    # no named build: build/plugin is built and tested, the plain profile covers every kernel family
+    result, logs = dry_run_kernels(tmp_path / "b", "build test profile")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert logged(logs, "build") == "build_plugin build/plugin -DWTCONV_PTXAS_VERBOSE=ON"
+    assert f"WTCONV_KERNELS_LIB={ROOT / 'build' / 'plugin'}/libwtconv_kernels_capi.so" in logged(logs, "pytest")
+    assert "groupPlaneKernel" in logged(logs, "ncu") and "levelKernel" in logged(logs, "ncu")
+
+
+def test_kernels_script_refuses_an_unknown_stage_and_an_ab_without_builds(tmp_path):
+    result, _ = dry_run_kernels(tmp_path, "tset ab")
+    assert result.returncode == 1
+    summary = result.stdout.split("===== summary\n", 1)[1]
+    assert "unknown stage tset" in summary
+    assert "ab: not run: it needs named builds" in summary

@@ -1,8 +1,9 @@
 // wtconvKernel.cu — fused WTConv inference: validation, the launch plan (which kernel, its geometry, its workspace)
 // and the launch sequence. The maths is docs/design.md §2.4 (the recursion D_{l-1} = 1/2 [F_l + D_l ...] the
 // kernels evaluate, Eq. 3); the three kernels, their traffic and the measured dispatch between them are §3.1.
-// The plan depends on the sizes alone, so wtconvWorkspaceBytes, the shared memory reported and a later launch
-// (maybe on another GPU, wtconvSharedMemory.cuh) always agree.
+// The plan depends on the sizes (and, for the fixed-geometry kernels, the GPU's SM count: wtconvFixedPlane.cu), so
+// wtconvWorkspaceBytes and a later launch (maybe on another GPU, wtconvSharedMemory.cuh) always agree: the
+// whole-plane kernels, whichever takes a shape, need no workspace, and every plan fits the portable shared memory.
 
 #include "wtconvFixedPlane.h"
 #include "wtconvKernel.h"

@@ -1,15 +1,18 @@
 """Per-activity instruction counts of a whole-plane kernel: its SASS split by what the source line does.
 
     nvdisasm -gi -c wtconvKernel_f16.sm_90.cubin > f16.sass        # cuobjdump -xelf all <object> gives the cubin
-    python3 tools/sass_phases.py --sass f16.sass --kernel 'smallPlaneKernelI6__halfLi5ELb0E' \\
+    python -m benchmarks.sass_phases --sass f16.sass --kernel 'smallPlaneKernelI6__halfLi5ELb0E' \\
         [--counts source.csv --launch 3 --pixels 19267584]
 
 Every SASS instruction carries the source line it came from and, when inlined, the line it was inlined at
 (nvdisasm -gi, from the -lineinfo the kernels are built with). A rule table maps (file, line range) to an activity
 (band convolutions, base convolution, synthesis, load, ...): the innermost location that a rule names decides, else
-the line it was inlined at. The static count is the SASS histogram; with --counts (an `ncu --page source --csv
---print-source sass` export of the same binary, SourceCounters section) the executed warp instructions of one
-profiled launch are added per activity, and per output pixel with --pixels (B * C * H * W).
+the line it was inlined at. The static count is the SASS histogram. With --counts (an `ncu --page source --csv
+--print-source sass` export of the same binary, SourceCounters section: tools/device_kernels.sh's profile:<name>
+stage leaves it in its logs as source_<name>.log) the executed warp instructions of one profiled launch are added
+per activity, per output pixel with --pixels (B * C * H * W), and where the launch's sampled warp stalls fall (the
+export's stall_* columns). The export's SASS must be the one disassembled: the opcodes are compared instruction by
+instruction.
 """
 
 import argparse
@@ -105,29 +108,70 @@ def activity(loc, rules) -> str:
     return "other"
 
 
-def load_counts(path: Path, launch: int) -> list[float]:
-    """Executed warp instructions per SASS instruction of profiled launch number `launch` (0-based) from an ncu
-    source-page CSV export (one table per launch, each starting with a header row)."""
-    tables, current = [], None
+def load_launches(path: Path) -> list[dict]:
+    """The profiled launches of an ncu source-page CSV export, in launch order: for each, the kernel name and per
+    SASS instruction its opcode, executed warp instructions and stall samples by reason. A launch's table starts at
+    a "Kernel Name" row (or its header row); ncu 2025.3 writes some launches' tables twice in a row, so a table
+    equal to the one before it is the same launch."""
+    tables, current, kernel = [], None, ""
     for row in csv.reader(io.StringIO(path.read_text(errors="replace"))):
-        if any(c.strip() in ("Instructions Executed", "Warp Instructions Executed") for c in row):
-            current = dict(header=row, rows=[])
+        if row and row[0] == "Kernel Name":
+            kernel, current = row[1] if len(row) > 1 else "", None
+        elif any(c.strip() in COUNT_COLUMNS for c in row):
+            current = dict(kernel=kernel, header=[c.strip() for c in row], rows=[])
             tables.append(current)
         elif current is not None and row:
             current["rows"].append(row)
-    if launch >= len(tables):
-        raise SystemExit(f"sass_phases: {path} holds {len(tables)} launches, asked for index {launch}")
-    t = tables[launch]
-    col = next(
-        i for i, c in enumerate(t["header"]) if c.strip() in ("Instructions Executed", "Warp Instructions Executed")
-    )
-    values = []
-    for row in t["rows"]:
-        try:
-            values.append(float(row[col].replace(",", "")))
-        except (ValueError, IndexError):
-            values.append(0.0)
-    return values
+    launches = []
+    for t in tables:
+        if launches and launches[-1]["kernel"] == t["kernel"] and launches[-1]["rows"] == t["rows"]:
+            continue
+        launches.append(t)
+    return [_launch(t) for t in launches]
+
+
+COUNT_COLUMNS = ("Instructions Executed", "Warp Instructions Executed")
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return 0.0
+
+
+def _launch(table: dict) -> dict:
+    header = table["header"]
+    count = next(i for i, c in enumerate(header) if c in COUNT_COLUMNS)
+    source = header.index("Source") if "Source" in header else None
+    stalls = {c[len("stall_") :]: i for i, c in enumerate(header) if c.startswith("stall_") and "(" not in c}
+    out = dict(kernel=table["kernel"], opcodes=[], counts=[], stalls=[])
+    for row in table["rows"]:
+        row = row + [""] * (len(header) - len(row))  # a short row reads as empty cells
+        m = re.match(r"\s*(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", row[source]) if source is not None else None
+        out["opcodes"].append(m.group(2) if m else None)
+        out["counts"].append(_number(row[count]))
+        out["stalls"].append({name: _number(row[i]) for name, i in stalls.items()})
+    return out
+
+
+def counts_for(sass: list[dict], launches: list[dict], index: int) -> dict:
+    """Launch `index` of an export, checked against the disassembled SASS (same length, same opcodes)."""
+    if not 0 <= index < len(launches):
+        raise SystemExit(f"sass_phases: the export holds {len(launches)} launches, asked for index {index}")
+    launch = launches[index]
+    if len(launch["counts"]) != len(sass):
+        raise SystemExit(
+            f"sass_phases: launch {index} ({launch['kernel'][:80]}) has {len(launch['counts'])} SASS instructions, "
+            f"the disassembly {len(sass)}: not the same kernel or build"
+        )
+    for i, (theirs, ins) in enumerate(zip(launch["opcodes"], sass, strict=True)):
+        if theirs is not None and theirs.split(".")[0] != ins["opcode"].split(".")[0]:
+            raise SystemExit(
+                f"sass_phases: instruction {i} is {theirs} in the export and {ins['opcode']} in the disassembly: "
+                "not the same build"
+            )
+    return launch
 
 
 def main(argv=None) -> int:
@@ -143,27 +187,45 @@ def main(argv=None) -> int:
     if not sass:
         print(f"sass_phases: no function containing {args.kernel!r} in {args.sass}", file=sys.stderr)
         return 2
-    counts = load_counts(args.counts, args.launch) if args.counts else None
-    if counts is not None and len(counts) != len(sass):
-        print(f"sass_phases: {len(counts)} counted instructions against {len(sass)} in the SASS", file=sys.stderr)
-        counts = None
-    static, dynamic, ops = collections.Counter(), collections.Counter(), collections.defaultdict(collections.Counter)
+    launch = counts_for(sass, load_launches(args.counts), args.launch) if args.counts else None
+    static, dynamic = collections.Counter(), collections.Counter()
+    ops, stalls = collections.defaultdict(collections.Counter), collections.defaultdict(collections.Counter)
     for i, ins in enumerate(sass):
         name = activity(ins["loc"], RULES[args.rules])
         static[name] += 1
-        weight = counts[i] if counts is not None else 1
+        weight = launch["counts"][i] if launch else 1
         dynamic[name] += weight
         ops[name][ins["opcode"].split(".")[0]] += weight
+        if launch:
+            stalls[name].update(launch["stalls"][i])
     total = sum(dynamic.values())
-    print(f"| activity | SASS | {'executed' if counts else 'share'} | per pixel | top opcodes |")
-    print("|---|---|---|---|---|")
+    samples = sum(sum(c.values()) for c in stalls.values()) or 1
+    if launch:
+        print(f"launch {args.launch}: {launch['kernel']}")
+        print(
+            "| activity | SASS | executed | share | per pixel | stall samples (share of the launch's) | top opcodes |"
+        )
+        print("|---|---|---|---|---|---|---|")
+    else:
+        print("| activity | SASS | share | top opcodes |")
+        print("|---|---|---|---|")
     for name, n in sorted(dynamic.items(), key=lambda kv: -kv[1]):
-        per = f"{n / args.pixels:.2f}" if counts and args.pixels else ""
-        top = ", ".join(f"{op} {c / n:.0%}" for op, c in ops[name].most_common(4))
-        shown = f"{n:.3g}" if counts else f"{n / total:.0%}"
-        print(f"| {name} | {static[name]} | {shown} | {per} | {top} |")
-    per = f"{total / args.pixels:.2f}" if counts and args.pixels else ""
-    print(f"| all | {len(sass)} | {total:.3g} | {per} | |")
+        top = ", ".join(f"{op} {c / n:.0%}" for op, c in ops[name].most_common(4)) if n else ""
+        if launch:
+            per = f"{n / args.pixels:.2f}" if args.pixels else ""
+            where = sum(stalls[name].values())
+            reasons = ", ".join(f"{r} {c / samples:.0%}" for r, c in stalls[name].most_common(2) if c)
+            print(
+                f"| {name} | {static[name]} | {n:.3g} | {n / total:.0%} | {per} | {where / samples:.0%}"
+                f"{': ' + reasons if reasons else ''} | {top} |"
+            )
+        else:
+            print(f"| {name} | {static[name]} | {n / total:.0%} | {top} |")
+    if launch:
+        per = f"{total / args.pixels:.2f}" if args.pixels else ""
+        print(f"| all | {len(sass)} | {total:.3g} | 100% | {per} | 100% | |")
+    else:
+        print(f"| all | {len(sass)} | | |")
     return 0
 
 
