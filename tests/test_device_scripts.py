@@ -163,18 +163,22 @@ def test_ort_headers_finds_the_newest_version(tmp_path):
 KERNELS_SCRIPT = ROOT / "tools" / "device_kernels.sh"
 
 
-def dry_run_kernels(tmp_path: Path, stages: str, **env: str) -> tuple[subprocess.CompletedProcess, Path]:
-    """tools/device_kernels.sh under DRY_RUN: each stage writes the command it would run into its log."""
+def dry_run(script: Path, tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """A GPU-machine script under DRY_RUN: each stage writes the command it would run into its log in LOGS."""
     logs = tmp_path / "logs"
     result = subprocess.run(
-        ["bash", str(KERNELS_SCRIPT)],
+        ["bash", str(script)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "DRY_RUN": "1", "LOGS": str(logs), "OUT": str(tmp_path / "out"), "STAGES": stages, **env},
+        env={**os.environ, "DRY_RUN": "1", "LOGS": str(logs), "OUT": str(tmp_path / "out"), **env},
     )
     return result, logs
+
+
+def dry_run_kernels(tmp_path: Path, stages: str, **env: str) -> tuple[subprocess.CompletedProcess, Path]:
+    return dry_run(KERNELS_SCRIPT, tmp_path, STAGES=stages, **env)
 
 
 def logged(logs: Path, name: str) -> str:
@@ -258,17 +262,7 @@ WHEEL_SCRIPT = ROOT / "tools" / "device_wheel.sh"
 
 
 def dry_run_wheel(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, Path]:
-    """tools/device_wheel.sh under DRY_RUN, given a wheel (an empty file: nothing is installed)."""
-    logs = tmp_path / "logs"
-    result = subprocess.run(
-        ["bash", str(WHEEL_SCRIPT)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "DRY_RUN": "1", "LOGS": str(logs), "OUT": str(tmp_path / "out"), **env},
-    )
-    return result, logs
+    return dry_run(WHEEL_SCRIPT, tmp_path, **env)
 
 
 def test_wheel_script_runs_the_gpu_tests_on_the_installed_wheels_libraries(tmp_path):
