@@ -49,15 +49,29 @@ class CudaCode:
 # nvcc's fat binary container (not documented by NVIDIA; the layout cuobjdump reads): a 16-byte header (magic
 # 0xBA55ED50, u16 version, u16 header size, u64 size of the entries that follow), then entries, each an entry
 # header (u16 kind: 1 PTX, 2 cubin; u16; u32 entry header size; u32 payload size padded to 8 bytes; ...; u32 SM
-# architecture at byte 28) followed by its payload. A section holds one container per translation unit.
+# architecture at byte 28; u64 flags at byte 40, where 0x2000 (nvcc 12) or 0x8000 (nvcc 13's --compress-mode) marks a
+# compressed payload; u64 size of the payload once decompressed at byte 56) followed by its payload. A section holds
+# one container per translation unit.
 _FATBIN_MAGIC = 0xBA55ED50
 _FATBIN_PTX, _FATBIN_CUBIN = 1, 2
+_FATBIN_COMPRESSED = 0x2000 | 0x8000
 
 
-def parse_fatbin(data: bytes) -> CudaCode:
-    """The architectures of every container in a ``.nv_fatbin`` section's bytes (padding may separate the
-    containers). Raises ValueError on a container whose entries do not fit it."""
-    cubins, ptx = set(), set()
+@dataclass(frozen=True)
+class FatbinEntry:
+    """One entry of a fat binary: machine code or PTX for one architecture, as stored and as the driver loads it."""
+
+    kind: str  # "cubin" or "ptx"
+    arch: int  # major * 10 + minor
+    stored_bytes: int  # its payload in the file (compressed where nvcc compressed it)
+    code_bytes: int  # the cubin or PTX text once decompressed
+    compressed: bool
+
+
+def fatbin_entries(data: bytes) -> list[FatbinEntry]:
+    """Every entry of every container in a ``.nv_fatbin`` section's bytes (padding may separate the containers).
+    Raises ValueError on a container whose entries do not fit it."""
+    entries = []
     magic_bytes = struct.pack("<I", _FATBIN_MAGIC)
     offset = data.find(magic_bytes)
     while 0 <= offset and offset + 16 <= len(data):
@@ -71,13 +85,23 @@ def parse_fatbin(data: bytes) -> CudaCode:
             (arch,) = struct.unpack_from("<I", data, entry + 28)
             if entry_size < 32:
                 raise ValueError(f"fat binary entry at {entry} has a header of {entry_size} bytes")
-            if kind == _FATBIN_CUBIN:
-                cubins.add(arch)
-            elif kind == _FATBIN_PTX:
-                ptx.add(arch)
+            flags, _, decompressed = struct.unpack_from("<QQQ", data, entry + 40) if entry_size >= 64 else (0, 0, 0)
+            compressed = bool(flags & _FATBIN_COMPRESSED) and decompressed > 0
+            if kind in (_FATBIN_CUBIN, _FATBIN_PTX):
+                name = "cubin" if kind == _FATBIN_CUBIN else "ptx"
+                code = decompressed if compressed else payload_size
+                entries.append(FatbinEntry(name, arch, payload_size, code, compressed))
             entry += entry_size + payload_size
         offset = data.find(magic_bytes, end)
-    return CudaCode(frozenset(cubins), frozenset(ptx))
+    return entries
+
+
+def parse_fatbin(data: bytes) -> CudaCode:
+    """The architectures of every container in a ``.nv_fatbin`` section's bytes (fatbin_entries). Raises ValueError
+    on a container whose entries do not fit it."""
+    entries = fatbin_entries(data)
+    cubins = frozenset(e.arch for e in entries if e.kind == "cubin")
+    return CudaCode(cubins, frozenset(e.arch for e in entries if e.kind == "ptx"))
 
 
 @dataclass
