@@ -108,7 +108,6 @@ def build_log(path: Path) -> dict:
         ("user_s", r"User time \(seconds\)"),
         ("system_s", r"System time \(seconds\)"),
         ("max_rss_kb", r"Maximum resident set size \(kbytes\)"),
-        ("command", r"Command being timed"),
         ("exit_status", r"Exit status"),
     ):
         match = re.search(rf"{label}: (.+)", text)
@@ -129,7 +128,7 @@ def nvcc_version() -> str:
     return subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-2]
 
 
-def measure(wheel: Path, log: Path | None) -> dict:
+def measure(wheel: Path, log: Path | None, command: str | None, note: str | None = None) -> dict:
     with zipfile.ZipFile(wheel) as archive, tempfile.TemporaryDirectory() as tmp:
         kernels = Path(archive.extract(KERNELS, tmp))
         arch_rows = architectures(kernels)
@@ -144,7 +143,8 @@ def measure(wheel: Path, log: Path | None) -> dict:
         auditwheel=auditwheel_show(wheel),
         nvcc=nvcc_version(),
         cpus=os.cpu_count(),
-        build=build_log(log) if log else None,
+        build=dict(command=command, **build_log(log)) if log else None,
+        note=note,
     )
 
 
@@ -201,6 +201,8 @@ def markdown(result: dict) -> str:
             f"(user {build.get('user_s', '?')} s, system {build.get('system_s', '?')} s, peak resident "
             f"{int(build.get('max_rss_kb', 0)) / 1e6:.2f} GB, exit status {build.get('exit_status', '?')}).",
         ]
+    if result.get("note"):
+        lines += ["", result["note"]]
     return "\n".join(lines) + "\n"
 
 
@@ -209,8 +211,10 @@ def main(argv=None) -> int:
     parser.add_argument("wheel", type=Path)
     parser.add_argument("--out", type=Path, required=True, help="writes OUT.json and OUT.md")
     parser.add_argument("--build-log", type=Path, help="the build's log, ending in /usr/bin/time -v output")
+    parser.add_argument("--build-command", help="the command that built the wheel, as the results should name it")
+    parser.add_argument("--note", help="a line on how it was measured, added to the results")
     args = parser.parse_args(argv)
-    result = measure(args.wheel, args.build_log)
+    result = measure(args.wheel, args.build_log, args.build_command, args.note)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     args.out.with_suffix(".md").write_text(markdown(result))
     print(markdown(result))
