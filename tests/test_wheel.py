@@ -100,14 +100,11 @@ def test_the_wheel_holds_every_library_linked_once(built, unpacked):
     kernels = inspect_library(unpacked / LIBS / "libwtconv_kernels.so")
     capability = int(ARCHS)
     assert kernels.cuda_code.cubins == {capability} and kernels.cuda_code.ptx == {capability}
-    # One cubin and one PTX entry per translation unit of plugin/kernels/, each read with its size as stored and as
-    # loaded (the sizes benchmarks/wheel_size.py reports); the PTX is compressed (nvcc 13 does so by default).
+    # One cubin and one PTX entry per translation unit of plugin/kernels/, as benchmarks/wheel_size.py counts them.
     with open(unpacked / LIBS / "libwtconv_kernels.so", "rb") as f:
         entries = fatbin_entries(ELFFile(f).get_section_by_name(".nv_fatbin").data())
     units = len(list((wheel_build.ROOT / "plugin" / "kernels").glob("*.cu")))
     assert sorted((e.kind, e.arch) for e in entries) == sorted([("cubin", capability), ("ptx", capability)] * units)
-    assert all(e.code_bytes > e.stored_bytes for e in entries if e.compressed)
-    assert all(e.code_bytes == e.stored_bytes for e in entries if not e.compressed)
     # Its exports: the functions of wtconvKernel.h, under the package's symbol version (whose own definition is
     # listed too).
     exported = subprocess.run(
