@@ -10,9 +10,11 @@
 # process); the summary counts each file's tests, and a file with none passed (e.g. no CUDA execution provider, every
 # test skipped) fails the run.
 # WHEEL: the wheel to test, e.g. one built on the CPU machine with the README's command and carried here; without it
-# the wheel is built here first with that command (needs WTCONV_WHEEL_TENSORRT_ROOTS, the TensorRT 10.x and 11.x
-# header roots). onnxruntime-gpu must be importable for the ONNX Runtime stage (PYTHONPATH, as for device_ort.sh).
-#   WHEEL=dist/wtconv_trt-0.1.0-py3-none-manylinux_2_34_x86_64.whl PYTHONPATH=/tmp/site OUT=... tools/device_wheel.sh
+# the wheel is built here first with that command, without build isolation (needs scikit-build-core installed and
+# WTCONV_WHEEL_TENSORRT_ROOTS, the TensorRT 10.x and 11.x header roots). onnxruntime-gpu must be importable for the
+# ONNX Runtime tests (PYTHONPATH, as for device_ort.sh).
+#   WHEEL=dist/wtconv_trt-0.1.0-py3-none-manylinux_2_34_x86_64.whl PYTHONPATH=/tmp/site OUT=... [PYTEST_N=4] \
+#     tools/device_wheel.sh
 # Results: the summary (the wheel, its architectures, each test file's counts); logs in LOGS (default a fresh
 # temporary folder), packed into $OUT/wheel_logs.tgz.
 set -uo pipefail
@@ -25,7 +27,7 @@ finish() {
 
 gpu_info | tee "$LOGS/gpu.txt"
 if [[ -z "${WHEEL:-}" ]]; then
-  stage wheel env WTCONV_WHEEL=1 python3 -m pip wheel --no-deps -w "$OUT/dist" . || finish
+  stage wheel env WTCONV_WHEEL=1 python3 -m pip wheel --no-deps --no-build-isolation -w "$OUT/dist" . || finish
   WHEEL=$(ls "$OUT"/dist/wtconv_trt-*.whl 2> /dev/null | head -1)
 fi
 if [[ ! -f "${WHEEL:-}" ]]; then
@@ -40,8 +42,9 @@ LIB=$SITE/wtconv_libs/lib
 
 # The machine code and PTX inside, as the CUDA toolkit reads them.
 stage architectures cuobjdump --list-elf --list-ptx "$LIB/libwtconv_kernels.so"
-note "machine code: $(grep -o 'sm_[0-9]*[a-z]*' "$LOGS/architectures.log" | sort -uV | tr '\n' ' ')"
-note "PTX: $(grep -o 'compute_[0-9]*[a-z]*' "$LOGS/architectures.log" | sort -uV | tr '\n' ' ')"
+# cuobjdump names each entry by its file: "ELF file 1: wtconvKernel.sm_80.cubin", "PTX file 1: wtconvKernel.sm_121.ptx".
+note "machine code: $(grep '^ELF file' "$LOGS/architectures.log" | grep -o 'sm_[0-9]*[a-z]*' | sort -uV | xargs)"
+note "PTX: $(grep '^PTX file' "$LOGS/architectures.log" | grep -o 'sm_[0-9]*[a-z]*' | sort -uV | xargs)"
 # doctor from the installed package (run from its folder, so the checkout's packages are not imported instead).
 stage doctor bash -c "cd '$SITE' && PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python3 -m wtconv_trt doctor"
 
