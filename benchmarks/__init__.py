@@ -10,5 +10,6 @@ set it). Their results, with the GPU and the command, are committed under docs/b
 - models: ``profile_models`` over ``model_profile`` (WTConvNeXt-T against ConvNeXt-T per kernel),
   ``bench_memory`` over ``memory`` and ``memory_snapshot`` (peak memory);
 - runtimes: ``bench_ort`` (ONNX Runtime, CPU and CUDA), ``serving_alternatives`` (the serving runner's choices,
-  direct) and ``serving_summary`` (the results of tools/device_serving.sh).
+  direct) and ``serving_summary`` (the results of tools/device_serving.sh);
+- packaging: ``wheel_size`` (the binary wheel's size per library and per architecture, its manylinux tag, its build).
 """

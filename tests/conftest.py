@@ -69,9 +69,10 @@ REPO = Path(__file__).resolve().parent.parent
 TENSORRT_HEADERS = REPO.parent / "shared" / "tensorrt-headers"
 # TensorRT-RTX 1.7 carries TensorRT 11's ABI (plugin/README.md): its plugins are built against the 11.x headers.
 RTX_HEADER_SET = "11.1"
-# One architecture keeps the test build short (about 20 s on two cores); the build phase runs no kernel. 8.0: its
-# machine code runs on 8.x and its PTX on newer GPUs, so every default TensorRT-RTX target can run the plugin
-# (trt_engine.plugins.runnable_targets refuses targets a plugin library has no code for).
+# One architecture keeps the test build short; the build phase runs no kernel. 8.0: its machine code runs on 8.x and
+# its PTX on newer GPUs, so every default TensorRT-RTX target can run the plugin (trt_engine.plugins.runnable_targets
+# refuses targets a plugin library has no code for). The kernels are those of the compile test's tree
+# (tests/kernels_tree.py, the same architecture), linked, not compiled again.
 TEST_CUDA_ARCHITECTURES = "80"
 
 
@@ -234,6 +235,8 @@ def rtx_plugin(tensorrt_rtx):
     (test_builds_dir; a lock keeps concurrent test runs from building the same folder twice)."""
     import fcntl
 
+    from kernels_tree import kernels_tree
+
     from wtconv_libs import lookup
     from wtconv_libs.build import build_libraries, sources_digest
 
@@ -253,6 +256,8 @@ def rtx_plugin(tensorrt_rtx):
     with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not all(p.is_file() for p in names.values()):
+            ok, output, kernels = kernels_tree(TEST_CUDA_ARCHITECTURES)
+            assert ok, f"the kernels do not compile:\n{output[-4000:]}"
             build_libraries(
                 tensorrt_headers=headers,
                 source=REPO / "plugin",
@@ -260,6 +265,7 @@ def rtx_plugin(tensorrt_rtx):
                 install_root=folder / "lib",
                 cuda_architectures=TEST_CUDA_ARCHITECTURES,
                 kinds=["plugin", "plugin-static"],
+                kernels_prebuilt=kernels / "libwtconv_kernels.a",
             )
     return names
 

@@ -1,6 +1,7 @@
 """The CUDA kernels compiled once per checkout for a test run: the compile test (test_cuda_build.py) checks them,
-and the plugin harness (test_plugin_harness.py) links them into its TensorRT trees (WTCONV_KERNELS_PREBUILT,
-plugin/README.md), since the kernels do not depend on TensorRT's headers. One compile of every kernel instantiation
+and the plugin harness (test_plugin_harness.py), the TensorRT-RTX tests' plugin (conftest.rtx_plugin) and the reduced
+binary wheel (test_wheel.py) link them (WTCONV_KERNELS_PREBUILT, plugin/README.md), since the kernels do not depend
+on TensorRT's headers. One compile of every kernel instantiation
 is the longest single step of the suite.
 
 The tree is build/kernels-<architectures> in the checkout, built under a file lock (test workers in other processes
@@ -13,11 +14,14 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# sm_90 alone keeps a run short (each architecture is a full device compile of every kernel instantiation); all four
-# of a release build with WTCONV_TEST_ALL_ARCHS=1, or WTCONV_TEST_CUDA_ARCHS.
+# One architecture keeps a run short (each architecture is a full device compile of every kernel instantiation):
+# sm_80, whose machine code runs on 8.x and whose PTX on every newer GPU, so the libraries linked from this tree (the
+# TensorRT-RTX tests' plugin, conftest.TEST_CUDA_ARCHITECTURES; the reduced binary wheel, tests/wheel_build.py) can
+# run on every default TensorRT-RTX target. All four of a release build with WTCONV_TEST_ALL_ARCHS=1, or
+# WTCONV_TEST_CUDA_ARCHS.
 RELEASE_ARCHS = "80;86;89;90"
 ARCHS = os.environ.get("WTCONV_TEST_CUDA_ARCHS") or (
-    RELEASE_ARCHS if os.environ.get("WTCONV_TEST_ALL_ARCHS") == "1" else "90"
+    RELEASE_ARCHS if os.environ.get("WTCONV_TEST_ALL_ARCHS") == "1" else "80"
 )
 TARGETS = ("wtconv_kernels", "wtconv_kernels_capi", "wtconv_sanitize_runner")
 _BUILT = {}  # archs -> (ok, output, build folder), in this process

@@ -45,6 +45,32 @@ def test_missing_headers_are_said_before_compiling(tmp_path, monkeypatch, caplog
     assert lines[0].startswith("no TensorRT headers given") and lines[-1].startswith("(no TensorRT plugin built: ")
 
 
+def test_a_build_the_lookup_would_not_take_is_said(tmp_path, monkeypatch, capsys):
+    """With the binary wheel's libwtconv_ort.so in the package's lib/ (first in the lookup after the environment
+    variable), a build-libs build in the per-user cache would never be used: the command says which one is taken and
+    how to use the new one."""
+    from wtconv_libs import lookup
+
+    package = tmp_path / "package_lib"
+    package.mkdir()
+    (package / "libwtconv_ort.so").write_bytes(b"the wheel's")
+    built = tmp_path / "cache" / "lib" / "libwtconv_ort.so"
+    monkeypatch.setattr(lookup, "package_lib_dir", lambda: package)
+    monkeypatch.setattr(build, "build_libraries", lambda **options: {"ort": built})
+    monkeypatch.setattr(build, "nvcc_path", lambda: None)
+    built.parent.mkdir(parents=True)
+    built.write_bytes(b"just built")
+    assert cli.main(["build-libs", "--no-cuda"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"(libwtconv_ort.so: the lookup takes {package / 'libwtconv_ort.so'} first, not this build; use this one with "
+        f"WTCONV_ORT_LIB={built}, or build with --into-package to replace that one)" in err
+    ), err
+    (package / "libwtconv_ort.so").unlink()
+    assert cli.main(["build-libs", "--no-cuda"]) == 0
+    assert "the lookup takes" not in capsys.readouterr().err
+
+
 def test_each_source_tree_has_its_own_build_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("WTCONV_TRT_CACHE", str(tmp_path / "cache"))
     first = build.default_build_dir(tmp_path / "clone1" / "plugin", "trt11")

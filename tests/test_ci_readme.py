@@ -42,4 +42,9 @@ def test_test_extra_installs_what_the_tests_import():
     for package in ("pytest", "pywavelets", "scikit-learn"):
         assert package in test_extra
     assert meta["project"]["scripts"]["wtconv-trt"] == "wtconv_trt.cli:run_command"
-    assert "data/*" in meta["tool"]["setuptools"]["package-data"]["wtconv_torch"]
+    # scikit-build-core copies each listed package whole, its data files included (wtconv_torch/data/): every
+    # package of the checkout is listed, and nothing else (benchmarks/, tests/ stay out of the wheel).
+    listed = set(meta["tool"]["scikit-build"]["wheel"]["packages"])
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"benchmarks", "tests", "samples", "tools"}
+    assert listed == packages, listed ^ packages
+    assert (ROOT / "wtconv_torch" / "data" / "default_model.safetensors").is_file()

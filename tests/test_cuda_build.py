@@ -3,7 +3,7 @@ harness links too (tests/kernels_tree.py).
 
 Runs wherever ``nvcc`` and ``cmake`` are found (a compile error fails the test even without a GPU); skips with
 the reason otherwise. Architectures: WTCONV_TEST_CUDA_ARCHS if set; else all four of a release build
-("80;86;89;90") when WTCONV_TEST_ALL_ARCHS=1; else sm_90 alone (kernels_tree.ARCHS).
+("80;86;89;90") when WTCONV_TEST_ALL_ARCHS=1; else sm_80 alone (kernels_tree.ARCHS).
 """
 
 import shutil

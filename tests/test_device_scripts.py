@@ -330,18 +330,22 @@ def test_the_soak_starts_detached_and_a_later_call_collects_it(tmp_path):
 KERNELS_SCRIPT = ROOT / "tools" / "device_kernels.sh"
 
 
-def dry_run_kernels(tmp_path: Path, stages: str, **env: str) -> tuple[subprocess.CompletedProcess, Path]:
-    """tools/device_kernels.sh under DRY_RUN: each stage writes the command it would run into its log."""
+def dry_run(script: Path, tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """A GPU-machine script under DRY_RUN: each stage writes the command it would run into its log in LOGS."""
     logs = tmp_path / "logs"
     result = subprocess.run(
-        ["bash", str(KERNELS_SCRIPT)],
+        ["bash", str(script)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "DRY_RUN": "1", "LOGS": str(logs), "OUT": str(tmp_path / "out"), "STAGES": stages, **env},
+        env={**os.environ, "DRY_RUN": "1", "LOGS": str(logs), "OUT": str(tmp_path / "out"), **env},
     )
     return result, logs
+
+
+def dry_run_kernels(tmp_path: Path, stages: str, **env: str) -> tuple[subprocess.CompletedProcess, Path]:
+    return dry_run(KERNELS_SCRIPT, tmp_path, STAGES=stages, **env)
 
 
 def logged(logs: Path, name: str) -> str:
@@ -419,3 +423,75 @@ def test_kernels_script_refuses_an_unknown_stage_and_an_ab_without_builds(tmp_pa
     summary = result.stdout.split("===== summary\n", 1)[1]
     assert "unknown stage tset" in summary
     assert "ab: not run: it needs named builds" in summary
+
+
+WHEEL_SCRIPT = ROOT / "tools" / "device_wheel.sh"
+
+
+def dry_run_wheel(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, Path]:
+    return dry_run(WHEEL_SCRIPT, tmp_path, **env)
+
+
+def test_wheel_script_runs_the_gpu_tests_on_the_installed_wheels_libraries(tmp_path):
+    wheel = tmp_path / "wtconv_trt-0.1.0-py3-none-manylinux_2_34_x86_64.whl"
+    wheel.write_bytes(b"")
+    result, logs = dry_run_wheel(tmp_path, WHEEL=str(wheel), PYTEST_N="4")
+    assert result.returncode == 0, result.stdout + result.stderr
+    site = (tmp_path / "out").resolve() / "wheel_site"
+    lib = site / "wtconv_libs" / "lib"
+    assert logged(logs, "install") == f"python3 -m pip install --no-deps --no-index --target {site} {wheel}"
+    assert logged(logs, "architectures") == f"cuobjdump --list-elf --list-ptx {lib}/libwtconv_kernels.so"
+    doctor = logged(logs, "doctor")  # the installed package's doctor, run from its folder
+    assert f"cd '{site}' && PYTHONPATH=." in doctor and doctor.endswith("python3 -m wtconv_trt doctor")
+    # every GPU test file in one run, on the wheel's libraries: the ONNX Runtime op and the PyTorch op's kernels
+    words = logged(logs, "pytest").split()
+    assert words[:3] == [
+        "env",
+        f"WTCONV_TEST_ORT_LIB={lib}/libwtconv_ort.so",
+        f"WTCONV_KERNELS_LIB={lib}/libwtconv_kernels_capi.so",
+    ]
+    assert words[-4:] == [
+        "tests/test_ort_gpu.py",
+        "tests/test_kernels_gpu.py",
+        "tests/test_model_gpu.py",
+        "tests/test_serving_runners_gpu.py",
+    ]
+    assert all((ROOT / name).is_file() for name in words[-4:])
+    # side by side where the python3 the script runs has pytest-xdist
+    xdist = subprocess.run(["python3", "-c", "import xdist"], capture_output=True).returncode == 0
+    assert (words[words.index("-n") + 1] == "4") if xdist else "-n" not in words
+    assert f"--junitxml={logs}/pytest.xml" in words
+    # one process when asked
+    result, logs = dry_run_wheel(tmp_path / "one", WHEEL=str(wheel), PYTEST_N="1")
+    assert result.returncode == 0 and "-n" not in logged(logs, "pytest").split()
+
+
+def test_wheel_script_without_a_wheel_says_how_to_give_one(tmp_path):
+    result, logs = dry_run_wheel(tmp_path, WHEEL=str(tmp_path / "missing.whl"))
+    assert result.returncode == 1
+    assert "wheel: none (give WHEEL=path" in result.stdout.split("===== summary\n", 1)[1]
+    assert not (logs / "install.log").exists()
+
+
+def test_wheel_script_fails_a_test_file_whose_tests_all_skipped(tmp_path):
+    """The per-file counts come from pytest's JUnit report: a file with no test passed (every ONNX Runtime GPU test
+    skipped where onnxruntime-gpu offers no CUDA execution provider) fails the run, though pytest itself passed."""
+    wheel = tmp_path / "w.whl"
+    wheel.write_bytes(b"")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    cases = [("tests.test_ort_gpu", "skipped"), ("tests.test_ort_gpu", "skipped"), ("tests.test_kernels_gpu", "")]
+    cases += [("tests.test_kernels_gpu.TestShapes", ""), ("tests.test_model_gpu", "failure")]
+    cases += [("tests.test_serving_runners_gpu", "")]
+    body = "".join(
+        f'<testcase classname="{classname}" name="t{i}">' + (f"<{outcome}/>" if outcome else "") + "</testcase>"
+        for i, (classname, outcome) in enumerate(cases)
+    )
+    (logs / "pytest.xml").write_text(f'<testsuites><testsuite name="pytest">{body}</testsuite></testsuites>')
+    result, _ = dry_run_wheel(tmp_path, WHEEL=str(wheel))
+    assert result.returncode == 1, result.stdout + result.stderr
+    summary = result.stdout.split("===== summary\n", 1)[1].splitlines()
+    assert "  tests/test_ort_gpu.py: 0 passed, 0 failed, 2 skipped" in summary
+    assert "  tests/test_kernels_gpu.py: 2 passed, 0 failed, 0 skipped" in summary
+    assert "  tests/test_model_gpu.py: 0 passed, 1 failed, 0 skipped" in summary
+    assert "  tests/test_serving_runners_gpu.py: 1 passed, 0 failed, 0 skipped" in summary

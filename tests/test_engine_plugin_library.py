@@ -64,6 +64,10 @@ def libs(tmp_path_factory):
             "libstatic10.so", static_source + abi_section(_record("trt10", "static")), f"-L{d}", "-l:libnvinfer.so.10"
         ),
         "static_unlinked": build("libstatic_unlinked.so", static_source + abi_section(_record("trt10", "static"))),
+        # Built from headers alone, as the binary wheel's: it finds libnvinfer.so.10 when loaded, and says so.
+        "static_at_load": build(
+            "libstatic_at_load.so", abi_section(_record("trt10", "static") + " libnvinfer=load"), *libc
+        ),
         "dir": d,
     }
 
@@ -204,13 +208,79 @@ def test_triton_static_plugin_checks(libs, tmp_path):
             check_static_library(libs[dynamic], manifest10.tensorrt_version)
     with pytest.raises(PluginError, match="does not link libnvinfer: .* cannot find getPluginRegistry"):
         check_static_library(libs["static_unlinked"], manifest10.tensorrt_version)
+    at_load = inspect_library(libs["static_at_load"])
+    assert at_load.finds_nvinfer_at_load and at_load.nvinfer_major is None
+    check_static_library(libs["static_at_load"], manifest10.tensorrt_version)
     _, manifest11 = fake_engine(tmp_path, name="b.engine", trt_version="11.1.0.2")
+    with pytest.raises(PluginError, match=r"built for ABI trt10 \(TensorRT 10.16.0 headers\), but TensorRT 11.1.0.2"):
+        check_static_library(libs["static_at_load"], manifest11.tensorrt_version)
     with pytest.raises(
         PluginError,
         match=r"links TensorRT 10 \(libnvinfer.so.10\) but the engine was built with "
         r"TensorRT 11.1.0.2",
     ):
         check_static_library(libs["static10"], manifest11.tensorrt_version)
+
+
+def test_the_kernels_a_library_loads_are_found_through_its_runpath(libs, tmp_path):
+    """A library of the binary wheel holds no GPU code and loads libwtconv_kernels.so through its RUNPATH
+    ($ORIGIN/.. for a plugin in lib/<abi>/, then $ORIGIN): its GPU code is read there, and a copy of it takes the
+    kernel library along (library_bundle)."""
+    from wtconv_libs.plugin_elf import find_needed, library_bundle
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is needed to make a library with GPU code")
+    lib = tmp_path / "lib"
+    (lib / "trt11").mkdir(parents=True)
+    (tmp_path / "k.cu").write_text(
+        '__global__ void k(float* x) { x[0] = 1.0f; }\nextern "C" void launch(float* x) { k<<<1, 1>>>(x); }\n'
+    )
+    subprocess.run(
+        [
+            nvcc,
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            "-gencode",
+            "arch=compute_80,code=[sm_80,compute_80]",
+            "-o",
+            str(lib / "libwtconv_kernels.so"),
+            str(tmp_path / "k.cu"),
+            "-Xlinker",
+            "-soname,libwtconv_kernels.so",
+        ],
+        check=True,
+    )
+    (tmp_path / "p.c").write_text("void launch(float*); void entry(float* x) { launch(x); }\n")
+    plugin = lib / "trt11" / "libplugin.so"
+    subprocess.run(
+        [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(plugin),
+            str(tmp_path / "p.c"),
+            f"-L{lib}",
+            "-l:libwtconv_kernels.so",
+            "-Wl,--enable-new-dtags,-rpath,$ORIGIN/..:$ORIGIN",
+        ],
+        check=True,
+    )
+    info = inspect_library(plugin)
+    assert info.runpath == ["$ORIGIN/..", "$ORIGIN"] and "libwtconv_kernels.so" in info.needed
+    assert info.kernels_library == str(lib / "libwtconv_kernels.so")
+    assert info.cuda_code.cubins == {80} and info.cuda_code.ptx == {80}
+    assert library_bundle(plugin) == (plugin, lib / "libwtconv_kernels.so")
+    assert find_needed(plugin, "libabsent.so", info.runpath) is None
+    # A copy elsewhere without the kernels beside it: no GPU code found, and nothing to take along.
+    copy = tmp_path / "model" / "libplugin.so"
+    copy.parent.mkdir()
+    shutil.copy(plugin, copy)
+    assert inspect_library(copy).cuda_code is None and library_bundle(copy) == (copy,)
+    assert library_bundle(libs["dynamic"]) == (libs["dynamic"],)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@
 # DRY_RUN=1: stage writes the command it would run into its log instead of running it (status 0), so a script's
 # shell logic can be followed on a machine without a GPU (tests/test_device_scripts.py does); the stages whose names
 # match the pattern DRY_RUN_FAIL (a glob) fail there instead, to follow a script's way round a failure.
-# Scripts that use it: device_kernels.sh, device_ort.sh, device_serving.sh, device_session.sh, and
+# Scripts that use it: device_kernels.sh, device_ort.sh, device_serving.sh, device_session.sh, device_wheel.sh, and
 # plugin/trt/harness/run_device.sh.
 
 device_start() {

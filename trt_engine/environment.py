@@ -68,13 +68,40 @@ def _distribution_versions(prefix: str) -> dict:
     return out
 
 
+def _gpu_code_note(path, info=None) -> str:
+    """The GPU code a library runs (``info``: its wtconv_libs.plugin_elf.LibraryInfo, read when not given), and where
+    it is when the library loads the kernels linked once (libwtconv_kernels.so of the binary wheel); empty for a
+    library without GPU code."""
+    from wtconv_core.errors import PluginError
+    from wtconv_libs.plugin_elf import KERNELS_LIBRARY, inspect_library
+
+    if info is None:
+        try:
+            info = inspect_library(path)
+        except PluginError:
+            return ""
+    if info.cuda_code is None:
+        if KERNELS_LIBRARY in info.needed:
+            return f"; needs {KERNELS_LIBRARY}, not found through its RUNPATH {':'.join(info.runpath) or '(none)'}"
+        return ""
+    where = f" in {KERNELS_LIBRARY} beside it" if info.kernels_library else ""
+    return f"; GPU code{where}: {info.cuda_code.describe()}"
+
+
+def _kernels_note(path) -> str:
+    return "found" + _gpu_code_note(path)
+
+
 def _ort_library_note(path) -> str:
     """What a libwtconv_ort.so found is: its ops and versions (its record, wtconv_libs.lookup.ort_library_info)."""
     info = lookup.ort_library_info(path)
     if not info:
         return "unusable: no wtconv_ort_info record (not built from plugin/onnxruntime)"
     ops = "CPU and CUDA ops" if info.get("cuda") == "yes" else "CPU op only"
-    return f"{ops}, version {info.get('package_version', '?')}, ONNX Runtime C API {info.get('ort_api', '?')}+"
+    return (
+        f"{ops}, version {info.get('package_version', '?')}, ONNX Runtime C API {info.get('ort_api', '?')}+"
+        + _gpu_code_note(path)
+    )
 
 
 def _onnxruntime() -> tuple[str | None, list]:
@@ -107,7 +134,9 @@ def _plugin_note(path) -> str:
     except PluginError as error:
         return f"unusable: {error}"
     links = f", links libnvinfer.so.{info.nvinfer_major}" if info.nvinfer_major else ""
-    return f"{info.kind}, {info.describe_abi()}{links}"
+    if info.finds_nvinfer_at_load:
+        links = f", finds libnvinfer.so.{str(info.abi)[3:]} when loaded"
+    return f"{info.kind}, {info.describe_abi()}{links}" + _gpu_code_note(path, info)
 
 
 def _gpu() -> tuple[str | None, tuple | None]:
@@ -169,7 +198,7 @@ def survey() -> Survey:
                     if kind.startswith("plugin")
                     else _ort_library_note(candidate.path)
                     if kind == "ort"
-                    else "found"
+                    else _kernels_note(candidate.path)
                 )
             rows.append((candidate, note))
         s.libraries[kind] = rows

@@ -54,8 +54,10 @@ def check_library_for_tensorrt(
 def check_static_library(plugin_static, tensorrt_version: str) -> None:
     """The library Triton will dlopen (LD_PRELOAD, or the TensorRT backend's ``plugins=``, RTLD_LOCAL) must
     register the creator from its static initialiser, which calls ``getPluginRegistry`` from libnvinfer: so it must
-    be the static-registration library, link libnvinfer itself (nothing else provides the symbol at that point),
-    and link the engine's TensorRT major. Its ABI record, when present, must be the engine's ABI too."""
+    be the static-registration library, and reach the engine's TensorRT major's libnvinfer by itself (nothing else
+    provides the symbol at that point): link it, or find libnvinfer.so.<major> when loaded (its record's
+    ``libnvinfer=load``: the binary wheel's, built from the headers alone). Its ABI record, when present, must be the
+    engine's ABI too."""
     info = inspect_library(plugin_static)
     engine_trt = f"TensorRT {tensorrt_version}"
     if info.kind == "dynamic":
@@ -65,6 +67,9 @@ def check_static_library(plugin_static, tensorrt_version: str) -> None:
             f"libwtconv_trt_plugin.so"
         )
     major = int(tensorrt_version.split(".")[0])
+    if info.nvinfer_major is None and info.finds_nvinfer_at_load:
+        check_library_for_tensorrt(info, major, "tensorrt", tensorrt_version)
+        return
     if info.nvinfer_major is None:
         raise PluginError(
             f"{plugin_static} does not link libnvinfer: under Triton (LD_PRELOAD or plugins=) its "

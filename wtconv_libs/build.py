@@ -195,6 +195,7 @@ def build_libraries(
     kinds=None,
     onnxruntime_include=None,
     with_cuda: bool = True,
+    kernels_prebuilt=None,
 ) -> dict:
     """Configure, build and install the libraries; returns {kind: installed path}.
 
@@ -203,7 +204,9 @@ def build_libraries(
     its headers are found). ``onnxruntime_include``: the folder with ``onnxruntime_c_api.h`` (default:
     :func:`onnxruntime_headers`). ``with_cuda=False`` builds without nvcc even where it is found (the ONNX Runtime
     library then has its CPU op only). ``install_root``: default the per-user lib folder. ``cuda_architectures``:
-    CMake's list ("90", "80;86;89;90", "native"); default plugin/CMakeLists.txt's."""
+    CMake's list ("90", "80;86;89;90", "native"); default plugin/CMakeLists.txt's. ``kernels_prebuilt``: the static
+    kernels library (libwtconv_kernels.a) of another build of the same sources and architectures, linked instead of
+    compiling the kernels again (plugin/README.md, WTCONV_KERNELS_PREBUILT)."""
     root = tensorrt_root(tensorrt_headers) if tensorrt_headers else None
     abi = headers_abi(root) if root else None
     source = Path(source) if source else default_source_dir()
@@ -253,6 +256,7 @@ def build_libraries(
     ]
     if cuda_architectures:
         configure.append(f"-DCMAKE_CUDA_ARCHITECTURES={cuda_architectures}")
+    configure.append(f"-DWTCONV_KERNELS_PREBUILT={Path(kernels_prebuilt).resolve() if kernels_prebuilt else ''}")
     if root:
         configure.append(f"-DTensorRT_ROOT={root}")
     if ort_headers:

@@ -1,9 +1,11 @@
-"""A plugin library read from its ELF file without loading it: DT_NEEDED, exported symbols, the ABI record of
-section ``.wtconv_trt_abi`` and the GPU code in ``.nv_fatbin`` (docs/engines.md, "Compiled libraries: one lookup
-order")."""
+"""A plugin library read from its ELF file without loading it: DT_NEEDED, its RUNPATH, exported symbols, the ABI
+record of section ``.wtconv_trt_abi`` and the GPU code in ``.nv_fatbin``, its own or that of the kernel library it
+loads (``libwtconv_kernels.so``, the binary wheel's kernels linked once; docs/engines.md, "Compiled libraries: one
+lookup order")."""
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from dataclasses import dataclass, field
@@ -13,6 +15,9 @@ from wtconv_core.errors import PluginError
 
 ABI_SECTION = ".wtconv_trt_abi"
 ABI_RECORD_TAG = "wtconv_trt_plugin"
+# The kernels linked once (plugin/cmake/wtconvKernelsShared.cmake): the libraries of the binary wheel load it through
+# their RUNPATH and hold no GPU code of their own.
+KERNELS_LIBRARY = "libwtconv_kernels.so"
 
 # The section names the library kind "dynamic" or "static"; LibraryInfo.kind says "static-registration".
 _RECORD_KINDS = {"dynamic": "dynamic", "static": "static-registration"}
@@ -44,15 +49,29 @@ class CudaCode:
 # nvcc's fat binary container (not documented by NVIDIA; the layout cuobjdump reads): a 16-byte header (magic
 # 0xBA55ED50, u16 version, u16 header size, u64 size of the entries that follow), then entries, each an entry
 # header (u16 kind: 1 PTX, 2 cubin; u16; u32 entry header size; u32 payload size padded to 8 bytes; ...; u32 SM
-# architecture at byte 28) followed by its payload. A section holds one container per translation unit.
+# architecture at byte 28; u64 flags at byte 40, where 0x2000 (nvcc 12) or 0x8000 (nvcc 13's --compress-mode) marks a
+# compressed payload; u64 size of the payload once decompressed at byte 56) followed by its payload. A section holds
+# one container per translation unit.
 _FATBIN_MAGIC = 0xBA55ED50
 _FATBIN_PTX, _FATBIN_CUBIN = 1, 2
+_FATBIN_COMPRESSED = 0x2000 | 0x8000
 
 
-def parse_fatbin(data: bytes) -> CudaCode:
-    """The architectures of every container in a ``.nv_fatbin`` section's bytes (padding may separate the
-    containers). Raises ValueError on a container whose entries do not fit it."""
-    cubins, ptx = set(), set()
+@dataclass(frozen=True)
+class FatbinEntry:
+    """One entry of a fat binary: machine code or PTX for one architecture, as stored and as the driver loads it."""
+
+    kind: str  # "cubin" or "ptx"
+    arch: int  # major * 10 + minor
+    stored_bytes: int  # its payload in the file (compressed where nvcc compressed it)
+    code_bytes: int  # the cubin or PTX text once decompressed
+    compressed: bool
+
+
+def fatbin_entries(data: bytes) -> list[FatbinEntry]:
+    """Every entry of every container in a ``.nv_fatbin`` section's bytes (padding may separate the containers).
+    Raises ValueError on a container whose entries do not fit it."""
+    entries = []
     magic_bytes = struct.pack("<I", _FATBIN_MAGIC)
     offset = data.find(magic_bytes)
     while 0 <= offset and offset + 16 <= len(data):
@@ -66,13 +85,23 @@ def parse_fatbin(data: bytes) -> CudaCode:
             (arch,) = struct.unpack_from("<I", data, entry + 28)
             if entry_size < 32:
                 raise ValueError(f"fat binary entry at {entry} has a header of {entry_size} bytes")
-            if kind == _FATBIN_CUBIN:
-                cubins.add(arch)
-            elif kind == _FATBIN_PTX:
-                ptx.add(arch)
+            flags, _, decompressed = struct.unpack_from("<QQQ", data, entry + 40) if entry_size >= 64 else (0, 0, 0)
+            compressed = bool(flags & _FATBIN_COMPRESSED) and decompressed > 0
+            if kind in (_FATBIN_CUBIN, _FATBIN_PTX):
+                name = "cubin" if kind == _FATBIN_CUBIN else "ptx"
+                code = decompressed if compressed else payload_size
+                entries.append(FatbinEntry(name, arch, payload_size, code, compressed))
             entry += entry_size + payload_size
         offset = data.find(magic_bytes, end)
-    return CudaCode(frozenset(cubins), frozenset(ptx))
+    return entries
+
+
+def parse_fatbin(data: bytes) -> CudaCode:
+    """The architectures of every container in a ``.nv_fatbin`` section's bytes (fatbin_entries). Raises ValueError
+    on a container whose entries do not fit it."""
+    entries = fatbin_entries(data)
+    cubins = frozenset(e.arch for e in entries if e.kind == "cubin")
+    return CudaCode(cubins, frozenset(e.arch for e in entries if e.kind == "ptx"))
 
 
 @dataclass
@@ -81,7 +110,11 @@ class LibraryInfo:
     needed: list = field(default_factory=list)  # DT_NEEDED entries, e.g. ["libnvinfer.so.10", "libcudart.so.13"]
     defined_symbols: set = field(default_factory=set)  # dynamic symbols the library defines (exports)
     abi_record: dict | None = None  # the .wtconv_trt_abi record's key=value words, if present
-    cuda_code: CudaCode | None = None  # the GPU code in its .nv_fatbin section; None when it has none
+    # The GPU code it runs: its own .nv_fatbin section's, else that of the kernel library it loads; None when neither
+    # has any.
+    cuda_code: CudaCode | None = None
+    runpath: list = field(default_factory=list)  # DT_RUNPATH (or DT_RPATH) entries, $ORIGIN as written
+    kernels_library: str | None = None  # the libwtconv_kernels.so it loads (found through runpath), if any
 
     @property
     def exports_get_creators(self) -> bool:
@@ -95,6 +128,12 @@ class LibraryInfo:
             if m:
                 return int(m.group(1))
         return None
+
+    @property
+    def finds_nvinfer_at_load(self) -> bool:
+        """The statically registering library built from TensorRT's headers alone: it looks for libnvinfer's
+        getPluginRegistry when loaded, in the process or as libnvinfer.so.<major> (plugin/README.md)."""
+        return (self.abi_record or {}).get("libnvinfer") == "load"
 
     @property
     def links_tensorrt_rtx(self) -> bool:
@@ -166,6 +205,11 @@ def inspect_library(path) -> LibraryInfo:
             dynamic = elf.get_section_by_name(".dynamic")
             if dynamic is not None:
                 info.needed = [tag.needed for tag in dynamic.iter_tags() if tag.entry.d_tag == "DT_NEEDED"]
+                for tag in dynamic.iter_tags():
+                    if tag.entry.d_tag == "DT_RUNPATH":
+                        info.runpath = tag.runpath.split(":")
+                    elif tag.entry.d_tag == "DT_RPATH" and not info.runpath:
+                        info.runpath = tag.rpath.split(":")
             dynsym = elf.get_section_by_name(".dynsym")
             if dynsym is not None:
                 info.defined_symbols = {
@@ -177,6 +221,11 @@ def inspect_library(path) -> LibraryInfo:
             fatbin = elf.get_section_by_name(".nv_fatbin")
             if fatbin is not None:
                 info.cuda_code = parse_fatbin(fatbin.data())
+            elif KERNELS_LIBRARY in info.needed:
+                kernels = find_needed(path, KERNELS_LIBRARY, info.runpath)
+                if kernels is not None:
+                    info.kernels_library = str(kernels)
+                    info.cuda_code = read_cuda_code(kernels)
         except (ELFError, ValueError, OSError, EOFError) as error:  # pyelftools on cut or damaged files
             raise PluginError(
                 f"plugin library {path} is a truncated or damaged ELF file ({error}); rebuild it"
@@ -186,6 +235,42 @@ def inspect_library(path) -> LibraryInfo:
                 raise PluginError(f"plugin library {path} is a truncated or damaged ELF file; rebuild it") from None
             raise
     return info
+
+
+def find_needed(path, name: str, runpath: list) -> Path | None:
+    """Where the loader finds dependency ``name`` of library ``path`` through its RUNPATH entries (``$ORIGIN`` is the
+    library's own folder; ld.so(8)), or None when no entry holds it."""
+    origin = str(Path(path).resolve().parent)
+    for entry in runpath:
+        folder = entry.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)
+        candidate = Path(os.path.normpath(Path(folder) / name))
+        if folder and candidate.is_file():
+            return candidate
+    return None
+
+
+def library_bundle(path) -> tuple[Path, ...]:
+    """The files a copy of library ``path`` needs beside it: the library, and the libwtconv_kernels.so it loads when
+    it is one of the binary wheel's (whose RUNPATH also looks beside the library), so a copy made elsewhere (a Triton
+    model folder) loads. Anything unreadable is the library alone."""
+    path = Path(path)
+    try:
+        info = inspect_library(path)
+    except PluginError:
+        return (path,)
+    return (path, Path(info.kernels_library)) if info.kernels_library else (path,)
+
+
+def read_cuda_code(path) -> CudaCode | None:
+    """The GPU code in the ``.nv_fatbin`` section of ``path``; None when it has none or cannot be read."""
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        with open(path, "rb") as f:
+            section = ELFFile(f).get_section_by_name(".nv_fatbin")
+            return parse_fatbin(section.data()) if section is not None else None
+    except Exception:  # noqa: BLE001 -- an unreadable kernel library simply shows no GPU code
+        return None
 
 
 def read_abi_record(path) -> dict | None:

@@ -79,20 +79,21 @@ constexpr Text<N> join(char const* const (&parts)[P])
 } // namespace abi
 } // namespace wtconv
 
-// `library` is "dynamic" (getCreators / setLoggerFinder, loadLibrary) or "static" (REGISTER_TENSORRT_PLUGIN).
-#define WTCONV_PLUGIN_ABI_PARTS(library)                                                                               \
+// `library` is "dynamic" (getCreators / setLoggerFinder, loadLibrary) or "static" (registers when loaded);
+// `extra` is "" or further words, each with its leading space (the static library's " libnvinfer=linked|load").
+#define WTCONV_PLUGIN_ABI_PARTS(library, extra)                                                                        \
     {"wtconv_trt_plugin format=1 library=", library, " abi=trt", WTCONV_ABI_STRINGIFY(NV_TENSORRT_MAJOR),              \
         " tensorrt=", WTCONV_ABI_STRINGIFY(NV_TENSORRT_MAJOR), ".", WTCONV_ABI_STRINGIFY(NV_TENSORRT_MINOR), ".",      \
         WTCONV_ABI_STRINGIFY(NV_TENSORRT_PATCH), " tensorrt_rtx_abi=", WTCONV_ABI_TENSORRT_RTX,                        \
         " plugin=", ::wtconv::contract::kPLUGIN_NAME, " plugin_version=", ::wtconv::contract::kPLUGIN_VERSION,         \
-        " package_version=", WTCONV_PACKAGE_VERSION}
+        " package_version=", WTCONV_PACKAGE_VERSION, extra}
 
 // Defines the record in the section; use once per library, at global scope. Not exported (hidden visibility
 // and the libraries' version scripts); `used` keeps it although nothing references it.
-#define WTCONV_DEFINE_PLUGIN_ABI_RECORD(library)                                                                       \
+#define WTCONV_DEFINE_PLUGIN_ABI_RECORD(library, extra)                                                                \
     namespace                                                                                                          \
     {                                                                                                                  \
-    constexpr char const* kWtconvTrtAbiParts[] = WTCONV_PLUGIN_ABI_PARTS(library);                                     \
+    constexpr char const* kWtconvTrtAbiParts[] = WTCONV_PLUGIN_ABI_PARTS(library, extra);                              \
     }                                                                                                                  \
     extern "C" __attribute__((section(".wtconv_trt_abi"),                                                              \
         used)) ::wtconv::abi::Text<::wtconv::abi::joinedSize(kWtconvTrtAbiParts)> const wtconvTrtAbiRecord             \

@@ -16,7 +16,7 @@
 #define WTCONV_PLUGIN_EXPORT __attribute__((visibility("default")))
 
 // What this library is, for readers that must not load it (wtconvPluginAbi.h).
-WTCONV_DEFINE_PLUGIN_ABI_RECORD("dynamic");
+WTCONV_DEFINE_PLUGIN_ABI_RECORD("dynamic", "");
 
 namespace
 {

@@ -21,6 +21,7 @@ from wtconv_core.files import atomic_copy, atomic_write_bytes, atomic_write_json
 from wtconv_core.options import ServerOptions
 from wtconv_core.paths import check_not_an_input
 from wtconv_export.exported import ExportedModel
+from wtconv_libs.plugin_elf import library_bundle
 from wtconv_serving.repositories.triton_config import LABELS_FILE, ModelConfig, parse_config
 from wtconv_serving.tuning import DEFAULT_MAX_BATCH, default_max_batch
 
@@ -146,6 +147,15 @@ class ModelFolder:
     def repository(self) -> Path:
         return self.model_dir.parent
 
+    @property
+    def library_files(self) -> tuple[Path, ...]:
+        """The files copied beside config.pbtxt: each library, with the kernel library it loads when it is one of
+        the binary wheel's (libwtconv_kernels.so; wtconv_libs.plugin_elf.library_bundle), so the copies load there."""
+        files = []
+        for library in self.libraries:
+            files += [f for f in library_bundle(library) if f not in files]
+        return tuple(files)
+
 
 def write_model_folder(folder: ModelFolder) -> str:
     """Write a planned model folder; returns config.pbtxt's text. The configuration is rendered (and checked against
@@ -167,7 +177,7 @@ def write_model_folder(folder: ModelFolder) -> str:
         (staging / "1").mkdir(parents=True)
         for source, name in folder.model_files:
             atomic_copy(source, staging / "1" / name, mode=user_file_mode())
-        for library in folder.libraries:
+        for library in folder.library_files:
             atomic_copy(library, staging / Path(library).name)  # its own mode: a library stays executable
         for name, obj in folder.json_files:
             atomic_write_json(staging / name, obj)

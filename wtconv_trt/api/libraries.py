@@ -38,6 +38,8 @@ class LibrariesBuilt:
     installed: dict
     ort_note: str | None = None  # why no libwtconv_ort.so was built, when none was
     cuda: bool = True  # False: built with --no-cuda (no plugin was asked for)
+    # A library the lookup finds before one just installed (the binary wheel's, in the package's lib/), per library.
+    shadowed: tuple = ()
 
     @property
     def note(self) -> str | None:
@@ -134,7 +136,29 @@ def build_libraries(
         onnxruntime_include=onnxruntime_headers,
         with_cuda=cuda,
     )
-    return LibrariesBuilt(dict(installed), ort_note if "ort" not in installed else None, cuda)
+    return LibrariesBuilt(dict(installed), ort_note if "ort" not in installed else None, cuda, _shadowed(installed))
+
+
+def _shadowed(installed: dict) -> tuple:
+    """For each library just installed that the lookup would not take (another comes first in its order: the binary
+    wheel's, in the package's lib/, before the per-user cache), a line naming the one taken and how to use the new
+    one instead (docs/engines.md, "Compiled libraries: one lookup order")."""
+    from wtconv_libs import lookup
+    from wtconv_libs.plugin_elf import read_abi_record
+
+    lines = []
+    for kind, path in installed.items():
+        if kind.startswith("plugin"):
+            abi = (read_abi_record(path) or {}).get("abi")
+            first = lookup.default_plugin(static=kind == "plugin-static", abi=abi)
+        else:
+            first = lookup.find(kind)
+        if first is not None and Path(first).resolve() != Path(path).resolve():
+            lines.append(
+                f"{Path(path).name}: the lookup takes {first} first, not this build; use this one with "
+                f"{lookup.ENV_VARS[kind]}={path}, or build with --into-package to replace that one"
+            )
+    return tuple(lines)
 
 
 @dataclass

@@ -66,7 +66,7 @@ def run(args) -> int:
     for kind, path in built.installed.items():
         what = built.describe(kind)
         print(f"{kind:14} {path}" + (f"  ({what})" if what else ""))
-    for note in (built.ort_note, built.note):
+    for note in (built.ort_note, built.note, *built.shadowed):
         if note:
             print(f"({note})", file=sys.stderr)
     return 0
