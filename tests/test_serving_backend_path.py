@@ -135,6 +135,21 @@ def test_the_graph_check_refuses_a_graph_that_misses_work(kind):
         check_graph_replay(torch, None, x, out, graph.replay, lambda: 3 * x + 1, np.float32, 4)
 
 
+def test_the_graph_check_takes_an_output_made_in_inference_mode():
+    """The PyTorch runner captures its forward under torch.inference_mode(), so the graph's output is an inference
+    tensor, which PyTorch refuses to update in place outside that mode; the check's NaN fill must still reach it."""
+    x = torch.zeros(4, 5)
+    with torch.inference_mode():
+        out = torch.zeros(4, 5)
+    graph = Graph(x, out)
+
+    def replay():
+        with torch.inference_mode():
+            graph.replay()
+
+    assert check_graph_replay(torch, None, x, out, replay, lambda: 3 * x + 1, np.float32, 4) == 0.0
+
+
 def test_the_graph_check_allows_the_output_precisions_rounding():
     """A replay that rounds differently from the eager run (another convolution algorithm) within the precision's
     rounding passes in fp16; the same difference fails in fp32."""

@@ -5,7 +5,8 @@
 # libwtconv_ort.so), with the tuning's defaults (wtconv_serving/tuning.py: buckets, CUDA graphs, instances per GPU).
 #
 #   tools/device_serving.sh pack   # where pip reaches PyPI: fills .whl/serving/ (about 30 MB): the tritonclient,
-#                                  # python-rapidjson and polygraphy wheels for Python 3.12, and
+#                                  # python-rapidjson, polygraphy, cuda-bindings and pyelftools (a dependency of
+#                                  # ours the GPU machine lacks) wheels for Python 3.12, and
 #                                  # tritonserver-py3.12.tar.xz, the server binary, Python backend, 3.12 stub and the
 #                                  # libraries they load, cut from the nvidia-pytriton wheel
 #   tools/device_serving.sh        # on a GPU machine (no network needed), repository root, .whl/serving present;
@@ -91,7 +92,8 @@ if [ "${1:-}" = pack ]; then
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$PYV" --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
         -d "$WHEELS" "tritonclient==$TRITONCLIENT" python-rapidjson "polygraphy==$POLYGRAPHY" \
-        cuda-bindings cuda-pathfinder  # tritonclient's CUDA shared memory (--shared-memory cuda)
+        cuda-bindings cuda-pathfinder \
+        pyelftools  # cuda-*: tritonclient's CUDA shared memory (--shared-memory cuda); pyelftools: doctor's ELF reader
     (cd "$tmp" && python3 -m zipfile -e nvidia_pytriton-*.whl unpacked)
     u=$tmp/unpacked
     t=pytriton/tritonserver

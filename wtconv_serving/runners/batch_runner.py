@@ -215,7 +215,9 @@ def check_graph_replay(torch, stream, new_input, output, replay, eager, dtype, b
         if stream is not None:
             stream.synchronize()
 
-    with torch.cuda.stream(stream):
+    # inference mode: the PyTorch runner's output is an inference tensor (captured under torch.inference_mode()),
+    # which PyTorch updates in place only in that mode
+    with torch.inference_mode(), torch.cuda.stream(stream):
         new_input.normal_()
         output.fill_(nan)
     synchronize()
@@ -223,7 +225,7 @@ def check_graph_replay(torch, stream, new_input, output, replay, eager, dtype, b
         replay()
     synchronize()
     graph = np.array(output.float().cpu().numpy())  # a copy: on the CPU .cpu() is the buffer itself
-    with torch.cuda.stream(stream):
+    with torch.inference_mode(), torch.cuda.stream(stream):
         output.fill_(nan)
         answer = eager()
     synchronize()
