@@ -289,10 +289,14 @@ def markdown(summary: dict) -> str:
             f"backend killed at {s['backend_killed_at_s']} s, back at {s['backend_back_at_s']} s; "
             f"{s['errors_of_the_killed_backend']} errors of its requests, {s['other_errors']} others.",
             "",
-            "| s | host RSS MiB (server and stubs) | GPU memory MiB |",
-            "|---|---|---|",
+            "| s | host RSS MiB (server and stubs) | of it the server | of it the stubs | GPU memory MiB |",
+            "|---|---|---|---|---|",
         ]
-        out += [f"| {m['t_s']} | {m['host_rss_mib']} | {m['gpu_memory_mib']} |" for m in s["memory_samples"]]
+        out += [
+            f"| {m['t_s']} | {m['host_rss_mib']} | {m.get('server_rss_mib', '–')} | {m.get('stubs_rss_mib', '–')} | "
+            f"{m['gpu_memory_mib']} |"
+            for m in s["memory_samples"]
+        ]
         out += ["", f"Memory growth from {s['memory_settle_s']:g} s: {s['memory_growth']}.", ""]
     for alt in summary["alternatives"]:
         out += [

@@ -100,3 +100,34 @@ def test_the_soak_tells_the_killed_backends_errors_from_others():
     assert report.kill_errors() == (1, 2) and not report.passed
     assert not soak_report(host, gpu, killed=300.0, back=None).passed
     assert soak_report(host, gpu).kill_errors() == (0, 0) and soak_report(host, gpu).passed
+
+
+def test_the_loads_error_times_count_from_the_callers_clock():
+    """The soak reads the load's error times against the moment it killed the backend, on its own clock: a load
+    started later must not shift them (the requests failing at the kill would count as other errors). Two requests
+    to a port nothing listens on fail at once; their times count from the origin given."""
+    import socket
+    import time
+
+    import numpy as np
+
+    from wtconv_serving.traffic.check import run_load
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # free once closed: nothing listens there
+    pool = np.zeros((2, 1, 2, 2), np.float32)
+    origin = time.monotonic() - 100.0
+    report = run_load(
+        f"127.0.0.1:{port}",
+        "m",
+        pool,
+        pool,
+        requests=2,
+        concurrency=1,
+        batch_sizes=(1,),
+        request_timeout_s=5.0,
+        clock_origin=origin,
+    )
+    assert report.failed == 2 and len(report.error_times) == 2, report.errors
+    assert all(100.0 <= t < 100.0 + 30.0 for t in report.error_times), report.error_times

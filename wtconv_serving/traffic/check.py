@@ -75,7 +75,7 @@ class LoadReport:
     wall_s: float = 0.0
     latencies_ms: list = field(default_factory=list)
     errors: list = field(default_factory=list)
-    error_times: list = field(default_factory=list)  # seconds from the start of the load, one per entry of errors
+    error_times: list = field(default_factory=list)  # seconds from the clock origin (run_load), one per entry of errors
 
     def summary(self) -> dict:
         lat = sorted(self.latencies_ms)
@@ -145,12 +145,15 @@ def run_load(
     on_progress=None,
     shared_memory: str = "none",
     duration_s: float | None = None,
+    clock_origin: float | None = None,
 ) -> LoadReport:
     """Send ``requests`` requests from ``concurrency`` threads (one client each); see the module docstring. With
     ``duration_s``, send for that long instead, the distinct requests of one pass over the pool repeated (the soak);
     ``requests`` is then what was sent. ``shared_memory`` "system" or "cuda": the inputs are read by the server from
     one region holding the pool (shared_memory.PoolRegion) and each client's outputs written into a region of its
-    own; the regions are removed on every exit."""
+    own; the regions are removed on every exit. ``clock_origin`` (a time.monotonic() value, default the load's start)
+    is what the report's error times count from, so that a caller watching the load (the soak's kill) reads them on
+    its own clock."""
     from tritonclient.utils import InferenceServerException
 
     if duration_s is not None:
@@ -164,6 +167,7 @@ def run_load(
     sent = [0]
     stop = threading.Event()
     t0 = time.monotonic()
+    origin = t0 if clock_origin is None else clock_origin
     deadline = t0 + (time_limit_s if duration_s is None else duration_s)
     memory = _Memory(shared_memory, protocol, url, pool, expected, max(batch_sizes), concurrency, request_timeout_s)
 
@@ -190,7 +194,7 @@ def run_load(
                         break
                     with lock:
                         report.errors.append(f"request {i}: {error}")
-                        report.error_times.append(time.monotonic() - t0)
+                        report.error_times.append(time.monotonic() - origin)
                         if attempt < retries:
                             report.retried += 1
                     if stop.is_set():
@@ -211,7 +215,7 @@ def run_load(
                     elif not (same and matches(got, want, atol, rtol)):
                         report.mismatched += 1
                         report.errors.append(f"request {i}: response does not match its input's expected output")
-                        report.error_times.append(time.monotonic() - t0)
+                        report.error_times.append(time.monotonic() - origin)
                 if on_progress is not None:
                     on_progress(i)
         except Exception:

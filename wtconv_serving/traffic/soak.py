@@ -84,8 +84,8 @@ def kill_backend(server, model: str) -> list[int]:
 
 @dataclass
 class SoakReport:
-    """What a soak saw: the load's counts (a check.LoadReport), the memory samples ({"t_s", "host_rss_mib",
-    "gpu_memory_mib"}), and when the backend was killed and was back (seconds from the start)."""
+    """What a soak saw: the load's counts (a check.LoadReport), the memory samples ({"t_s", "host_rss_mib" (the server
+    and its stubs; "server_rss_mib" and "stubs_rss_mib" apart), "gpu_memory_mib"}), and when the backend was killed and was back (seconds from the start)."""
 
     load: object  # check.LoadReport
     duration_s: float
@@ -201,11 +201,15 @@ def run_soak(
     t0 = time.monotonic()
 
     def sample():
-        pids = [server.process.pid, *server.stubs()] if server.process is not None else []
+        server_pids = [server.process.pid] if server.process is not None else []
+        stub_pids = list(server.stubs()) if server.process is not None else []
+        server_mib, stubs_mib = process_rss_mib(server_pids), process_rss_mib(stub_pids)
         report.samples.append(
             {
                 "t_s": round(time.monotonic() - t0, 2),
-                "host_rss_mib": round(process_rss_mib(pids), 1),
+                "host_rss_mib": round(server_mib + stubs_mib, 1),
+                "server_rss_mib": round(server_mib, 1),  # apart, to tell the server's growth from a new stub's
+                "stubs_rss_mib": round(stubs_mib, 1),
                 "gpu_memory_mib": gpu_memory_mib(),
             }
         )
@@ -252,6 +256,7 @@ def run_soak(
             retry_wait_s=0.25,
             shared_memory=shared_memory,
             duration_s=duration_s,
+            clock_origin=t0,  # the kill's clock: requests failing at the kill are its own
         )
     finally:
         done.set()
