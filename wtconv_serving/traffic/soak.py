@@ -85,7 +85,8 @@ def kill_backend(server, model: str) -> list[int]:
 @dataclass
 class SoakReport:
     """What a soak saw: the load's counts (a check.LoadReport), the memory samples ({"t_s", "host_rss_mib" (the server
-    and its stubs; "server_rss_mib" and "stubs_rss_mib" apart), "gpu_memory_mib"}), and when the backend was killed and was back (seconds from the start)."""
+    and its stubs; "server_rss_mib" and "stubs_rss_mib" apart), "gpu_memory_mib"}), and when the backend was killed
+    and was back (seconds from the start)."""
 
     load: object  # check.LoadReport
     duration_s: float
