@@ -445,9 +445,10 @@ def test_wheel_script_runs_the_gpu_tests_on_the_installed_wheels_libraries(tmp_p
     assert f"cd '{site}' && PYTHONPATH=." in doctor and doctor.endswith("python3 -m wtconv_trt doctor")
     # every GPU test file in one run, on the wheel's libraries: the ONNX Runtime op and the PyTorch op's kernels
     words = logged(logs, "pytest").split()
-    assert words[:4] == [
+    assert words[:5] == [
         "env",
-        f"WTCONV_ORT_LIB={lib}/libwtconv_ort.so",  # over a caller's: the tests take it before WTCONV_TEST_ORT_LIB
+        "-u",  # a caller's WTCONV_ORT_LIB would take precedence over WTCONV_TEST_ORT_LIB in the tests
+        "WTCONV_ORT_LIB",
         f"WTCONV_TEST_ORT_LIB={lib}/libwtconv_ort.so",
         f"WTCONV_KERNELS_LIB={lib}/libwtconv_kernels_capi.so",
     ]

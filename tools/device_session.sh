@@ -70,6 +70,12 @@ if [ -d "$WHEEL_SITE/wtconv_libs/lib" ]; then
 fi
 export WTCONV_KERNELS_LIB=${WTCONV_KERNELS_LIB:-$LIB_DIR/libwtconv_kernels_capi.so}
 export WTCONV_ORT_LIB=${WTCONV_ORT_LIB:-$ORT_LIB}
+# Waits up to $1 seconds for the background stage; status 0 once it is done.
+background_done() {
+    local start=$SECONDS
+    while [ ! -f "$STATE/background.done" ] && [ $((SECONDS - start)) -lt "$1" ]; do sleep 5; done
+    [ -f "$STATE/background.done" ]
+}
 in_repo() { cd "$REPO" 2>/dev/null || { echo "no copy of the checkout in $REPO: call start first"; exit 1; }; }
 copy_checkout() {  # DIR: this checkout copied, without the wheel parts and builds (a later call syncs this one again)
     mkdir -p "$1" && tar --exclude=./.devwheels --exclude=./build -cf - . | tar -C "$1" -xf -
@@ -110,13 +116,14 @@ background() {
         stage kernels_ab env OUT="$STATE/ab" LOGS="$LOGS/ab" STAGES="build:ref:-DWTCONV_FIXED_PLANES=0 build:default ab" \
             AB_GROUPS="${AB_GROUPS:-}" AB_S="${AB_S:-}" tools/device_kernels.sh
     fi
-    if [[ " $BACKGROUND " != *" build "* && " $BACKGROUND " != *" kernel_tests "* && " $BACKGROUND " != *" sanitize "* ]]; then
-        touch "$STATE/background.done"
-        return 0
-    fi
     # The harness builds its own trees (one per TensorRT header set) and needs no other build: it starts at once.
     if [[ " $BACKGROUND " == *" harness "* ]]; then
         stage harness env CMAKE_CUDA_ARCHITECTURES="$ARCHS" OUT="$LOGS" plugin/trt/harness/run_device.sh .trt/*/ &
+    fi
+    if [[ " $BACKGROUND " != *" build "* && " $BACKGROUND " != *" kernel_tests "* && " $BACKGROUND " != *" sanitize "* ]]; then
+        wait
+        touch "$STATE/background.done"
+        return 0
     fi
     stage build build_plugin build/plugin -DWTCONV_BUILD_PLUGIN_HARNESS=OFF -DWTCONV_ORT_WERROR=ON \
         -DONNXRUNTIME_INCLUDE_DIR="$ORT_HEADERS" || { wait; touch "$STATE/background.done"; return 1; }
@@ -188,9 +195,7 @@ case ${1:-} in
         ;;
     wheel)
         in_repo
-        start=$SECONDS
-        while [ ! -f "$STATE/background.done" ] && [ $((SECONDS - start)) -lt "${WAIT_S:-540}" ]; do sleep 5; done
-        [ -f "$STATE/background.done" ] || { echo "the background stage is still running: call wheel again"; results; exit 1; }
+        background_done "${WAIT_S:-540}" || { echo "the background stage is still running: call wheel again"; results; exit 1; }
         whl=$(ls "$STATE"/wtconv_trt-*.whl 2> /dev/null | head -1)
         [ -n "$whl" ] || { echo "no wtconv_trt wheel: carry its parts (.devwheels) and call install first"; exit 1; }
         STAGE_TAIL=30 stage wheel env WHEEL="$whl" OUT="$STATE/wheel" tools/device_wheel.sh
@@ -201,9 +206,7 @@ case ${1:-} in
         in_repo
         # Not beside the background stage: its kernel tests and harness cases take every core, and the ORT tests
         # starve (measured: a quarter of them in 500 s). Wait for it first (WAIT_S, default 540 s).
-        start=$SECONDS
-        while [ ! -f "$STATE/background.done" ] && [ $((SECONDS - start)) -lt "${WAIT_S:-540}" ]; do sleep 5; done
-        [ -f "$STATE/background.done" ] || { echo "the background stage is still running: call ort-test again"; results; exit 1; }
+        background_done "${WAIT_S:-540}" || { echo "the background stage is still running: call ort-test again"; results; exit 1; }
         [ -f "$WTCONV_ORT_LIB" ] || { echo "no $WTCONV_ORT_LIB: the background build failed"; results; exit 1; }
         STAGE_TAIL=30 stage ort_tests env ONNXRUNTIME_INCLUDE_DIR="$(ort_headers)" STAGES=test OUT="$LOGS/ort" \
             tools/device_ort.sh
@@ -212,10 +215,7 @@ case ${1:-} in
         results
         ;;
     wait)
-        limit=${2:-540}
-        start=$SECONDS
-        while [ ! -f "$STATE/background.done" ] && [ $((SECONDS - start)) -lt "$limit" ]; do sleep 5; done
-        [ -f "$STATE/background.done" ] && echo "background stage done" || echo "background stage still running"
+        background_done "${2:-540}" && echo "background stage done" || echo "background stage still running"
         results
         ;;
     bench)

@@ -57,7 +57,7 @@ workers=()
 if [[ "${PYTEST_N:-4}" -gt 1 ]] && python3 -c "import xdist" 2> /dev/null; then
   workers=(-n "${PYTEST_N:-4}")
 fi
-STAGE_TAIL=1 stage pytest env WTCONV_ORT_LIB="$LIB/libwtconv_ort.so" WTCONV_TEST_ORT_LIB="$LIB/libwtconv_ort.so" \
+STAGE_TAIL=1 stage pytest env -u WTCONV_ORT_LIB WTCONV_TEST_ORT_LIB="$LIB/libwtconv_ort.so" \
   WTCONV_KERNELS_LIB="$LIB/libwtconv_kernels_capi.so" python3 -m pytest -q -rs -p no:cacheprovider "${workers[@]}" \
   --junitxml="$LOGS/pytest.xml" "${GPU_TESTS[@]}"
 note "GPU tests on the wheel's libraries: $(tail -1 "$LOGS/pytest.log")"
