@@ -402,6 +402,16 @@ def test_kernels_script_named_builds_tests_sanitizer_profiles_and_ab(tmp_path):
     assert "build new (-DWTCONV_FIXED_PLANES=1)" in summary and "ab: " in summary
 
 
+def test_kernels_script_named_build_with_several_flags(tmp_path):
+    result, logs = dry_run_kernels(tmp_path, "build:old:-DWTCONV_FIXED_PLANES=1,-DWTCONV_GROUP_ITEMS=1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert logged(logs, "build_old") == (
+        "build_plugin build/ab/old -DWTCONV_PTXAS_VERBOSE=ON "
+        "-DCMAKE_CUDA_FLAGS=-DWTCONV_FIXED_PLANES=1 -DWTCONV_GROUP_ITEMS=1 "
+        "--target wtconv_kernels_capi --target wtconv_sanitize_runner"
+    )
+
+
 def test_kernels_script_libs_from_elsewhere_and_the_default_build(tmp_path):
     # named builds made elsewhere (LIBS, no build stage): the third is timed beside the first two
     result, logs = dry_run_kernels(tmp_path / "a", "test ab", LIBS="ref new other", AB_BUILDS="prebuilt")

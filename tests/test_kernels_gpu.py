@@ -249,6 +249,17 @@ def test_fixed_geometry_tiny_planes_loop_over_items(kernels, error_report, dtype
     check_case(176, 768, 7, 7, 5, 2, 1, DTYPE_NAMES[dtype_name], seed, error_report)
 
 
+@pytest.mark.parametrize("dtype_name", ["fp32", "fp16"])
+@pytest.mark.parametrize(
+    "b,c,hw,levels", [(67, 384, 14, 3), (45, 192, 28, 4), (23, 96, 56, 5)], ids=["14x14", "28x28", "56x56"]
+)
+def test_fixed_geometry_group_blocks_loop_over_items(kernels, error_report, dtype_name, b, c, hw, levels):
+    """Batches whose grid is large enough that a group-kernel block takes 2-3 batch items in turn, the last rows
+    of blocks one item fewer (wtconvFixedPlane.cu, groupPlan): the weights and halos set up once serve them all."""
+    seed = torch.randint(0, 2**31 - 1, ()).item()
+    check_case(b, c, hw, hw, 5, levels, 1, DTYPE_NAMES[dtype_name], seed, error_report)
+
+
 @pytest.mark.parametrize("dtype_name", list(DTYPE_NAMES))
 def test_wtconvnext_stage_shapes(kernels, error_report, dtype_name):
     """The WTConvNeXt-T stage configurations (k = 5), small batch."""

@@ -8,7 +8,8 @@
 #
 #   build                   build/plugin, every target (PREBUILT=<dir> with libwtconv_kernels_capi.so and
 #                           wtconv_sanitize_runner built elsewhere, same CUDA major, skips it when the library loads)
-#   build:<name>[:<flags>]  a named build of this tree with CUDA compiler flags (one word, e.g. a -D of a knob) in
+#   build:<name>[:<flags>]  a named build of this tree with CUDA compiler flags (one word, commas between several
+#                           flags, e.g. -DWTCONV_FIXED_PLANES=1,-DWTCONV_GROUP_ITEMS=1) in
 #                           ${AB_BUILDS:-build/ab}/<name>: the library and the sanitizer's runner. Named builds may
 #                           also come from elsewhere (same CUDA major), put in AB_BUILDS and listed in LIBS
 #   test                    the GPU tests (TEST_FILES, PYTEST_K for pytest -k, PYTEST_ARGS)
@@ -84,6 +85,7 @@ stage_build() {
 stage_named_build() { # <name>[:<CUDA flags>]
   local name=${1%%:*} flags=""
   [[ "$1" == *:* ]] && flags=${1#*:}
+  flags=${flags//,/ }
   STAGE_TAIL=20 stage "build_$name" build_plugin "$AB_BUILDS/$name" -DWTCONV_PTXAS_VERBOSE=ON \
     ${flags:+"-DCMAKE_CUDA_FLAGS=$flags"} --target wtconv_kernels_capi --target wtconv_sanitize_runner
   note "build $name (${flags:-no flags}): spills: $(grep -c '[1-9][0-9]* bytes spill' "$LOGS/build_$name.log" || true)"

@@ -26,6 +26,14 @@ namespace
 constexpr size_t kFixedSharedTarget = 80 * 1024;
 constexpr int64_t kFixedTargetBlocks = 264;
 constexpr int kTinyMaxBlocks = 512;
+// A group-kernel block takes up to kGroupMaxItems batch items in turn (its weights and halos set up once), as long
+// as the grid keeps kGroupLoopBlocks blocks: about two waves of 4 blocks per SM on a 132-SM GPU, so that the last
+// wave's idle SMs stay a small share. WTCONV_GROUP_ITEMS=1 builds the kernel of one item per block, for the A/B.
+#ifndef WTCONV_GROUP_ITEMS
+#define WTCONV_GROUP_ITEMS 8
+#endif
+constexpr int64_t kGroupMaxItems = WTCONV_GROUP_ITEMS;
+constexpr int64_t kGroupLoopBlocks = 1024;
 
 size_t elementBytes(DataType t)
 {
@@ -67,7 +75,7 @@ size_t groupBytesFor(WTConvParams const& p, int ng)
 // ng must divide C, make whole warps, and allow the block's cooperative accesses: channels-last, ng channels of a
 // pixel are 8 or 16 bytes (or a multiple of 16); NCHW, the chunk of ng planes is a multiple of 16 bytes and every
 // chunk starts at a 16-byte boundary. Among the ng that qualify and fit kFixedSharedTarget, the largest that
-// still gives kFixedTargetBlocks blocks, else the smallest.
+// still gives kFixedTargetBlocks blocks, else the smallest. Then the rows of batch items the grid takes in turn.
 template <class G>
 bool groupPlan(WTConvParams const& p, FixedPlaneArgs& a)
 {
@@ -103,11 +111,14 @@ bool groupPlan(WTConvParams const& p, FixedPlaneArgs& a)
     {
         return false;
     }
+    int64_t const channelGroups = p.channels / chosen;
+    int64_t const items = std::clamp<int64_t>(p.batch * channelGroups / kGroupLoopBlocks, 1, kGroupMaxItems);
+    int64_t const rows = std::min<int64_t>((p.batch + items - 1) / items, 65535);
     a.planesPerBlock = chosen;
     a.threads = chosen * G::LP;
     a.sharedBytes = groupBytesFor<G>(p, chosen);
-    a.grid = dim3(static_cast<unsigned>(p.batch * (p.channels / chosen)));
-    return p.batch * (p.channels / chosen) < (int64_t{1} << 31);
+    a.grid = dim3(static_cast<unsigned>(channelGroups), static_cast<unsigned>(rows));
+    return channelGroups < (int64_t{1} << 31);
 }
 
 // The tiny kernel's plan: 32 channels per warp (C a multiple of 32), up to kTinyMaxWarps batch items per block.

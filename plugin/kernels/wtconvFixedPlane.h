@@ -31,7 +31,6 @@ struct FixedPlaneArgs
     int32_t channels;           // C
     int64_t pitch;              // channels-last: elements between neighbouring pixels (>= C); NCHW: unused
     int32_t planesPerBlock;     // planes one block holds at once (its channels x its batch items)
-    int32_t itemGroups;         // batch items are taken in groups of this many blocks' worth (see the kernels)
     int32_t threads;            // block size
     size_t sharedBytes;         // dynamic shared memory per block
     dim3 grid;

@@ -9,6 +9,9 @@
 //   - a block holds NG planes (NG consecutive channels of one batch item), and each plane's group of lanes
 //     synchronises alone (__syncwarp when LP <= 32, else a named barrier of LP threads): a block barrier only
 //     after the cooperative load and before the cooperative store; small planes pack several groups per warp;
+//   - a block takes its NG channels for several batch items in turn (rows of the grid, as the tiny kernel does):
+//     the channels' weights are loaded and scaled, and the zero halos written, once per block, not once per plane
+//     (they were 42 % and 55 % of the stall samples at 28 x 28 and 14 x 14; docs/bench/README.md);
 //   - the load and the store are cooperative over the block's NG planes: NCHW, one contiguous chunk of
 //     NG x H x W elements; channels-last, NG consecutive channels of each pixel (8- or 16-byte accesses), so no
 //     cluster exchange is needed;
@@ -396,108 +399,134 @@ __host__ __device__ constexpr bool groupDirectStore()
     return !NHWC && G::W % 4 == 0;
 }
 
-// Grid: one block per (NG consecutive channels, batch item), channel groups fastest. Block: NG groups of LP lanes.
+// threadIdx.x, read anew where it is called (asm volatile: never merged with another read or hoisted out of a loop).
+__device__ __forceinline__ int opaqueThreadIndex()
+{
+    int v;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(v));
+    return v;
+}
+
+// Once per block, each group for its plane: the halos (the frame of X, the band regions whole; no later phase
+// writes them) and the weights of the plane's channel, scaled by the folded 1/2 factors.
+template <class G>
+__device__ __forceinline__ void groupSetUp(FixedPlaneArgs const& a, int c0, float* smem)
+{
+    constexpr int R = G::R, KK = G::KK, LP = G::LP;
+    int const g = static_cast<int>(threadIdx.x) / LP, t = static_cast<int>(threadIdx.x) - g * LP;
+    int const c = c0 + g;
+    float* const plane = smem + g * G::planeFloats;
+    zeroFrame<G::xRows, G::xPitch, R, R + G::H, R, R + G::W, LP>(plane, t);
+    zeroBands<G>(plane, t);
+    float* wsm = plane + G::wOff;
+    for (int i = t; i < G::wFloats; i += LP)
+    {
+        int const set = i / G::TP, tap = i - set * G::TP;
+        float v = 0.f;
+        if (tap < KK)
+        {
+            if (set == 0)
+            {
+                v = __ldg(a.baseWeight + static_cast<int64_t>(c) * KK + tap);
+            }
+            else
+            {
+                int const l = (set - 1) >> 2, s = (set - 1) & 3;
+                float const scale = 1.f / static_cast<float>(1 << (2 * (l + 1))); // the folded 1/2 factors
+                v = __ldg(a.waveletWeight + ((static_cast<int64_t>(l) * a.channels + c) * 4 + s) * KK + tap) * scale;
+            }
+        }
+        wsm[i] = v;
+    }
+}
+
+// Grid: x, the channel groups (NG consecutive channels each); y, rows of batch items: block (x, y) takes items y,
+// y + gridDim.y, ... in turn. Block: NG groups of LP lanes.
 template <typename TIn, class G, bool NHWC>
 __global__ void __launch_bounds__(G::kMaxThreads, G::kMinBlocks) groupPlaneKernel(FixedPlaneArgs const a)
 {
     extern __shared__ __align__(16) float smem[];
-    constexpr int K = G::K, R = G::R, KK = G::KK, L = G::L, LP = G::LP, M1 = G::M1, HW = G::HW, W = G::W;
+    constexpr int K = G::K, L = G::L, LP = G::LP, M1 = G::M1, HW = G::HW, W = G::W;
     int const ng = a.planesPerBlock;
-    int const groupsPerItem = a.channels / ng;
-    int64_t const b = blockIdx.x / groupsPerItem;
-    int const c0 = static_cast<int>(blockIdx.x - b * groupsPerItem) * ng;
-    int const g = static_cast<int>(threadIdx.x) / LP, t = static_cast<int>(threadIdx.x) - g * LP;
-    int const c = c0 + g;
-    float* const plane = smem + g * G::planeFloats;
+    int const c0 = static_cast<int>(blockIdx.x) * ng;
+    constexpr int pairs = G::pairs(1), n = G::strips(1);
+    groupSetUp<G>(a, c0, smem);
 
-    // ---- 0. the halos (the frame of X, the band regions whole), the weights of this plane's channel ----------
-    zeroFrame<G::xRows, G::xPitch, R, R + G::H, R, R + W, LP>(plane, t);
-    zeroBands<G>(plane, t);
+#pragma unroll 1
+    for (int64_t b = blockIdx.y; b < a.batch; b += gridDim.y)
     {
-        float* wsm = plane + G::wOff;
-        for (int i = t; i < G::wFloats; i += LP)
+        if (b != blockIdx.y)
         {
-            int const set = i / G::TP, tap = i - set * G::TP;
-            float v = 0.f;
-            if (tap < KK)
+            __syncthreads(); // the last item's reads of X (base convolution) and of the staging are done
+        }
+        // The lane's indices and addresses again, from a read the compiler cannot move out of the loop: hoisted,
+        // the strips' addresses stayed live across it and spilled under the launch bounds' register cap.
+        int const tid = opaqueThreadIndex();
+        int const g = tid / LP, t = tid - g * LP;
+        int const c = c0 + g;
+        float* const plane = smem + g * G::planeFloats;
+        float const* w1 = plane + G::wOff + G::TP;
+        float const* d1 = plane + G::dOff + G::dFloats; // D_1 lives in buffer 1 & 1
+        TIn* const stage = reinterpret_cast<TIn*>(smem + ng * G::planeFloats);
+        float const bias = __ldg(a.baseBias + c);
+        // ---- 1. x into the X interiors (block-cooperative), then each group alone ---------------------------
+        groupLoad<TIn, G, NHWC>(a, b, c0, ng, smem);
+        __syncthreads();
+        groupAnalysis<G, 1>(plane, t, g);
+        groupDeepLevels<G, L>(plane, t, g, bias);
+
+        // ---- 2. level 1 and the output: per strip of M1 x 2 cells, the four band convolutions with D_1, their
+        //         synthesis into the 2 M1 x 4 pixels above, the base convolution (Eq. 4); y written once ----------
+        TIn* const outPlane = static_cast<TIn*>(a.out) + (b * a.channels + c) * HW; // NCHW direct stores
+        // rounds of LP strips (one at every compiled shape: then there is no loop, and the compiler keeps no band's
+        // weights live across strips, which with 5 x 25 weights in registers spilled)
+        constexpr int rounds = ceilDivC(n, LP);
+#pragma unroll 1
+        for (int round = 0; round < rounds; ++round)
+        {
+            int const i = t + round * LP;
+            if (i >= n)
             {
-                if (set == 0)
+                break;
+            }
+            int const sr = i / pairs, cx = 2 * (i - sr * pairs), cy0 = sr * M1;
+            float px[2 * M1][4];
+            groupLevelStrip<G, M1>(plane + G::bandOff(1) + cy0 * G::bandPitch(1) + cx, G::bandPlane(1), G::bandPitch(1),
+                w1, L > 1 ? d1 + cy0 * G::dPitch(1) + cx : nullptr, G::dPitch(1), bias, px);
+            int const y0 = 2 * cy0, x0 = 2 * cx;
+            baseStrip<K, 2 * M1>(plane + y0 * G::xPitch + x0, G::xPitch, plane + G::wOff, K, px);
+#pragma unroll
+            for (int oy = 0; oy < 2 * M1; ++oy)
+            {
+                int const y = y0 + oy;
+                if (y >= G::H)
                 {
-                    v = __ldg(a.baseWeight + static_cast<int64_t>(c) * KK + tap);
+                    continue;
+                }
+                if constexpr (groupDirectStore<G, NHWC>())
+                {
+                    store4(outPlane + y * W + x0, px[oy]);
                 }
                 else
                 {
-                    int const l = (set - 1) >> 2, s = (set - 1) & 3;
-                    float const scale = 1.f / static_cast<float>(1 << (2 * (l + 1))); // the folded 1/2 factors
-                    v = __ldg(a.waveletWeight + ((static_cast<int64_t>(l) * a.channels + c) * 4 + s) * KK + tap)
-                        * scale;
-                }
-            }
-            wsm[i] = v;
-        }
-    }
-    float const bias = __ldg(a.baseBias + c);
-    // ---- 1. x into the X interiors (block-cooperative), then each group alone ---------------------------
-    groupLoad<TIn, G, NHWC>(a, b, c0, ng, smem);
-    __syncthreads();
-    groupAnalysis<G, 1>(plane, t, g);
-    groupDeepLevels<G, L>(plane, t, g, bias);
-
-    // ---- 2. level 1 and the output: per strip of M1 x 2 cells, the four band convolutions with D_1, their
-    //         synthesis into the 2 M1 x 4 pixels above, the base convolution (Eq. 4); y written once ----------
-    constexpr int pairs = G::pairs(1), n = G::strips(1);
-    float const* w1 = plane + G::wOff + G::TP;
-    float const* d1 = plane + G::dOff + G::dFloats; // D_1 lives in buffer 1 & 1
-    TIn* const stage = reinterpret_cast<TIn*>(smem + ng * G::planeFloats);
-    TIn* const outPlane = static_cast<TIn*>(a.out) + (b * a.channels + c) * HW; // NCHW direct stores
-    // rounds of LP strips (one at every compiled shape: then there is no loop, and the compiler keeps no band's
-    // weights live across strips, which with 5 x 25 weights in registers spilled)
-    constexpr int rounds = ceilDivC(n, LP);
-#pragma unroll 1
-    for (int round = 0; round < rounds; ++round)
-    {
-        int const i = t + round * LP;
-        if (i >= n)
-        {
-            break;
-        }
-        int const sr = i / pairs, cx = 2 * (i - sr * pairs), cy0 = sr * M1;
-        float px[2 * M1][4];
-        groupLevelStrip<G, M1>(plane + G::bandOff(1) + cy0 * G::bandPitch(1) + cx, G::bandPlane(1), G::bandPitch(1), w1,
-            L > 1 ? d1 + cy0 * G::dPitch(1) + cx : nullptr, G::dPitch(1), bias, px);
-        int const y0 = 2 * cy0, x0 = 2 * cx;
-        baseStrip<K, 2 * M1>(plane + y0 * G::xPitch + x0, G::xPitch, plane + G::wOff, K, px);
 #pragma unroll
-        for (int oy = 0; oy < 2 * M1; ++oy)
-        {
-            int const y = y0 + oy;
-            if (y >= G::H)
-            {
-                continue;
-            }
-            if constexpr (groupDirectStore<G, NHWC>())
-            {
-                store4(outPlane + y * W + x0, px[oy]);
-            }
-            else
-            {
-#pragma unroll
-                for (int ox = 0; ox < 4; ++ox)
-                {
-                    int const x = x0 + ox;
-                    if (x < W)
+                    for (int ox = 0; ox < 4; ++ox)
                     {
-                        int const p = y * W + x;
-                        stage[NHWC ? p * ng + g : g * HW + p] = fromFloat<TIn>(px[oy][ox]);
+                        int const x = x0 + ox;
+                        if (x < W)
+                        {
+                            int const p = y * W + x;
+                            stage[NHWC ? p * ng + g : g * HW + p] = fromFloat<TIn>(px[oy][ox]);
+                        }
                     }
                 }
             }
         }
-    }
-    if constexpr (!groupDirectStore<G, NHWC>())
-    {
-        __syncthreads();
-        groupStore<TIn, G, NHWC>(a, b, c0, ng, stage);
+        if constexpr (!groupDirectStore<G, NHWC>())
+        {
+            __syncthreads();
+            groupStore<TIn, G, NHWC>(a, b, c0, ng, stage);
+        }
     }
 }
 

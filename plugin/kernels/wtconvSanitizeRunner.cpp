@@ -78,7 +78,9 @@ int main()
         {2, 8, 56, 56, 5, 5, 1}, {3, 16, 7, 7, 5, 2, 1}, {1, 8, 33, 20, 3, 3, 2}, {1, 8, 37, 70, 9, 1, 1},
         // the fixed-geometry kernels' shapes (wtconvFixedPlane.cu; a build with -DWTCONV_FIXED_PLANES=1 runs them
         // all, the default build those it takes, see measuredFaster): a plane per lane, planes in groups of lanes
-        {2, 32, 7, 7, 5, 2, 1}, {3, 8, 14, 14, 5, 3, 1}, {2, 4, 28, 28, 5, 4, 1}, {1, 2, 56, 56, 5, 5, 1}};
+        {2, 32, 7, 7, 5, 2, 1}, {3, 8, 14, 14, 5, 3, 1}, {2, 4, 28, 28, 5, 4, 1}, {1, 2, 56, 56, 5, 5, 1},
+        // a grid large enough that each 14 x 14 group-kernel block takes two batch items in turn (last: the largest)
+        {2048, 8, 14, 14, 5, 3, 1}};
     wtconv::DataType const types[] = {
         wtconv::DataType::kFLOAT32, wtconv::DataType::kFLOAT16, wtconv::DataType::kBFLOAT16};
     std::mt19937 rng(1234);
