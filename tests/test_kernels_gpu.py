@@ -222,15 +222,16 @@ def test_channels_last_cluster_mode(kernels, error_report, dtype_name, b, c, h, 
 # The shapes of the fixed-geometry kernels (plugin/kernels/wtconvFixedPlane.cu: k = 5 at 7 x 7 L2, 14 x 14 L3,
 # 28 x 28 L4 and 56 x 56 L5, stride 1; they run them in a build with -DWTCONV_FIXED_PLANES=1, else kernel 1 does):
 # channel counts that make every block size their plan picks (whole warps of 32 channels at 7 x 7, 1 to 16 planes
-# per block above, and counts their accesses cannot take, which fall back), batch sizes that leave a block's last
-# items or warps idle, and a batch whose 7 x 7 blocks loop over several groups of items.
+# per block above, and counts their accesses cannot take, which fall back; four 16-bit channels per block for
+# channels-last 56 x 56 where the device's shared memory holds them), batch sizes that leave a block's last items
+# or warps idle, and a batch whose 7 x 7 blocks loop over several groups of items.
 FIXED_CASES = [
     pytest.param(*case, id="{}x{}x{}x{}-k{}-L{}-s{}".format(*case))
     for case in (
         [(1, 32, 7, 7, 5, 2, 1), (3, 64, 7, 7, 5, 2, 1), (9, 32, 7, 7, 5, 2, 1)]
         + [(1, 8, 14, 14, 5, 3, 1), (3, 24, 14, 14, 5, 3, 1), (2, 16, 14, 14, 5, 3, 1), (5, 2, 14, 14, 5, 3, 1)]
         + [(1, 4, 28, 28, 5, 4, 1), (2, 12, 28, 28, 5, 4, 1), (3, 8, 28, 28, 5, 4, 1), (2, 2, 28, 28, 5, 4, 1)]
-        + [(1, 1, 56, 56, 5, 5, 1), (2, 3, 56, 56, 5, 5, 1)]
+        + [(1, 1, 56, 56, 5, 5, 1), (2, 3, 56, 56, 5, 5, 1), (1, 4, 56, 56, 5, 5, 1), (3, 12, 56, 56, 5, 5, 1)]
     )
 ]
 
@@ -472,8 +473,8 @@ def test_channels_last_custom_op_and_module(kernels, shape, k, levels, stride):
         assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous()
         assert rel_error(y, expected) <= 1e-6
     assert torch.equal(by_module, by_op)
-    # NCHW may run on another kernel than channels-last (the fixed-geometry kernels take 56 x 56 in NCHW only,
-    # docs/design.md §3.2), which sums in another order: the same function, not the same bits.
+    # NCHW may run on another kernel than channels-last (the fixed-geometry kernels' dispatch depends on the
+    # layout, docs/design.md §3.2), which sums in another order: the same function, not the same bits.
     nchw = module(x.contiguous())
     assert nchw.is_contiguous() and rel_error(nchw, expected) <= 1e-6
     expected_allocations = 1 + (cuda_kernels.workspace_bytes(x, k, levels, stride) > 0)

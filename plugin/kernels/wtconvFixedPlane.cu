@@ -29,6 +29,8 @@ constexpr int kTinyMaxBlocks = 512;
 // A group-kernel block takes up to kGroupMaxItems batch items in turn (its weights and halos set up once), as long
 // as the grid keeps kGroupLoopBlocks blocks: about two waves of 4 blocks per SM on a 132-SM GPU, so that the last
 // wave's idle SMs stay a small share. WTCONV_GROUP_ITEMS=1 builds the kernel of one item per block, for the A/B.
+// 56 x 56 takes one item per block: its weights are a small share of a plane's work (0.6 of 4.9 warp instructions
+// per pixel), and looping measured 1.00-1.07x the time of one item per block (docs/bench/ab_group_items.md).
 #ifndef WTCONV_GROUP_ITEMS
 #define WTCONV_GROUP_ITEMS 8
 #endif
@@ -76,8 +78,9 @@ size_t groupBytesFor(WTConvParams const& p, int ng)
 // pixel are 8 or 16 bytes (or a multiple of 16); NCHW, the chunk of ng planes is a multiple of 16 bytes and every
 // chunk starts at a 16-byte boundary. Among the ng that qualify and fit kFixedSharedTarget, the largest that
 // still gives kFixedTargetBlocks blocks, else the smallest. Then the rows of batch items the grid takes in turn.
+// sharedLimit: kFixedSharedTarget, or for Group56Wide the running device's opt-in limit (groupPlanWide).
 template <class G>
-bool groupPlan(WTConvParams const& p, FixedPlaneArgs& a)
+bool groupPlan(WTConvParams const& p, FixedPlaneArgs& a, size_t sharedLimit = kFixedSharedTarget)
 {
     bool const nhwc = p.layout == Layout::kNHWC;
     int64_t const e = static_cast<int64_t>(elementBytes(p.dtype));
@@ -86,7 +89,7 @@ bool groupPlan(WTConvParams const& p, FixedPlaneArgs& a)
     for (int ng : {16, 8, 4, 2, 1})
     {
         bool ok = p.channels % ng == 0 && (ng * G::LP) % 32 == 0 && ng * G::LP <= G::kMaxThreads
-            && (G::LP <= 32 || ng <= 15) && groupBytesFor<G>(p, ng) <= kFixedSharedTarget;
+            && (G::LP <= 32 || ng <= 15) && groupBytesFor<G>(p, ng) <= sharedLimit;
         if (nhwc)
         {
             int64_t const bytes = ng * e;
@@ -112,13 +115,30 @@ bool groupPlan(WTConvParams const& p, FixedPlaneArgs& a)
         return false;
     }
     int64_t const channelGroups = p.channels / chosen;
-    int64_t const items = std::clamp<int64_t>(p.batch * channelGroups / kGroupLoopBlocks, 1, kGroupMaxItems);
+    int64_t const maxItems = G::HW >= 56 * 56 ? 1 : kGroupMaxItems;
+    int64_t const items = std::clamp<int64_t>(p.batch * channelGroups / kGroupLoopBlocks, 1, maxItems);
     int64_t const rows = std::min<int64_t>((p.batch + items - 1) / items, 65535);
     a.planesPerBlock = chosen;
     a.threads = chosen * G::LP;
     a.sharedBytes = groupBytesFor<G>(p, chosen);
     a.grid = dim3(static_cast<unsigned>(channelGroups), static_cast<unsigned>(rows));
     return channelGroups < (int64_t{1} << 31);
+}
+
+// Channels-last 56 x 56 (Group56Wide): four 16-bit channels per block, 218 KB of shared memory, taken only where the
+// running device's opt-in limit per block holds it (227 KB on sm_90; 99-163 KB on the other GPUs we build for, which
+// keep kernel 1). Unlike the plans above this reads the device, as the tiny kernel's dispatch reads its SM count; it
+// changes no workspace (every whole-plane launch has none), so an engine built on another GPU still runs.
+bool groupPlanWide(WTConvParams const& p, FixedPlaneArgs& a)
+{
+    int device = 0;
+    size_t limit = 0;
+    if (p.dtype == DataType::kFLOAT32 || cudaGetDevice(&device) != cudaSuccess
+        || optInSharedBytes(device, limit) != cudaSuccess)
+    {
+        return false;
+    }
+    return groupPlan<Group56Wide>(p, a, limit) && a.planesPerBlock == 4;
 }
 
 // The tiny kernel's plan: 32 channels per warp (C a multiple of 32), up to kTinyMaxWarps batch items per block.
@@ -152,17 +172,21 @@ bool tinyPlan(WTConvParams const& p, FixedPlaneArgs& a)
     return a.sharedBytes <= kPortableSharedBytes && rows < 65536;
 }
 
-// The measured dispatch (WTCONV_FIXED_PLANES 2). The A/B against kernel 1 in one process on an NVIDIA H100
-// (docs/bench/ab_fixed_planes.md: fp32 / fp16 / bf16, both layouts, B = 1, 8, 64, 256) found
+// The measured dispatch (WTCONV_FIXED_PLANES 2), from A/Bs against kernel 1 in one process on an NVIDIA H100
+// (fp32 / fp16 / bf16, both layouts; docs/bench/ab_fixed_planes.md, then ab_group_items.md for the group kernel
+// that takes several batch items per block):
 //   - 7 x 7: 0.16-0.34x kernel 1's time at B = 64 and 256, but 3.7-5.0x at B = 1: a lane computes a whole plane,
 //     and with one warp on a multiprocessor nothing hides its latency. It is taken once the launch holds a full
 //     block of kTinyMaxWarps warps per multiprocessor (B x C / 32 warps in all);
-//   - 56 x 56 NCHW: 0.79-0.98x at every batch and dtype measured;
-//   - 28 x 28: 0.92-0.95x channels-last in fp16 / bf16, but 1.04-1.18x in NCHW and in fp32;
-//   - 14 x 14: 1.13-1.54x in every case, so kernel 1 keeps it.
-bool measuredFaster(WTConvParams const& p, bool tiny)
+//   - 56 x 56 NCHW: 0.79-0.98x at every batch and dtype measured (channels-last is not compiled);
+//   - 28 x 28 and 14 x 14 channels-last: 0.67-0.93x once a block takes two or more batch items (every dtype), and
+//     at 28 x 28 in fp16 / bf16 already with one (0.92-0.95x); with one item the 14 x 14 kernel and the fp32 28 x 28
+//     one were 1.09-1.24x, their weights loaded per plane;
+//   - 28 x 28 and 14 x 14 NCHW, where kernel 1 shares a channel's weights between its planes too: 0.77-0.96x in fp16
+//     and bf16 once a block takes three or more items; with two, 1.00-1.06x, and in fp32 1.02-1.05x.
+bool measuredFaster(WTConvParams const& p, FixedPlanePlan const& plan)
 {
-    if (tiny)
+    if (plan.tiny)
     {
         int device = 0;
         int multiprocessors = 0;
@@ -177,11 +201,14 @@ bool measuredFaster(WTConvParams const& p, bool tiny)
     {
         return p.layout == Layout::kNCHW;
     }
-    if (p.height == 28)
+    int64_t const rows = plan.args.grid.y;
+    int64_t const items = (p.batch + rows - 1) / rows; // the items the first blocks take
+    bool const halfWidth = p.dtype != DataType::kFLOAT32;
+    if (p.layout == Layout::kNHWC)
     {
-        return p.layout == Layout::kNHWC && p.dtype != DataType::kFLOAT32;
+        return items >= 2 || (p.height == 28 && halfWidth);
     }
-    return false;
+    return halfWidth && items >= 3;
 }
 
 } // namespace
@@ -221,12 +248,11 @@ bool fixedPlanePlan(WTConvParams const& p, FixedPlanePlan* plan)
     {
         ok = groupPlan<Group28>(p, a);
     }
-    else if (matches<Group56>(p) && p.layout == Layout::kNCHW)
+    else if (matches<Group56>(p))
     {
-        // channels-last 56 x 56: 8 channels' planes do not fit a block; the cluster kernel keeps it
-        ok = groupPlan<Group56>(p, a);
+        ok = p.layout == Layout::kNCHW ? groupPlan<Group56>(p, a) : groupPlanWide(p, a);
     }
-    ok = ok && (WTCONV_FIXED_PLANES == 1 || measuredFaster(p, q.tiny));
+    ok = ok && (WTCONV_FIXED_PLANES == 1 || measuredFaster(p, q));
     if (ok && plan != nullptr)
     {
         *plan = q;

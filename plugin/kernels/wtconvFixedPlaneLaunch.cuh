@@ -21,6 +21,9 @@ using Tiny7 = TinyGeometry<5, 7, 7, 2>;
 using Group14 = GroupGeometry<5, 14, 14, 3, 16, 2, 256, 4>;
 using Group28 = GroupGeometry<5, 28, 28, 4, 64, 2, 256, 3>;
 using Group56 = GroupGeometry<5, 56, 56, 5, 224, 2, 224, 4>;
+// Channels-last 56 x 56: four channels' planes in one block (8-byte fp16 / bf16 vectors per pixel, no cluster
+// exchange), 218 KB of shared memory: one block of 28 warps per SM, on GPUs whose opt-in limit holds it (sm_90).
+using Group56Wide = GroupGeometry<5, 56, 56, 5, 224, 2, 896, 1>;
 
 template <typename TIn, class G, bool NHWC>
 cudaError_t launchTinyKernel(FixedPlaneArgs const& a, cudaStream_t stream)
@@ -70,7 +73,15 @@ cudaError_t launchFixedLayout(WTConvParams const& p, FixedPlanePlan const& plan,
     {
     case 14: return launchGroupKernel<TIn, Group14, NHWC>(a, stream);
     case 28: return launchGroupKernel<TIn, Group28, NHWC>(a, stream);
-    case 56: return launchGroupKernel<TIn, Group56, NHWC>(a, stream);
+    case 56:
+        if constexpr (NHWC)
+        {
+            return launchGroupKernel<TIn, Group56Wide, NHWC>(a, stream);
+        }
+        else
+        {
+            return launchGroupKernel<TIn, Group56, NHWC>(a, stream);
+        }
     default: return cudaErrorInvalidValue; // fixedPlanePlan takes no other size
     }
 }

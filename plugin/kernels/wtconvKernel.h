@@ -83,7 +83,8 @@ cudaError_t wtconvForward(
 struct LaunchInfo
 {
     bool wholePlane{false};        // one workspace-free launch (planes up to 64 x 64), else the tiled path
-    size_t sharedBytesPerBlock{0}; // the most dynamic shared memory one block uses (<= 99 KB for every shape)
+    size_t sharedBytesPerBlock{0}; // the most dynamic shared memory one block uses: <= 99 KB, except a
+                                   // fixed-geometry plan that the current device's limit holds (wtconvFixedPlane.cu)
     size_t workspaceBytes{0};      // wtconvWorkspaceBytes
 };
 

@@ -9,7 +9,9 @@
 // A launch above the attribute, or an attribute above the device's limit, fails with cudaErrorInvalidValue. The
 // launch plan (whole-plane or tiled path, planes per block) must not depend on the device: getWorkspaceSize is
 // asked at engine build time, maybe on another GPU than the one that runs the engine, and the plan decides
-// whether a workspace is needed. So every plan fits kPortableSharedBytes, the smallest opt-in limit above.
+// whether a workspace is needed. So every plan fits kPortableSharedBytes, the smallest opt-in limit above. The one
+// exception needs no workspace whichever kernel runs: the channels-last 56 x 56 fixed-geometry kernel
+// (wtconvFixedPlane.cu, groupPlanWide) is chosen at launch only where the running device's limit holds it.
 //
 // Raising the attribute is a host-side call (not a stream operation: legal inside graph capture), made once per
 // kernel, device and size; later launches only read an atomic. Several threads may launch one kernel at once
