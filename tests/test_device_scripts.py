@@ -308,7 +308,16 @@ def test_the_rounds_fall_back_to_system_memory_and_stop_at_the_budget(tmp_path):
 
 def test_the_soak_starts_detached_and_a_later_call_collects_it(tmp_path):
     assert dry_run_session(tmp_path, "soak-wait", "1").returncode == 1  # nothing started yet
-    started = dry_run_session(tmp_path, "soak-start", "60")
+    libs = {}
+    for variable, name in (("WTCONV_KERNELS_LIB", "libwtconv_kernels_capi.so"), ("WTCONV_ORT_LIB", "libwtconv_ort.so")):
+        libs[variable] = str(tmp_path / "lib" / name)
+    # no libraries and no build under way: nothing to start, and it says so
+    refused = dry_run_session(tmp_path, "soak-start", "60", **libs)
+    assert refused.returncode == 1 and "call soak-start again" in refused.stdout
+    (tmp_path / "lib").mkdir()
+    for path in libs.values():
+        Path(path).write_bytes(b"")
+    started = dry_run_session(tmp_path, "soak-start", "60", **libs)
     assert started.returncode == 0, started.stdout[-3000:] + started.stderr[-3000:]
     assert (
         "soak started: 600 s of torch-cuda" in started.stdout and "the soak is done (exit status 0)" in started.stdout
@@ -322,7 +331,7 @@ def test_the_soak_starts_detached_and_a_later_call_collects_it(tmp_path):
     assert (state / "repo" / "tools" / "device_session.sh").is_file()
     # collected into $OUT/soak by this call and again by a later one; a second start starts nothing
     assert (tmp_path / "out" / "soak" / "serving_results.md").is_file()
-    again = dry_run_session(tmp_path, "soak-start")
+    again = dry_run_session(tmp_path, "soak-start", **libs)
     assert "the soak was already started" in again.stdout and "the soak is done" in again.stdout
     assert "the soak is done" in dry_run_session(tmp_path, "soak-wait", "1").stdout
 
@@ -507,3 +516,25 @@ def test_wheel_script_fails_a_test_file_whose_tests_all_skipped(tmp_path):
     assert "  tests/test_kernels_gpu.py: 2 passed, 0 failed, 0 skipped" in summary
     assert "  tests/test_model_gpu.py: 0 passed, 1 failed, 0 skipped" in summary
     assert "  tests/test_serving_runners_gpu.py: 1 passed, 0 failed, 0 skipped" in summary
+
+
+def test_the_sessions_background_tests_and_sanitizes_the_named_builds_it_is_told(tmp_path):
+    """BACKGROUND with ab: the A/B's named builds are those AB_BUILD_STAGES lists; ALSO_TEST runs the kernel tests
+    and both sanitizers on each named build as well as on build/plugin."""
+    stages = "build:ref:-DWTCONV_FIXED_PLANES=0 build:default build:all:-DWTCONV_FIXED_PLANES=1"
+    started = dry_run_session(
+        tmp_path, "start", BACKGROUND="ab kernel_tests sanitize", AB_BUILD_STAGES=stages, ALSO_TEST="all"
+    )
+    assert started.returncode == 0, started.stdout[-3000:] + started.stderr[-3000:]
+    waited = dry_run_session(tmp_path, "wait", "60")
+    assert waited.returncode == 0, waited.stdout[-3000:] + waited.stderr[-3000:]
+    logs = tmp_path / "state" / "logs"
+    assert f"STAGES={stages} ab" in logged(logs, "kernels_ab")
+    tests = logged(logs, "kernel_tests_all")
+    assert tests.startswith("env WTCONV_KERNELS_LIB=build/ab/all/libwtconv_kernels_capi.so python3 -m pytest")
+    for tool in ("memcheck", "racecheck"):
+        assert logged(logs, f"{tool}_all").endswith(
+            f"--tool {tool} --error-exitcode 3 build/ab/all/wtconv_sanitize_runner"
+        )
+        assert logged(logs, tool).endswith("build/plugin/wtconv_sanitize_runner")
+    assert logged(logs, "kernel_tests").endswith("tests/test_kernels_gpu.py tests/test_model_gpu.py")

@@ -29,7 +29,8 @@
 #                                      # an execution beside docs/bench/serving_gpu_4instances.json; $OUT/rounds
 #   tools/device_session.sh soak-start [S]   # the soak (SOAK s, 600; SOAK_RUNTIMES, torch-cuda; 256 in flight, 1-64
 #                                      # images, the backend killed halfway, memory per minute, every answer checked
-#                                      # against the ONNX file in ONNX Runtime) started detached, then waits as soak-wait
+#                                      # against the ONNX file in ONNX Runtime) started detached, once the libraries
+#                                      # are there (waiting for the background build), then waits as soak-wait
 #   tools/device_session.sh soak-wait [S]    # waits up to S seconds (default 540) for the soak; once it is done, its
 #                                      # results into $OUT/soak (serving_results.{json,md}, logs.tgz)
 #   tools/device_session.sh collect    # every log so far, packed into $OUT/session_logs.tgz
@@ -40,8 +41,11 @@
 # what the background stage runs after the build (default "harness kernel_tests sanitize"; e.g. "" when only the ONNX
 # Runtime op changed: the kernels' GPU tests and the harness take most of a session). "ab" first times the kernels'
 # default build against the one before the fixed-geometry kernels (tools/device_kernels.sh, build:ref with
-# -DWTCONV_FIXED_PLANES=0 and build:default; AB_GROUPS, AB_S), alone on the GPU, before anything else of the stage
-# starts; "build" builds build/plugin even when nothing else of the stage needs it (ort-test and serve without a
+# -DWTCONV_FIXED_PLANES=0 and build:default, or the named builds AB_BUILD_STAGES lists, e.g. a third with
+# -DWTCONV_FIXED_PLANES=1; AB_GROUPS, AB_S), alone on the GPU, before anything else of the stage starts. The kernel
+# tests and the sanitizer run on build/plugin, and also on each named build of the A/B that ALSO_TEST names (e.g.
+# "all": the kernels that build compiles in, dispatched or not); "build" builds build/plugin even when nothing else
+# of the stage needs it (ort-test and serve without a
 # binary wheel do). The libraries the steps use: WTCONV_KERNELS_LIB and WTCONV_ORT_LIB when given (e.g. an installed
 # binary wheel's <site>/wtconv_libs/lib/libwtconv_kernels_capi.so and libwtconv_ort.so), else the wheel's that the
 # `wheel` step installed, else the background build's. SESSION_STATE: the folder the calls share (default
@@ -113,7 +117,8 @@ background() {
     gpu_info > "$LOGS/gpu.log"
     # Timed: the A/B runs before anything else of the stage is started.
     if [[ " $BACKGROUND " == *" ab "* ]]; then
-        stage kernels_ab env OUT="$STATE/ab" LOGS="$LOGS/ab" STAGES="build:ref:-DWTCONV_FIXED_PLANES=0 build:default ab" \
+        stage kernels_ab env OUT="$STATE/ab" LOGS="$LOGS/ab" \
+            STAGES="${AB_BUILD_STAGES:-build:ref:-DWTCONV_FIXED_PLANES=0 build:default} ab" \
             AB_GROUPS="${AB_GROUPS:-}" AB_S="${AB_S:-}" tools/device_kernels.sh
     fi
     # The harness builds its own trees (one per TensorRT header set) and needs no other build: it starts at once.
@@ -131,12 +136,22 @@ background() {
     mkdir -p build && ln -sfn plugin build/ort_gpu
     if [[ " $BACKGROUND " == *" kernel_tests "* ]]; then
         stage kernel_tests python3 -m pytest -q -rs -p no:cacheprovider tests/test_kernels_gpu.py tests/test_model_gpu.py &
+        for name in ${ALSO_TEST:-}; do
+            stage "kernel_tests_$name" env WTCONV_KERNELS_LIB="build/ab/$name/libwtconv_kernels_capi.so" \
+                python3 -m pytest -q -rs -p no:cacheprovider tests/test_kernels_gpu.py &
+        done
     fi
     # compute-sanitizer over the runner's launches, each cut at SANITIZE_S seconds (racecheck of every case takes
     # longer than a session can give it; the log says how far it got).
     if [[ " $BACKGROUND " == *" sanitize "* ]]; then
         stage memcheck timeout "$SANITIZE_S" compute-sanitizer --tool memcheck --error-exitcode 3 build/plugin/wtconv_sanitize_runner &
         stage racecheck timeout "$SANITIZE_S" compute-sanitizer --tool racecheck --error-exitcode 3 build/plugin/wtconv_sanitize_runner &
+        for name in ${ALSO_TEST:-}; do
+            for tool in memcheck racecheck; do
+                stage "${tool}_$name" timeout "$SANITIZE_S" compute-sanitizer --tool $tool --error-exitcode 3 \
+                    "build/ab/$name/wtconv_sanitize_runner" &
+            done
+        done
     fi
     wait
     touch "$STATE/background.done"
@@ -151,8 +166,8 @@ results() {
         read -r code seconds < "$rc"
         printf '%-14s rc=%s (%s s): ' "$name" "$code" "$seconds"
         case $name in
-            kernel_tests|ort_tests|runner_tests) tail -1 "$LOGS/$name.log" ;;
-            memcheck|racecheck) { grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/$name.log" || tail -1 "$LOGS/$name.log"; } | tail -1 ;;
+            kernel_tests*|ort_tests|runner_tests) tail -1 "$LOGS/$name.log" ;;
+            memcheck*|racecheck*) { grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/$name.log" || tail -1 "$LOGS/$name.log"; } | tail -1 ;;
             harness) grep -E "^(host|gpu): [0-9]+ passed|run_device.sh|warnings in" "$LOGS/$name.log" | tr '\n' ' '; echo ;;
             *) tail -1 "$LOGS/$name.log" ;;
         esac
@@ -167,7 +182,7 @@ case ${1:-} in
         in_repo
         mkdir -p build
         export -f background
-        export LOGS STATE ARCHS ORT_HEADERS SANITIZE_S BACKGROUND CUDA_ARCHS=$ARCHS
+        export LOGS STATE ARCHS ORT_HEADERS SANITIZE_S BACKGROUND CUDA_ARCHS=$ARCHS AB_BUILD_STAGES ALSO_TEST
         ORT_HEADERS=$(ort_headers)
         setsid nohup bash -c background > "$LOGS/background.log" 2>&1 < /dev/null &
         echo $! > "$STATE/background.pid"
@@ -242,6 +257,15 @@ case ${1:-} in
         ;;
     soak-start)
         [ -f "$SOAK_STATE/started" ] && { echo "the soak was already started"; soak_results; exit 0; }
+        # the libraries of a background build still under way (a timed A/B before it, say): waited for, as long as
+        # this call may wait
+        start=$SECONDS
+        while { [ ! -f "$WTCONV_KERNELS_LIB" ] || [ ! -f "$WTCONV_ORT_LIB" ]; } && [ ! -f "$LOGS/build.rc" ] \
+            && [ -f "$STATE/background.pid" ] && [ ! -f "$STATE/background.done" ] && [ $((SECONDS - start)) -lt "${2:-540}" ]; do
+            sleep 5
+        done
+        [ -f "$WTCONV_KERNELS_LIB" ] && [ -f "$WTCONV_ORT_LIB" ] \
+            || { echo "no $WTCONV_KERNELS_LIB or $WTCONV_ORT_LIB yet: call soak-start again"; results; exit 1; }
         rm -rf "$SOAK_STATE" && copy_checkout "$SOAK_STATE/repo" || exit 1
         touch "$SOAK_STATE/started"
         # in its copy, detached (setsid): it outlives this call; rc written when it ends
