@@ -1,6 +1,7 @@
 // wtconvSanitizeRunner.cpp — a standalone runner of representative launches (no PyTorch), for
 // compute-sanitizer memcheck / racecheck:
-//   compute-sanitizer --tool memcheck build/plugin/wtconv_sanitize_runner
+//   compute-sanitizer --tool memcheck build/plugin/wtconv_sanitize_runner [B]x[C]x[H]x[W]
+// (an optional argument runs only the cases whose sizes read so, e.g. 2048x8x14x14).
 // Every case runs NCHW, NHWC and NHWC with a padded channel pitch (a multiple of 8 above C). Outputs are
 // poisoned with NaN (0xFF bytes) and must come back finite, the padding channels as zeros; exit status 0 = all
 // cases ran.
@@ -65,8 +66,9 @@ bool finite(std::vector<unsigned char> const& bytes, wtconv::DataType t, size_t 
 }
 } // namespace
 
-int main()
+int main(int argc, char** argv)
 {
+    char const* only = argc > 1 ? argv[1] : nullptr;
     struct Case
     {
         int b, c, h, w, k, levels, stride;
@@ -92,6 +94,12 @@ int main()
     {
         for (auto const& cs : cases)
         {
+            char sizes[64];
+            std::snprintf(sizes, sizeof(sizes), "%dx%dx%dx%d", cs.b, cs.c, cs.h, cs.w);
+            if (only != nullptr && std::strcmp(only, sizes) != 0)
+            {
+                continue;
+            }
             for (int variant = 0; variant < 3; ++variant)
             {
                 // 0: NCHW, 1: NHWC dense, 2: NHWC with the channel pitch rounded up to a multiple of 8 (+8 if C is one)
@@ -144,6 +152,11 @@ int main()
                 CHECK(cudaMemcpy(in, hin.data(), inBytes, cudaMemcpyHostToDevice));
                 CHECK(cudaMemcpy(w, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice));
                 CHECK(cudaMemset(out, 0xff, outBytes));
+                // The copies and the memset run on the legacy default stream, which `stream` (non-blocking) does not
+                // wait for, and a copy from pageable host memory may return before its DMA lands (CUDA Runtime API,
+                // "API synchronization behavior"): without this the launch could read x before it arrives and the
+                // poison could land on y after the kernel (large cases under racecheck's timing did).
+                CHECK(cudaDeviceSynchronize());
                 p.input = in;
                 p.output = out;
                 p.baseWeight = w;
