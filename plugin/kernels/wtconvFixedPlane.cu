@@ -172,13 +172,29 @@ bool tinyPlan(WTConvParams const& p, FixedPlaneArgs& a)
     return a.sharedBytes <= kPortableSharedBytes && rows < 65536;
 }
 
+// The current device's multiprocessors, 0 when it cannot be read (then no dispatch that needs it is taken).
+int64_t smCount()
+{
+    int device = 0;
+    int multiprocessors = 0;
+    if (cudaGetDevice(&device) != cudaSuccess
+        || cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    {
+        return 0;
+    }
+    return multiprocessors;
+}
+
 // The measured dispatch (WTCONV_FIXED_PLANES 2), from A/Bs against kernel 1 in one process on an NVIDIA H100
 // (fp32 / fp16 / bf16, both layouts; docs/bench/ab_fixed_planes.md, then ab_group_items.md for the group kernel
-// that takes several batch items per block):
+// that takes several batch items per block, ab_fixed_dispatch.md for every kernel compiled beside this dispatch):
 //   - 7 x 7: 0.16-0.34x kernel 1's time at B = 64 and 256, but 3.7-5.0x at B = 1: a lane computes a whole plane,
 //     and with one warp on a multiprocessor nothing hides its latency. It is taken once the launch holds a full
 //     block of kTinyMaxWarps warps per multiprocessor (B x C / 32 warps in all);
-//   - 56 x 56 NCHW: 0.79-0.98x at every batch and dtype measured (channels-last is not compiled);
+//   - 56 x 56 NCHW: 0.79-0.98x at every batch and dtype measured;
+//   - 56 x 56 channels-last (four 16-bit channels per 218 KB block, where the device holds it): 0.60x against
+//     kernel 1 without its cluster mode (C = 100, B = 128), but 1.00-1.04x against the cluster mode at B = 32-256
+//     and 1.09-1.63x at B = 8 and 1 (docs/bench/ab_fixed_dispatch.md);
 //   - 28 x 28 and 14 x 14 channels-last: 0.67-0.93x once a block takes two or more batch items (every dtype), and
 //     at 28 x 28 in fp16 / bf16 already with one (0.92-0.95x); with one item the 14 x 14 kernel and the fp32 28 x 28
 //     one were 1.09-1.24x, their weights loaded per plane;
@@ -188,18 +204,21 @@ bool measuredFaster(WTConvParams const& p, FixedPlanePlan const& plan)
 {
     if (plan.tiny)
     {
-        int device = 0;
-        int multiprocessors = 0;
-        if (cudaGetDevice(&device) != cudaSuccess
-            || cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-        {
-            return false;
-        }
-        return p.batch * (p.channels / 32) >= static_cast<int64_t>(kTinyMaxWarps) * multiprocessors;
+        int64_t const sms = smCount();
+        return sms > 0 && p.batch * (p.channels / 32) >= kTinyMaxWarps * sms;
+    }
+    if (p.height == 56 && p.layout == Layout::kNCHW)
+    {
+        return true;
     }
     if (p.height == 56)
     {
-        return p.layout == Layout::kNCHW;
+        // channels-last: only where kernel 1 has no cluster mode (C or the pitch not a multiple of 8; it then reads
+        // and writes each channel's plane with a pitch of C elements) and the blocks fill the GPU
+        int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+        int64_t const sms = smCount();
+        return (p.channels % 8 != 0 || pitch % 8 != 0) && sms > 0
+            && plan.args.grid.x * int64_t{plan.args.grid.y} >= sms;
     }
     int64_t const rows = plan.args.grid.y;
     int64_t const items = (p.batch + rows - 1) / rows; // the items the first blocks take
