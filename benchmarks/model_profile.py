@@ -42,7 +42,7 @@ CATEGORIES = (WTCONV, DEPTHWISE, OTHER_CONV, GEMM, COPY, NORM, ELEMENTWISE, TRIT
 # Our kernels are the __global__ functions of plugin/kernels, in namespace wtconv::detail (demangled, or mangled
 # as 6wtconv6detail<length><name>); not anything named "wtconv": inductor names a Triton kernel derived from our
 # operator's node after the operator.
-_OUR_KERNELS = "smallPlaneKernel|tinyPlaneKernel|groupPlaneKernel|tcPlaneKernel|levelKernel|poolKernel|transposeKernel"
+_OUR_KERNELS = "smallPlaneKernel|tinyPlaneKernel|groupPlaneKernel|levelKernel|poolKernel|transposeKernel"
 _OURS_RE = re.compile(rf"wtconv::detail::(?:{_OUR_KERNELS})\b|6wtconv6detail\d+(?:{_OUR_KERNELS})")
 # Layout changes: cuDNN's own transposes around a convolution, PyTorch's copy kernels (aten::copy_ runs
 # direct_copy_kernel_cuda through the elementwise kernel templates), any other transpose or permute kernel.

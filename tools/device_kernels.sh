@@ -113,7 +113,7 @@ stage_profile() {
   STAGE_TAIL=0 stage ncu limit "${PROFILE_S:-}" env "WTCONV_KERNELS_LIB=$BUILD/libwtconv_kernels_capi.so" \
     ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
     --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section InstructionStats \
-    -k regex:"levelKernel|poolKernel|smallPlaneKernel|tcPlaneKernel|tinyPlaneKernel|groupPlaneKernel" \
+    -k regex:"levelKernel|poolKernel|smallPlaneKernel|tinyPlaneKernel|groupPlaneKernel" \
     --launch-skip 0 --launch-count "${NCU_COUNT:-12}" python3 -m benchmarks.profile_kernels
   grep -E "PlaneKernel|levelKernel|poolKernel|Duration|Compute \(SM\) Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Block Limit|Memory Throughput|Issue Slots Busy|L1/TEX Hit|Shared" "$LOGS/ncu.log" | head -"${NCU_LINES:-80}"
 }

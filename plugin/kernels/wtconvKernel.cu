@@ -1,6 +1,6 @@
 // wtconvKernel.cu — fused WTConv inference: validation, the launch plan (which kernel, its geometry, its workspace)
 // and the launch sequence. The maths is docs/design.md §2.4 (the recursion D_{l-1} = 1/2 [F_l + D_l ...] the
-// kernels evaluate, Eq. 3); the three kernels, their traffic and the measured dispatch between them are §3.1.
+// kernels evaluate, Eq. 3); the kernels, their traffic and the measured dispatch between them are §3.1.
 // The plan depends on the sizes (and, for the fixed-geometry kernels, the GPU's SM count: wtconvFixedPlane.cu), so
 // wtconvWorkspaceBytes and a later launch (maybe on another GPU, wtconvSharedMemory.cuh) always agree: the
 // whole-plane kernels, whichever takes a shape, need no workspace, and every plan fits the portable shared memory.
@@ -8,14 +8,12 @@
 #include "wtconvFixedPlane.h"
 #include "wtconvKernel.h"
 #include "wtconvKernelImpl.cuh"
-#include "wtconvTensorCore.cuh"
 #include "wtconvTranspose.cuh"
 #include "wtconvWholePlane.cuh"
 
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
-#include <type_traits>
 
 namespace wtconv
 {
@@ -38,10 +36,6 @@ template <>
 cudaError_t launchSmall<__half>(SmallArgs const&, cudaStream_t);
 template <>
 cudaError_t launchSmall<__nv_bfloat16>(SmallArgs const&, cudaStream_t);
-template <>
-cudaError_t launchTensorCore<__half>(TcArgs const&, cudaStream_t);
-template <>
-cudaError_t launchTensorCore<__nv_bfloat16>(TcArgs const&, cudaStream_t);
 template <>
 cudaError_t launchPool<__half>(PoolArgs const&, int, cudaStream_t);
 template <>
@@ -272,140 +266,6 @@ bool useSmallPath(WTConvParams const& p, SmallArgs* geometry = nullptr)
     return true;
 }
 
-// The tensor-core whole-plane kernel (wtconvTensorCore.cuh; docs/design.md §3.1): fp16 / bf16 I/O, k = 3, 5, 7,
-// stride 1, planes the whole-plane path takes (so the workspace, 0, is the same on either kernel). Off unless built
-// with -DWTCONV_TENSOR_CORES=1: it measured slower than the CUDA-core kernel at every WTConvNeXt-T stage shape in
-// both layouts (docs/bench/README.md, "Tensor cores"). Its geometry for P planes per block; P is the most planes
-// whose block fits WTCONV_TC_TARGET_BYTES of shared memory (96 KB measured fastest of 48, 64 and 96).
-#ifndef WTCONV_TENSOR_CORES
-#define WTCONV_TENSOR_CORES 0
-#endif
-#ifndef WTCONV_TC_TARGET_BYTES
-#define WTCONV_TC_TARGET_BYTES (96 * 1024)
-#endif
-
-int alignBytes(int v)
-{
-    return (v + 15) / 16 * 16;
-}
-
-// An atlas row pitch (elements) for w cells read in chunks of 8: room for the last chunk's 16-column window, and
-// an odd multiple of 8 so that the 8 rows of an ldmatrix phase fall in distinct 16-byte bank groups.
-int tcBandPitch(int w)
-{
-    int const pitch = 8 * ceilDiv(w, 8) + 8;
-    return (pitch / 8) % 2 == 1 ? pitch : pitch + 8;
-}
-
-TcArgs tcLayout(WTConvParams const& p, int P)
-{
-    Grids const g = levelGrids(p);
-    TcArgs a{};
-    int const k = p.kernelSize, r = k / 2, L = p.levels;
-    int const parts = p.dtype == DataType::kFLOAT16 ? TcTraits<__half>::kBandParts
-                                                    : TcTraits<__nv_bfloat16>::kBandParts;
-    int const gx = tcGutter(r);
-    a.k = k;
-    a.levels = L;
-    a.planesPerBlock = P;
-    a.planes = p.batch * p.channels;
-    a.channels = static_cast<int32_t>(p.channels);
-    for (int l = 0; l <= kMaxLevels; ++l)
-    {
-        a.h[l] = static_cast<int32_t>(g.h[l]);
-        a.w[l] = static_cast<int32_t>(g.w[l]);
-    }
-    int off = 0;
-    a.xOff = off;
-    a.xPitch = 16 * ceilDiv(a.w[1], 8) + 8;
-    a.xPart = alignBytes((gx + P * (a.h[1] + gx)) * a.xPitch * 2);
-    off += 2 * a.xPart;
-    for (int l = 1; l <= L; ++l)
-    {
-        a.bandPitch[l] = tcBandPitch(a.w[l]);
-        a.bandPart[l] = alignBytes((r + P * (a.h[l] + r)) * a.bandPitch[l] * 2);
-        a.bandOff[l] = off;
-        off += 4 * parts * a.bandPart[l];
-    }
-    a.zeroBytes = off;
-    for (int l = 1; l < L; ++l)
-    {
-        a.llOff[l] = off;
-        off += alignBytes(P * a.h[l] * a.w[l] * 4);
-    }
-    for (int l = 2; l <= L; ++l)
-    {
-        a.fOff[l] = off;
-        off += alignBytes(4 * P * a.h[l] * a.w[l] * 4);
-    }
-    a.d1Off = off;
-    off += L >= 2 ? alignBytes(P * a.h[1] * a.w[1] * 4) : 0;
-    a.tableOff = off;
-    off += kTcSets * k * 32 * 16 + 16;
-    a.wOff = off;
-    off += alignBytes((1 + 4 * L) * k * k * 4);
-    // Channels-last: the cluster mode's output staging, in the deep levels' bands, LL and F (dead by then) if it fits.
-    a.stageOff = 0;
-    if (p.layout == Layout::kNHWC)
-    {
-        int const stage = alignBytes(P * a.h[0] * a.w[0] * 2);
-        if (L >= 2 && a.d1Off - a.bandOff[2] >= stage)
-        {
-            a.stageOff = a.bandOff[2];
-        }
-        else
-        {
-            a.stageOff = off;
-            off += stage;
-        }
-    }
-    a.totalBytes = off;
-    int const tiles1 = ceilDiv(P * a.h[1], 16) * ceilDiv(a.w[1], 8);
-    int const cells1 = P * a.h[1] * a.w[1];
-    a.threads = std::min(kTcMaxThreads, std::max(kTcMinThreads, roundUp(std::max(cells1, 32 * tiles1), 32)));
-    a.batch = p.batch;
-    a.batchGroups = (p.batch + P - 1) / P;
-    a.blocks = p.channels * a.batchGroups;
-    for (int l = 0; l <= L; ++l)
-    {
-        a.cellsPerPlane[l] = FastDivisor::of(static_cast<uint32_t>(a.h[l] * a.w[l]));
-        a.cellsPerRow[l] = FastDivisor::of(static_cast<uint32_t>(a.w[l]));
-        a.rowsPerPlane[l] = FastDivisor::of(static_cast<uint32_t>(a.h[l]));
-        a.chunksPerRow[l] = FastDivisor::of(static_cast<uint32_t>(ceilDiv(a.w[l], 8)));
-    }
-    return a;
-}
-
-// Whether p runs on the tensor-core kernel; if so and `geometry` is not null, its geometry goes there.
-bool useTensorCorePath(WTConvParams const& p, TcArgs* geometry = nullptr)
-{
-    if (!WTCONV_TENSOR_CORES || p.dtype == DataType::kFLOAT32 || p.stride != 1
-        || (p.kernelSize != 3 && p.kernelSize != 5 && p.kernelSize != 7) || !useSmallPath(p))
-    {
-        return false;
-    }
-    int const most = static_cast<int>(std::min<int64_t>(64, p.batch));
-    TcArgs best = tcLayout(p, 1);
-    if (static_cast<size_t>(best.totalBytes) > kPortableSharedBytes)
-    {
-        return false;
-    }
-    for (int P = 2; P <= most; ++P)
-    {
-        TcArgs const a = tcLayout(p, P);
-        if (a.totalBytes > WTCONV_TC_TARGET_BYTES)
-        {
-            break;
-        }
-        best = a;
-    }
-    if (geometry != nullptr)
-    {
-        *geometry = best;
-    }
-    return true;
-}
-
 // Channels-last on the tiled path runs the planar pipeline on chunks of the batch: each chunk's planar copies
 // of x and y and its LL / D planes must fit this many workspace bytes (at least one batch item per chunk, however
 // large), so the workspace does not grow with B beyond it.
@@ -564,10 +424,9 @@ cudaError_t tiledPipeline(WTConvParams const& p, TiledBuffers const& buf, cudaSt
 template <typename T>
 cudaError_t tiledChannelsLast(WTConvParams const& p, TiledBuffers const& buf, cudaStream_t stream);
 
-// The I/O fields of a whole-plane kernel's arguments (SmallArgs, TcArgs): pointers, layout strides, and whether
-// channels-last I/O is aligned for the cluster mode (C and the pitch multiples of 8, 16-byte aligned tensors).
-template <typename Args>
-void setPlaneIo(Args& a, WTConvParams const& p, int64_t ho, int64_t wo)
+// The I/O fields of the whole-plane kernel's arguments: pointers, layout strides, and whether channels-last I/O
+// is aligned for the cluster mode (C and the pitch multiples of 8, 16-byte aligned tensors).
+void setPlaneIo(SmallArgs& a, WTConvParams const& p, int64_t ho, int64_t wo)
 {
     a.src = p.input;
     a.out = p.output;
@@ -585,17 +444,6 @@ void setPlaneIo(Args& a, WTConvParams const& p, int64_t ho, int64_t wo)
 template <typename T>
 cudaError_t forwardImpl(WTConvParams const& p, cudaStream_t stream)
 {
-    if constexpr (!std::is_same<T, float>::value)
-    {
-        TcArgs ta;
-        if (useTensorCorePath(p, &ta))
-        {
-            setPlaneIo(ta, p, p.height, p.width);
-            ta.pairStore = p.layout == Layout::kNCHW && p.width % 2 == 0
-                && reinterpret_cast<uintptr_t>(p.output) % (2 * sizeof(T)) == 0;
-            return launchTensorCore<T>(ta, stream);
-        }
-    }
     SmallArgs sa;
     if (useSmallPath(p, &sa))
     {
@@ -758,11 +606,6 @@ cudaError_t zeroOutputPadding(WTConvParams const& p, cudaStream_t stream)
 // level and output passes; the transposes and the pooling use static shared memory).
 size_t sharedBytesPerBlock(WTConvParams const& p)
 {
-    TcArgs ta;
-    if (useTensorCorePath(p, &ta))
-    {
-        return static_cast<size_t>(ta.totalBytes);
-    }
     SmallArgs sa;
     if (useSmallPath(p, &sa))
     {

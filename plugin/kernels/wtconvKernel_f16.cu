@@ -1,6 +1,5 @@
 // Output pass, pooling, transposes and the whole-plane kernels for fp16 I/O (see wtconvKernel.cu).
 #include "wtconvKernelImpl.cuh"
-#include "wtconvTensorCore.cuh"
 #include "wtconvTranspose.cuh"
 #include "wtconvWholePlane.cuh"
 
@@ -11,7 +10,6 @@ namespace detail
 WTCONV_DEFINE_LAUNCH_LEVEL(__half, __half, true)
 WTCONV_DEFINE_LAUNCH_POOL(__half)
 WTCONV_DEFINE_LAUNCH_SMALL(__half)
-WTCONV_DEFINE_LAUNCH_TENSOR_CORE(__half)
 WTCONV_DEFINE_LAUNCH_TRANSPOSE(__half)
 } // namespace detail
 } // namespace wtconv

@@ -864,8 +864,8 @@ bool clusterSupported(PlaneKernelState& state, void (*clustered)(Args), int devi
     return ok;
 }
 
-// One launch of a whole-plane kernel (this file's or wtconvTensorCore.cuh's): `clustered` in clusters of kCluster
-// blocks when `cluster` asks for it and the device and binary run it, else `plain`.
+// One launch of a whole-plane kernel: `clustered` in clusters of kCluster blocks when `cluster` asks for it and the
+// device and binary run it, else `plain`.
 template <typename Args>
 cudaError_t launchPlaneKernel(PlaneKernelState& state, void (*plain)(Args), void (*clustered)(Args), Args const& a,
     int64_t blocks, int threads, size_t smemBytes, bool cluster, cudaStream_t stream)
