@@ -230,12 +230,32 @@ def targets(runs, soaks=()) -> list:
         good = s["lost"] == s["mismatched"] == s["failed"] == s["other_errors"] == 0 and memory_ok
         lines.append(
             f"{soak['tag']}: soak of {s['duration_s']:g} s at {s['concurrency']} in flight: {s['completed']} ok, "
-            f"{s['lost']} lost, {s['mismatched']} mismatched, {s['other_errors']} other errors "
-            f"({s['errors_of_the_killed_backend']} of the killed backend, retried); memory growth from "
+            f"{s['lost']} lost, {s['mismatched']} mismatched, {s['other_errors']} other errors{_other_split(s)} "
+            f"({s['errors_of_the_killed_backend']} of the killed backend, retried){_unload(s)}; memory growth from "
             f"{s['memory_settle_s']:g} s: {grown} (target <= {TARGET_MEMORY_GROWTH:.0%}): "
             f"{'met' if good else 'NOT met'}"
         )
     return lines
+
+
+def _other_split(s: dict) -> str:
+    """When the soak's other errors were seen (soaks before the split was recorded: nothing)."""
+    if not s["other_errors"] or s.get("other_errors_before_kill") is None:
+        return ""
+    return f" ({s['other_errors_before_kill']} before the kill, {s['other_errors_after_recovery']} after the reload)"
+
+
+def _unload(s: dict) -> str:
+    """Whether Triton unloaded the model's old version after the soak's reload (soaks before it was recorded:
+    nothing)."""
+    unloaded = s.get("old_version_unloaded", "absent")
+    if unloaded == "absent" or s.get("backend_back_at_s") is None:
+        return ""
+    if unloaded is None:
+        return "; the old version's unload not known"
+    if unloaded:
+        return f"; the old version unloaded {s['old_version_unloaded_after_s']} s after the reload"
+    return f"; the old version NOT unloaded within {s['old_version_unload_wait_s']:g} s of the reload"
 
 
 def markdown(summary: dict) -> str:
@@ -287,7 +307,8 @@ def markdown(summary: dict) -> str:
             f"{s['requests']} requests of {s['batch_sizes']} images from {s['concurrency']} clients: {s['completed']} "
             f"ok, {s['failed']} failed, {s['lost']} lost, {s['mismatched']} mismatched, {s['retried']} retries; "
             f"backend killed at {s['backend_killed_at_s']} s, back at {s['backend_back_at_s']} s; "
-            f"{s['errors_of_the_killed_backend']} errors of its requests, {s['other_errors']} others.",
+            f"{s['errors_of_the_killed_backend']} errors of its requests, {s['other_errors']} others"
+            f"{_other_split(s)}{_unload(s)}.",
             "",
             "| s | host RSS MiB (server and stubs) | of it the server | of it the stubs | GPU memory MiB |",
             "|---|---|---|---|---|",
@@ -298,6 +319,10 @@ def markdown(summary: dict) -> str:
             for m in s["memory_samples"]
         ]
         out += ["", f"Memory growth from {s['memory_settle_s']:g} s: {s['memory_growth']}.", ""]
+        if s.get("first_other_errors"):
+            out += ["The first errors not of the killed backend (s on the soak's clock):", ""]
+            out += [f"- {e['t_s']} s: {e['error']}" for e in s["first_other_errors"]]
+            out += ["", "By kind: " + "; ".join(f"{n} x {kind}" for kind, n in s["other_error_kinds"].items()), ""]
     for alt in summary["alternatives"]:
         out += [
             f"## Alternatives: {alt['runtime']} ({alt.get('gpu')}), direct, {Path(alt['model']).name}",

@@ -57,15 +57,15 @@ def test_nothing_executed_gives_no_compute_time():
     assert stats_delta(same, same) == ({}, None, {})
 
 
-def soak_report(host_mib, gpu_mib, *, error_times=(), killed=None, back=None, duration=600.0):
+def soak_report(host_mib, gpu_mib, *, error_times=(), errors=None, killed=None, back=None, duration=600.0):
     """A soak of ``duration`` s whose memory was sampled every minute (host, GPU), with errors seen at
-    ``error_times`` and the backend killed and back at the times given."""
+    ``error_times`` (their messages ``errors``) and the backend killed and back at the times given."""
     from wtconv_serving.traffic.check import LoadReport
     from wtconv_serving.traffic.soak import SoakReport
 
     load = LoadReport("grpc", 100, 4, [1, 2], completed=100, images=150)
     load.error_times = list(error_times)
-    load.errors = [f"error at {t}" for t in error_times]
+    load.errors = list(errors) if errors is not None else [f"error at {t}" for t in error_times]
     samples = [
         {"t_s": 60.0 * minute, "host_rss_mib": host, "gpu_memory_mib": gpu}
         for minute, (host, gpu) in enumerate(zip(host_mib, gpu_mib, strict=True))
@@ -100,6 +100,61 @@ def test_the_soak_tells_the_killed_backends_errors_from_others():
     assert report.kill_errors() == (1, 2) and not report.passed
     assert not soak_report(host, gpu, killed=300.0, back=None).passed
     assert soak_report(host, gpu).kill_errors() == (0, 0) and soak_report(host, gpu).passed
+
+
+def test_the_soak_says_what_the_other_errors_were():
+    """The errors outside the kill's window are told apart from the killed backend's: counted before the kill and
+    after the reload's grace (5 s), the first 20 kept with their times and messages, and counted by kind (the
+    message without its request number); the summary line names the first of them."""
+    host, gpu = [1000] * 5, [None] * 5
+    unhealthy = "[StatusCode.INTERNAL] Stub process 'tiny_0_1' is not healthy."
+    refused = "[StatusCode.UNAVAILABLE] failed to connect to all addresses"
+    before = [(12.5 + i, f"request {i}: {refused}") for i in range(3)]
+    own = [(300.2, f"request 50: {unhealthy}"), (309.9, f"request 51: {unhealthy}")]  # back at 305: own until 310
+    after = [(310.5 + i, f"request {100 + i}: {unhealthy}") for i in range(25)]
+    seen = before + own + after
+    report = soak_report(
+        host, gpu, error_times=[t for t, _ in seen], errors=[e for _, e in seen], killed=300.0, back=305.0
+    )
+    assert report.kill_errors() == (2, 28) and not report.passed
+    s = report.summary()
+    assert s["errors_of_the_killed_backend"] == 2 and s["other_errors"] == 28
+    assert s["other_errors_before_kill"] == 3 and s["other_errors_after_recovery"] == 25
+    kept = before + after[:17]  # the first 20 of the others, in the order seen
+    assert s["first_other_errors"] == [{"t_s": t, "error": e} for t, e in kept]
+    assert s["other_error_kinds"] == {unhealthy: 25, refused: 3}
+    assert (
+        "28 other errors (3 before the kill, 25 after the reload + 5 s; the first at 12.5 s: request 0: "
+        "[StatusCode.UNAVAILABLE] failed to connect to all addresses)" in report.line()
+    )
+    # Without a kill every error is another's, all before it; the line has no split to tell.
+    report = soak_report(host, gpu, error_times=[7.0], errors=[f"request 3: {refused}"])
+    s = report.summary()
+    assert (s["other_errors"], s["other_errors_before_kill"], s["other_errors_after_recovery"]) == (1, 1, 0)
+    assert f"1 other errors (the first at 7.0 s: request 3: {refused})" in report.line()
+    s = soak_report(host, gpu, killed=300.0, back=305.0).summary()
+    assert s["other_errors"] == 0 and s["first_other_errors"] == [] and s["other_error_kinds"] == {}
+
+
+def test_the_soak_says_whether_the_old_version_was_unloaded():
+    """The reload's record (whether Triton unloaded the old version, how long after) reaches the summary and its
+    line: unloaded, not unloaded within the wait (its memory stays), or not known when the soak ended first."""
+    host, gpu = [1000] * 5, [None] * 5
+    report = soak_report(host, gpu, killed=300.0, back=305.0)
+    report.old_version_unloaded, report.old_version_unloaded_after_s, report.unload_wait_s = True, 1.2, 60.0
+    s = report.summary()
+    assert (s["old_version_unloaded"], s["old_version_unloaded_after_s"], s["old_version_unload_wait_s"]) == (
+        True,
+        1.2,
+        60.0,
+    )
+    assert "(retried); the old version unloaded 1.2 s after the reload;" in report.line()
+    report.old_version_unloaded, report.old_version_unloaded_after_s = False, None
+    assert report.summary()["old_version_unloaded"] is False
+    assert "the old version NOT unloaded within 60 s of the reload (its memory stays)" in report.line()
+    report.old_version_unloaded = None
+    assert "whether the old version was unloaded is not known (the soak ended first)" in report.line()
+    assert "old version" not in soak_report(host, gpu).line()  # no kill, no reload
 
 
 def test_the_loads_error_times_count_from_the_callers_clock():

@@ -356,6 +356,67 @@ def test_loading_phase_reads_the_server_log():
     assert server.loading_phase(start + ours + done) == "models loaded, starting the endpoints"
 
 
+# Triton 2.51's lines when the stub watch reloaded a model whose stub was killed, as a CPU run wrote them: the reload's
+# load, then the old version's unload.
+RELOADED = (
+    'I1206 08:23:14.180156 16072 model_lifecycle.cc:472] "loading: digits_std:1"\n'
+    "I1206 08:23:16.074747 16072 model_lifecycle.cc:839] \"successfully loaded 'digits_std'\"\n"
+)
+UNLOADED = "I1206 08:23:17.077625 16072 model_lifecycle.cc:624] \"successfully unloaded 'digits_std' version 1\"\n"
+
+
+def test_the_watch_records_whether_the_old_version_was_unloaded(tmp_path):
+    """After a reload, the server's log written since it began says whether Triton unloaded the old version: its
+    unload line gives True and the seconds from the reload's load line (by the lines' own times); without one it is
+    not known until unload_wait_s has passed, then False. An unload line from before the reload, of another model, or
+    after the model's next reload (that one's old version) is not this reload's."""
+    import time
+
+    log_file = tmp_path / "server.log"
+    log_file.write_text(UNLOADED.replace("08:23:17", "08:20:00"))  # an earlier reload's
+    launcher = server.TritonServer(tmp_path, log_file=log_file)
+    launcher.unload_wait_s = 60.0
+
+    def reloaded(text, seconds_ago=0.0):
+        offset = log_file.stat().st_size
+        with open(log_file, "a") as log:
+            log.write(text)
+        recovery = server.Recovery("digits_std", 4321, 2.0, None, offset, time.monotonic() - seconds_ago)
+        launcher.recoveries.append(recovery)
+        return recovery
+
+    first = reloaded(RELOADED + UNLOADED.replace("digits_std", "digits"))
+    launcher.follow_unloads()
+    assert first.old_version_unloaded is None and first.unloaded_after_s is None  # not yet, and not for long
+    with open(log_file, "a") as log:
+        log.write(UNLOADED)
+    launcher.follow_unloads()
+    assert first.old_version_unloaded is True and first.unloaded_after_s == pytest.approx(1.0)  # 17.08 - 16.07
+    assert first.as_dict() == {
+        "model": "digits_std",
+        "killed_pid": 4321,
+        "reload_s": 2.0,
+        "error": None,
+        "old_version_unloaded": True,
+        "old_version_unloaded_after_s": 1.0,
+    }
+    stuck = reloaded(RELOADED, seconds_ago=61.0)  # its unload line never came within the wait
+    failed = reloaded(RELOADED)
+    failed.error = "could not reload model digits_std: not loaded within 300 s"
+    later = reloaded(RELOADED + UNLOADED)  # the next reload's old version
+    launcher.follow_unloads()
+    assert stuck.old_version_unloaded is False and stuck.unloaded_after_s is None
+    assert failed.old_version_unloaded is None  # a failed reload has no old version to follow
+    assert later.old_version_unloaded is True
+    # A reload across midnight, and the unload logged before the load line (the old version let go first).
+    assert server.old_version_unload(
+        RELOADED.replace("08:23:16", "23:59:59") + UNLOADED.replace("08:23:17", "00:00:00"), "digits_std"
+    ) == (True, 1.0)
+    first_unloaded = UNLOADED.replace("08:23:17.077625", "08:23:16.074001")
+    assert server.old_version_unload(first_unloaded + RELOADED, "digits_std") == (True, 0.0)
+    assert server.old_version_unload(RELOADED, "digits_std") == (False, None)
+
+
 def test_a_refused_start_leaves_no_temporary_folder(tmp_path, monkeypatch):
     """A server refused before it starts (here: a repository without a model) makes no tritonserver-* folder for
     its log; one that starts makes it then."""

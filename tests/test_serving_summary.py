@@ -139,3 +139,44 @@ def test_rounds_inside_one_run_the_gpus_run_and_the_split_before(tmp_path):
     (tmp_path / "load_onnxruntime_tiny_shm-cuda_gpus0.json").write_text(json.dumps(gpus))
     [line] = [line for line in serving_summary.summarize(tmp_path)["targets"] if "--gpus 0" in line]
     assert line.endswith("0.79x, DISAGREE (within 10%)")
+
+
+def test_the_soak_says_what_its_other_errors_were_and_whether_the_old_version_went(tmp_path):
+    """A soak with errors outside the kill's window and an old version never unloaded after the reload: the target's
+    line splits the other errors (before the kill, after the reload) and says the old version stayed; the markdown
+    lists the errors kept, with their times, and their kinds. A soak written before these were recorded reads as
+    before."""
+    report = soak_report(0.317, other_errors=3)
+    first = [
+        {"t_s": 120.5, "error": "request 7: [StatusCode.UNAVAILABLE] failed to connect"},
+        {"t_s": 400.25, "error": "request 9001: [StatusCode.INTERNAL] Stub process 'tiny_0_2' is not healthy."},
+        {"t_s": 401.0, "error": "request 9002: [StatusCode.INTERNAL] Stub process 'tiny_0_2' is not healthy."},
+    ]
+    report["soak"].update(
+        other_errors_before_kill=1,
+        other_errors_after_recovery=2,
+        first_other_errors=first,
+        other_error_kinds={
+            "[StatusCode.INTERNAL] Stub process 'tiny_0_2' is not healthy.": 2,
+            "[StatusCode.UNAVAILABLE] failed to connect": 1,
+        },
+        old_version_unloaded=False,
+        old_version_unloaded_after_s=None,
+        old_version_unload_wait_s=60.0,
+    )
+    (tmp_path / "soak_torch-cuda_tiny.json").write_text(json.dumps(report))
+    (tmp_path / "soak_onnxruntime_tiny.json").write_text(json.dumps(soak_report(0.001, other_errors=2)))
+    summary = serving_summary.summarize(tmp_path)
+    lines = {line.split(":")[0]: line for line in summary["targets"] if "soak of" in line}
+    assert (
+        "3 other errors (1 before the kill, 2 after the reload) (300 of the killed backend, retried); the old version "
+        "NOT unloaded within 60 s of the reload; memory growth" in lines["torch-cuda_tiny"]
+    )
+    assert lines["torch-cuda_tiny"].endswith("NOT met")
+    assert "2 other errors (300 of the killed backend, retried); memory growth" in lines["onnxruntime_tiny"]
+    markdown = serving_summary.markdown(summary)
+    assert "- 400.25 s: request 9001: [StatusCode.INTERNAL] Stub process 'tiny_0_2' is not healthy.\n" in markdown
+    assert "By kind: 2 x [StatusCode.INTERNAL] Stub process 'tiny_0_2' is not healthy.; 1 x [StatusCode" in markdown
+    assert (
+        "300 errors of its requests, 3 others (1 before the kill, 2 after the reload); the old version NOT" in markdown
+    )

@@ -72,6 +72,9 @@ SHM_PREFIX = "triton_python_backend_shm_region_"  # the Python backend's shared-
 DRAINED = "All models are stopped"  # Triton's log line once no request waits in a queue after SIGTERM (server.cc)
 FINALIZED = ": finalized"  # our model's log line once its instance has run its last batch (python_model.py)
 FLUSH_S = 1.0  # then time for the endpoints to send the last answers (0.85 s seen on a busy 2-core machine)
+# How long after a reload the old version has to log its unload before it counts as not unloaded (a healthy one took
+# 1-2 s on a CPU, its stubs finalizing; docs/serving.md, "The soak").
+UNLOAD_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -276,6 +279,66 @@ _LOADING = re.compile(r'"loading: ([^:"]+):\d+"')
 # The line our Python backend logs once its runtime is loaded (wtconv_serving/runners/python_model.py).
 _RUNTIME_LOADED = re.compile(r'"([^":]+): runtime ([\w-]+),.*\(loaded in ([\d.]+) s\)"')
 _LOADED = re.compile(r"successfully loaded '([^']+)'")
+# Triton's line once a version of a model is unloaded: written when the version's model object is destroyed, which is
+# only after every request and instance holding it has let it go (Triton 2.51, model_lifecycle.cc; docs/serving.md,
+# "The soak"). Its log lines begin with the level, the date and the time of day: I1206 08:23:11.051506.
+_UNLOADED = "successfully unloaded '{model}' version "
+_LINE_TIME = re.compile(r"^[IWE]\d{4} (\d\d):(\d\d):(\d\d(?:\.\d+)?) ")
+
+
+def _time_of_day(line: str) -> float | None:
+    match = _LINE_TIME.match(line)
+    return None if match is None else int(match[1]) * 3600 + int(match[2]) * 60 + float(match[3])
+
+
+def old_version_unload(log_since_reload: str, model: str) -> tuple[bool, float | None]:
+    """Whether the server log written since a reload of ``model`` began says a version of it was unloaded, and how
+    many seconds after the reload's "successfully loaded" line (by the lines' own times; 0 when the unload came first,
+    None when either line has no time). The reload loads the new version beside the old one and then lets the old one
+    go, so an unload line after the reload began is the old version's."""
+    loaded_line = unloaded_line = None
+    unloaded = _UNLOADED.format(model=model)
+    loaded = f"successfully loaded '{model}'"
+    for line in log_since_reload.splitlines():
+        if loaded_line is None and loaded in line:
+            loaded_line = line
+        if unloaded_line is None and unloaded in line:
+            unloaded_line = line
+    if unloaded_line is None:
+        return False, None
+    loaded_at, unloaded_at = _time_of_day(loaded_line or ""), _time_of_day(unloaded_line)
+    if loaded_at is None or unloaded_at is None:
+        return True, None
+    after = unloaded_at - loaded_at
+    if after < -43200:  # the day turned between the two lines
+        after += 86400
+    return True, round(max(0.0, after), 2)
+
+
+@dataclass
+class Recovery:
+    """One reload of a model whose backend stub died (TritonServer.watch), and whether Triton then unloaded the old
+    version: True once its log says so, False when it has not said so ``unload_wait_s`` after the reload, None until
+    then (and for a reload that failed)."""
+
+    model: str
+    killed_pid: int
+    reload_s: float  # from noticing the dead stub to the model loaded again
+    error: str | None  # why the reload failed, None when it did not
+    log_offset: int  # the server log's size in bytes when the reload began
+    reloaded_at: float  # time.monotonic() when the reload ended
+    old_version_unloaded: bool | None = None
+    unloaded_after_s: float | None = None  # from the reload's "successfully loaded" line to the unload line
+
+    def as_dict(self) -> dict:
+        return {
+            "model": self.model,
+            "killed_pid": self.killed_pid,
+            "reload_s": round(self.reload_s, 2),
+            "error": self.error,
+            "old_version_unloaded": self.old_version_unloaded,
+            "old_version_unloaded_after_s": self.unloaded_after_s,
+        }
 
 
 def loading_phase(log_text: str) -> str:
@@ -362,7 +425,8 @@ class TritonServer:
         self.install = install
         self.drain_s = float(drain_s)
         self.process: subprocess.Popen | None = None
-        self.recoveries: list = []  # (model, dead stub pid, seconds to reload, error or None)
+        self.recoveries: list[Recovery] = []  # the watch's reloads of models whose backend died
+        self.unload_wait_s = UNLOAD_WAIT_S  # how long after a reload the old version may take to unload
         self.shm_regions: set = set()  # names in /dev/shm of this server's backend stubs
         self.ready = False  # it answered /v2/health/ready: stop drains its requests in flight
         self._watch_stop = threading.Event()
@@ -459,11 +523,20 @@ class TritonServer:
             raise
         return self
 
-    def log_text(self) -> str:
+    def log_text(self, since: int = 0, until: int | None = None) -> str:
+        """The server's log, from byte ``since`` on, up to byte ``until`` (sizes log_size returned; None: its end)."""
         try:
-            return self.log_file.read_text(errors="replace")
-        except (OSError, AttributeError):  # AttributeError: not started, no log file yet
+            with open(self.log_file, "rb") as file:
+                file.seek(since)
+                return file.read(-1 if until is None else max(0, until - since)).decode(errors="replace")
+        except (OSError, TypeError):  # TypeError: not started, no log file yet
             return ""
+
+    def log_size(self) -> int:
+        try:
+            return self.log_file.stat().st_size
+        except (OSError, AttributeError):
+            return 0
 
     def is_ready(self) -> bool:
         try:
@@ -586,7 +659,8 @@ class TritonServer:
 
     def watch(self, interval: float = 0.5) -> TritonServer:
         """Start a thread that notices a backend stub that died (killed, crashed, out of memory) and reloads its
-        model, so the model serves again; each recovery is logged and kept in ``recoveries``."""
+        model, so the model serves again; each recovery is logged and kept in ``recoveries`` (a Recovery), where the
+        thread then records whether Triton unloaded the old version (follow_unloads)."""
         if self.model_control != "poll":
             raise ServingError("recovering a model whose backend died needs model_control='poll'")
         if self._watcher is None:
@@ -608,6 +682,7 @@ class TritonServer:
             if self.process is None or self.process.poll() is not None:
                 return
             self.note_shm_regions()
+            self.follow_unloads()
             now = self.stubs()
             gone = {pid: model for pid, model in known.items() if pid not in now and model}
             known = now
@@ -620,15 +695,38 @@ class TritonServer:
                 crashed[model] = crashed.get(model, 0) + count
                 pid = next(p for p, m in gone.items() if m == model)
                 log.warning("the backend stub of model %s (pid %d) died; reloading the model", model, pid)
-                start = time.monotonic()
+                start, offset = time.monotonic(), self.log_size()
                 try:
                     self.reload(model)
                     error = None
                 except (ServingError, OSError) as failure:
                     error = str(failure)
                     log.error("reloading model %s failed: %s", model, error)
-                self.recoveries.append((model, pid, time.monotonic() - start, error))
+                end = time.monotonic()
+                self.recoveries.append(Recovery(model, pid, end - start, error, offset, end))
                 known = self.stubs()
+
+    def follow_unloads(self) -> None:
+        """Record, for each reload whose old version is not known to be unloaded yet, whether the server's log since
+        the reload (up to the model's next reload, whose own old version would log the same line) says it was
+        (old_version_unload), or False once ``unload_wait_s`` has passed without it. The watch calls this every
+        interval; it reads only the log written since such reloads."""
+        for index, recovery in enumerate(self.recoveries):
+            if recovery.error is not None or recovery.old_version_unloaded is not None:
+                continue
+            later = [r.log_offset for r in self.recoveries[index + 1 :] if r.model == recovery.model]
+            text = self.log_text(recovery.log_offset, later[0] if later else None)
+            unloaded, after_s = old_version_unload(text, recovery.model)
+            if unloaded:
+                recovery.old_version_unloaded, recovery.unloaded_after_s = True, after_s
+                log.info("model %s: the old version was unloaded %s s after the reload", recovery.model, after_s)
+            elif time.monotonic() - recovery.reloaded_at >= self.unload_wait_s:
+                recovery.old_version_unloaded = False
+                log.warning(
+                    "model %s: the old version was not unloaded within %g s of the reload (its memory stays)",
+                    recovery.model,
+                    self.unload_wait_s,
+                )
 
     def _unfinalized(self, model: str, ended: int, wait_s: float = 2.0) -> int:
         """How many of ``ended`` stubs of ``model`` (those not already taken for crashes) ended without finalizing:
@@ -733,6 +831,7 @@ def is_loopback(host: str) -> bool:
 
 
 __all__ = [
+    "Recovery",
     "ServerInstall",
     "TritonServer",
     "find_server",
@@ -743,6 +842,7 @@ __all__ = [
     "port_in_use",
     "first_error",
     "loading_phase",
+    "old_version_unload",
     "is_loopback",
     "INSTALL_HINT",
     "MODEL_CONTROLS",

@@ -10,6 +10,11 @@ while two threads watch:
 - with ``kill_backend``, the killer: halfway through, SIGKILL to the model's backend stubs; the server's watch
   (wtconv_serving.server.launcher) loads the model again, and the requests that met the dead stub are retried.
 
+What it reports besides: the errors that were not the killed backend's (how many before the kill and after the
+reload's grace, the first OTHER_ERRORS_KEPT with their times and messages, how many of each kind), and whether Triton
+unloaded the model's old version after the reload (wtconv_serving.server.launcher.Recovery): a version not unloaded
+keeps its memory in the server.
+
 What passes (SoakReport.passed): no request lost, failed or mismatched; no error but those of the killed backend's
 own requests (seen between the kill and a few seconds after the reload, and retried); the backend reloaded when it
 was killed; and the memory grown by at most MEMORY_GROWTH from the first sample at ``settle_s`` (minute 2, or a
@@ -20,11 +25,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +42,9 @@ __all__ = ["MEMORY_GROWTH", "SoakReport", "gpu_memory_mib", "kill_backend", "pro
 MEMORY_GROWTH = 0.02  # the most the memory may grow from the settled sample to the last
 KILL_GRACE_S = 5.0  # after the reload, errors still count as the killed backend's for this long
 SETTLE_S = 120.0  # the sample growth is measured from (a fifth of a shorter soak)
+OTHER_ERRORS_KEPT = 20  # the errors not of the killed backend kept with their times and messages, the first ones
+ERROR_KINDS_KEPT = 10  # the most frequent kinds of those errors counted (a message without its request number)
+_REQUEST = re.compile(r"^request \d+: ")  # how check.run_load begins an error's message
 
 
 def process_rss_mib(pids) -> float:
@@ -85,8 +95,10 @@ def kill_backend(server, model: str) -> list[int]:
 @dataclass
 class SoakReport:
     """What a soak saw: the load's counts (a check.LoadReport), the memory samples ({"t_s", "host_rss_mib" (the server
-    and its stubs; "server_rss_mib" and "stubs_rss_mib" apart), "gpu_memory_mib"}), and when the backend was killed
-    and was back (seconds from the start)."""
+    and its stubs; "server_rss_mib" and "stubs_rss_mib" apart), "gpu_memory_mib"}), when the backend was killed
+    and was back (seconds from the start), and whether Triton then unloaded the model's old version (the server's
+    Recovery: None while not known, False when its log did not say so within unload_wait_s of the reload) and how
+    many seconds after the reload's load."""
 
     load: object  # check.LoadReport
     duration_s: float
@@ -95,18 +107,40 @@ class SoakReport:
     killed_at_s: float | None = None
     recovered_at_s: float | None = None
     recovery_error: str | None = None
+    old_version_unloaded: bool | None = None
+    old_version_unloaded_after_s: float | None = None
+    unload_wait_s: float | None = None
 
     @property
     def settle_s(self) -> float:
         return min(SETTLE_S, self.duration_s / 5)
 
+    def _phase(self, t: float) -> str:
+        """When an error seen at ``t`` s was: "before" the kill (any time without one), "kill" (the killed backend's
+        own: from the kill to KILL_GRACE_S after the reload) or "after"."""
+        if self.killed_at_s is None or t < self.killed_at_s:
+            return "before"
+        end = (self.recovered_at_s if self.recovered_at_s is not None else float("inf")) + KILL_GRACE_S
+        return "kill" if t <= end else "after"
+
     def kill_errors(self) -> tuple[int, int]:
         """(errors of the killed backend's own requests, any other errors): by when each was seen."""
-        if self.killed_at_s is None:
-            return 0, len(self.load.errors)
-        end = (self.recovered_at_s if self.recovered_at_s is not None else float("inf")) + KILL_GRACE_S
-        own = sum(self.killed_at_s <= t <= end for t in self.load.error_times)
+        own = sum(self._phase(t) == "kill" for t in self.load.error_times)
         return own, len(self.load.error_times) - own
+
+    def other_errors(self) -> dict:
+        """The errors not of the killed backend: how many were seen before the kill (all of them without one) and
+        after the reload's grace; the first OTHER_ERRORS_KEPT as {"t_s" (the soak's clock), "error"}; and
+        {message without its request number: count} of the ERROR_KINDS_KEPT most frequent."""
+        load = self.load
+        others = [(t, e) for t, e in zip(load.error_times, load.errors, strict=True) if self._phase(t) != "kill"]
+        kinds = Counter(_REQUEST.sub("", e) for _, e in others)
+        return {
+            "before_kill": sum(self._phase(t) == "before" for t, _ in others),
+            "after_recovery": sum(self._phase(t) == "after" for t, _ in others),
+            "first": [{"t_s": round(t, 2), "error": e} for t, e in others[:OTHER_ERRORS_KEPT]],
+            "kinds": dict(kinds.most_common(ERROR_KINDS_KEPT)),
+        }
 
     def memory_growth(self) -> dict:
         """{"host": growth, "gpu": growth or None}: from the first sample at settle_s or later to the last, as a
@@ -137,6 +171,7 @@ class SoakReport:
 
     def summary(self) -> dict:
         own, others = self.kill_errors()
+        other = self.other_errors()
         growth = self.memory_growth()
         return {
             **self.load.summary(),
@@ -146,6 +181,13 @@ class SoakReport:
             "recovery_error": self.recovery_error,
             "errors_of_the_killed_backend": own,
             "other_errors": others,
+            "other_errors_before_kill": other["before_kill"],
+            "other_errors_after_recovery": other["after_recovery"],  # after the reload and KILL_GRACE_S
+            "first_other_errors": other["first"],
+            "other_error_kinds": other["kinds"],
+            "old_version_unloaded": self.old_version_unloaded,
+            "old_version_unloaded_after_s": self.old_version_unloaded_after_s,
+            "old_version_unload_wait_s": self.unload_wait_s,
             "memory_samples": self.samples,
             "memory_settle_s": round(self.settle_s, 1),
             "memory_growth": {k: None if v is None else round(v, 4) for k, v in growth.items()},
@@ -157,16 +199,36 @@ class SoakReport:
         growth = ", ".join(f"{k} {v:+.1%}" for k, v in s["memory_growth"].items() if v is not None) or "not sampled"
         killed = (
             f"; backend killed at {s['backend_killed_at_s']} s, back at {s['backend_back_at_s']} s, "
-            f"{s['errors_of_the_killed_backend']} errors of its requests (retried)"
+            f"{s['errors_of_the_killed_backend']} errors of its requests (retried){self._unload_words()}"
             if self.kill_asked
             else ""
         )
+        others = f"{s['other_errors']} other errors"
+        if s["other_errors"]:
+            first = s["first_other_errors"][0]
+            split = (
+                f"{s['other_errors_before_kill']} before the kill, {s['other_errors_after_recovery']} after the "
+                f"reload + {KILL_GRACE_S:g} s; "
+                if self.killed_at_s is not None
+                else ""
+            )
+            others += f" ({split}the first at {first['t_s']} s: {first['error']})"
         return (
             f"soak: {s['duration_s']:g} s, {s['requests']} requests x batch {'/'.join(map(str, self.load.batch_sizes))}"
             f" from {self.load.concurrency} clients: {s['completed']} ok, {s['failed']} failed, {s['lost']} lost, "
-            f"{s['mismatched']} mismatched, {s['other_errors']} other errors{killed}; memory growth from "
+            f"{s['mismatched']} mismatched, {others}{killed}; memory growth from "
             f"{s['memory_settle_s']:g} s: {growth}"
         )
+
+    def _unload_words(self) -> str:
+        if self.recovered_at_s is None or self.recovery_error is not None:
+            return ""
+        if self.old_version_unloaded:
+            after = self.old_version_unloaded_after_s
+            return "; the old version unloaded" + (f" {after:g} s after the reload" if after is not None else "")
+        if self.old_version_unloaded is False:
+            return f"; the old version NOT unloaded within {self.unload_wait_s:g} s of the reload (its memory stays)"
+        return "; whether the old version was unloaded is not known (the soak ended first)"
 
 
 def _round(value):
@@ -198,6 +260,7 @@ def run_soak(
     from wtconv_serving.traffic.check import run_load
 
     report = SoakReport(load=None, duration_s=float(duration_s), kill_asked=bool(kill))
+    recovery = []  # the server's Recovery of the kill
     done = threading.Event()
     t0 = time.monotonic()
 
@@ -230,7 +293,8 @@ def run_soak(
             time.sleep(0.1)
         if len(server.recoveries) > before:
             report.recovered_at_s = time.monotonic() - t0
-            report.recovery_error = server.recoveries[-1][3]
+            recovery.append(server.recoveries[-1])
+            report.recovery_error = recovery[0].error
         else:
             report.recovery_error = f"the model was not loaded again within {reload_timeout_s:g} s"
 
@@ -264,4 +328,9 @@ def run_soak(
         for thread in watchers:
             thread.join(reload_timeout_s if thread.name == "soak-killer" else 5.0)
     sample()
+    if recovery:
+        server.follow_unloads()  # the watch's last look may be an interval old
+        report.old_version_unloaded = recovery[0].old_version_unloaded
+        report.old_version_unloaded_after_s = recovery[0].unloaded_after_s
+        report.unload_wait_s = server.unload_wait_s
     return report

@@ -152,6 +152,7 @@ def run_load_test(
         "soak": None,
     }
     reports, passed = [], True
+    check_recoveries = []  # the server's Recovery of the check's kill
     protocols = ["grpc", "http"] if protocol == "both" else [protocol]
     for each in protocols if requests else []:
         killing = kill_backend and not soak_s and each == protocols[0]
@@ -176,11 +177,8 @@ def run_load_test(
         )
         if killer is not None:
             killer.wait_recovered()
-            report["recoveries"] = [
-                {"model": m, "killed_pid": pid, "reload_s": round(s, 2), "error": e}
-                for m, pid, s, e in server.recoveries
-            ]
-            passed &= killer.killed and bool(server.recoveries) and all(r[3] is None for r in server.recoveries)
+            check_recoveries = list(server.recoveries)
+            passed &= killer.killed and bool(check_recoveries) and all(r.error is None for r in check_recoveries)
         reports.append(load)
         report["check"].append({**load.summary(), "backend_killed": bool(killer and killer.killed)})
         passed &= load.failed == 0 and load.lost == 0 and load.mismatched == 0
@@ -229,6 +227,9 @@ def run_load_test(
                     summary["latency_ms"]["p99"],
                     summary["served_over_direct"],
                 )
+    if check_recoveries:  # now, after the direct runs and the sweep: Triton has had time to unload the old version
+        server.follow_unloads()
+        report["recoveries"] = [r.as_dict() for r in check_recoveries]
     soak = None
     if soak_s:
         soak = _soak(
