@@ -281,7 +281,10 @@ _RUNTIME_LOADED = re.compile(r'"([^":]+): runtime ([\w-]+),.*\(loaded in ([\d.]+
 _LOADED = re.compile(r"successfully loaded '([^']+)'")
 # Triton's line once a version of a model is unloaded: written when the version's model object is destroyed, which is
 # only after every request and instance holding it has let it go (Triton 2.51, model_lifecycle.cc; docs/serving.md,
-# "The soak"). Its log lines begin with the level, the date and the time of day: I1206 08:23:11.051506.
+# "The soak"). After a stub that died with requests in flight the line never comes: the Python backend does not delete
+# those requests' response factories, each holding a reference to the version (its python_be.cc, ProcessRequests
+# returning when the stub's answer fails; docs/serving.md, "The soak"), so only a restart of the server frees it.
+# Its log lines begin with the level, the date and the time of day: I1206 08:23:11.051506.
 _UNLOADED = "successfully unloaded '{model}' version "
 _LINE_TIME = re.compile(r"^[IWE]\d{4} (\d\d):(\d\d):(\d\d(?:\.\d+)?) ")
 
@@ -723,7 +726,8 @@ class TritonServer:
             elif time.monotonic() - recovery.reloaded_at >= self.unload_wait_s:
                 recovery.old_version_unloaded = False
                 log.warning(
-                    "model %s: the old version was not unloaded within %g s of the reload (its memory stays)",
+                    "model %s: the old version was not unloaded within %g s of the reload (its memory stays until "
+                    "the server restarts: a stub that dies with requests in flight leaves it referenced)",
                     recovery.model,
                     self.unload_wait_s,
                 )
