@@ -263,6 +263,16 @@ def test_the_session_rounds_step_plans_both_runtimes_rounds_and_the_gpus_run(tmp
     assert (tmp_path / "out" / "rounds" / "serving_results.md").is_file()
 
 
+def test_the_rounds_pass_more_serve_options_to_every_served_run(tmp_path):
+    result = dry_run_session(tmp_path, "rounds", SERVE_ARGS="--buckets 1,2,4,8,16,32,64,96,128")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    [logs] = list(tmp_path.glob("tmp.*/logs"))
+    served = sorted(logs.glob("serve_*.log"))
+    assert len(served) == 4
+    for log in served:
+        assert " --buckets 1,2,4,8,16,32,64,96,128 " in log.read_text(), log.name
+
+
 def test_a_binary_wheels_libraries_are_used_where_they_are(tmp_path):
     """Prebuilt libraries named by WTCONV_KERNELS_LIB / WTCONV_ORT_LIB are used, no build; the folder of a wheel's
     libwtconv_ort.so, which loads libwtconv_kernels.so beside it, goes on LD_LIBRARY_PATH for the op library's copy

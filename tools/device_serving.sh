@@ -45,7 +45,8 @@
 # EXTRA_PROCESS (1: 0 leaves out the busiest point again with one more client process), GPUS_SWEEP ($SWEEP: the
 # --gpus run's sweep), ONNX_DIR (the exports' folder, default the run's own; an export already there is reused),
 # BEFORE (the committed figures the summary compares Triton's split of an execution with:
-# docs/bench/serving_gpu_4instances.json). WTCONV_KERNELS_LIB and WTCONV_ORT_LIB name prebuilt libraries (with
+# docs/bench/serving_gpu_4instances.json), SERVE_ARGS (more `serve` options for the main and the --gpus runs, several
+# words, e.g. "--buckets 1,2,4,8,16,32,64,96,128" to measure another bucket set). WTCONV_KERNELS_LIB and WTCONV_ORT_LIB name prebuilt libraries (with
 # SKIP_BUILD=1), e.g. an installed binary wheel's <site>/wtconv_libs/lib/libwtconv_{kernels_capi,ort}.so.
 # With PYV=3.11 RUNTIME=onnxruntime
 # DEVICE=cpu the same script runs on a CPU machine (the digits model, small settings, WTCONV_ORT_LIB to a built
@@ -81,6 +82,7 @@ SOAK=${SOAK:-0}
 SOAK_RUNTIMES=${SOAK_RUNTIMES:-$RUNTIMES}
 POINT_ROUNDS=${POINT_ROUNDS:-1}
 EXTRA_PROCESS=${EXTRA_PROCESS:-1}
+read -r -a serve_args <<< "${SERVE_ARGS:-}"
 GPUS_SWEEP=${GPUS_SWEEP:-$SWEEP}
 BEFORE=${BEFORE:-docs/bench/serving_gpu_4instances.json}
 
@@ -285,6 +287,7 @@ for model in $MODELS; do
     [ "$MAIN" = 1 ] || break
     options=(--sweep "$(repeated "$SWEEP" "$POINT_ROUNDS")" --mix 1,2,4,8,16,32,64)  # WTConvNeXt-T: the targets
     [ "$model" = digits ] && options=(--sweep "${SWEEP_DIGITS:-16,256}" --mix 1,2,4,8,16,32,64 --kill-backend)
+    options+=("${serve_args[@]}")
     for runtime in $RUNTIMES; do
         for mode in $SHARED_MEMORY; do
             for round in $(seq 1 "$ROUNDS"); do
@@ -306,6 +309,7 @@ for model in $MODELS; do
     [ "$MAIN" = 1 ] && [ -n "$GPUS" ] || break
     options=(--sweep "$GPUS_SWEEP" --mix 1,2,4,8,16,32,64)
     [ "$model" = digits ] && options=(--sweep "${SWEEP_DIGITS:-16,256}" --mix 1,2,4,8,16,32,64)
+    options+=("${serve_args[@]}")
     for runtime in $RUNTIMES; do
         tag=${runtime}_$model${variant}_gpus${GPUS//,/-}
         # the first one's time guessed at half the longest: the same load and check, a sweep of a few points
