@@ -213,12 +213,10 @@ bool measuredFaster(WTConvParams const& p, FixedPlanePlan const& plan)
     }
     if (p.height == 56)
     {
-        // channels-last: only where kernel 1 has no cluster mode (C or the pitch not a multiple of 8; it then reads
-        // and writes each channel's plane with a pitch of C elements) and the blocks fill the GPU
-        int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+        // channels-last: only where kernel 1 has no cluster mode (clusterLayout; it then reads and writes each
+        // channel's plane with a pitch of C elements) and the blocks fill the GPU
         int64_t const sms = smCount();
-        return (p.channels % 8 != 0 || pitch % 8 != 0) && sms > 0
-            && plan.args.grid.x * int64_t{plan.args.grid.y} >= sms;
+        return !clusterLayout(p) && sms > 0 && plan.args.grid.x * int64_t{plan.args.grid.y} >= sms;
     }
     int64_t const rows = plan.args.grid.y;
     int64_t const items = (p.batch + rows - 1) / rows; // the items the first blocks take

@@ -425,7 +425,7 @@ template <typename T>
 cudaError_t tiledChannelsLast(WTConvParams const& p, TiledBuffers const& buf, cudaStream_t stream);
 
 // The I/O fields of the whole-plane kernel's arguments: pointers, layout strides, and whether channels-last I/O
-// is aligned for the cluster mode (C and the pitch multiples of 8, 16-byte aligned tensors).
+// allows the cluster mode (clusterLayout).
 void setPlaneIo(SmallArgs& a, WTConvParams const& p, int64_t ho, int64_t wo)
 {
     a.src = p.input;
@@ -436,9 +436,7 @@ void setPlaneIo(SmallArgs& a, WTConvParams const& p, int64_t ho, int64_t wo)
     a.inStrides = ioStrides(p, p.height, p.width);
     a.outStrides = ioStrides(p, ho, wo);
     a.channelFastest = p.layout == Layout::kNHWC;
-    int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
-    a.clusterOk = p.layout == Layout::kNHWC && p.channels % kCluster == 0 && pitch % kCluster == 0
-        && reinterpret_cast<uintptr_t>(p.input) % 16 == 0 && reinterpret_cast<uintptr_t>(p.output) % 16 == 0;
+    a.clusterOk = clusterLayout(p);
 }
 
 template <typename T>

@@ -842,6 +842,15 @@ struct PlaneKernelState
     std::atomic<signed char> clusterRuns[kMaxDevices]{};
 };
 
+// Whether p's channels-last I/O allows the cluster mode: C and the channel pitch multiples of kCluster, 16-byte
+// aligned tensors (launchSmallKernel also needs a device and binary with thread-block clusters). Host code.
+inline bool clusterLayout(WTConvParams const& p)
+{
+    int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+    return p.layout == Layout::kNHWC && p.channels % kCluster == 0 && pitch % kCluster == 0
+        && reinterpret_cast<uintptr_t>(p.input) % 16 == 0 && reinterpret_cast<uintptr_t>(p.output) % 16 == 0;
+}
+
 // Whether `clustered` can run on `device`: compute capability >= 9.0 and the kernel compiled from sm_90+ code (a
 // build for older architectures only, JIT-compiled from their PTX, has no cluster code). Decided once per device
 // (every thread computes the same answer).
