@@ -548,3 +548,22 @@ def test_the_sessions_background_tests_and_sanitizes_the_named_builds_it_is_told
         )
         assert logged(logs, tool).endswith("build/plugin/wtconv_sanitize_runner")
     assert logged(logs, "kernel_tests").endswith("tests/test_kernels_gpu.py tests/test_model_gpu.py")
+
+
+def test_the_sessions_timed_steps_run_after_the_build_and_before_the_harness_and_the_soak(tmp_path):
+    """BACKGROUND with models and profile: the whole-model profile and ncu of build/plugin run once the build is done,
+    before the harness starts; soak-start then finds them done (timed.done) and starts."""
+    started = dry_run_session(
+        tmp_path, "start", BACKGROUND="models profile harness kernel_tests", MODELS_ARGS="--batch 128"
+    )
+    assert started.returncode == 0, started.stdout[-3000:] + started.stderr[-3000:]
+    waited = dry_run_session(tmp_path, "wait", "60")
+    assert waited.returncode == 0, waited.stdout[-3000:] + waited.stderr[-3000:]
+    state = tmp_path / "state"
+    logs = state / "logs"
+    assert logged(logs, "models") == f"python3 -m benchmarks.profile_models --out {state}/models --batch 128"
+    profile = logged(logs, "kernels_profile")
+    assert "AB_BUILDS=build LIBS=plugin STAGES=profile:plugin" in profile and "PROFILE_ARGS=--stages" in profile
+    assert (state / "timed.done").is_file()
+    timed_end = max((logs / f"{name}.rc").stat().st_mtime for name in ("build", "models", "kernels_profile"))
+    assert (logs / "harness.rc").stat().st_mtime >= timed_end

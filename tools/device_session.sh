@@ -42,7 +42,10 @@
 # Runtime op changed: the kernels' GPU tests and the harness take most of a session). "ab" first times the kernels'
 # default build against the one before the fixed-geometry kernels (tools/device_kernels.sh, build:ref with
 # -DWTCONV_FIXED_PLANES=0 and build:default, or the named builds AB_BUILD_STAGES lists, e.g. a third with
-# -DWTCONV_FIXED_PLANES=1; AB_GROUPS, AB_S), alone on the GPU, before anything else of the stage starts. The kernel
+# -DWTCONV_FIXED_PLANES=1; AB_GROUPS, AB_S), alone on the GPU, before anything else of the stage starts. "models"
+# (benchmarks/profile_models.py, MODELS_ARGS; $OUT/models once collected) and "profile" (ncu of build/plugin's
+# whole-plane kernels at the stage shapes, PROFILE_ARGS) run alone on the GPU after the build, before the harness,
+# the tests and the soak (soak-start waits for them). The kernel
 # tests and the sanitizer run on build/plugin, and also on each named build of the A/B that ALSO_TEST names (e.g.
 # "all": the kernels that build compiles in, dispatched or not); "build" builds build/plugin even when nothing else
 # of the stage needs it (ort-test and serve without a
@@ -121,19 +124,37 @@ background() {
             STAGES="${AB_BUILD_STAGES:-build:ref:-DWTCONV_FIXED_PLANES=0 build:default} ab" \
             AB_GROUPS="${AB_GROUPS:-}" AB_S="${AB_S:-}" tools/device_kernels.sh
     fi
-    # The harness builds its own trees (one per TensorRT header set) and needs no other build: it starts at once.
-    if [[ " $BACKGROUND " == *" harness "* ]]; then
+    # The harness builds its own trees (one per TensorRT header set) and needs no other build: it starts at once,
+    # unless timed steps (models, profile) follow the build: then after them.
+    local timed=0
+    [[ " $BACKGROUND " == *" models "* || " $BACKGROUND " == *" profile "* ]] && timed=1
+    if [[ " $BACKGROUND " == *" harness "* && $timed = 0 ]]; then
         stage harness env CMAKE_CUDA_ARCHITECTURES="$ARCHS" OUT="$LOGS" plugin/trt/harness/run_device.sh .trt/*/ &
     fi
-    if [[ " $BACKGROUND " != *" build "* && " $BACKGROUND " != *" kernel_tests "* && " $BACKGROUND " != *" sanitize "* ]]; then
+    if [[ " $BACKGROUND " != *" build "* && " $BACKGROUND " != *" kernel_tests "* && " $BACKGROUND " != *" sanitize "* \
+        && " $BACKGROUND " != *" models "* && " $BACKGROUND " != *" profile "* ]]; then
         wait
-        touch "$STATE/background.done"
+        touch "$STATE/timed.done" "$STATE/background.done"
         return 0
     fi
     stage build build_plugin build/plugin -DWTCONV_BUILD_PLUGIN_HARNESS=OFF -DWTCONV_ORT_WERROR=ON \
-        -DONNXRUNTIME_INCLUDE_DIR="$ORT_HEADERS" || { wait; touch "$STATE/background.done"; return 1; }
+        -DONNXRUNTIME_INCLUDE_DIR="$ORT_HEADERS" || { wait; touch "$STATE/timed.done" "$STATE/background.done"; return 1; }
     # tools/device_ort.sh reads its library from build/ort_gpu.
     mkdir -p build && ln -sfn plugin build/ort_gpu
+    # Timed, alone on the GPU before the tests and the harness start: the whole models beside timm's ConvNeXt
+    # (benchmarks/profile_models.py), then ncu of the dispatched whole-plane kernels at the stage shapes (its counts
+    # for docs/bench/README.md; the profile:<name> stage of tools/device_kernels.sh on build/plugin).
+    if [[ " $BACKGROUND " == *" models "* ]]; then
+        stage models python3 -m benchmarks.profile_models --out "$STATE/models" ${MODELS_ARGS:-}
+    fi
+    if [[ " $BACKGROUND " == *" profile "* ]]; then
+        stage kernels_profile env AB_BUILDS=build LIBS=plugin STAGES=profile:plugin OUT="$STATE/profile" \
+            LOGS="$LOGS/profile" PROFILE_ARGS="${PROFILE_ARGS:---stages}" tools/device_kernels.sh
+    fi
+    touch "$STATE/timed.done"
+    if [[ " $BACKGROUND " == *" harness "* && $timed = 1 ]]; then
+        stage harness env CMAKE_CUDA_ARCHITECTURES="$ARCHS" OUT="$LOGS" plugin/trt/harness/run_device.sh .trt/*/ &
+    fi
     if [[ " $BACKGROUND " == *" kernel_tests "* ]]; then
         stage kernel_tests python3 -m pytest -q -rs -p no:cacheprovider tests/test_kernels_gpu.py tests/test_model_gpu.py &
         for name in ${ALSO_TEST:-}; do
@@ -182,7 +203,8 @@ case ${1:-} in
         in_repo
         mkdir -p build
         export -f background
-        export LOGS STATE ARCHS ORT_HEADERS SANITIZE_S BACKGROUND CUDA_ARCHS=$ARCHS AB_BUILD_STAGES ALSO_TEST
+        export LOGS STATE ARCHS ORT_HEADERS SANITIZE_S BACKGROUND CUDA_ARCHS=$ARCHS AB_BUILD_STAGES ALSO_TEST MODELS_ARGS \
+            PROFILE_ARGS
         ORT_HEADERS=$(ort_headers)
         setsid nohup bash -c background > "$LOGS/background.log" 2>&1 < /dev/null &
         echo $! > "$STATE/background.pid"
@@ -257,11 +279,12 @@ case ${1:-} in
         ;;
     soak-start)
         [ -f "$SOAK_STATE/started" ] && { echo "the soak was already started"; soak_results; exit 0; }
-        # the libraries of a background build still under way (a timed A/B before it, say): waited for, as long as
-        # this call may wait
+        # the libraries of a background build still under way (a timed A/B before it, say) and the timed steps
+        # after it (models, profile): waited for, as long as this call may wait
         start=$SECONDS
-        while { [ ! -f "$WTCONV_KERNELS_LIB" ] || [ ! -f "$WTCONV_ORT_LIB" ]; } && [ ! -f "$LOGS/build.rc" ] \
-            && [ -f "$STATE/background.pid" ] && [ ! -f "$STATE/background.done" ] && [ $((SECONDS - start)) -lt "${2:-540}" ]; do
+        # (timed.done: the build and the timed steps after it are over, whatever came of them)
+        while [ ! -f "$STATE/timed.done" ] && [ -f "$STATE/background.pid" ] && [ ! -f "$STATE/background.done" ] \
+            && [ $((SECONDS - start)) -lt "${2:-540}" ]; do
             sleep 5
         done
         [ -f "$WTCONV_KERNELS_LIB" ] && [ -f "$WTCONV_ORT_LIB" ] \
@@ -286,6 +309,7 @@ case ${1:-} in
     collect)
         results | tee "$LOGS/summary.txt"
         cp "$STATE"/ab/ab.json "$STATE"/ab/ab.md "$OUT/" 2>/dev/null
+        [ -d "$STATE/models" ] && mkdir -p "$OUT/models" && cp -r "$STATE/models/." "$OUT/models/"
         pack_logs "$OUT/session_logs.tgz" "$STATE" logs
         ;;
     *)
