@@ -84,7 +84,7 @@ bool groupPlan(WTConvParams const& p, FixedPlaneArgs& a, size_t sharedLimit = kF
 {
     bool const nhwc = p.layout == Layout::kNHWC;
     int64_t const e = static_cast<int64_t>(elementBytes(p.dtype));
-    int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+    int64_t const pitch = pixelPitch(p);
     int chosen = 0;
     for (int ng : {16, 8, 4, 2, 1})
     {
@@ -250,7 +250,7 @@ bool fixedPlanePlan(WTConvParams const& p, FixedPlanePlan* plan)
     a.waveletWeight = p.waveletWeight;
     a.batch = p.batch;
     a.channels = static_cast<int32_t>(p.channels);
-    a.pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+    a.pitch = pixelPitch(p);
     bool ok = false;
     if (matches<Tiny7>(p))
     {

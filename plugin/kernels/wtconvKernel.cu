@@ -85,7 +85,7 @@ IoStrides ioStrides(WTConvParams const& p, int64_t h, int64_t w)
 {
     if (p.layout == Layout::kNHWC)
     {
-        int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+        int64_t const pitch = pixelPitch(p);
         return IoStrides{h * w * pitch, 1, pitch};
     }
     return planarStrides(p.channels, h, w);
@@ -533,7 +533,7 @@ cudaError_t tiledPipeline(WTConvParams const& p, TiledBuffers const& buf, cudaSt
 template <typename T>
 cudaError_t tiledChannelsLast(WTConvParams const& p, TiledBuffers const& buf, cudaStream_t stream)
 {
-    int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+    int64_t const pitch = pixelPitch(p);
     int64_t const inPixels = p.height * p.width;
     int64_t const outPixels = outputSize(p.height, p.stride) * outputSize(p.width, p.stride);
     for (int64_t b0 = 0; b0 < p.batch; b0 += buf.chunkItems)
@@ -576,7 +576,7 @@ cudaError_t tiledChannelsLast(WTConvParams const& p, TiledBuffers const& buf, cu
 // stream-ordered 2-D memset: rows are the output pixels, (pitch - C) elements wide, pitch elements apart.
 cudaError_t zeroOutputPadding(WTConvParams const& p, cudaStream_t stream)
 {
-    int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+    int64_t const pitch = pixelPitch(p);
     if (p.layout != Layout::kNHWC || pitch == p.channels)
     {
         return cudaSuccess;

@@ -60,6 +60,12 @@ struct WTConvParams
     size_t workspaceBytes{0};
 };
 
+// Channels-last: the elements from one pixel to the next, channelPitch or, where it is 0, C.
+inline int64_t pixelPitch(WTConvParams const& p)
+{
+    return p.channelPitch != 0 ? p.channelPitch : p.channels;
+}
+
 inline int64_t outputSize(int64_t inputSize, int32_t stride)
 {
     return (inputSize + stride - 1) / stride;

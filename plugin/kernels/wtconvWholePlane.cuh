@@ -846,7 +846,7 @@ struct PlaneKernelState
 // aligned tensors (launchSmallKernel also needs a device and binary with thread-block clusters). Host code.
 inline bool clusterLayout(WTConvParams const& p)
 {
-    int64_t const pitch = p.channelPitch != 0 ? p.channelPitch : p.channels;
+    int64_t const pitch = pixelPitch(p);
     return p.layout == Layout::kNHWC && p.channels % kCluster == 0 && pitch % kCluster == 0
         && reinterpret_cast<uintptr_t>(p.input) % 16 == 0 && reinterpret_cast<uintptr_t>(p.output) % 16 == 0;
 }
