@@ -425,7 +425,7 @@ class Served:
         Ctrl-C raises KeyboardInterrupt as usual."""
         stop = stop or threading.Event()
         while not stop.wait(poll_s):
-            code = self.server.process.poll()
+            code = self.server.exit_status()  # None while the watch restarts it
             if code is not None:
                 self.failed = True
                 return code
