@@ -52,7 +52,7 @@ from pathlib import Path
 
 from wtconv_core.errors import ConfigurationError, InputError, ServingError
 from wtconv_core.files import atomic_copy
-from wtconv_core.options import ServerOptions
+from wtconv_core.options import RECOVERIES, ServerOptions
 from wtconv_libs.lookup import ENV_CACHE, user_cache_dir
 
 log = logging.getLogger(__name__)
@@ -75,10 +75,6 @@ FLUSH_S = 1.0  # then time for the endpoints to send the last answers (0.85 s se
 # How long after a reload the old version has to log its unload before it counts as not unloaded (a healthy one took
 # 1-2 s on a CPU, its stubs finalizing; docs/serving.md, "The soak").
 UNLOAD_WAIT_S = 60.0
-# How the watch brings back a model whose backend stub died: a restart of the server process (the default), since the
-# Python backend never lets the old version of a model go when its stub dies with requests in flight, so after a
-# reload that version keeps its memory in the server until the process ends; or a reload (docs/serving.md, "The soak").
-RECOVERIES = ("restart", "reload")
 # How long a restart waits for the old process's ports to be free again before it gives up (the same check as a first
 # start; a port another program took meanwhile is refused after this).
 PORTS_FREE_WAIT_S = 30.0
