@@ -263,12 +263,16 @@ def run_soak(
     output_name: str = "output",
     atol: float = 1e-5,
     rtol: float = 1e-5,
-    reload_timeout_s: float = 300.0,
+    reload_timeout_s: float | None = None,
 ) -> SoakReport:
     """The soak of the module docstring against ``server`` (a started, watched TritonServer) serving ``model``;
     ``pool`` and ``expected``: the inputs and their outputs computed directly (check.input_pool,
-    check.expected_outputs)."""
+    check.expected_outputs). ``reload_timeout_s``: how long the model may take to come back after the kill (default:
+    as long as the server's start may take, which a restart waits again, and a minute)."""
     from wtconv_serving.traffic.check import run_load
+
+    if reload_timeout_s is None:
+        reload_timeout_s = getattr(server, "start_timeout", 240.0) + 60.0
 
     report = SoakReport(load=None, duration_s=float(duration_s), kill_asked=bool(kill))
     recovery = []  # the server's Recovery of the kill
