@@ -242,15 +242,27 @@ def _other_split(s: dict) -> str:
     """When the soak's other errors were seen (soaks before the split was recorded: nothing)."""
     if not s["other_errors"] or s.get("other_errors_before_kill") is None:
         return ""
-    return f" ({s['other_errors_before_kill']} before the kill, {s['other_errors_after_recovery']} after the reload)"
+    return (
+        f" ({s['other_errors_before_kill']} before the kill, {s['other_errors_after_recovery']} after the "
+        f"{_recovery(s)})"
+    )
+
+
+def _recovery(s: dict) -> str:
+    """How the soak's killed backend came back: "restart" (the server restarted) or "reload" (soaks before it was
+    recorded reloaded the model)."""
+    return s.get("recovered_by") or "reload"
 
 
 def _unload(s: dict) -> str:
-    """Whether Triton unloaded the model's old version after the soak's reload (soaks before it was recorded:
-    nothing)."""
+    """Whether the model's old version went after the soak's recovery: with the old process after a restart; after a
+    reload, whether Triton unloaded it (soaks before it was recorded: nothing)."""
     unloaded = s.get("old_version_unloaded", "absent")
     if unloaded == "absent" or s.get("backend_back_at_s") is None:
         return ""
+    if _recovery(s) == "restart":
+        pids = " to ".join(map(str, s.get("server_pids") or []))
+        return f"; the server restarted (pid {pids}): the old version went with the old process"
     if unloaded is None:
         return "; the old version's unload not known"
     if unloaded:

@@ -124,7 +124,7 @@ def test_the_soak_says_what_the_other_errors_were():
     assert s["first_other_errors"] == [{"t_s": t, "error": e} for t, e in kept]
     assert s["other_error_kinds"] == {unhealthy: 25, refused: 3}
     assert (
-        "28 other errors (3 before the kill, 25 after the reload + 5 s; the first at 12.5 s: request 0: "
+        "28 other errors (3 before the kill, 25 after the recovery + 5 s; the first at 12.5 s: request 0: "
         "[StatusCode.UNAVAILABLE] failed to connect to all addresses)" in report.line()
     )
     # Without a kill every error is another's, all before it; the line has no split to tell.
@@ -155,6 +155,21 @@ def test_the_soak_says_whether_the_old_version_was_unloaded():
     report.old_version_unloaded = None
     assert "whether the old version was unloaded is not known (the soak ended first)" in report.line()
     assert "old version" not in soak_report(host, gpu).line()  # no kill, no reload
+
+
+def test_the_soak_says_the_server_was_restarted():
+    """A recovery by restart: the summary says so with the server's pids before and after, and the line says the old
+    version's memory went with the old process (no unload to wait for). Errors in the restart's window, from the
+    kill to 5 s after the restarted server was ready, are the killed backend's."""
+    host, gpu = [1000] * 5, [None] * 5
+    report = soak_report(host, gpu, error_times=[300.1, 329.0, 336.0], killed=300.0, back=330.0)
+    report.recovered_by, report.server_pids, report.old_version_unloaded = "restart", (4321, 5678), True
+    s = report.summary()
+    assert (s["recovered_by"], s["server_pids"], s["old_version_unloaded"]) == ("restart", [4321, 5678], True)
+    assert report.kill_errors() == (2, 1) and s["other_errors_after_recovery"] == 1
+    line = report.line()
+    assert "; the server restarted (pid 4321 to 5678): the old version's memory went with the old process" in line
+    assert "after the reload" not in line and "unloaded" not in line
 
 
 def test_the_loads_error_times_count_from_the_callers_clock():

@@ -395,6 +395,8 @@ def test_the_watch_records_whether_the_old_version_was_unloaded(tmp_path):
     assert first.as_dict() == {
         "model": "digits_std",
         "killed_pid": 4321,
+        "recovered_by": "reload",
+        "server_pid": None,
         "reload_s": 2.0,
         "error": None,
         "old_version_unloaded": True,
@@ -415,6 +417,42 @@ def test_the_watch_records_whether_the_old_version_was_unloaded(tmp_path):
     first_unloaded = UNLOADED.replace("08:23:17.077625", "08:23:16.074001")
     assert server.old_version_unload(first_unloaded + RELOADED, "digits_std") == (True, 0.0)
     assert server.old_version_unload(RELOADED, "digits_std") == (False, None)
+    # A restart's old version went with the old process: no unload line to wait for, none looked for.
+    restarted = server.Recovery("digits_std", 4321, 9.0, None, log_file.stat().st_size, time.monotonic() - 61.0)
+    restarted.way, restarted.server_pid, restarted.old_version_unloaded = "restart", 5678, True
+    launcher.recoveries.append(restarted)
+    launcher.follow_unloads()
+    assert restarted.old_version_unloaded is True and restarted.server_restarted
+    assert restarted.as_dict()["recovered_by"] == "restart" and restarted.as_dict()["server_pid"] == 5678
+
+
+def test_the_watch_recovers_by_restart_or_reload_only(tmp_path):
+    """The watch's recovery is a restart (default) or a reload; anything else is refused before a thread starts."""
+    launcher = server.TritonServer(tmp_path, model_control="poll")
+    assert launcher.recover == "restart"
+    with pytest.raises(ValueError, match="recover 'respawn': expected one of restart, reload"):
+        launcher.watch(recover="respawn")
+    assert launcher._watcher is None
+
+
+def test_a_restart_waits_for_its_ports_within_a_bound(tmp_path):
+    """A restart starts the new process on the old one's ports once the check of a first start passes: a port still
+    taken (a listening socket here) is waited for, then refused with that check's line when it stays taken."""
+    import threading
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    launcher = server.TritonServer(tmp_path, http_port=port, grpc_port=0)
+    try:
+        with pytest.raises(ServingError, match=f"port {port} on 127.0.0.1 \\(http\\) is already in use"):
+            launcher._wait_ports_free(0.5)
+        threading.Timer(0.5, taken.close).start()
+        launcher._wait_ports_free(10.0)  # passes once the port is free
+    finally:
+        taken.close()
+    assert not server.port_in_use("127.0.0.1", port)
 
 
 def test_a_refused_start_leaves_no_temporary_folder(tmp_path, monkeypatch):

@@ -380,11 +380,45 @@ def test_bad_requests_get_clear_errors_and_the_server_keeps_serving(served, digi
     assert np.array_equal(infer(client, grpcclient, "digits_std", x), good)
 
 
+def test_the_watch_reloads_the_model_when_asked(served, digits):
+    """The watch's other recovery, recover="reload": a stub killed with nothing in flight, the model loaded again in
+    the same server process by new stubs, and Triton's log then says the old version was unloaded (with no request
+    in flight nothing holds it: docs/serving.md, "The soak")."""
+    x = digits[0][:BATCH]
+    client = grpcclient.InferenceServerClient(served.grpc_url)
+    good = infer(client, grpcclient, "digits_std", x)
+    pid, count = served.process.pid, len(served.recoveries)
+    before = {p for p, model in served.stubs().items() if model == "digits_std"}
+    served.recover = "reload"
+    try:
+        for p in before:
+            os.kill(p, signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        while len(served.recoveries) == count and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        served.recover = "restart"
+    recovery = served.recoveries[-1]
+    assert recovery.way == "reload" and recovery.error is None and recovery.server_pid == pid == served.process.pid
+    after = {p for p, model in served.stubs().items() if model == "digits_std"}
+    assert after and not after & before
+    assert np.array_equal(infer(client, grpcclient, "digits_std", x), good)
+    deadline = time.monotonic() + 30
+    while recovery.old_version_unloaded is None and time.monotonic() < deadline:
+        served.follow_unloads()
+        time.sleep(0.2)
+    assert recovery.old_version_unloaded is True, served.log_text(recovery.log_offset)
+
+
 def test_soak_with_the_backend_killed_midway(served, exports):
     """The soak's CPU version: seconds of load at 8 in flight through system shared memory, the model's backend stub
-    killed halfway. The failure reaches the clients in flight, the watch reloads the model, every request is
-    retried until answered and matched (none lost, failed or wrong, no error outside the kill), the memory of the
-    server and its stubs is sampled every second, and the regions are gone at the end."""
+    killed halfway. The failure reaches the clients in flight, the watch restarts the server (the default recovery:
+    a stub that dies with requests in flight leaves the old version in the server for good, docs/serving.md, "The
+    soak"), the clients register their regions again with the new process, every request is retried until answered
+    and matched (none lost, failed or wrong, no error outside the kill and the restart), the memory of the server and
+    its stubs is sampled every second, and the regions are gone at the end. The old server process is gone, with
+    whatever the old version held, and the new one loaded the model once. The tests after this one run on the
+    restarted server."""
     from wtconv_serving.traffic.soak import run_soak
 
     runner = OnnxRuntimeRunner(exports["digits_std"])
@@ -392,6 +426,8 @@ def test_soak_with_the_backend_killed_midway(served, exports):
     expected = load.expected_outputs(runner, pool)
     before = {pid for pid, model in served.stubs().items() if model == "digits_std"}
     assert before
+    old_server = served.process.pid
+    old_regions = {region for _, region in served._stub_processes().values() if region}
     report = run_soak(
         served,
         "digits_std",
@@ -415,6 +451,13 @@ def test_soak_with_the_backend_killed_midway(served, exports):
     after = {pid for pid, model in served.stubs().items() if model == "digits_std"}
     assert after and not after & before
     assert client_regions(served, os.getpid()) == ([], [])
+    # Restarted: a new server process, the old one and its stubs gone, their regions kept for stop to remove.
+    assert report.recovered_by == "restart" and report.server_pids == (old_server, served.process.pid)
+    assert served.process.pid != old_server and not Path(f"/proc/{old_server}").exists()
+    assert old_regions and old_regions <= served.shm_regions
+    assert report.old_version_unloaded is True and served.recoveries[-1].server_restarted
+    assert served.log_text(served.log_start).count("successfully loaded 'digits_std'") == 1
+    assert "the server restarted" in report.line()
 
 
 def test_repository_that_does_not_load_is_refused_in_one_line(install, tmp_path):

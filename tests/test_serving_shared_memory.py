@@ -35,6 +35,7 @@ class Client:
         self.calls: list = []
         self.refuse = refuse
         self.busy = busy  # unregistrations refused as Triton refuses a region a request still uses
+        self.registered: set = set()  # the names the server would list (as a server restarted, it may forget them)
 
     def _record(self, *call):
         self.calls.append(call)
@@ -49,9 +50,14 @@ class Client:
 
     def register_system_shared_memory(self, name, key, byte_size, offset=0):
         self._record("register_system", name, key, byte_size)
+        self.registered.add(name)
 
     def unregister_system_shared_memory(self, name=""):
         self._record("unregister_system", name)
+        self.registered.discard(name)
+
+    def get_system_shared_memory_status(self):
+        return [{"name": name} for name in sorted(self.registered)]  # HTTP's answer
 
     def register_cuda_shared_memory(self, name, raw_handle, device_id, byte_size):
         self._record("register_cuda", name, raw_handle, device_id, byte_size)
@@ -203,3 +209,19 @@ def test_registered_regions_reads_both_protocols_answers():
     for status in (grpc_status, http_status):
         client = types.SimpleNamespace(get_system_shared_memory_status=lambda status=status: status)
         assert shared_memory.registered_regions(client, "system") == ["a", "b"]
+
+
+def test_regions_a_restarted_server_forgot_are_registered_again():
+    """A restarted server has no registration left: register_again registers the regions it no longer lists, the
+    same names, keys and sizes, each once however many client threads ask; what it still has is left alone."""
+    client = Client()
+    with ClientMemory("system", client) as memory:
+        kept, forgotten = memory.region(256, "inputs"), memory.region(512, "outputs")
+        client.registered.discard(forgotten.name)
+        assert memory.register_again() == [forgotten.name]
+        assert client.calls[-1] == ("register_system", forgotten.name, forgotten.key, 512)
+        assert memory.register_again() == []  # another thread's turn: nothing missing any more
+        client.registered.clear()  # the server restarted
+        assert sorted(memory.register_again()) == sorted([kept.name, forgotten.name])
+        assert client.registered == {kept.name, forgotten.name}
+    assert client.registered == set()

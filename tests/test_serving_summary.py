@@ -180,3 +180,27 @@ def test_the_soak_says_what_its_other_errors_were_and_whether_the_old_version_we
     assert (
         "300 errors of its requests, 3 others (1 before the kill, 2 after the reload); the old version NOT" in markdown
     )
+
+
+def test_the_soak_says_the_server_was_restarted(tmp_path):
+    """A soak whose killed backend came back by a restart of the server: the target's line and the markdown say so,
+    with the server's pids, and that the old version went with the old process; its other errors are split at the
+    restart."""
+    report = soak_report(0.001, other_errors=1)
+    report["soak"].update(
+        other_errors_before_kill=0,
+        other_errors_after_recovery=1,
+        first_other_errors=[{"t_s": 500.0, "error": "request 5: [StatusCode.UNAVAILABLE] failed to connect"}],
+        other_error_kinds={"[StatusCode.UNAVAILABLE] failed to connect": 1},
+        recovered_by="restart",
+        server_pids=[4321, 5678],
+        old_version_unloaded=True,
+        old_version_unloaded_after_s=None,
+        old_version_unload_wait_s=60.0,
+    )
+    (tmp_path / "soak_torch-cuda_tiny.json").write_text(json.dumps(report))
+    summary = serving_summary.summarize(tmp_path)
+    [line] = [line for line in summary["targets"] if "soak of" in line]
+    said = "(0 before the kill, 1 after the restart) (300 of the killed backend, retried); the server restarted (pid "
+    assert said + "4321 to 5678): the old version went with the old process; memory growth" in line
+    assert "after the restart); the server restarted (pid 4321 to 5678)" in serving_summary.markdown(summary)

@@ -27,6 +27,7 @@ __all__ = [
     "INSTANCE_KINDS",
     "PROTOCOLS",
     "PYTHON_BACKEND_QUEUE_DELAY_US",
+    "RECOVERIES",
     "RUNTIMES",
     "SHARED_MEMORY_MODES",
     "TRITON_BACKEND_QUEUE_DELAY_US",
@@ -57,6 +58,10 @@ PROTOCOLS = ("grpc", "http", "both")
 # How a client hands request tensors to a server on the same machine (docs/serving.md, "Shared memory"): in the
 # request itself (none), in system shared memory (/dev/shm), or in GPU memory the server maps (cuda: CUDA IPC).
 SHARED_MEMORY_MODES = ("none", "system", "cuda")
+# How the server's watch brings back a model whose backend process died (docs/serving.md, "The soak"): a restart of the
+# server process, the only way Triton frees the model's old version after a stub died with requests in flight; or a
+# reload of the model in the same process.
+RECOVERIES = ("restart", "reload")
 DEFAULT_REPOSITORY = "triton_models"  # where serve writes its model repository
 # Dynamic batching's longest wait to gather a batch: Triton's own TensorRT and onnxruntime backends run the batch
 # themselves, with no copy to a runner, so they wait less than serve's Python backend.
@@ -263,6 +268,13 @@ class ServerOptions:
     log: str | None = option(None, "server log file, kept (default: a temporary file, removed)", metavar="FILE")
     timeout: float = option(
         300.0, "seconds to wait for the server to be ready, 1 to 86400 (default 300)", type="number"
+    )
+    recover: str = option(
+        "restart",
+        "when a model's backend process dies: restart the server (default; after a death with requests in flight "
+        "only a restart frees the model's old version; requests in flight fail, clients retry once it is ready) or "
+        "reload the model in the running server (docs/serving.md, The soak)",
+        choices=RECOVERIES,
     )
 
 

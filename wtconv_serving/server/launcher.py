@@ -52,7 +52,7 @@ from pathlib import Path
 
 from wtconv_core.errors import ConfigurationError, InputError, ServingError
 from wtconv_core.files import atomic_copy
-from wtconv_core.options import ServerOptions
+from wtconv_core.options import RECOVERIES, ServerOptions
 from wtconv_libs.lookup import ENV_CACHE, user_cache_dir
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,10 @@ FLUSH_S = 1.0  # then time for the endpoints to send the last answers (0.85 s se
 # How long after a reload the old version has to log its unload before it counts as not unloaded (a healthy one took
 # 1-2 s on a CPU, its stubs finalizing; docs/serving.md, "The soak").
 UNLOAD_WAIT_S = 60.0
+# How long a restart waits for the old process's ports to be free again before it gives up (the same check as a first
+# start; a port another program took meanwhile is refused after this).
+PORTS_FREE_WAIT_S = 30.0
+RESTART_LINE = "wtconv-trt: restarting tritonserver"  # written into the log between the old process's and the new's
 
 
 @dataclass(frozen=True)
@@ -320,23 +324,33 @@ def old_version_unload(log_since_reload: str, model: str) -> tuple[bool, float |
 
 @dataclass
 class Recovery:
-    """One reload of a model whose backend stub died (TritonServer.watch), and whether Triton then unloaded the old
-    version: True once its log says so, False when it has not said so ``unload_wait_s`` after the reload, None until
-    then (and for a reload that failed)."""
+    """One recovery of a model whose backend stub died (TritonServer.watch): ``way`` "restart" (the server process
+    started again, ``server_pid`` the new one) or "reload" (the model loaded again beside its old version). Whether the
+    old version is gone: after a restart True, its memory having gone with the old process; after a reload True once
+    Triton's log says it unloaded it, False when it has not said so ``unload_wait_s`` after the reload, None until then.
+    None too for a recovery that failed."""
 
     model: str
     killed_pid: int
-    reload_s: float  # from noticing the dead stub to the model loaded again
-    error: str | None  # why the reload failed, None when it did not
-    log_offset: int  # the server log's size in bytes when the reload began
-    reloaded_at: float  # time.monotonic() when the reload ended
+    reload_s: float  # from noticing the dead stub to the model serving again (reloaded, or the server ready again)
+    error: str | None  # why the recovery failed, None when it did not
+    log_offset: int  # the server log's size in bytes when the recovery began
+    reloaded_at: float  # time.monotonic() when the recovery ended
     old_version_unloaded: bool | None = None
     unloaded_after_s: float | None = None  # from the reload's "successfully loaded" line to the unload line
+    way: str = "reload"  # one of RECOVERIES
+    server_pid: int | None = None  # the server process serving the model afterwards
+
+    @property
+    def server_restarted(self) -> bool:
+        return self.way == "restart" and self.error is None
 
     def as_dict(self) -> dict:
         return {
             "model": self.model,
             "killed_pid": self.killed_pid,
+            "recovered_by": self.way,
+            "server_pid": self.server_pid,
             "reload_s": round(self.reload_s, 2),
             "error": self.error,
             "old_version_unloaded": self.old_version_unloaded,
@@ -428,12 +442,17 @@ class TritonServer:
         self.install = install
         self.drain_s = float(drain_s)
         self.process: subprocess.Popen | None = None
-        self.recoveries: list[Recovery] = []  # the watch's reloads of models whose backend died
+        self.start_timeout = 120.0  # how long start waited for readiness; a restart waits as long
+        self.log_start = 0  # where in the log the current process's output begins (after a restart, past the old's)
+        self.recover = "restart"  # how the watch recovers a model whose backend died (RECOVERIES)
+        self.recoveries: list[Recovery] = []  # the watch's recoveries of models whose backend died
         self.unload_wait_s = UNLOAD_WAIT_S  # how long after a reload the old version may take to unload
         self.shm_regions: set = set()  # names in /dev/shm of this server's backend stubs
         self.ready = False  # it answered /v2/health/ready: stop drains its requests in flight
         self._watch_stop = threading.Event()
         self._watcher: threading.Thread | None = None
+        self._restarting = threading.Event()  # the watch is replacing the process: its end is no exit of the server
+        self._lifecycle = threading.Lock()  # a restart starts no process once stop has begun
 
     @property
     def http_url(self) -> str:
@@ -485,6 +504,7 @@ class TritonServer:
             (self.view / name).symlink_to(self.repository / name, target_is_directory=True)
 
     def start(self, timeout: float = 120.0) -> TritonServer:
+        self.start_timeout = timeout
         from wtconv_serving.repositories.repository import check_repository
 
         served = check_repository(self.repository)
@@ -507,16 +527,7 @@ class TritonServer:
         try:
             self._make_view()
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
-            log.debug("starting %s", " ".join(self.command(backends)))
-            with open(self.log_file, "wb") as out:
-                self.process = subprocess.Popen(
-                    self.command(backends),
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    env=server_environment(self.install),
-                    start_new_session=True,
-                )
+            self._launch(backends, "wb")
             self.wait_ready(timeout)
         except ServingError:
             self.stop(keep_log=True)  # the message names the log
@@ -525,6 +536,74 @@ class TritonServer:
             self.stop()
             raise
         return self
+
+    def _launch(self, backends: Path, mode: str) -> None:
+        """Start the tritonserver process in its own process group, its output into the log: a new one (``mode``
+        "wb") or, for a restart, after what is there ("ab"; log_start marks where the new process's output begins)."""
+        self.log_start = self.log_size() if mode == "ab" else 0
+        log.debug("starting %s", " ".join(self.command(backends)))
+        with open(self.log_file, mode) as out:
+            self.process = subprocess.Popen(
+                self.command(backends),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=server_environment(self.install),
+                start_new_session=True,
+            )
+
+    def restart(self, timeout: float | None = None, why: str = "") -> None:
+        """Stop the server process and start it again on the same host, ports, repository and log (continued, after a
+        line saying so and ``why``), and wait until it is ready. The watch's recovery from a backend stub that died
+        with requests in flight: the Python backend then never lets the model's old version go, and only the end of
+        the process frees what it holds (docs/serving.md, "The soak"). What the live instances still have in flight
+        is drained first, as stop drains; the other requests in flight fail, and the ports stay closed until the
+        models have loaded and warmed up again. The regions the stubs leave in /dev/shm stay tracked for stop.
+        ServingError when the server does not start again within ``timeout`` seconds (default: the first start's), or
+        stop came first."""
+        self._restarting.set()
+        try:
+            old = self.process
+            self.note_shm_regions()
+            if old.poll() is None and self.ready:
+                self._drain(self.drain_s + 5)
+            self.ready = False
+            _kill_group(old)
+            with self._lifecycle:
+                if self._watch_stop.is_set():
+                    raise ServingError("the server was stopped during its restart")
+                self._wait_ports_free()
+                with open(self.log_file, "a") as out:
+                    out.write(f"{RESTART_LINE} (pid {old.pid} ended{': ' + why if why else ''})\n")
+                self._launch(prepare_backends(self.install), "ab")
+            self.wait_ready(self.start_timeout if timeout is None else timeout)
+        finally:
+            self._restarting.clear()
+
+    def _wait_ports_free(self, wait_s: float = PORTS_FREE_WAIT_S) -> None:
+        """check_ports, the check of a first start, until it passes or ``wait_s`` has passed (then its ServingError):
+        the old process's ports are free once it has gone (their connections' TIME_WAIT does not hold them: the
+        check, as Triton, binds with SO_REUSEADDR), but a client's connection may hold one a moment."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                check_ports(self.host, self.ports)
+                return
+            except ServingError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    @property
+    def restarting(self) -> bool:
+        """Whether the watch is restarting the server now (restart)."""
+        return self._restarting.is_set()
+
+    def exit_status(self) -> int | None:
+        """The server's exit status once it has exited by itself; None while it runs or the watch restarts it."""
+        if self.process is None or self._restarting.is_set():
+            return None
+        return self.process.poll()
 
     def log_text(self, since: int = 0, until: int | None = None) -> str:
         """The server's log, from byte ``since`` on, up to byte ``until`` (sizes log_size returned; None: its end)."""
@@ -556,16 +635,17 @@ class TritonServer:
         while time.monotonic() < deadline:
             self.note_shm_regions()
             if self.process.poll() is not None:
-                cause = first_error(self.log_text()) or f"exit status {self.process.returncode}"
+                cause = first_error(self.log_text(self.log_start)) or f"exit status {self.process.returncode}"
                 raise ServingError(f"tritonserver stopped before it was ready: {cause} (log: {self.log_file})")
             if self.is_ready():
                 self.ready = True
                 return
             if time.monotonic() >= next_note:
-                log.info("tritonserver: %s (%.0f s)", loading_phase(self.log_text()), time.monotonic() - start)
+                phase = loading_phase(self.log_text(self.log_start))
+                log.info("tritonserver: %s (%.0f s)", phase, time.monotonic() - start)
                 next_note += progress_s
             time.sleep(0.2)
-        cause = first_error(self.log_text())
+        cause = first_error(self.log_text(self.log_start))
         raise ServingError(
             f"tritonserver was not ready within {timeout:.0f} s"
             + (f": {cause}" if cause else "")
@@ -660,12 +740,17 @@ class TritonServer:
         except (urllib.error.URLError, OSError):
             return False
 
-    def watch(self, interval: float = 0.5) -> TritonServer:
-        """Start a thread that notices a backend stub that died (killed, crashed, out of memory) and reloads its
-        model, so the model serves again; each recovery is logged and kept in ``recoveries`` (a Recovery), where the
-        thread then records whether Triton unloaded the old version (follow_unloads)."""
+    def watch(self, interval: float = 0.5, recover: str = "restart") -> TritonServer:
+        """Start a thread that notices a backend stub that died (killed, crashed, out of memory) and brings its model
+        back: ``recover`` "restart" restarts the server (restart; the default, since after a stub that died with
+        requests in flight Triton never frees the model's old version), "reload" loads the model again beside its old
+        version (reload); each recovery is logged and kept in ``recoveries`` (a Recovery), where after a reload the
+        thread then records whether Triton unloaded the old version (follow_unloads). docs/serving.md, "The soak"."""
         if self.model_control != "poll":
             raise ServingError("recovering a model whose backend died needs model_control='poll'")
+        if recover not in RECOVERIES:
+            raise ValueError(f"recover {recover!r}: expected one of {', '.join(RECOVERIES)}")
+        self.recover = recover
         if self._watcher is None:
             self._watcher = threading.Thread(
                 target=self._watch, args=(interval,), name="triton-stub-watch", daemon=True
@@ -677,7 +762,8 @@ class TritonServer:
         """The watch thread. A stub that ends is taken for a crash only when its model's log has no more finalize
         lines than its stubs that ended before without a crash: Triton stops stubs itself when it unloads or reloads
         a model (under "poll", whenever a file of the model changes), and each of those finalizes its model first
-        (python_model.finalize logs FINALIZED), which a stub killed or crashed never does."""
+        (python_model.finalize logs FINALIZED), which a stub killed or crashed never does. After a restart the count
+        begins again, with the new process's stubs and log."""
         known = self.stubs()
         ended: dict[str, int] = {}  # per model: its stubs seen to end
         crashed: dict[str, int] = {}  # per model: those of them taken for crashes
@@ -697,17 +783,37 @@ class TritonServer:
                     continue
                 crashed[model] = crashed.get(model, 0) + count
                 pid = next(p for p, m in gone.items() if m == model)
-                log.warning("the backend stub of model %s (pid %d) died; reloading the model", model, pid)
-                start, offset = time.monotonic(), self.log_size()
-                try:
-                    self.reload(model)
-                    error = None
-                except (ServingError, OSError) as failure:
-                    error = str(failure)
-                    log.error("reloading model %s failed: %s", model, error)
-                end = time.monotonic()
-                self.recoveries.append(Recovery(model, pid, end - start, error, offset, end))
+                self.recoveries.append(self._recover(model, pid))
                 known = self.stubs()
+                if self.recover == "restart":  # every stub ended with the old process: count anew
+                    ended, crashed = {}, {}
+                    break
+
+    def _recover(self, model: str, pid: int) -> Recovery:
+        """Bring back ``model``, whose stub ``pid`` died, the watch's way (restart or reload); the Recovery."""
+        restart = self.recover == "restart"
+        log.warning(
+            "the backend stub of model %s (pid %d) died; %s",
+            model,
+            pid,
+            "restarting the server (docs/serving.md, The soak)" if restart else "reloading the model",
+        )
+        start, offset = time.monotonic(), self.log_size()
+        try:
+            if restart:
+                self.restart(why=f"the backend stub of model {model} (pid {pid}) died")
+            else:
+                self.reload(model)
+            error = None
+        except (ServingError, OSError) as failure:
+            error = str(failure)
+            log.error("%s failed: %s", "restarting the server" if restart else f"reloading model {model}", error)
+        end = time.monotonic()
+        recovery = Recovery(model, pid, end - start, error, offset, end, way=self.recover, server_pid=self.process.pid)
+        if recovery.server_restarted:
+            recovery.old_version_unloaded = True  # it ended with the old process
+            log.info("tritonserver restarted (pid %d) in %.1f s", self.process.pid, end - start)
+        return recovery
 
     def follow_unloads(self) -> None:
         """Record, for each reload whose old version is not known to be unloaded yet, whether the server's log since
@@ -715,7 +821,7 @@ class TritonServer:
         (old_version_unload), or False once ``unload_wait_s`` has passed without it. The watch calls this every
         interval; it reads only the log written since such reloads."""
         for index, recovery in enumerate(self.recoveries):
-            if recovery.error is not None or recovery.old_version_unloaded is not None:
+            if recovery.error is not None or recovery.old_version_unloaded is not None or recovery.way != "reload":
                 continue
             later = [r.log_offset for r in self.recoveries[index + 1 :] if r.model == recovery.model]
             text = self.log_text(recovery.log_offset, later[0] if later else None)
@@ -734,12 +840,12 @@ class TritonServer:
 
     def _unfinalized(self, model: str, ended: int, wait_s: float = 2.0) -> int:
         """How many of ``ended`` stubs of ``model`` (those not already taken for crashes) ended without finalizing:
-        its log's finalize lines are counted until they account for all of them or ``wait_s`` has passed (a stub
-        logs the line before it exits; the server may write it a moment later)."""
+        the current process's finalize lines are counted until they account for all of them or ``wait_s`` has passed (a
+        stub logs the line before it exits; the server may write it a moment later)."""
         finalized = re.compile(rf'"{re.escape(model)}_\d+_\d+{re.escape(FINALIZED)}"')
         deadline = time.monotonic() + wait_s
         while True:
-            missing = ended - len(finalized.findall(self.log_text()))
+            missing = ended - len(finalized.findall(self.log_text(self.log_start)))
             if missing <= 0 or time.monotonic() > deadline or self._watch_stop.is_set():
                 return max(missing, 0)
             time.sleep(0.05)
@@ -753,16 +859,14 @@ class TritonServer:
         self._watch_stop.set()
         status = None
         try:
-            if self.process is not None:
-                self.note_shm_regions()
-                if self.process.poll() is None and self.ready:
-                    self._drain(self.drain_s + 5 if grace is None else grace)
-                try:
-                    os.killpg(self.process.pid, signal.SIGKILL)  # the server, and stubs left behind by it
-                except (ProcessLookupError, PermissionError):
-                    pass
-                status = self.process.wait()
-                _wait_gone(self.process.pid)
+            with self._lifecycle:  # a restart under way starts no process after this (it then fails)
+                if self.process is not None:
+                    self.note_shm_regions()
+                    if self.process.poll() is None and self.ready:
+                        self._drain(self.drain_s + 5 if grace is None else grace)
+                    status = _kill_group(self.process)
+            if self._watcher is not None and self._watcher is not threading.current_thread():
+                self._watcher.join(10.0)  # a restart's wait for readiness ends with the process it waited for
         finally:
             for name in self.shm_regions:
                 try:
@@ -808,6 +912,18 @@ class TritonServer:
         self.stop()
 
 
+def _kill_group(process: subprocess.Popen) -> int:
+    """SIGKILL the server ``process``'s process group (the server and the stubs it leaves behind), wait until none
+    of them is left, and return the server's exit status."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    status = process.wait()
+    _wait_gone(process.pid)
+    return status
+
+
 def _wait_gone(group: int, timeout: float = 5.0) -> None:
     """Wait until no live process of process group ``group`` is left (zombies, which init reaps, do not count)."""
     deadline = time.monotonic() + timeout
@@ -851,4 +967,5 @@ __all__ = [
     "INSTALL_HINT",
     "MODEL_CONTROLS",
     "PYTRITON_VERSION",
+    "RECOVERIES",
 ]

@@ -19,6 +19,7 @@ import numpy as np
 
 from wtconv_core.interrupt import deferred_interrupt
 from wtconv_core.stats import percentile
+from wtconv_serving.traffic.shared_memory import NOT_REGISTERED
 
 WIRE_TYPES = {np.dtype(np.float32): "FP32", np.dtype(np.float16): "FP16"}
 
@@ -114,11 +115,27 @@ class LoadReport:
         )
 
 
+# The longest a gRPC client waits between attempts to reconnect to a server that went away (gRPC's own backoff grows to
+# 120 s): a server the watch restarts is back once ready (docs/serving.md, "The soak"), and its clients reconnect
+# within a second of that rather than after a backoff grown while it loaded.
+RECONNECT_BACKOFF_MS = 1000
+
+
 def _client(protocol: str, url: str, timeout_s: float):
     if protocol == "grpc":
         import tritonclient.grpc as module
 
-        return module, module.InferenceServerClient(url=url)
+        keepalive = module.KeepAliveOptions()
+        channel_args = [  # tritonclient's defaults, which channel_args replace, and the reconnect backoff
+            ("grpc.max_send_message_length", module.MAX_GRPC_MESSAGE_SIZE),
+            ("grpc.max_receive_message_length", module.MAX_GRPC_MESSAGE_SIZE),
+            ("grpc.keepalive_time_ms", keepalive.keepalive_time_ms),
+            ("grpc.keepalive_timeout_ms", keepalive.keepalive_timeout_ms),
+            ("grpc.keepalive_permit_without_calls", keepalive.keepalive_permit_without_calls),
+            ("grpc.http2.max_pings_without_data", keepalive.http2_max_pings_without_data),
+            ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS),
+        ]
+        return module, module.InferenceServerClient(url=url, channel_args=channel_args)
     import tritonclient.http as module
 
     return module, module.InferenceServerClient(url=url, connection_timeout=timeout_s, network_timeout=timeout_s)
@@ -182,9 +199,11 @@ def run_load(
                     sent[0] += 1
                 start, batch = plan[i % len(plan)]
                 want = rows(expected, start, batch)
+                error = None
                 for attempt in range(retries + 1):
                     t_send = time.perf_counter()
                     try:
+                        memory.renew(error)
                         got = memory.infer(module, client, slot, model, input_name, output_name, datatype, start, batch)
                         error = None
                     except InferenceServerException as failure:
@@ -266,6 +285,12 @@ class _Memory:
         self.memory = ClientMemory(self.mode, self.admin, url=self.url)
         self.inputs = PoolRegion(self.memory, self.pool, self.largest)
         self.outputs = [self.memory.region(self.largest * self.output_row_bytes, "outputs") for _ in range(self.slots)]
+
+    def renew(self, error: str | None) -> None:
+        """Before a request is sent again after ``error``: when the server no longer knew a region (a restarted server
+        forgets them: docs/serving.md, "The soak"), register again those it does not have."""
+        if self.memory is not None and error is not None and NOT_REGISTERED in error:
+            self.memory.register_again()
 
     def infer(self, module, client, slot, model, input_name, output_name, datatype, start, batch):
         """The answer to request (start, batch), sent through ``client`` of ``module`` from client slot ``slot``."""

@@ -15,6 +15,10 @@ reused for as many requests as wanted, and on close (the end of a ``with`` block
 removed, from /dev/shm or from the GPU. A system region of a process killed outright is removed by Python's
 resource tracker (multiprocessing.shared_memory registers it there) once the process is gone.
 
+A server that restarts forgets every registration (docs/serving.md, "The soak": the watch's recovery from a backend
+that died); a request naming a region then gets NOT_REGISTERED, and ``register_again`` registers what the server no
+longer knows, the regions themselves being unchanged.
+
 ``PoolRegion`` lays a load test's pool of distinct inputs out in one region, followed by a copy of its first rows, so
 that every request (``batch`` consecutive rows from ``start``, wrapping round the pool: check.rows) is one contiguous
 slice of it: the region is written once, read-only afterwards, and shared by every client thread and process.
@@ -25,6 +29,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +41,7 @@ from wtconv_core.options import SHARED_MEMORY_MODES
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PREFIX", "ClientMemory", "PoolRegion", "Region", "registered_regions"]
+__all__ = ["NOT_REGISTERED", "PREFIX", "ClientMemory", "PoolRegion", "Region", "registered_regions"]
 
 # Every region a client of this package makes is named PREFIX<pid>_<role>_<n>: in /dev/shm (system) and in the
 # server's list alike, so what a process leaves behind can be found by its pid.
@@ -44,6 +49,9 @@ PREFIX = "wtconv_client_"
 # Triton 2.51's answer to unregistering a region a request still reads or writes; asked again meanwhile, this long.
 IN_USE = "currently in use"
 UNREGISTER_WAIT_S = 30.0
+# Triton 2.51's answer to a request naming a region it does not have registered (gRPC NOT_FOUND, HTTP 404), as after a
+# restart of the server: "Unable to find shared memory region: 'NAME'".
+NOT_REGISTERED = "Unable to find shared memory region"
 _numbers = itertools.count()
 
 
@@ -124,6 +132,7 @@ class ClientMemory:
             raise ValueError(f"mode {mode!r}: expected system or cuda")
         self.mode, self.client, self.device_id, self.url = mode, client, int(device_id), url
         self.regions: list[Region] = []
+        self._lock = threading.Lock()  # register_again from several client threads (an HTTP client is not shared)
         if mode == "cuda":
             _cuda_shared_memory()  # the missing package said before anything is made
 
@@ -157,11 +166,7 @@ class ClientMemory:
             ) from None
         self.regions.append(region)  # removed by close from here on, registered or not
         try:
-            if self.mode == "system":
-                self.client.register_system_shared_memory(name, region.key, int(byte_size))
-            else:
-                raw = _cuda_shared_memory().get_raw_handle(region.handle)
-                self.client.register_cuda_shared_memory(name, raw, self.device_id, int(byte_size))
+            self._register(region)
         except Exception as error:
             if not _is_server_error(error):
                 raise
@@ -174,6 +179,27 @@ class ClientMemory:
                 parameter="shared_memory",
             ) from None
         return region
+
+    def _register(self, region: Region) -> None:
+        if self.mode == "system":
+            self.client.register_system_shared_memory(region.name, region.key, region.byte_size)
+        else:
+            raw = _cuda_shared_memory().get_raw_handle(region.handle)
+            self.client.register_cuda_shared_memory(region.name, raw, self.device_id, region.byte_size)
+
+    def register_again(self) -> list[str]:
+        """Register again each region the server no longer has registered (a restarted server forgets them all; its
+        answer to a request naming one contains NOT_REGISTERED); returns their names. Several client threads may
+        ask at once: each region is registered once. tritonclient's InferenceServerException when the server does
+        not answer (still restarting: the caller retries)."""
+        with self._lock:
+            known = set(registered_regions(self.client, self.mode))
+            missing = [region for region in self.regions if region.name not in known]
+            for region in missing:
+                self._register(region)
+        if missing:
+            log.info("shared memory: registered %d regions again with %s", len(missing), self.url)
+        return [region.name for region in missing]
 
     def close(self) -> None:
         """Unregister every region (a server already gone is no error) and remove it, latest first; Ctrl-C pressed

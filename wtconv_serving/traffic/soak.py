@@ -8,17 +8,20 @@ while two threads watch:
 - the memory sampler, every ``sample_every_s`` seconds (and at both ends): the resident memory of the server and of
   every backend stub (VmRSS in /proc), and the memory in use on each GPU (nvidia-smi; none without one);
 - with ``kill_backend``, the killer: halfway through, SIGKILL to the model's backend stubs; the server's watch
-  (wtconv_serving.server.launcher) loads the model again, and the requests that met the dead stub are retried.
+  (wtconv_serving.server.launcher) restarts the server (or, asked to, reloads the model), and the requests that met
+  the dead stub or the restart are retried (the load's clients register their shared-memory regions again with a
+  restarted server).
 
 What it reports besides: the errors that were not the killed backend's (how many before the kill and after the
-reload's grace, the first OTHER_ERRORS_KEPT with their times and messages, how many of each kind), and whether Triton
-unloaded the model's old version after the reload (wtconv_serving.server.launcher.Recovery): a version not unloaded
-keeps its memory in the server.
+recovery's grace, the first OTHER_ERRORS_KEPT with their times and messages, how many of each kind), how the model
+was recovered (restart or reload) and whether its old version went (wtconv_serving.server.launcher.Recovery): after
+a restart it went with the old process; after a reload, a version Triton did not unload keeps its memory in the
+server.
 
 What passes (SoakReport.passed): no request lost, failed or mismatched; no error but those of the killed backend's
-own requests (seen between the kill and a few seconds after the reload, and retried); the backend reloaded when it
-was killed; and the memory grown by at most MEMORY_GROWTH from the first sample at ``settle_s`` (minute 2, or a
-fifth of a shorter soak) to the last, host and GPU each.
+own requests (seen between the kill and a few seconds after the recovery, the restarted server ready or the model
+reloaded, and retried); the backend back when it was killed; and the memory grown by at most MEMORY_GROWTH from the
+first sample at ``settle_s`` (minute 2, or a fifth of a shorter soak) to the last, host and GPU each.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ log = logging.getLogger(__name__)
 __all__ = ["MEMORY_GROWTH", "SoakReport", "gpu_memory_mib", "kill_backend", "process_rss_mib", "run_soak"]
 
 MEMORY_GROWTH = 0.02  # the most the memory may grow from the settled sample to the last
-KILL_GRACE_S = 5.0  # after the reload, errors still count as the killed backend's for this long
+KILL_GRACE_S = 5.0  # after the recovery, errors still count as the killed backend's for this long
 SETTLE_S = 120.0  # the sample growth is measured from (a fifth of a shorter soak)
 OTHER_ERRORS_KEPT = 20  # the errors not of the killed backend kept with their times and messages, the first ones
 ERROR_KINDS_KEPT = 10  # the most frequent kinds of those errors counted (a message without its request number)
@@ -96,9 +99,10 @@ def kill_backend(server, model: str) -> list[int]:
 class SoakReport:
     """What a soak saw: the load's counts (a check.LoadReport), the memory samples ({"t_s", "host_rss_mib" (the server
     and its stubs; "server_rss_mib" and "stubs_rss_mib" apart), "gpu_memory_mib"}), when the backend was killed
-    and was back (seconds from the start), and whether Triton then unloaded the model's old version (the server's
-    Recovery: None while not known, False when its log did not say so within unload_wait_s of the reload) and how
-    many seconds after the reload's load."""
+    and was back (seconds from the start), how (``recovered_by``: "restart" or "reload", the server's pid before and
+    after) and whether the model's old version then went (the server's Recovery: True after a restart, the version
+    gone with the old process; after a reload None while not known, False when Triton's log did not say so within
+    unload_wait_s of the reload) and how many seconds after the reload's load."""
 
     load: object  # check.LoadReport
     duration_s: float
@@ -107,6 +111,8 @@ class SoakReport:
     killed_at_s: float | None = None
     recovered_at_s: float | None = None
     recovery_error: str | None = None
+    recovered_by: str | None = None  # "restart" or "reload" (wtconv_serving.server.launcher.RECOVERIES)
+    server_pids: tuple = ()  # the server process before the kill and after the recovery
     old_version_unloaded: bool | None = None
     old_version_unloaded_after_s: float | None = None
     unload_wait_s: float | None = None
@@ -117,7 +123,7 @@ class SoakReport:
 
     def _phase(self, t: float) -> str:
         """When an error seen at ``t`` s was: "before" the kill (any time without one), "kill" (the killed backend's
-        own: from the kill to KILL_GRACE_S after the reload) or "after"."""
+        own: from the kill to KILL_GRACE_S after the recovery, a restart's window included) or "after"."""
         if self.killed_at_s is None or t < self.killed_at_s:
             return "before"
         end = (self.recovered_at_s if self.recovered_at_s is not None else float("inf")) + KILL_GRACE_S
@@ -130,7 +136,7 @@ class SoakReport:
 
     def other_errors(self) -> dict:
         """The errors not of the killed backend: how many were seen before the kill (all of them without one) and
-        after the reload's grace; the first OTHER_ERRORS_KEPT as {"t_s" (the soak's clock), "error"}; and
+        after the recovery's grace; the first OTHER_ERRORS_KEPT as {"t_s" (the soak's clock), "error"}; and
         {message without its request number: count} of the ERROR_KINDS_KEPT most frequent."""
         load = self.load
         others = [(t, e) for t, e in zip(load.error_times, load.errors, strict=True) if self._phase(t) != "kill"]
@@ -179,10 +185,12 @@ class SoakReport:
             "backend_killed_at_s": _round(self.killed_at_s),
             "backend_back_at_s": _round(self.recovered_at_s),
             "recovery_error": self.recovery_error,
+            "recovered_by": self.recovered_by,
+            "server_pids": list(self.server_pids),
             "errors_of_the_killed_backend": own,
             "other_errors": others,
             "other_errors_before_kill": other["before_kill"],
-            "other_errors_after_recovery": other["after_recovery"],  # after the reload and KILL_GRACE_S
+            "other_errors_after_recovery": other["after_recovery"],  # after the recovery and KILL_GRACE_S
             "first_other_errors": other["first"],
             "other_error_kinds": other["kinds"],
             "old_version_unloaded": self.old_version_unloaded,
@@ -208,7 +216,7 @@ class SoakReport:
             first = s["first_other_errors"][0]
             split = (
                 f"{s['other_errors_before_kill']} before the kill, {s['other_errors_after_recovery']} after the "
-                f"reload + {KILL_GRACE_S:g} s; "
+                f"recovery + {KILL_GRACE_S:g} s; "
                 if self.killed_at_s is not None
                 else ""
             )
@@ -223,6 +231,9 @@ class SoakReport:
     def _unload_words(self) -> str:
         if self.recovered_at_s is None or self.recovery_error is not None:
             return ""
+        if self.recovered_by == "restart":
+            pids = " to ".join(map(str, self.server_pids))
+            return f"; the server restarted (pid {pids}): the old version's memory went with the old process"
         if self.old_version_unloaded:
             after = self.old_version_unloaded_after_s
             return "; the old version unloaded" + (f" {after:g} s after the reload" if after is not None else "")
@@ -252,12 +263,16 @@ def run_soak(
     output_name: str = "output",
     atol: float = 1e-5,
     rtol: float = 1e-5,
-    reload_timeout_s: float = 300.0,
+    reload_timeout_s: float | None = None,
 ) -> SoakReport:
     """The soak of the module docstring against ``server`` (a started, watched TritonServer) serving ``model``;
     ``pool`` and ``expected``: the inputs and their outputs computed directly (check.input_pool,
-    check.expected_outputs)."""
+    check.expected_outputs). ``reload_timeout_s``: how long the model may take to come back after the kill (default:
+    as long as the server's start may take, which a restart waits again, and a minute)."""
     from wtconv_serving.traffic.check import run_load
+
+    if reload_timeout_s is None:
+        reload_timeout_s = getattr(server, "start_timeout", 240.0) + 60.0
 
     report = SoakReport(load=None, duration_s=float(duration_s), kill_asked=bool(kill))
     recovery = []  # the server's Recovery of the kill
@@ -265,6 +280,8 @@ def run_soak(
     t0 = time.monotonic()
 
     def sample():
+        if getattr(server, "restarting", False):
+            return  # no server process to measure: the old one is going, the new one not started or not ready
         server_pids = [server.process.pid] if server.process is not None else []
         stub_pids = list(server.stubs()) if server.process is not None else []
         server_mib, stubs_mib = process_rss_mib(server_pids), process_rss_mib(stub_pids)
@@ -285,7 +302,7 @@ def run_soak(
     def killer():
         if done.wait(duration_s / 2):
             return
-        before = len(server.recoveries)
+        before, pid = len(server.recoveries), server.process.pid
         report.killed_at_s = time.monotonic() - t0
         kill_backend(server, model)
         deadline = time.monotonic() + reload_timeout_s
@@ -295,8 +312,9 @@ def run_soak(
             report.recovered_at_s = time.monotonic() - t0
             recovery.append(server.recoveries[-1])
             report.recovery_error = recovery[0].error
+            report.recovered_by, report.server_pids = recovery[0].way, (pid, recovery[0].server_pid)
         else:
-            report.recovery_error = f"the model was not loaded again within {reload_timeout_s:g} s"
+            report.recovery_error = f"the model was not back within {reload_timeout_s:g} s"
 
     sample()
     watchers = [threading.Thread(target=sampler, name="soak-memory", daemon=True)]

@@ -170,7 +170,8 @@ def run_load_test(
             output_name=repo.description["output"]["name"],
             atol=tolerance,
             rtol=tolerance,
-            retries=240 if killer else 0,
+            # Retried while the watch restarts the server (as long as its start may take) and a minute more.
+            retries=int((getattr(server, "start_timeout", 0) + 60) / 0.25) if killer else 0,
             retry_wait_s=0.25,
             on_progress=killer,
             shared_memory=shared_memory,
@@ -299,8 +300,10 @@ class _Killer:
 
         kill_backend(self.server, self.model)
 
-    def wait_recovered(self, timeout: float = 300.0) -> None:
-        """Wait until the watch has reloaded the model (the check's clients may have finished first)."""
+    def wait_recovered(self, timeout: float | None = None) -> None:
+        """Wait until the watch has brought the model back, by a restart of the server or a reload (the check's
+        clients may have finished first); ``timeout`` default: as long as the server's start may take, and a minute."""
+        timeout = getattr(self.server, "start_timeout", 240.0) + 60 if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while self.killed and not self.server.recoveries and time.monotonic() < deadline:
             time.sleep(0.2)

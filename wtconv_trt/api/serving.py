@@ -21,6 +21,7 @@ from wtconv_core.inputs import check_choice, check_int, check_number
 from wtconv_core.options import (
     DEFAULT_REPOSITORY,
     PROTOCOLS,
+    RECOVERIES,
     SHARED_MEMORY_MODES,
     LoadTestOptions,
     ServingOptions,
@@ -140,6 +141,7 @@ class ServingPlan:
     json_path: Path | None = None  # where the load test's report goes (checked writable)
     load_test: LoadTest | None = None  # the load test to run once the server is ready (checked)
     visible_gpus: int | None = None  # the GPUs a server started here sees (serving only)
+    recover: str = "restart"  # how the watch brings back a model whose backend died (wtconv_core.options.RECOVERIES)
 
     @property
     def onnx(self) -> Path:
@@ -162,7 +164,8 @@ class ServingPlan:
 
     def start(self) -> Served:
         """Start tritonserver on the written repository, wait until the model is ready (warmed up at every bucket),
-        and watch its backend stubs (a crashed one is reloaded); returns the running Served. ServingError in one line
+        and watch its backend stubs (after a crashed one, the server is restarted, or the model reloaded: ``recover``);
+        returns the running Served. ServingError in one line
         when it cannot (the server's log is then kept and named); interrupted, nothing is left running."""
         from wtconv_serving.server.launcher import TritonServer, is_loopback
 
@@ -192,7 +195,7 @@ class ServingPlan:
         )
         server.start(timeout=self.timeout)
         try:
-            server.watch()
+            server.watch(recover=self.recover)
         except BaseException:
             server.stop()
             raise
@@ -234,6 +237,7 @@ def plan_serving(
     if not server.metrics:
         ports["metrics"] = None
     timeout = check_number(server.timeout, "timeout", 1.0, MAX_TIMEOUT_S, what=" s")
+    check_choice(server.recover, "recover", RECOVERIES)
     planned_load_test = check_load_test(options.load_test)
     tuning = check_tuning(options.tuning)
     repository_plan = check_python_repository(onnx, repository, repo, tuning=tuning)
@@ -273,6 +277,7 @@ def plan_serving(
         json_path=None if json_path is None else Path(json_path),
         load_test=planned_load_test,
         visible_gpus=visible,
+        recover=server.recover,
     )
 
 
@@ -425,7 +430,7 @@ class Served:
         Ctrl-C raises KeyboardInterrupt as usual."""
         stop = stop or threading.Event()
         while not stop.wait(poll_s):
-            code = self.server.process.poll()
+            code = self.server.exit_status()  # None while the watch restarts it
             if code is not None:
                 self.failed = True
                 return code
