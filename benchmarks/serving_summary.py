@@ -227,13 +227,16 @@ def targets(runs, soaks=()) -> list:
         growth = s["memory_growth"]
         grown = ", ".join(f"{k} {v:+.2%}" for k, v in growth.items() if v is not None) or "not sampled"
         memory_ok = all(v is None or v <= TARGET_MEMORY_GROWTH for v in growth.values())
-        good = s["lost"] == s["mismatched"] == s["failed"] == s["other_errors"] == 0 and memory_ok
+        # what fails it, named: the verdict ends the line after the memory, but covers every count before it too
+        counts = ("lost", "mismatched", "failed", "other_errors")
+        short = [f"{s[key]} {key.replace('_', ' ')}" for key in counts if s[key]]
+        short += [] if memory_ok else [f"memory growth above {TARGET_MEMORY_GROWTH:.0%}"]
         lines.append(
             f"{soak['tag']}: soak of {s['duration_s']:g} s at {s['concurrency']} in flight: {s['completed']} ok, "
             f"{s['lost']} lost, {s['mismatched']} mismatched, {s['other_errors']} other errors{_other_split(s)} "
             f"({s['errors_of_the_killed_backend']} of the killed backend, retried){_unload(s)}; memory growth from "
             f"{s['memory_settle_s']:g} s: {grown} (target <= {TARGET_MEMORY_GROWTH:.0%}): "
-            f"{'met' if good else 'NOT met'}"
+            f"{'NOT met (' + ', '.join(short) + ')' if short else 'met'}"
         )
     return lines
 

@@ -554,7 +554,11 @@ def test_the_sessions_timed_steps_run_after_the_build_and_before_the_harness_and
     """BACKGROUND with models and profile: the whole-model profile and ncu of build/plugin run once the build is done,
     before the harness starts; soak-start then finds them done (timed.done) and starts."""
     started = dry_run_session(
-        tmp_path, "start", BACKGROUND="models profile harness kernel_tests", MODELS_ARGS="--batch 128"
+        tmp_path,
+        "start",
+        BACKGROUND="models profile harness kernel_tests",
+        MODELS_ARGS="--batch 128",
+        KERNEL_TEST_ARGS="-n 8",
     )
     assert started.returncode == 0, started.stdout[-3000:] + started.stderr[-3000:]
     waited = dry_run_session(tmp_path, "wait", "60")
@@ -567,3 +571,4 @@ def test_the_sessions_timed_steps_run_after_the_build_and_before_the_harness_and
     assert (state / "timed.done").is_file()
     timed_end = max((logs / f"{name}.rc").stat().st_mtime for name in ("build", "models", "kernels_profile"))
     assert (logs / "harness.rc").stat().st_mtime >= timed_end
+    assert logged(logs, "kernel_tests").endswith("-n 8 tests/test_kernels_gpu.py tests/test_model_gpu.py")

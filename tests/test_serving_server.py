@@ -460,6 +460,37 @@ def test_soak_with_the_backend_killed_midway(served, exports):
     assert "the server restarted" in report.line()
 
 
+def test_grpc_clients_are_answered_at_once_when_a_long_restart_ends(served, exports, monkeypatch):
+    """A restart that keeps the ports closed for about 20 s (the model loading), under gRPC's own reconnect backoff
+    (120 s at most, where a client's next attempt may come many seconds after the server is back): the load's clients
+    replace a client that meets UNAVAILABLE with one on a connection of its own, so that none is refused later than
+    about a second after the restarted server is ready (docs/serving.md, "The soak")."""
+    from wtconv_serving.server import launcher
+    from wtconv_serving.traffic.soak import run_soak
+
+    monkeypatch.setattr(load, "RECONNECT_BACKOFF_MS", 120_000)  # gRPC's default: the clients' own cap is no help here
+    launch = launcher.TritonServer._launch
+
+    def slow_launch(server, backends, mode):
+        if mode == "ab":  # the restart's: the old process is gone, its ports closed
+            time.sleep(12.0)
+        return launch(server, backends, mode)
+
+    monkeypatch.setattr(launcher.TritonServer, "_launch", slow_launch)
+    runner = OnnxRuntimeRunner(exports["digits_std"])
+    pool = load.input_pool({"source": "default"}, (1, 32, 32), np.float32, size=200)
+    expected = load.expected_outputs(runner, pool)
+    report = run_soak(
+        served, "digits_std", pool, expected, duration_s=30.0, concurrency=16, batch_sizes=(1, 2), sample_every_s=10.0
+    )
+    print("\n" + report.line())
+    assert report.recovered_by == "restart" and report.recovery_error is None
+    assert report.recovered_at_s - report.killed_at_s > 12.0
+    late = [t - report.recovered_at_s for t in report.load.error_times if t > report.recovered_at_s]
+    assert max(late, default=0.0) < load.FRESH_CLIENT_EVERY_S + 1.0, (late, report.load.errors[-3:])
+    assert report.load.failed == report.load.lost == report.load.mismatched == 0 and report.passed
+
+
 def test_repository_that_does_not_load_is_refused_in_one_line(install, tmp_path):
     repo = tmp_path / "repo"
     (repo / "broken" / "1").mkdir(parents=True)

@@ -45,7 +45,8 @@
 # -DWTCONV_FIXED_PLANES=1; AB_GROUPS, AB_S), alone on the GPU, before anything else of the stage starts. "models"
 # (benchmarks/profile_models.py, MODELS_ARGS; $OUT/models once collected) and "profile" (ncu of build/plugin's
 # whole-plane kernels at the stage shapes, PROFILE_ARGS) run alone on the GPU after the build, before the harness,
-# the tests and the soak (soak-start waits for them). The kernel
+# the tests and the soak (soak-start waits for them). KERNEL_TEST_ARGS: more pytest arguments of the kernel tests
+# (e.g. "-n 8" where nothing else shares the card). The kernel
 # tests and the sanitizer run on build/plugin, and also on each named build of the A/B that ALSO_TEST names (e.g.
 # "all": the kernels that build compiles in, dispatched or not); "build" builds build/plugin even when nothing else
 # of the stage needs it (ort-test and serve without a
@@ -156,7 +157,9 @@ background() {
         stage harness env CMAKE_CUDA_ARCHITECTURES="$ARCHS" OUT="$LOGS" plugin/trt/harness/run_device.sh .trt/*/ &
     fi
     if [[ " $BACKGROUND " == *" kernel_tests "* ]]; then
-        stage kernel_tests python3 -m pytest -q -rs -p no:cacheprovider tests/test_kernels_gpu.py tests/test_model_gpu.py &
+        # shellcheck disable=SC2086  # KERNEL_TEST_ARGS: several words (e.g. "-n 8")
+        stage kernel_tests python3 -m pytest -q -rs -p no:cacheprovider ${KERNEL_TEST_ARGS:-} tests/test_kernels_gpu.py \
+            tests/test_model_gpu.py &
         for name in ${ALSO_TEST:-}; do
             stage "kernel_tests_$name" env WTCONV_KERNELS_LIB="build/ab/$name/libwtconv_kernels_capi.so" \
                 python3 -m pytest -q -rs -p no:cacheprovider tests/test_kernels_gpu.py &
@@ -204,7 +207,7 @@ case ${1:-} in
         mkdir -p build
         export -f background
         export LOGS STATE ARCHS ORT_HEADERS SANITIZE_S BACKGROUND CUDA_ARCHS=$ARCHS AB_BUILD_STAGES ALSO_TEST MODELS_ARGS \
-            PROFILE_ARGS
+            PROFILE_ARGS KERNEL_TEST_ARGS
         ORT_HEADERS=$(ort_headers)
         setsid nohup bash -c background > "$LOGS/background.log" 2>&1 < /dev/null &
         echo $! > "$STATE/background.pid"

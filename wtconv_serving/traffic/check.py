@@ -119,9 +119,19 @@ class LoadReport:
 # 120 s): a server the watch restarts is back once ready (docs/serving.md, "The soak"), and its clients reconnect
 # within a second of that rather than after a backoff grown while it loaded.
 RECONNECT_BACKOFF_MS = 1000
+# Not every gRPC release keeps to that cap: in the 10-minute GPU soak a few clients were still refused 9-13 s after
+# the restarted server had started listening (docs/serving.md, "The soak"). So a load client that meets UNAVAILABLE
+# also replaces its client, at most once per this many seconds, with one on a connection of its own (a local
+# subchannel pool: gRPC otherwise shares one connection, and its backoff, among a process's channels to one address),
+# whose first attempt to connect is immediate.
+FRESH_CLIENT_EVERY_S = 1.0
+# tritonclient's status of a gRPC call that found no server listening (or a full queue)
+UNAVAILABLE = "StatusCode.UNAVAILABLE"
 
 
-def _client(protocol: str, url: str, timeout_s: float):
+def _client(protocol: str, url: str, timeout_s: float, own_connection: bool = False):
+    """A tritonclient module and client for ``url``; ``own_connection`` (gRPC): on a connection no other client of
+    this process shares, so that it connects at once (FRESH_CLIENT_EVERY_S)."""
     if protocol == "grpc":
         import tritonclient.grpc as module
 
@@ -134,6 +144,7 @@ def _client(protocol: str, url: str, timeout_s: float):
             ("grpc.keepalive_permit_without_calls", keepalive.keepalive_permit_without_calls),
             ("grpc.http2.max_pings_without_data", keepalive.http2_max_pings_without_data),
             ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS),
+            *([("grpc.use_local_subchannel_pool", 1)] if own_connection else []),
         ]
         return module, module.InferenceServerClient(url=url, channel_args=channel_args)
     import tritonclient.http as module
@@ -190,6 +201,7 @@ def run_load(
 
     def worker(slot):
         module, client = _client(protocol, url, request_timeout_s)
+        replaced_at = time.monotonic()
         try:
             while time.monotonic() < deadline and not stop.is_set():
                 with lock:
@@ -208,6 +220,10 @@ def run_load(
                         error = None
                     except InferenceServerException as failure:
                         error = str(failure)
+                        if failure.status() == UNAVAILABLE and time.monotonic() - replaced_at >= FRESH_CLIENT_EVERY_S:
+                            client.close()
+                            module, client = _client(protocol, url, request_timeout_s, own_connection=True)
+                            replaced_at = time.monotonic()
                     elapsed = (time.perf_counter() - t_send) * 1e3
                     if error is None:
                         break
