@@ -78,6 +78,9 @@ UNLOAD_WAIT_S = 60.0
 # How long a restart waits for the old process's ports to be free again before it gives up (the same check as a first
 # start; a port another program took meanwhile is refused after this).
 PORTS_FREE_WAIT_S = 30.0
+# How much longer than the server's start a model whose backend died may take to come back: the watch noticing the
+# dead stub, the drain of the live instances and the ports' check come before a restart's wait for readiness.
+RECOVERY_EXTRA_S = 60.0
 RESTART_LINE = "wtconv-trt: restarting tritonserver"  # written into the log between the old process's and the new's
 
 
@@ -593,6 +596,12 @@ class TritonServer:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
+
+    @property
+    def recovery_wait_s(self) -> float:
+        """How long a model whose backend died may take to come back (watch): as long as the server's start may take,
+        which a restart waits again, and RECOVERY_EXTRA_S more. What the soak and the load test's check wait for."""
+        return self.start_timeout + RECOVERY_EXTRA_S
 
     @property
     def restarting(self) -> bool:

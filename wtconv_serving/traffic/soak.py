@@ -268,11 +268,11 @@ def run_soak(
     """The soak of the module docstring against ``server`` (a started, watched TritonServer) serving ``model``;
     ``pool`` and ``expected``: the inputs and their outputs computed directly (check.input_pool,
     check.expected_outputs). ``reload_timeout_s``: how long the model may take to come back after the kill (default:
-    as long as the server's start may take, which a restart waits again, and a minute)."""
+    the server's recovery_wait_s)."""
     from wtconv_serving.traffic.check import run_load
 
     if reload_timeout_s is None:
-        reload_timeout_s = getattr(server, "start_timeout", 240.0) + 60.0
+        reload_timeout_s = server.recovery_wait_s
 
     report = SoakReport(load=None, duration_s=float(duration_s), kill_asked=bool(kill))
     recovery = []  # the server's Recovery of the kill
@@ -280,7 +280,7 @@ def run_soak(
     t0 = time.monotonic()
 
     def sample():
-        if getattr(server, "restarting", False):
+        if server.restarting:
             return  # no server process to measure: the old one is going, the new one not started or not ready
         server_pids = [server.process.pid] if server.process is not None else []
         stub_pids = list(server.stubs()) if server.process is not None else []

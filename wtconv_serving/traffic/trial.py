@@ -170,8 +170,8 @@ def run_load_test(
             output_name=repo.description["output"]["name"],
             atol=tolerance,
             rtol=tolerance,
-            # Retried while the watch restarts the server (as long as its start may take) and a minute more.
-            retries=int((getattr(server, "start_timeout", 0) + 60) / 0.25) if killer else 0,
+            # Retried for as long as the watch may take to bring the model back (a restart of the server included).
+            retries=int(server.recovery_wait_s / 0.25) if killer else 0,
             retry_wait_s=0.25,
             on_progress=killer,
             shared_memory=shared_memory,
@@ -302,8 +302,8 @@ class _Killer:
 
     def wait_recovered(self, timeout: float | None = None) -> None:
         """Wait until the watch has brought the model back, by a restart of the server or a reload (the check's
-        clients may have finished first); ``timeout`` default: as long as the server's start may take, and a minute."""
-        timeout = getattr(self.server, "start_timeout", 240.0) + 60 if timeout is None else timeout
+        clients may have finished first); ``timeout`` default: the server's recovery_wait_s."""
+        timeout = self.server.recovery_wait_s if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while self.killed and not self.server.recoveries and time.monotonic() < deadline:
             time.sleep(0.2)
