@@ -119,8 +119,12 @@ background() {
     OUT=$STATE device_start "$LOGS"
     export STAGE_TAIL=0
     gpu_info > "$LOGS/gpu.log"
+    wants() { [[ " $BACKGROUND " == *" $1 "* ]]; }
+    start_harness() {
+        stage harness env CMAKE_CUDA_ARCHITECTURES="$ARCHS" OUT="$LOGS" plugin/trt/harness/run_device.sh .trt/*/ &
+    }
     # Timed: the A/B runs before anything else of the stage is started.
-    if [[ " $BACKGROUND " == *" ab "* ]]; then
+    if wants ab; then
         stage kernels_ab env OUT="$STATE/ab" LOGS="$LOGS/ab" \
             STAGES="${AB_BUILD_STAGES:-build:ref:-DWTCONV_FIXED_PLANES=0 build:default} ab" \
             AB_GROUPS="${AB_GROUPS:-}" AB_S="${AB_S:-}" tools/device_kernels.sh
@@ -128,12 +132,11 @@ background() {
     # The harness builds its own trees (one per TensorRT header set) and needs no other build: it starts at once,
     # unless timed steps (models, profile) follow the build: then after them.
     local timed=0
-    [[ " $BACKGROUND " == *" models "* || " $BACKGROUND " == *" profile "* ]] && timed=1
-    if [[ " $BACKGROUND " == *" harness "* && $timed = 0 ]]; then
-        stage harness env CMAKE_CUDA_ARCHITECTURES="$ARCHS" OUT="$LOGS" plugin/trt/harness/run_device.sh .trt/*/ &
+    { wants models || wants profile; } && timed=1
+    if wants harness && [ $timed = 0 ]; then
+        start_harness
     fi
-    if [[ " $BACKGROUND " != *" build "* && " $BACKGROUND " != *" kernel_tests "* && " $BACKGROUND " != *" sanitize "* \
-        && " $BACKGROUND " != *" models "* && " $BACKGROUND " != *" profile "* ]]; then
+    if ! wants build && ! wants kernel_tests && ! wants sanitize && [ $timed = 0 ]; then
         wait
         touch "$STATE/timed.done" "$STATE/background.done"
         return 0
@@ -145,18 +148,18 @@ background() {
     # Timed, alone on the GPU before the tests and the harness start: the whole models beside timm's ConvNeXt
     # (benchmarks/profile_models.py), then ncu of the dispatched whole-plane kernels at the stage shapes (its counts
     # for docs/bench/README.md; the profile:<name> stage of tools/device_kernels.sh on build/plugin).
-    if [[ " $BACKGROUND " == *" models "* ]]; then
+    if wants models; then
         stage models python3 -m benchmarks.profile_models --out "$STATE/models" ${MODELS_ARGS:-}
     fi
-    if [[ " $BACKGROUND " == *" profile "* ]]; then
+    if wants profile; then
         stage kernels_profile env AB_BUILDS=build LIBS=plugin STAGES=profile:plugin OUT="$STATE/profile" \
             LOGS="$LOGS/profile" PROFILE_ARGS="${PROFILE_ARGS:---stages}" tools/device_kernels.sh
     fi
     touch "$STATE/timed.done"
-    if [[ " $BACKGROUND " == *" harness "* && $timed = 1 ]]; then
-        stage harness env CMAKE_CUDA_ARCHITECTURES="$ARCHS" OUT="$LOGS" plugin/trt/harness/run_device.sh .trt/*/ &
+    if wants harness && [ $timed = 1 ]; then
+        start_harness
     fi
-    if [[ " $BACKGROUND " == *" kernel_tests "* ]]; then
+    if wants kernel_tests; then
         # shellcheck disable=SC2086  # KERNEL_TEST_ARGS: several words (e.g. "-n 8")
         stage kernel_tests python3 -m pytest -q -rs -p no:cacheprovider ${KERNEL_TEST_ARGS:-} tests/test_kernels_gpu.py \
             tests/test_model_gpu.py &
@@ -167,7 +170,7 @@ background() {
     fi
     # compute-sanitizer over the runner's launches, each cut at SANITIZE_S seconds (racecheck of every case takes
     # longer than a session can give it; the log says how far it got).
-    if [[ " $BACKGROUND " == *" sanitize "* ]]; then
+    if wants sanitize; then
         stage memcheck timeout "$SANITIZE_S" compute-sanitizer --tool memcheck --error-exitcode 3 build/plugin/wtconv_sanitize_runner &
         stage racecheck timeout "$SANITIZE_S" compute-sanitizer --tool racecheck --error-exitcode 3 build/plugin/wtconv_sanitize_runner &
         for name in ${ALSO_TEST:-}; do
