@@ -6,7 +6,9 @@ wtconv_serving.tuning makes by default, each beside what it replaces (docs/servi
         --json alt.json
 
 Variants (onnxruntime on the GPU; torch-cuda: graphs, eager, unbucketed):
-  graphs            buckets, one CUDA graph per bucket (cudnn_conv_algo_search EXHAUSTIVE, searched at capture)
+  graphs            buckets, one CUDA graph per bucket (cudnn_conv_algo_search EXHAUSTIVE, searched at capture), each
+                    batch run as the buckets' times measured at load say: padded up to one, or split into several
+  graphs-padded     the same, every batch padded up to one bucket (before batches were split)
   eager-heuristic   buckets, one eager session, HEURISTIC
   eager-default     buckets, one eager session, DEFAULT
   eager-exhaustive  buckets, one eager session, EXHAUSTIVE (re-plans whenever the bucket changes)
@@ -16,8 +18,8 @@ Variants (onnxruntime on the GPU; torch-cuda: graphs, eager, unbucketed):
 
 For each: load time (sessions, warm-up, capture), milliseconds per batch at each bucket (the same size repeated),
 and the rate over a dynamic batcher's kind of sequence of batch sizes (seeded, sizes 1 to the largest bucket, and
-25 to 32 as in the measurement that motivated buckets) with one copy in and out per batch, as served. Writes
---json; prints a table.
+25 to 32 as in the measurement that motivated buckets) with one copy in and out per batch, as served: the median
+of SEQUENCE_PASSES passes. --only names the variants to run. Writes --json; prints a table.
 """
 
 from __future__ import annotations
@@ -39,14 +41,17 @@ from wtconv_serving.runners.runtimes import load_runtime, make_runner
 from wtconv_serving.tuning import Tuning, default_buckets
 
 DENSE = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+PADDED = "graphs-padded"  # the default runner with its plan dropped: every batch padded up to one bucket
+SEQUENCE_PASSES = 5
 
 
 def variants(runtime: str, quick: bool, dense: bool) -> list:
     if runtime == "torch-cuda":
-        chosen = [("graphs", Tuning()), ("eager", Tuning(cuda_graphs=False)), ("unbucketed", None)]
+        chosen = [("graphs", Tuning()), (PADDED, Tuning()), ("eager", Tuning(cuda_graphs=False)), ("unbucketed", None)]
     else:
         chosen = [
             ("graphs", Tuning()),
+            (PADDED, Tuning()),
             ("eager-heuristic", Tuning(cuda_graphs=False, cudnn_search="HEURISTIC")),
             ("eager-default", Tuning(cuda_graphs=False, cudnn_search="DEFAULT")),
             ("eager-exhaustive", Tuning(cuda_graphs=False, cudnn_search="EXHAUSTIVE")),
@@ -54,7 +59,7 @@ def variants(runtime: str, quick: bool, dense: bool) -> list:
             ("unbucketed", None),
         ]
         if quick:
-            chosen = [c for c in chosen if c[0] in ("graphs", "eager-heuristic", "unbucketed")]
+            chosen = [c for c in chosen if c[0] in ("graphs", PADDED, "eager-heuristic", "unbucketed")]
     if dense and not quick:
         chosen.append(("dense-graphs", Tuning(buckets=DENSE)))
     return chosen
@@ -88,6 +93,10 @@ def measure(name, tuning, args, input_dims, max_batch, pool, sequences) -> dict:
         buckets = tuning.buckets
     load_s = time.perf_counter() - t0
     entry = {"variant": name, "load_s": round(load_s, 2), "description": runner.description, "buckets": {}}
+    if runner.plan is not None:
+        entry["plan"] = runner.plan.describe()
+        if name == PADDED:
+            runner.plan = None
     for size in buckets:
         x = np.ascontiguousarray(pool[:size])
         runner(x)
@@ -98,13 +107,17 @@ def measure(name, tuning, args, input_dims, max_batch, pool, sequences) -> dict:
         }
     for label, sizes in sequences.items():
         runner(np.ascontiguousarray(pool[: sizes[0]]))
-        start = time.perf_counter()
-        for size in sizes:
-            runner(np.ascontiguousarray(pool[:size]))
-        wall = time.perf_counter() - start
+        walls = []
+        for _ in range(SEQUENCE_PASSES):
+            start = time.perf_counter()
+            for size in sizes:
+                runner(np.ascontiguousarray(pool[:size]))
+            walls.append(time.perf_counter() - start)
+        wall = percentile(walls, 50)
         entry[f"sequence_{label}"] = {
             "batches": len(sizes),
             "images_per_s": round(sum(sizes) / wall, 1),
+            "images_per_s_spread": [round(sum(sizes) / w, 1) for w in (max(walls), min(walls))],
             "ms_per_batch": round(wall / len(sizes) * 1e3, 3),
         }
     runner = None  # its sessions and buffers freed before the next variant is made
@@ -128,6 +141,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=0.3, help="time per bucket")
     parser.add_argument("--quick", action="store_true", help="the main variants only")
     parser.add_argument("--dense", action="store_true", help="also graphs on a denser bucket set")
+    parser.add_argument("--only", help="comma-separated variants to run (default: all of --quick/--dense)")
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
     exported = ExportedModel.read(args.onnx)
@@ -158,7 +172,14 @@ def main() -> int:
         report["gpu"] = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     except ImportError:
         report["gpu"] = None
-    for name, tuning in variants(args.runtime, args.quick, args.dense):
+    chosen = variants(args.runtime, args.quick, args.dense)
+    if args.only:
+        wanted = args.only.split(",")
+        unknown = sorted(set(wanted) - {name for name, _ in chosen})
+        if unknown:
+            parser.error(f"--only: no variant {', '.join(unknown)} here; choose from {', '.join(n for n, _ in chosen)}")
+        chosen = [c for c in chosen if c[0] in wanted]
+    for name, tuning in chosen:
         try:
             entry = measure(name, tuning, args, input_dims, max_batch, pool, sequences)
         except Exception as error:  # noqa: BLE001 - a variant that cannot run here is reported, not fatal

@@ -33,6 +33,7 @@ from wtconv_serving.runners.batch_runner import (
     outputs_on_device,
     staging_plan,
 )
+from wtconv_serving.runners.bucket_plan import BucketPlan
 
 DIMS = (2, 3)
 CPU = torch.device("cpu")
@@ -84,9 +85,10 @@ class Doubling(BatchRunner):
     def __init__(self):
         self.buffers = DeviceBuffers(torch, CPU, None, 8, DIMS, np.float32)
         self.output = torch.empty((8, *DIMS))
+        self.ran: list[int] = []  # the buckets run, in order
 
-    def _run(self, parts, rows, size):
-        self.buffers.stage(parts, rows)
+    def _run_bucket(self, size):
+        self.ran.append(size)
         torch.mul(self.buffers.device_input[:size], 2, out=self.output[:size])
         return self.output
 
@@ -107,6 +109,26 @@ def test_answers_go_back_where_the_inputs_came_from():
         answers = runner.run(parts)
         assert not outputs_on_device(parts) and all(isinstance(a, np.ndarray) for a in answers)
         assert all(np.array_equal(a, 2 * np.asarray(p)) for a, p in zip(answers, parts, strict=True))
+
+
+@pytest.mark.parametrize("on_gpu", [False, True], ids=["host inputs", "device inputs"])
+def test_a_batch_split_into_pieces_answers_every_request_as_one_padded_batch_would(on_gpu):
+    runner = Doubling()
+    runner.buckets = (1, 2, 4, 8)
+    # bucket times at which a batch of 7 is cheapest as 4 + 2 + 1 (5.7 against 6.1 for 4 + 4 and 10 for 8), one of 8
+    # as 4 + 4, one of 5 as 4 + 1 (the last piece padded)
+    runner.plan = BucketPlan(runner.buckets, {1: 1.0, 2: 1.5, 4: 3.0, 8: 10.0}, overhead_s=0.1)
+    assert runner.plan.buckets_for(7) == (4, 2, 1) and runner.plan.buckets_for(8) == (4, 4)
+    assert runner.plan.buckets_for(2) == (2,) and runner.plan.buckets_for(5) == (4, 1)
+    for seed, sizes in enumerate([(3, 4), (2, 1, 2, 1), (7,), (8,), (1,)]):
+        parts = [part(n, 10 * seed + i, on_gpu) for i, n in enumerate(sizes)]
+        runner.ran.clear()
+        runner.buffers.device_input.fill_(float("nan"))  # rows a piece's move would wrongly read are NaN
+        answers = runner.run(parts)
+        want_buckets = list(runner.plan.buckets_for(sum(sizes)))
+        assert runner.ran == want_buckets, f"requests {sizes}"
+        for answer, p in zip(answers, parts, strict=True):
+            assert np.array_equal(np.asarray(answer), 2 * np.asarray(p)), f"requests {sizes}: buckets {want_buckets}"
 
 
 class Graph:

@@ -1,23 +1,41 @@
 """The serving runners on a GPU, as a served model uses them (wtconv_serving.runners.torch_runner,
 wtconv_serving.runners.ort_runner):
 batches padded up to their bucket on preallocated buffers, each bucket replayed as a CUDA graph, several requests'
-rows in one batch and split back. The oracle is the same exported model run eagerly, request by request, without
-buckets (PyTorch on the GPU for torch-cuda; ONNX Runtime's CPU EP for onnxruntime), within the fp16 contract.
-Skipped without a CUDA device (conftest decides)."""
+rows in one batch and split back; each bucket timed at load, and a batch run in pieces (a plan that splits it,
+wtconv_serving.runners.bucket_plan) answering as the padded batch does. The oracle is the same exported model run
+eagerly, request by request, without buckets (PyTorch on the GPU for torch-cuda; ONNX Runtime's CPU EP for
+onnxruntime), within the fp16 contract. Skipped without a CUDA device (conftest decides)."""
 
 import numpy as np
 import pytest
 
+from wtconv_serving.runners.bucket_plan import BucketPlan
 from wtconv_serving.tuning import Tuning
 
 BUCKETS = (1, 2, 4, 8)
 DIMS = (1, 32, 32)  # the shipped model's input without its batch axis
 REQUESTS = [(3,), (1, 4, 2), (8,), (5, 1), (1,)]  # batches: 3 -> bucket 4, 7 -> 8, 8, 6 -> 8, 1
+# times at which batches of 3, 5, 6, 7 and 8 run in pieces: 7 as 4 + 2 + 1, 8 as 4 + 4
+SPLITTING_TIMES = {1: 1.0, 2: 1.5, 4: 3.0, 8: 10.0}
 
 
 def requests(sizes, seed):
     rng = np.random.default_rng(seed)
     return [rng.standard_normal((n, *DIMS)).astype(np.float16) for n in sizes]
+
+
+def check_runs_in_pieces(served, reference) -> None:
+    """The plan measured at load (a time for every bucket), then a plan that splits most batches: every request's
+    answer as ``reference`` gives it."""
+    assert sorted(served.plan.seconds) == list(BUCKETS) and all(t > 0 for t in served.plan.seconds.values())
+    served.plan = BucketPlan(BUCKETS, SPLITTING_TIMES)
+    assert served.plan.buckets_for(7) == (4, 2, 1)
+    for index, sizes in enumerate(REQUESTS):
+        parts = requests(sizes, 20 + index)
+        for part, out in zip(parts, served.run(parts), strict=True):
+            assert_close(
+                out, reference.run([part])[0], f"requests {sizes} in pieces {served.plan.buckets_for(sum(sizes))}"
+            )
 
 
 def assert_close(got, want, what):
@@ -47,6 +65,7 @@ def test_torch_cuda_runner_replays_a_graph_per_bucket_and_matches_eager(shipped_
     kept = [o.copy() for o in outputs]
     served.run(requests((2,), 99))  # the next batch reuses the buffers: answers already given must not change
     assert all(np.array_equal(a, b) for a, b in zip(outputs, kept, strict=True))
+    check_runs_in_pieces(served, eager)
 
 
 @pytest.mark.gpu
@@ -65,3 +84,4 @@ def test_onnxruntime_runner_replays_a_graph_per_bucket_and_matches_the_cpu(shipp
         assert len(outputs) == len(parts)
         for part, out in zip(parts, outputs, strict=True):
             assert_close(out, cpu.run([part])[0], f"requests {sizes}")
+    check_runs_in_pieces(served, cpu)

@@ -8,7 +8,8 @@
 #
 #   tools/device_session.sh start      # first call: takes the carried wheel parts, starts the background stage
 #   tools/device_session.sh part       # later calls: takes the carried wheel parts (.devwheels/*.partNN)
-#   tools/device_session.sh install    # joins each wheel's parts, checks its md5 (.devwheels/*.md5), installs
+#   tools/device_session.sh install    # joins each wheel's parts (none yet: the serving wheels alone; call it again
+#                                      # once the parts are here), checks its md5 (.devwheels/*.md5), installs
 #                                      # onnxruntime-gpu and the serving wheels (.whl/serving) into /tmp/site,
 #                                      # unpacks tritonserver; a binary wheel of ours (wtconv_trt-*.whl) is kept
 #                                      # for the `wheel` step
@@ -224,6 +225,7 @@ case ${1:-} in
         take_parts
         wheels=()
         for first in "$STATE"/parts/*.part00; do
+            [ -f "$first" ] || continue  # no wheel in parts (yet): the serving wheels alone, e.g. for a soak first
             whl=$(basename "$first" .part00)
             cat "$STATE/parts/$whl".part* > "$STATE/$whl" || exit 1
             (cd "$STATE" && md5sum -c "parts/$whl.md5") || { echo "md5 mismatch: a part of $whl is missing"; exit 1; }

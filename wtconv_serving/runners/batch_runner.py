@@ -13,7 +13,9 @@ per request. On a GPU runner (``DeviceBuffers``, made once at load) a batch cost
   batch), whose per-request views the backend takes through DLPack and Triton copies where the client wants them
   (its CUDA region, or the host). Any other batch: one copy to a pinned host buffer. Either way one synchronisation.
 
-The batch is padded up to its bucket (wtconv_serving.tuning) and the padding dropped from the answer.
+A GPU runner runs a batch on its buckets (wtconv_serving.tuning) as its ``plan`` says (bucket_plan.BucketPlan, from
+each bucket's time measured at load): padded up to one bucket, or split into several pieces, each moved to the front
+of the device buffer and its output rows gathered into one batch output; the padding is dropped from the answer.
 ``check_graph_replay`` is how every runner checks a CUDA graph it captured, at load.
 
 GPU only: pinned memory and CUDA streams. On the CPU (the tests) the same code runs with plain host buffers and no
@@ -28,6 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from wtconv_core.errors import ServingError
+from wtconv_serving.runners.bucket_plan import BucketPlan, time_buckets
 from wtconv_serving.tuning import bucket_for
 
 log = logging.getLogger(__name__)
@@ -74,12 +77,15 @@ def staging_plan(parts: Sequence) -> tuple[list, list, list]:
 
 class BatchRunner:
     """Base of the runners: ``run(parts)`` and ``__call__(x)`` (one part). Subclasses set the names, dtypes and
-    ``buckets`` (empty: every batch runs at its own size) and implement ``_run``; a GPU runner with buffers sets
-    ``buffers`` (DeviceBuffers), and its ``_run`` returns the device output, which run brings where it belongs."""
+    ``buckets`` (empty: every batch runs at its own size). A runner without buffers implements ``_run``; a GPU runner
+    with buffers sets ``buffers`` (DeviceBuffers) and implements ``_run_bucket``, and ``run`` stages the batch, runs
+    its pieces (``plan``, made by ``measure_buckets`` at load; without it every batch is padded up to one bucket)
+    and brings the output where it belongs."""
 
     name = ""
     buckets: tuple[int, ...] = ()
     buffers = None
+    plan: BucketPlan | None = None
     input_name = "input"
     output_name = "output"
     input_dtype = np.dtype(np.float32)
@@ -93,10 +99,10 @@ class BatchRunner:
         the GPU (outputs_on_device); the parts run as one batch of their rows, padded up to its bucket."""
         sizes = [len(p) for p in parts]
         rows = sum(sizes)
-        size = bucket_for(rows, self.buckets)
-        out = self._run(parts, rows, size)
-        if self.buffers is not None and not on_host(out):
-            out = self.buffers.fetch(out, rows, on_device=outputs_on_device(parts))
+        if self.buffers is None:
+            out = self._run(parts, rows, bucket_for(rows, self.buckets))
+        else:
+            out = self.buffers.fetch(self._run_pieces(parts, rows), rows, on_device=outputs_on_device(parts))
         outputs, start = [], 0
         for count in sizes:
             if on_host(out):
@@ -107,9 +113,37 @@ class BatchRunner:
         return outputs
 
     def _run(self, parts: Sequence, rows: int, size: int):
-        """The outputs of the batch (at least ``rows`` rows), valid until the next call: a NumPy array, or with
-        ``buffers`` the device tensor the model wrote."""
+        """Without buffers: the outputs of the batch, ``rows`` rows as a NumPy array."""
         raise NotImplementedError
+
+    def _run_bucket(self, size: int):
+        """With buffers: run bucket ``size`` on ``buffers.device_input[:size]`` on the runner's stream (queued, not
+        waited for); the device tensor its output is in (at least ``size`` rows), valid until that bucket runs
+        again."""
+        raise NotImplementedError
+
+    def _run_pieces(self, parts: Sequence, rows: int):
+        """The batch staged into the device buffer and run as the plan's pieces (module docstring); the device
+        tensor holding its ``rows`` output rows."""
+        buffers = self.buffers
+        pieces = self.plan.pieces(rows) if self.plan else [(0, rows, bucket_for(rows, self.buckets))]
+        with buffers.current_device():
+            buffers.stage(parts, rows)
+            if len(pieces) == 1:
+                return self._run_bucket(pieces[0][2])
+            for start, count, bucket in pieces:
+                buffers.move_to_front(start, count)
+                buffers.gather(self._run_bucket(bucket), start, count)
+            return buffers.gathered
+
+    def measure_buckets(self) -> None:
+        """At load, once every bucket runs (graphs captured and checked): each bucket timed on the runner's stream
+        and the plan made from the times (bucket_plan), logged."""
+        buffers = self.buffers
+        with buffers.current_device():
+            seconds = time_buckets(self.torch, buffers.stream, self.buckets, self._run_bucket)
+        self.plan = BucketPlan(self.buckets, seconds)
+        log.info("%s: %s", self.name, self.plan.describe())
 
     @property
     def description(self) -> str:
@@ -138,6 +172,7 @@ class DeviceBuffers:
         self.host_input_array = self.host_input.numpy()
         self.device_input = torch.empty((rows, *input_dims), dtype=dtype, device=device)
         self.host_output = None
+        self.gathered = None  # a batch run in pieces: its output rows, gathered (made at the first such batch)
 
     def stage(self, parts: Sequence, rows: int) -> None:
         """Copy the parts' rows into device_input[:rows]: a part on the GPU directly (one copy on the GPU); the host
@@ -152,12 +187,28 @@ class DeviceBuffers:
             for start, end in runs:
                 self.device_input[start:end].copy_(self.host_input[start:end], non_blocking=self.pinned)
 
+    def move_to_front(self, start: int, count: int) -> None:
+        """A piece's rows moved to the front of device_input, where its bucket reads them (on the stream, after the
+        earlier pieces' runs; the rows do not overlap: bucket_plan's module docstring)."""
+        if start:
+            with self.torch.cuda.stream(self.stream):
+                self.device_input[:count].copy_(self.device_input[start : start + count])
+
+    def gather(self, output, start: int, count: int) -> None:
+        """A piece's ``count`` output rows (the first of ``output``) into rows ``start``... of ``gathered``."""
+        torch = self.torch
+        shape = (len(self.device_input), *output.shape[1:])
+        if self.gathered is None or tuple(self.gathered.shape) != shape or self.gathered.dtype != output.dtype:
+            self.gathered = torch.empty(shape, dtype=output.dtype, device=output.device)
+        with torch.cuda.stream(self.stream):
+            self.gathered[start : start + count].copy_(output[:count])
+
     def fetch(self, output, rows: int, on_device: bool = False):
         """The first ``rows`` rows of the device tensor ``output``, after one synchronisation of the stream: on the
         host (a pinned buffer, valid until the next batch) or with ``on_device`` a copy of them on the device, which
         the answers of this batch keep (the graph's output is the next batch's)."""
         torch = self.torch
-        with self._on_device(), torch.cuda.stream(self.stream):
+        with self.current_device(), torch.cuda.stream(self.stream):
             if on_device:
                 rows_out = output[:rows].clone()
             else:
@@ -170,7 +221,7 @@ class DeviceBuffers:
         self._synchronize()
         return rows_out
 
-    def _on_device(self):
+    def current_device(self):
         """The runner's GPU made current (GPU only; nothing on the CPU)."""
         import contextlib
 

@@ -107,6 +107,7 @@ class OnnxRuntimeRunner(BatchRunner):
                 torch, self.device, self.stream, self.buckets[-1], input_dims, self.input_dtype
             )
             self._prepare()
+            self.measure_buckets()
 
     # --- sessions -------------------------------------------------------------------------------------------------
 
@@ -225,15 +226,11 @@ class OnnxRuntimeRunner(BatchRunner):
             self.torch, self.stream, x, output, lambda: run(options), lambda: run(eager), self.output_dtype, bucket
         )
 
-    def _run(self, parts, rows: int, size: int):
-        if self.buffers is None:
-            return self._run_host(parts, rows)
-        with self.torch.cuda.device(self.device):
-            self.buffers.stage(parts, rows)
-            self.sessions[size].run_with_iobinding(self.bindings[size], self.run_options[size])
-            return self.outputs[size]
+    def _run_bucket(self, size: int):
+        self.sessions[size].run_with_iobinding(self.bindings[size], self.run_options[size])
+        return self.outputs[size]
 
-    def _run_host(self, parts, rows: int) -> np.ndarray:
+    def _run(self, parts, rows: int, size: int):
         """CPU, or a GPU without buckets: the parts in one host buffer (made once, grown when needed), one run."""
         if len(parts) == 1:
             x = np.ascontiguousarray(host_array(parts[0]))

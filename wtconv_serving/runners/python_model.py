@@ -75,6 +75,8 @@ class ServedModel:
             f"{self.input_name} {self.runner.input_dtype}, output {self.output_name} {self.runner.output_dtype}; "
             f"instance {self.instance} on {where} (loaded in {time.perf_counter() - start:.1f} s)"
         )
+        if self.runner.plan is not None:  # how its batches run on the buckets (bucket_plan)
+            self.logger.log_info(f"{args['model_name']}: instance {self.instance}: {self.runner.plan.describe()}")
 
     def execute(self, requests):
         pb = self.pb

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from wtconv_core.errors import ServingError
-from wtconv_serving.runners.batch_runner import BatchRunner, DeviceBuffers, check_graph_replay
+from wtconv_serving.runners.batch_runner import BatchRunner, DeviceBuffers, check_graph_replay, host_array
 from wtconv_serving.tuning import Tuning
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,7 @@ class TensorRTRunner(BatchRunner):
                     torch, self.device, self.stream, self.buckets[-1], input_dims, self.input_dtype
                 )
                 self._prepare(cuda_graphs)
+                self.measure_buckets()
 
     @property
     def description(self) -> str:
@@ -122,6 +123,11 @@ class TensorRTRunner(BatchRunner):
     def _enqueue(self) -> None:
         if not self.context.execute_async_v3(self.stream.cuda_stream):
             raise ServingError("TensorRT execute_async_v3 failed (see the server log)")
+
+    def _run(self, parts, rows: int, size: int):
+        """Without buckets: the batch as it comes."""
+        with self.torch.cuda.device(self.device):
+            return self._run_unbuffered(np.concatenate([host_array(p) for p in parts]))
 
     def _run_unbuffered(self, x: np.ndarray) -> np.ndarray:
         torch = self.torch
@@ -168,16 +174,13 @@ class TensorRTRunner(BatchRunner):
 
         return run
 
-    def _run(self, parts, rows: int, size: int):
-        torch = self.torch
-        with torch.cuda.device(self.device):
-            self.buffers.stage(parts, rows)
-            x = self.buffers.device_input[:size]
-            # The context's shape and addresses are those of the last bucket run; a graph replays its own.
-            output = self._bind(x.shape, x.data_ptr(), self.outputs[size])
-            with torch.cuda.stream(self.stream):
-                if size in self.graphs:
-                    self.graphs[size].replay()
-                else:
-                    self._enqueue()
-            return output
+    def _run_bucket(self, size: int):
+        x = self.buffers.device_input[:size]
+        # The context's shape and addresses are those of the last bucket run; a graph replays its own.
+        output = self._bind(x.shape, x.data_ptr(), self.outputs[size])
+        with self.torch.cuda.stream(self.stream):
+            if size in self.graphs:
+                self.graphs[size].replay()
+            else:
+                self._enqueue()
+        return output

@@ -120,6 +120,7 @@ class TorchCudaRunner(BatchRunner):
                 log.warning("torch-cuda: batch %d runs eagerly: capturing its CUDA graph failed: %s", bucket, error)
         if failed:
             self.eager_note = f" (eager for {_sizes(sorted(failed))}: capture failed)"
+        self.measure_buckets()
 
     def _eager(self, x):
         """An eager run on our stream, for the graph check."""
@@ -127,20 +128,20 @@ class TorchCudaRunner(BatchRunner):
             return self._forward(x)
 
     def _run(self, parts, rows: int, size: int):
+        """Without buckets: the batch as it comes, eagerly."""
         torch = self.torch
-        if self.buffers is None:
-            x = parts[0] if len(parts) == 1 else np.concatenate([host_array(p) for p in parts])
-            with torch.cuda.device(self.device):
-                tensor = torch.as_tensor(np.ascontiguousarray(host_array(x))).to(self.device)
-                return self._forward(tensor).cpu().numpy()
+        x = parts[0] if len(parts) == 1 else np.concatenate([host_array(p) for p in parts])
         with torch.cuda.device(self.device):
-            self.buffers.stage(parts, rows)
-            with torch.cuda.stream(self.stream):
-                if size in self.graphs:
-                    graph, output = self.graphs[size]
-                    graph.replay()
-                    return output
-                return self._forward(self.buffers.device_input[:size])
+            tensor = torch.as_tensor(np.ascontiguousarray(host_array(x))).to(self.device)
+            return self._forward(tensor).cpu().numpy()
+
+    def _run_bucket(self, size: int):
+        with self.torch.cuda.stream(self.stream):
+            if size in self.graphs:
+                graph, output = self.graphs[size]
+                graph.replay()
+                return output
+            return self._forward(self.buffers.device_input[:size])
 
 
 def _sizes(sizes) -> str:
