@@ -25,6 +25,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from wtconv_serving.traffic.soak import other_errors_split, recovery_words
 from wtconv_serving.tuning import bucket_for
 
 # docs/serving.md, "Targets": WTConvNeXt-T fp16, requests of 1-8 images at 256 in flight (the median of the rounds),
@@ -233,44 +234,12 @@ def targets(runs, soaks=()) -> list:
         short += [] if memory_ok else [f"memory growth above {TARGET_MEMORY_GROWTH:.0%}"]
         lines.append(
             f"{soak['tag']}: soak of {s['duration_s']:g} s at {s['concurrency']} in flight: {s['completed']} ok, "
-            f"{s['lost']} lost, {s['mismatched']} mismatched, {s['other_errors']} other errors{_other_split(s)} "
-            f"({s['errors_of_the_killed_backend']} of the killed backend, retried){_unload(s)}; memory growth from "
-            f"{s['memory_settle_s']:g} s: {grown} (target <= {TARGET_MEMORY_GROWTH:.0%}): "
+            f"{s['lost']} lost, {s['mismatched']} mismatched, {s['other_errors']} other errors{other_errors_split(s)} "
+            f"({s['errors_of_the_killed_backend']} of the killed backend, retried){recovery_words(s)}; "
+            f"memory growth from {s['memory_settle_s']:g} s: {grown} (target <= {TARGET_MEMORY_GROWTH:.0%}): "
             f"{'NOT met (' + ', '.join(short) + ')' if short else 'met'}"
         )
     return lines
-
-
-def _other_split(s: dict) -> str:
-    """When the soak's other errors were seen (soaks before the split was recorded: nothing)."""
-    if not s["other_errors"] or s.get("other_errors_before_kill") is None:
-        return ""
-    return (
-        f" ({s['other_errors_before_kill']} before the kill, {s['other_errors_after_recovery']} after the "
-        f"{_recovery(s)})"
-    )
-
-
-def _recovery(s: dict) -> str:
-    """How the soak's killed backend came back: "restart" (the server restarted) or "reload" (soaks before it was
-    recorded reloaded the model)."""
-    return s.get("recovered_by") or "reload"
-
-
-def _unload(s: dict) -> str:
-    """Whether the model's old version went after the soak's recovery: with the old process after a restart; after a
-    reload, whether Triton unloaded it (soaks before it was recorded: nothing)."""
-    unloaded = s.get("old_version_unloaded", "absent")
-    if unloaded == "absent" or s.get("backend_back_at_s") is None:
-        return ""
-    if _recovery(s) == "restart":
-        pids = " to ".join(map(str, s.get("server_pids") or []))
-        return f"; the server restarted (pid {pids}): the old version went with the old process"
-    if unloaded is None:
-        return "; the old version's unload not known"
-    if unloaded:
-        return f"; the old version unloaded {s['old_version_unloaded_after_s']} s after the reload"
-    return f"; the old version NOT unloaded within {s['old_version_unload_wait_s']:g} s of the reload"
 
 
 def markdown(summary: dict) -> str:
@@ -323,7 +292,7 @@ def markdown(summary: dict) -> str:
             f"ok, {s['failed']} failed, {s['lost']} lost, {s['mismatched']} mismatched, {s['retried']} retries; "
             f"backend killed at {s['backend_killed_at_s']} s, back at {s['backend_back_at_s']} s; "
             f"{s['errors_of_the_killed_backend']} errors of its requests, {s['other_errors']} others"
-            f"{_other_split(s)}{_unload(s)}.",
+            f"{other_errors_split(s)}{recovery_words(s)}.",
             "",
             "| s | host RSS MiB (server and stubs) | of it the server | of it the stubs | GPU memory MiB |",
             "|---|---|---|---|---|",

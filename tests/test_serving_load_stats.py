@@ -124,7 +124,7 @@ def test_the_soak_says_what_the_other_errors_were():
     assert s["first_other_errors"] == [{"t_s": t, "error": e} for t, e in kept]
     assert s["other_error_kinds"] == {unhealthy: 25, refused: 3}
     assert (
-        "28 other errors (3 before the kill, 25 after the recovery + 5 s; the first at 12.5 s: request 0: "
+        "28 other errors (3 before the kill, 25 after the reload + 5 s) (the first at 12.5 s: request 0: "
         "[StatusCode.UNAVAILABLE] failed to connect to all addresses)" in report.line()
     )
     # Without a kill every error is another's, all before it; the line has no split to tell.

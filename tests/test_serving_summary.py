@@ -170,8 +170,8 @@ def test_the_soak_says_what_its_other_errors_were_and_whether_the_old_version_we
     summary = serving_summary.summarize(tmp_path)
     lines = {line.split(":")[0]: line for line in summary["targets"] if "soak of" in line}
     assert (
-        "3 other errors (1 before the kill, 2 after the reload) (300 of the killed backend, retried); the old version "
-        "NOT unloaded within 60 s of the reload; memory growth" in lines["torch-cuda_tiny"]
+        "3 other errors (1 before the kill, 2 after the reload + 5 s) (300 of the killed backend, retried); the old "
+        "version NOT unloaded within 60 s of the reload (its memory stays); memory growth" in lines["torch-cuda_tiny"]
     )
     assert lines["torch-cuda_tiny"].endswith("NOT met (3 other errors, memory growth above 2%)")
     assert "2 other errors (300 of the killed backend, retried); memory growth" in lines["onnxruntime_tiny"]
@@ -179,7 +179,8 @@ def test_the_soak_says_what_its_other_errors_were_and_whether_the_old_version_we
     assert "- 400.25 s: request 9001: [StatusCode.INTERNAL] Stub process 'tiny_0_2' is not healthy.\n" in markdown
     assert "By kind: 2 x [StatusCode.INTERNAL] Stub process 'tiny_0_2' is not healthy.; 1 x [StatusCode" in markdown
     assert (
-        "300 errors of its requests, 3 others (1 before the kill, 2 after the reload); the old version NOT" in markdown
+        "300 errors of its requests, 3 others (1 before the kill, 2 after the reload + 5 s); the old version NOT"
+        in markdown
     )
 
 
@@ -202,6 +203,6 @@ def test_the_soak_says_the_server_was_restarted(tmp_path):
     (tmp_path / "soak_torch-cuda_tiny.json").write_text(json.dumps(report))
     summary = serving_summary.summarize(tmp_path)
     [line] = [line for line in summary["targets"] if "soak of" in line]
-    said = "(0 before the kill, 1 after the restart) (300 of the killed backend, retried); the server restarted (pid "
-    assert said + "4321 to 5678): the old version went with the old process; memory growth" in line
-    assert "after the restart); the server restarted (pid 4321 to 5678)" in serving_summary.markdown(summary)
+    said = "(0 before the kill, 1 after the restart + 5 s) (300 of the killed backend, retried); the server restarted "
+    assert said + "(pid 4321 to 5678): the old version's memory went with the old process; memory growth" in line
+    assert "after the restart + 5 s); the server restarted (pid 4321 to 5678)" in serving_summary.markdown(summary)

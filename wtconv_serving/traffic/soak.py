@@ -40,7 +40,16 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MEMORY_GROWTH", "SoakReport", "gpu_memory_mib", "kill_backend", "process_rss_mib", "run_soak"]
+__all__ = [
+    "MEMORY_GROWTH",
+    "SoakReport",
+    "gpu_memory_mib",
+    "kill_backend",
+    "other_errors_split",
+    "process_rss_mib",
+    "recovery_words",
+    "run_soak",
+]
 
 MEMORY_GROWTH = 0.02  # the most the memory may grow from the settled sample to the last
 KILL_GRACE_S = 5.0  # after the recovery, errors still count as the killed backend's for this long
@@ -207,20 +216,14 @@ class SoakReport:
         growth = ", ".join(f"{k} {v:+.1%}" for k, v in s["memory_growth"].items() if v is not None) or "not sampled"
         killed = (
             f"; backend killed at {s['backend_killed_at_s']} s, back at {s['backend_back_at_s']} s, "
-            f"{s['errors_of_the_killed_backend']} errors of its requests (retried){self._unload_words()}"
+            f"{s['errors_of_the_killed_backend']} errors of its requests (retried){recovery_words(s)}"
             if self.kill_asked
             else ""
         )
-        others = f"{s['other_errors']} other errors"
+        others = f"{s['other_errors']} other errors{other_errors_split(s)}"
         if s["other_errors"]:
             first = s["first_other_errors"][0]
-            split = (
-                f"{s['other_errors_before_kill']} before the kill, {s['other_errors_after_recovery']} after the "
-                f"recovery + {KILL_GRACE_S:g} s; "
-                if self.killed_at_s is not None
-                else ""
-            )
-            others += f" ({split}the first at {first['t_s']} s: {first['error']})"
+            others += f" (the first at {first['t_s']} s: {first['error']})"
         return (
             f"soak: {s['duration_s']:g} s, {s['requests']} requests x batch {'/'.join(map(str, self.load.batch_sizes))}"
             f" from {self.load.concurrency} clients: {s['completed']} ok, {s['failed']} failed, {s['lost']} lost, "
@@ -228,18 +231,36 @@ class SoakReport:
             f"{s['memory_settle_s']:g} s: {growth}"
         )
 
-    def _unload_words(self) -> str:
-        if self.recovered_at_s is None or self.recovery_error is not None:
-            return ""
-        if self.recovered_by == "restart":
-            pids = " to ".join(map(str, self.server_pids))
-            return f"; the server restarted (pid {pids}): the old version's memory went with the old process"
-        if self.old_version_unloaded:
-            after = self.old_version_unloaded_after_s
-            return "; the old version unloaded" + (f" {after:g} s after the reload" if after is not None else "")
-        if self.old_version_unloaded is False:
-            return f"; the old version NOT unloaded within {self.unload_wait_s:g} s of the reload (its memory stays)"
-        return "; whether the old version was unloaded is not known (the soak ended first)"
+
+def recovery_words(s: dict) -> str:
+    """How the killed backend's model came back, in words for a line, from a soak's summary (SoakReport.summary, or
+    the JSON of one; soaks that recorded less get fewer words): a restart took the old version with the old process;
+    after a reload, whether Triton unloaded the old version (one it did not keeps its memory). Empty without a
+    recovery."""
+    if s.get("backend_back_at_s") is None or s.get("recovery_error") is not None or "old_version_unloaded" not in s:
+        return ""
+    if (s.get("recovered_by") or "reload") == "restart":
+        pids = " to ".join(map(str, s.get("server_pids") or []))
+        return f"; the server restarted (pid {pids}): the old version's memory went with the old process"
+    unloaded, after = s["old_version_unloaded"], s.get("old_version_unloaded_after_s")
+    if unloaded:
+        return "; the old version unloaded" + (f" {after:g} s after the reload" if after is not None else "")
+    if unloaded is False:
+        wait = s["old_version_unload_wait_s"]
+        return f"; the old version NOT unloaded within {wait:g} s of the reload (its memory stays)"
+    return "; whether the old version was unloaded is not known (the soak ended first)"
+
+
+def other_errors_split(s: dict) -> str:
+    """When a soak's errors that were not the killed backend's came (before the kill, or after the recovery and
+    KILL_GRACE_S), from its summary; empty when there were none, no kill, or the soak did not record it."""
+    if not s.get("other_errors") or s.get("backend_killed_at_s") is None or s.get("other_errors_before_kill") is None:
+        return ""
+    recovery = s.get("recovered_by") or "reload"
+    return (
+        f" ({s['other_errors_before_kill']} before the kill, {s['other_errors_after_recovery']} after the {recovery}"
+        f" + {KILL_GRACE_S:g} s)"
+    )
 
 
 def _round(value):
