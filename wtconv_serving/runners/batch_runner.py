@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from wtconv_core.errors import ServingError
-from wtconv_serving.runners.bucket_plan import BucketPlan, time_buckets
+from wtconv_serving.runners.bucket_plan import BucketPlan, gpu_alone, time_buckets
 from wtconv_serving.tuning import bucket_for
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class BatchRunner:
     """Base of the runners: ``run(parts)`` and ``__call__(x)`` (one part). Subclasses set the names, dtypes and
     ``buckets`` (empty: every batch runs at its own size). A runner without buffers implements ``_run``; a GPU runner
     with buffers sets ``buffers`` (DeviceBuffers) and implements ``_run_bucket``, and ``run`` stages the batch, runs
-    its pieces (``plan``, made by ``measure_buckets`` at load; without it every batch is padded up to one bucket)
+    its pieces (``plan``, made by ``prepare_buckets`` at load; without it every batch is padded up to one bucket)
     and brings the output where it belongs."""
 
     name = ""
@@ -136,12 +136,15 @@ class BatchRunner:
                 buffers.gather(self._run_bucket(bucket), start, count)
             return buffers.gathered
 
-    def measure_buckets(self) -> None:
-        """At load, once every bucket runs (graphs captured and checked): each bucket timed on the runner's stream
-        and the plan made from the times (bucket_plan), logged."""
+    def prepare_buckets(self, prepare) -> None:
+        """At load: ``prepare()`` (the runner's warm-up, graph captures and checks of every bucket), then each bucket
+        timed on the runner's stream and the plan made from the times (bucket_plan); both with the GPU to this runner
+        alone among those of this host (gpu_alone), so that the times are the GPU's own."""
         buffers = self.buffers
-        with buffers.current_device():
-            seconds = time_buckets(self.torch, buffers.stream, self.buckets, self._run_bucket)
+        with gpu_alone(buffers.device_input.device.index or 0):
+            prepare()
+            with buffers.current_device():
+                seconds = time_buckets(self.torch, buffers.stream, self.buckets, self._run_bucket)
         self.plan = BucketPlan(self.buckets, seconds)
         log.info("%s: %s", self.name, self.plan.describe())
 

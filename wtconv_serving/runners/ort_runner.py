@@ -106,8 +106,7 @@ class OnnxRuntimeRunner(BatchRunner):
             self.buffers = DeviceBuffers(
                 torch, self.device, self.stream, self.buckets[-1], input_dims, self.input_dtype
             )
-            self._prepare()
-            self.measure_buckets()
+            self.prepare_buckets(self._prepare)
 
     # --- sessions -------------------------------------------------------------------------------------------------
 

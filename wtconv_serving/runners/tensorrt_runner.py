@@ -88,8 +88,7 @@ class TensorRTRunner(BatchRunner):
                 self.buffers = DeviceBuffers(
                     torch, self.device, self.stream, self.buckets[-1], input_dims, self.input_dtype
                 )
-                self._prepare(cuda_graphs)
-                self.measure_buckets()
+                self.prepare_buckets(lambda: self._prepare(cuda_graphs))
 
     @property
     def description(self) -> str:

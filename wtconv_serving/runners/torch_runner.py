@@ -76,7 +76,7 @@ class TorchCudaRunner(BatchRunner):
                 self.buffers = DeviceBuffers(
                     torch, self.device, self.stream, self.buckets[-1], input_dims, self.input_dtype
                 )
-                self._prepare(cuda_graphs)
+                self.prepare_buckets(lambda: self._prepare(cuda_graphs))
 
     @property
     def description(self) -> str:
@@ -120,7 +120,6 @@ class TorchCudaRunner(BatchRunner):
                 log.warning("torch-cuda: batch %d runs eagerly: capturing its CUDA graph failed: %s", bucket, error)
         if failed:
             self.eager_note = f" (eager for {_sizes(sorted(failed))}: capture failed)"
-        self.measure_buckets()
 
     def _eager(self, x):
         """An eager run on our stream, for the graph check."""
