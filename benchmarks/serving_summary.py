@@ -8,12 +8,14 @@ variant: shm-<mode> for a client on shared memory, gpus<list> for instances on t
 same run), WORK_DIR/soak_<runtime>_<model>.json (``serve --soak --json``) and WORK_DIR/alternatives_<runtime>.json
 (benchmarks/serving_alternatives.py); writes OUT_DIR/serving_results.json and OUT_DIR/serving_results.md. For every
 sweep point it adds the padding the buckets cost on the batches Triton executed (images computed but dropped, as a
-share of all computed), and checks the targets of docs/serving.md on the median of the rounds of each run, saying
-their spread and which client mode each figure is of. A round is a run of its own (``_round<k>``) or a point the
-sweep came back to in the same run (``--sweep 16,256,16,256``: rounds that share one server start). A run on
-``--gpus`` is compared with the same run on the default placement. ``--before``: an earlier serving_results.json
-(docs/bench/serving_gpu_*.json), whose split of an execution (Triton's input / infer / output) is set beside this
-one's.
+share of all computed), under the plan of the bucket times the server's first instance logged at load
+(WORK_DIR/logs/server_<tag>.log; wtconv_serving.runners.bucket_plan: a batch padded up to one bucket or split), or
+padded up to one bucket where none was logged; and checks the targets of docs/serving.md on the median of the
+rounds of each run, saying their spread and which client mode each figure is of. A round is a run of its own
+(``_round<k>``) or a point the sweep came back to in the same run (``--sweep 16,256,16,256``: rounds that share one
+server start). A run on ``--gpus`` is compared with the same run on the default placement. ``--before``: an earlier
+serving_results.json (docs/bench/serving_gpu_*.json), whose split of an execution (Triton's input / infer /
+output) is set beside this one's.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from wtconv_serving.runners.bucket_plan import BucketPlan
 from wtconv_serving.traffic.soak import other_errors_split, recovery_words
-from wtconv_serving.tuning import bucket_for
 
 # docs/serving.md, "Targets": WTConvNeXt-T fp16, requests of 1-8 images at 256 in flight (the median of the rounds),
 # requests of 1-64 at least TARGET_BIG of that, served over direct, p99 over p50 at 16 in flight; the soak.
@@ -46,12 +48,27 @@ def _parts(by_part) -> str:
     return " / ".join(f"{by_part[part]:.2f}" for part in ("input", "infer", "output"))
 
 
-def padding_share(executed: dict, buckets) -> float | None:
-    """Images computed but dropped (a batch padded up to its bucket) over all images computed."""
+LOGGED_TIMES = re.compile(r"bucket times ms \{([^}]*)\}")  # python_model's line of an instance's BucketPlan
+
+
+def logged_bucket_times(log: Path) -> dict | None:
+    """The bucket times (s) the server's first instance logged at load, or None (no log, or no line: a run before
+    batches were split, or a runtime without buckets)."""
+    found = LOGGED_TIMES.search(log.read_text(errors="replace")) if log.is_file() else None
+    if not found:
+        return None
+    pairs = (pair.split(":") for pair in found.group(1).split(","))
+    return {int(bucket): float(ms) * 1e-3 for bucket, ms in pairs}
+
+
+def padding_share(executed: dict, buckets, seconds: dict | None = None) -> float | None:
+    """Images computed but dropped over all images computed, the batches run as the plan of ``seconds`` says (each
+    padded up to one bucket without them)."""
     if not executed or not buckets:
         return None
+    plan = BucketPlan(buckets, seconds)
     real = sum(int(b) * n for b, n in executed.items())
-    computed = sum(bucket_for(int(b), buckets) * n for b, n in executed.items())
+    computed = sum(sum(plan.buckets_for(int(b))) * n for b, n in executed.items())
     return round(1 - real / computed, 3) if computed else None
 
 
@@ -63,8 +80,10 @@ def summarize(work: Path, before: Path | None = None) -> dict:
         report = json.loads(path.read_text())
         tag = path.stem[len("load_") :]
         buckets = [int(b) for b in report["tuning"]["buckets"].split(",") if b]
+        seconds = logged_bucket_times(work / "logs" / f"server_{tag}.log")
+        report["bucket_times_logged"] = seconds is not None
         for point in report["sweep"]:
-            point["padding_share"] = padding_share(point["executed_batches"], buckets)
+            point["padding_share"] = padding_share(point["executed_batches"], buckets, seconds)
         runs.append({"tag": tag, **report})
     for path in sorted(work.glob("soak_*.json")):
         soaks.append({"tag": path.stem[len("soak_") :], **json.loads(path.read_text())})

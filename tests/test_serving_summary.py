@@ -206,3 +206,24 @@ def test_the_soak_says_the_server_was_restarted(tmp_path):
     said = "(0 before the kill, 1 after the restart + 5 s) (300 of the killed backend, retried); the server restarted "
     assert said + "(pid 4321 to 5678): the old version's memory went with the old process; memory growth" in line
     assert "after the restart + 5 s); the server restarted (pid 4321 to 5678)" in serving_summary.markdown(summary)
+
+
+def test_the_padding_is_that_of_the_bucket_plan_the_server_logged(tmp_path):
+    """Batches of 100 images on buckets up to 128: padded up to 128 (no plan logged, a run before batches were split)
+    they compute 28 images only to drop them, 0.219 of all computed; under the plan of the times an instance logged
+    (shaped like WTConvNeXt-T's on an H100) they run as 64 + 32 + 4 and nothing is dropped."""
+    report = load_report(6000, 5000, 2.0)
+    for p in report["sweep"]:
+        p["executed_batches"] = {"100": 10}
+    (tmp_path / "load_torch-cuda_tiny.json").write_text(json.dumps(report))
+    padded = serving_summary.summarize(tmp_path)
+    assert {p["padding_share"] for p in padded["runs"][0]["sweep"]} == {0.219}
+    assert padded["runs"][0]["bucket_times_logged"] is False
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "server_torch-cuda_tiny.log").write_text(
+        'I1206 python_model.py:79] "tiny: instance tiny_0_0: bucket times ms {1: 0.74, 2: 0.80, 4: 0.97, 8: 1.39, '
+        '16: 2.22, 32: 3.91, 64: 6.90, 128: 13.15}; batch sizes split: 9, 17-24, 33-48, 65-112"\n'
+    )
+    split = serving_summary.summarize(tmp_path)
+    assert {p["padding_share"] for p in split["runs"][0]["sweep"]} == {0.0}
+    assert split["runs"][0]["bucket_times_logged"] is True
