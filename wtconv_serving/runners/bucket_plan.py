@@ -23,6 +23,7 @@ piece's size, which is at least its own), and its output rows are gathered into 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import socket
 import time
@@ -154,7 +155,12 @@ def gpu_alone(device_index: int, wait_s: float = GPU_ALONE_WAIT_S):
             try:
                 sock.bind(f"\0wtconv-serving-gpu-{int(device_index)}")
                 break
-            except OSError:
+            except OSError as error:
+                if error.errno != errno.EADDRINUSE:  # no abstract sockets here (not Linux): nothing to wait for
+                    log.warning(
+                        "GPU %d: cannot serialise the runners' timing (%s); timing beside them", device_index, error
+                    )
+                    break
                 if time.monotonic() > deadline:
                     log.warning(
                         "GPU %d: another runner kept it for %.0f s; timing the buckets beside it", device_index, wait_s
