@@ -61,12 +61,11 @@ def logged_bucket_times(log: Path) -> dict | None:
     return {int(bucket): float(ms) * 1e-3 for bucket, ms in pairs}
 
 
-def padding_share(executed: dict, buckets, seconds: dict | None = None) -> float | None:
-    """Images computed but dropped over all images computed, the batches run as the plan of ``seconds`` says (each
-    padded up to one bucket without them)."""
-    if not executed or not buckets:
+def padding_share(executed: dict, plan: BucketPlan) -> float | None:
+    """Images computed but dropped over all images computed, the batches run as ``plan`` says (without measured
+    times: each padded up to one bucket)."""
+    if not executed or not plan.buckets:
         return None
-    plan = BucketPlan(buckets, seconds)
     real = sum(int(b) * n for b, n in executed.items())
     computed = sum(sum(plan.buckets_for(int(b))) * n for b, n in executed.items())
     return round(1 - real / computed, 3) if computed else None
@@ -82,8 +81,9 @@ def summarize(work: Path, before: Path | None = None) -> dict:
         buckets = [int(b) for b in report["tuning"]["buckets"].split(",") if b]
         seconds = logged_bucket_times(work / "logs" / f"server_{tag}.log")
         report["bucket_times_logged"] = seconds is not None
+        plan = BucketPlan(buckets, seconds)
         for point in report["sweep"]:
-            point["padding_share"] = padding_share(point["executed_batches"], buckets, seconds)
+            point["padding_share"] = padding_share(point["executed_batches"], plan)
         runs.append({"tag": tag, **report})
     for path in sorted(work.glob("soak_*.json")):
         soaks.append({"tag": path.stem[len("soak_") :], **json.loads(path.read_text())})

@@ -29,6 +29,8 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 
+from wtconv_serving.tuning import bucket_for
+
 log = logging.getLogger(__name__)
 
 __all__ = ["PIECE_OVERHEAD_S", "BucketPlan", "gpu_alone", "plausible_times", "time_buckets"]
@@ -49,10 +51,7 @@ class BucketPlan:
         self.seconds = plausible_times(self.buckets, seconds) if seconds else {}
         self._plans: list[tuple[int, ...]] = [()]  # rows -> its buckets, largest first
         for rows in range(1, (self.buckets[-1] if self.buckets else 0) + 1):
-            self._plans.append(self._cheapest(rows, overhead_s) if self.seconds else (self._padded(rows),))
-
-    def _padded(self, rows: int) -> int:
-        return next(b for b in self.buckets if b >= rows)
+            self._plans.append(self._cheapest(rows, overhead_s) if self.seconds else (bucket_for(rows, self.buckets),))
 
     def _cheapest(self, rows: int, overhead_s: float) -> tuple[int, ...]:
         """The covering of ``rows`` at the least cost, from the plans of the smaller sizes already made (the cost of

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["LoadTestResult", "default_processes", "run_load_test"]
 
+CHECK_RETRY_WAIT_S = 0.25  # between a check request's retries while a killed backend comes back
+
 
 @dataclass
 class LoadTestResult:
@@ -171,8 +173,8 @@ def run_load_test(
             atol=tolerance,
             rtol=tolerance,
             # Retried for as long as the watch may take to bring the model back (a restart of the server included).
-            retries=int(server.recovery_wait_s / 0.25) if killer else 0,
-            retry_wait_s=0.25,
+            retries=int(server.recovery_wait_s / CHECK_RETRY_WAIT_S) if killer else 0,
+            retry_wait_s=CHECK_RETRY_WAIT_S,
             on_progress=killer,
             shared_memory=shared_memory,
         )
