@@ -15,11 +15,14 @@ Variants (onnxruntime on the GPU; torch-cuda: graphs, eager, unbucketed):
   per-bucket        buckets, one eager session per bucket, EXHAUSTIVE (no Conv sees a second shape)
   unbucketed        no buckets, every batch at its own size, EXHAUSTIVE (before buckets)
   dense-graphs      graphs on a denser bucket set, for the padding it saves (--dense)
+  NAME              graphs on the bucket set that --bucket-set NAME=1,2,... gives (each one more variant)
 
-For each: load time (sessions, warm-up, capture), milliseconds per batch at each bucket (the same size repeated),
-and the rate over a dynamic batcher's kind of sequence of batch sizes (seeded, sizes 1 to the largest bucket, and
-25 to 32 as in the measurement that motivated buckets) with one copy in and out per batch, as served: the median
-of SEQUENCE_PASSES passes. --only names the variants to run. Writes --json; prints a table.
+For each: load time (sessions, warm-up, capture), the GPU memory its runner holds after loading (the device's free
+memory before and after, so ONNX Runtime's allocations count), milliseconds per batch at each bucket (the same size
+repeated), and the rate over a dynamic batcher's kind of sequence of batch sizes (seeded: sizes 1 to the largest
+bucket; 25 to 32, as in the measurement that motivated buckets; and above half the largest bucket, what a batcher
+under load makes of requests of up to half of it, docs/serving.md "Padded or split") with one copy in and out per
+batch, as served: the median of SEQUENCE_PASSES passes. --only names the variants to run. Writes --json; prints a table.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ PADDED = "graphs-padded"  # the default runner with its plan dropped: every batc
 SEQUENCE_PASSES = 5
 
 
-def variants(runtime: str, quick: bool, dense: bool) -> list:
+def variants(runtime: str, quick: bool, dense: bool, bucket_sets: dict) -> list:
     if runtime == "torch-cuda":
         chosen = [("graphs", Tuning()), (PADDED, Tuning()), ("eager", Tuning(cuda_graphs=False)), ("unbucketed", None)]
     else:
@@ -62,7 +65,29 @@ def variants(runtime: str, quick: bool, dense: bool) -> list:
             chosen = [c for c in chosen if c[0] in ("graphs", PADDED, "eager-heuristic", "unbucketed")]
     if dense and not quick:
         chosen.append(("dense-graphs", Tuning(buckets=DENSE)))
+    chosen += [(name, Tuning(buckets=buckets)) for name, buckets in bucket_sets.items()]
     return chosen
+
+
+def bucket_set(text: str) -> tuple:
+    """``NAME=1,2,4,...`` (a --bucket-set) as (NAME, its buckets ascending)."""
+    name, _, sizes = text.partition("=")
+    try:
+        buckets = tuple(sorted({int(size) for size in sizes.split(",")}))
+    except ValueError:
+        buckets = ()
+    if not name or "," in name or not buckets or buckets[0] < 1:
+        raise argparse.ArgumentTypeError(f"expected NAME=1,2,4,... (positive batch sizes), got {text!r}")
+    return name, buckets
+
+
+def gpu_free_bytes():
+    """The GPU's free memory in bytes (cudaMemGetInfo), None without a CUDA device."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else None
 
 
 def timed(fn, seconds: float, least: int = 5) -> list:
@@ -83,6 +108,7 @@ def measure(name, tuning, args, input_dims, max_batch, pool, sequences) -> dict:
         torch.backends.cudnn.benchmark = False  # a bucketed torch-cuda runner turns it on for the process
     except ImportError:
         pass
+    free_before = gpu_free_bytes()
     t0 = time.perf_counter()
     if tuning is None:
         runner = make_runner(args.model, input_dims=None, tuning=Tuning(cudnn_search="EXHAUSTIVE"))
@@ -93,6 +119,8 @@ def measure(name, tuning, args, input_dims, max_batch, pool, sequences) -> dict:
         buckets = tuning.buckets
     load_s = time.perf_counter() - t0
     entry = {"variant": name, "load_s": round(load_s, 2), "description": runner.description, "buckets": {}}
+    if free_before is not None:  # the whole device's, so ONNX Runtime's own allocations count too
+        entry["gpu_memory_mib"] = round((free_before - gpu_free_bytes()) / 2**20)
     if runner.plan is not None:
         entry["plan"] = runner.plan.describe()
         if name == PADDED:
@@ -141,6 +169,14 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=0.3, help="time per bucket")
     parser.add_argument("--quick", action="store_true", help="the main variants only")
     parser.add_argument("--dense", action="store_true", help="also graphs on a denser bucket set")
+    parser.add_argument(
+        "--bucket-set",
+        type=bucket_set,
+        action="append",
+        default=[],
+        metavar="NAME=1,2,...",
+        help="one more variant, NAME: CUDA graphs on these buckets (repeatable)",
+    )
     parser.add_argument("--only", help="comma-separated variants to run (default: all of --quick/--dense)")
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
@@ -156,6 +192,7 @@ def main() -> int:
     sequences = {
         "sizes_1_to_max": [int(s) for s in rng.integers(1, max_batch + 1, 48)],
         "sizes_25_to_32": [int(s) for s in rng.integers(25, 33, 48)],
+        "sizes_above_half": [int(s) for s in rng.integers(max_batch // 2 + 1, max_batch + 1, 48)],
     }
     report = {
         "machine": platform.platform(),
@@ -172,7 +209,10 @@ def main() -> int:
         report["gpu"] = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     except ImportError:
         report["gpu"] = None
-    chosen = variants(args.runtime, args.quick, args.dense)
+    bucket_sets = dict(args.bucket_set)
+    if any(buckets[-1] > max_batch for buckets in bucket_sets.values()):
+        parser.error(f"--bucket-set: a bucket above the model's max batch size {max_batch}")
+    chosen = variants(args.runtime, args.quick, args.dense, bucket_sets)
     if args.only:
         wanted = args.only.split(",")
         unknown = sorted(set(wanted) - {name for name, _ in chosen})
@@ -187,7 +227,8 @@ def main() -> int:
         report["variants"].append(entry)
         print(json.dumps({k: v for k, v in entry.items() if k != "buckets"}), flush=True)
     Path(args.json).write_text(json.dumps(report, indent=1))
-    print(f"\n{'variant':18} {'load s':>7} {'1..max img/s':>13} {'25..32 img/s':>13}  ms per bucket")
+    columns = f"{'1..max img/s':>13} {'25..32 img/s':>13} {'>max/2 img/s':>13} {'GPU MiB':>8}"
+    print(f"\n{'variant':18} {'load s':>7} {columns}  ms per bucket")
     for entry in report["variants"]:
         if "error" in entry:
             print(f"{entry['variant']:18} error: {entry['error']}")
@@ -195,7 +236,8 @@ def main() -> int:
         per = " ".join(f"{b}:{v['ms_p50']}" for b, v in entry["buckets"].items())
         print(
             f"{entry['variant']:18} {entry['load_s']:>7} {entry['sequence_sizes_1_to_max']['images_per_s']:>13} "
-            f"{entry['sequence_sizes_25_to_32']['images_per_s']:>13}  {per}"
+            f"{entry['sequence_sizes_25_to_32']['images_per_s']:>13} "
+            f"{entry['sequence_sizes_above_half']['images_per_s']:>13} {entry.get('gpu_memory_mib', '-'):>8}  {per}"
         )
     return 0
 
