@@ -26,8 +26,12 @@ from wtconv_serving.tuning import (
 
 
 def test_default_buckets_and_batch_limit():
-    assert default_buckets(128) == (1, 2, 4, 8, 16, 32, 64, 128)
-    assert default_buckets(100) == (1, 2, 4, 8, 16, 32, 64, 100)
+    # Below 64 powers of two; from 64 on, above a quarter of max_batch_size, steps of an eighth of it.
+    assert default_buckets(32) == (1, 2, 4, 8, 16, 32)
+    assert default_buckets(63) == (1, 2, 4, 8, 16, 32, 63)
+    assert default_buckets(64) == (1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64)
+    assert default_buckets(128) == (1, 2, 4, 8, 16, 32, 48, 64, 80, 96, 112, 128)
+    assert default_buckets(100) == (1, 2, 4, 8, 16, 25, 38, 50, 62, 75, 88, 100)
     assert default_buckets(1) == (1,)
     assert default_max_batch(3 * 224 * 224 * 4) == 128  # 77 MB at 128 images: within 128 MiB
     assert default_max_batch(3 * 1024 * 1024 * 4) == 8  # 12.6 MB an image: 10.7 fit, so 8

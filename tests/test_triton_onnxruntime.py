@@ -67,7 +67,7 @@ def test_plugin_export_config_and_files(exports, ort_library, tmp_path):
     assert config.default_model_filename == "model.onnx"
     name, elem, dims, out_name, out_dims = export_io(exports["plugin"])
     assert config.max_batch_size == 128  # the export's batch axis is dynamic: Triton batches
-    buckets = [1, 2, 4, 8, 16, 32, 64, 128]
+    buckets = [1, 2, 4, 8, 16, 32, 48, 64, 80, 96, 112, 128]  # default_buckets(128)
     assert list(config.dynamic_batching.preferred_batch_size) == buckets
     assert [w.batch_size for w in config.model_warmup] == buckets  # every bucket warmed up at load
     [inp] = config.input

@@ -72,7 +72,7 @@ def test_several_profiles_and_dynamic_resolution(tmp_path):
     config = parse(make_config(manifest, name="m"))
     assert list(config.input[0].dims) == [3, -1, -1]
     assert list(config.instance_group[0].profile) == ["0", "1"]
-    assert list(config.dynamic_batching.preferred_batch_size) == [1, 2, 4, 8, 16, 32, 64]
+    assert list(config.dynamic_batching.preferred_batch_size) == [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
     # Height and width are dynamic: no shape to capture a graph or send a warm-up request with.
     assert not config.optimization.HasField("cuda") and not config.model_warmup
 

@@ -125,8 +125,9 @@ class TuningOptions:
     buckets: tuple[int, ...] | None = option(
         None,
         "the batch sizes the model is prepared for: Triton's preferred and warm-up sizes, one CUDA graph each, and on "
-        "a GPU the sizes serve's runners pad a batch up to (default: powers of two up to max_batch_size, which must "
-        "be the largest; docs/serving.md, 'Tuning')",
+        "a GPU the sizes serve's runners pad a batch up to or split it into (default: powers of two up to "
+        "max_batch_size, which must be the largest; from 64 on, steps of an eighth of it above a quarter of it: "
+        "1,2,4,8,16,32,48,64,...,128; docs/serving.md, 'Tuning')",
         type="integer_list",
         metavar="1,2,4,...",
     )

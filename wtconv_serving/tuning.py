@@ -45,7 +45,7 @@ class Tuning:
     """How the runners and Triton's scheduler serve a model.
 
     buckets: the batch sizes a batch is padded up to on a GPU (the padding is dropped from the answer); Triton's
-    preferred batch sizes and the warm-up sizes; () means powers of two up to max_batch_size (with_max_batch).
+    preferred batch sizes and the warm-up sizes; () means default_buckets(max_batch_size) (with_max_batch).
     cuda_graphs: replay one CUDA graph per bucket (torch-cuda, ONNX Runtime's enable_cuda_graph, TensorRT); a runner
     whose capture fails runs eagerly and says so. cudnn_search: see CUDNN_SEARCHES. session_per_bucket: ONNX Runtime
     on a GPU without graphs: one session per bucket, so no Conv ever sees a second shape. gpu_instances: model
@@ -142,12 +142,26 @@ def default_max_batch(image_bytes: int) -> int:
     return batch
 
 
+# From this max_batch_size on, the buckets above a quarter of it step by an eighth of it (at least 8 images).
+FINE_STEPS_FROM = 64
+
+
 def default_buckets(max_batch_size: int) -> tuple[int, ...]:
-    """Powers of two below ``max_batch_size``, and max_batch_size itself."""
+    """Powers of two below ``max_batch_size``, and max_batch_size itself; from a max_batch_size of FINE_STEPS_FROM
+    on, powers of two up to a quarter of it, then steps of an eighth of it (128: 1, 2, 4, 8, 16, 32, 48, 64, 80, 96,
+    112, 128). Where a batch keeps the GPU busy its time grows with its size, so a batch between two powers of two
+    pays for the padding up to the larger, or for the pieces it is split into; the finer steps there spare most of
+    that (docs/serving.md, "Padded or split")."""
     sizes, size = [], 1
-    while size < max_batch_size:
+    fine = max_batch_size >= FINE_STEPS_FROM
+    while size < max_batch_size and (not fine or size * 4 <= max_batch_size):
         sizes.append(size)
         size *= 2
+    if fine:
+        for eighth in range(1, 8):
+            step = round(eighth * max_batch_size / 8)
+            if step > sizes[-1]:
+                sizes.append(step)
     return (*sizes, max_batch_size)
 
 

@@ -108,7 +108,7 @@ def tensorrt_config(
 ) -> ModelConfig:
     """The model configuration of an engine named ``name`` (checked): max_batch_size and dims from its profiles
     (plan_batching), its I/O types, the class labels of the file ``labels`` (default digits 0-9 for the shipped
-    model), batching with the buckets of ``tuning`` as preferred sizes (default: powers of two up to max_batch_size)
+    model), batching with the buckets of ``tuning`` as preferred sizes (default: tuning.default_buckets)
     and its queue policy, a warm-up request per bucket, and with ``tuning.cuda_graphs`` one CUDA graph per bucket,
     each also serving the sizes down to the bucket below (graph_lower_bound: Triton pads the batch, as our runners
     do), and the instances on the GPU with the profiles Triton may use. Graphs and warm-up need the input's dims
