@@ -6,7 +6,10 @@ runner alone. The input stays on the GPU, so only the GPU's work is timed (docs/
     python -m benchmarks.gpu_sharing --onnx tiny_fp16.onnx --runners 4 --batch 128 --json sharing.json
 
 Each mode starts its runners in fresh processes (spawned), waits until every one has loaded, then lets each replay
-the graph of --batch for --seconds; the rate is the images of all runners over the window.
+the graph of --batch for --seconds; the rate is the images of all runners over the window. The replays call the
+runner's own bucket step (BatchRunner._run_bucket) on the input its buffers already hold: no staging, no copies. The
+lock is a plain multiprocessing lock, which is not fair: one runner may take most of the replays, so that mode gives
+the GPU's rate with one replay at a time, not a share per runner.
 """
 
 from __future__ import annotations
