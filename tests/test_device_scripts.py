@@ -299,6 +299,30 @@ def test_a_binary_wheels_libraries_are_used_where_they_are(tmp_path):
         assert line.endswith(f"LD_LIBRARY_PATH={lib}:/elsewhere" if wheel else "LD_LIBRARY_PATH=/elsewhere")
 
 
+def test_carried_prebuilt_libraries_are_unpacked_once_and_used(tmp_path):
+    """Libraries packed elsewhere (pack-libs) and carried are unpacked into the session's state by the first call
+    that has them and are the ones the later steps load, with no build."""
+    import tarfile
+
+    packed = tmp_path / "packed"
+    packed.mkdir()
+    for name in ("libwtconv_kernels_capi.so", "libwtconv_ort.so"):
+        (packed / name).write_bytes(b"")
+    carried = tmp_path / "libs.tar.xz"
+    with tarfile.open(carried, "w:xz") as archive:
+        for name in ("libwtconv_kernels_capi.so", "libwtconv_ort.so"):
+            archive.add(packed / name, arcname=name)
+    no_libs = {"WTCONV_KERNELS_LIB": "", "WTCONV_ORT_LIB": "", "CARRIED_LIBS": str(carried)}
+    result = dry_run_session(tmp_path, "rounds", **no_libs)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "build" not in ran(result)
+    libs = tmp_path / "state" / "libs"
+    assert (libs / "unpacked.stamp").is_file()
+    [environment] = list(tmp_path.glob("tmp.*/logs/environment.log"))
+    line = next(x for x in environment.read_text().splitlines() if x.startswith("libraries: "))
+    assert line.startswith(f"libraries: {libs}/libwtconv_kernels_capi.so {libs}/libwtconv_ort.so; ")
+
+
 def test_the_rounds_fall_back_to_system_memory_and_stop_at_the_budget(tmp_path):
     # a cuda run whose check failed (here: no report) is run again on system shared memory, and so are the later runs
     result = dry_run_session(tmp_path / "a", "rounds", DRY_RUN_FAIL="serve_torch-cuda_tiny_shm-cuda")

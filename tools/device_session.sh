@@ -35,10 +35,16 @@
 #   tools/device_session.sh soak-wait [S]    # waits up to S seconds (default 540) for the soak; once it is done, its
 #                                      # results into $OUT/soak (serving_results.{json,md}, logs.tgz)
 #   tools/device_session.sh collect    # every log so far, packed into $OUT/session_logs.tgz
+#   tools/device_session.sh pack-libs  # here, where nvcc is (no GPU needed): the two libraries the steps load
+#                                      # (libwtconv_kernels_capi.so, libwtconv_ort.so), built for CUDA_ARCHS with
+#                                      # $ORIGIN as their run path, packed into .devlibs/libs.tar.xz (about 6 MB for
+#                                      # sm_90); carried, the calls use them instead of a build on the GPU machine
+#                                      # (start with BACKGROUND="": no build there)
 #
 # Carried paths: .devwheels (the parts and the md5 file written by ../shared/device/split-wheel or `split -b`),
 # .trt/<version> (TensorRT header trees for the harness), third_party/onnxruntime-headers/<version>,
-# .whl/serving (tools/device_serving.sh pack). Build for sm_90 unless CUDA_ARCHS says otherwise. BACKGROUND names
+# .whl/serving (tools/device_serving.sh pack), .devlibs (pack-libs; CARRIED_LIBS, default .devlibs/libs.tar.xz,
+# unpacked into the session's state by any call that carries it). Build for sm_90 unless CUDA_ARCHS says otherwise. BACKGROUND names
 # what the background stage runs after the build (default "harness kernel_tests sanitize"; e.g. "" when only the ONNX
 # Runtime op changed: the kernels' GPU tests and the harness take most of a session). "ab" first times the kernels'
 # default build against the one before the fixed-geometry kernels (tools/device_kernels.sh, build:ref with
@@ -73,6 +79,16 @@ export PYTHONPATH=$REPO:/tmp/site
 WHEEL_SITE=$STATE/wheel/wheel_site
 LIB_DIR=$REPO/build/plugin
 ORT_LIB=$LIB_DIR/onnxruntime/libwtconv_ort.so
+# Libraries built elsewhere and carried (pack-libs): used instead of the background build's (a binary wheel's, once
+# the `wheel` step has installed one, before both).
+CARRIED_LIBS=${CARRIED_LIBS:-.devlibs/libs.tar.xz}
+if [ "${1:-}" != pack-libs ] && [ -f "$CARRIED_LIBS" ] && [ ! "$STATE/libs/unpacked.stamp" -nt "$CARRIED_LIBS" ]; then
+    mkdir -p "$STATE/libs" && tar -C "$STATE/libs" -xJf "$CARRIED_LIBS" && touch "$STATE/libs/unpacked.stamp"
+fi
+if [ -f "$STATE/libs/libwtconv_kernels_capi.so" ]; then
+    LIB_DIR=$STATE/libs
+    ORT_LIB=$LIB_DIR/libwtconv_ort.so
+fi
 if [ -d "$WHEEL_SITE/wtconv_libs/lib" ]; then
     LIB_DIR=$WHEEL_SITE/wtconv_libs/lib
     ORT_LIB=$LIB_DIR/libwtconv_ort.so
@@ -319,6 +335,18 @@ case ${1:-} in
         cp "$STATE"/ab/ab.json "$STATE"/ab/ab.md "$OUT/" 2>/dev/null
         [ -d "$STATE/models" ] && mkdir -p "$OUT/models" && cp -r "$STATE/models/." "$OUT/models/"
         pack_logs "$OUT/session_logs.tgz" "$STATE" logs
+        ;;
+    pack-libs)
+        build=${PACK_BUILD:-.devbuild}
+        headers=$(ort_headers)
+        [ -n "$headers" ] || { echo "no ONNX Runtime headers: carry third_party/onnxruntime-headers/<version>"; exit 1; }
+        build_plugin "$build" -DWTCONV_BUILD_PLUGIN_HARNESS=OFF -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON \
+            -DONNXRUNTIME_INCLUDE_DIR="$headers" --target wtconv_kernels_capi --target wtconv_ort || exit 1
+        libs=(libwtconv_kernels_capi.so onnxruntime/libwtconv_ort.so)
+        [ -f "$build/libwtconv_kernels.so" ] && libs+=(libwtconv_kernels.so)  # kernels built as a library of their own
+        mkdir -p "$(dirname "$CARRIED_LIBS")" &&
+            tar -C "$build" --transform 's,.*/,,' -cJf "$CARRIED_LIBS" "${libs[@]}" || exit 1
+        echo "packed for sm_$ARCHS: $(du -h "$CARRIED_LIBS" | cut -f1) $CARRIED_LIBS (${libs[*]})"
         ;;
     *)
         sed -n '2,/^set -uo/p' "$0" | sed '$d'  # the header
