@@ -15,6 +15,7 @@ the GPU's rate with one replay at a time, not a share per runner.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import platform
@@ -42,15 +43,12 @@ def _work(onnx, batch, seconds, lock, ready, results):
     runner = _runner(onnx, batch)
     runner.stream.synchronize()
     ready.wait()
+    turn = contextlib.nullcontext() if lock is None else lock
     count, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        if lock is None:
+        with turn:
             runner._run_bucket(batch)
             runner.stream.synchronize()
-        else:
-            with lock:
-                runner._run_bucket(batch)
-                runner.stream.synchronize()
         count += 1
     results.put((count, time.perf_counter() - start))
 

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wtconv_core.errors import InputError
 from wtconv_core.stats import percentile
 from wtconv_export.exported import ExportedModel
 from wtconv_serving.repositories.repository import describe_export, onnx_batching
@@ -210,8 +211,11 @@ def main() -> int:
     except ImportError:
         report["gpu"] = None
     bucket_sets = dict(args.bucket_set)
-    if any(buckets[-1] > max_batch for buckets in bucket_sets.values()):
-        parser.error(f"--bucket-set: a bucket above the model's max batch size {max_batch}")
+    for name, buckets in bucket_sets.items():
+        try:  # the runner's own check of a bucket set against the model, before anything is loaded
+            Tuning(buckets=buckets).with_max_batch(max_batch)
+        except InputError as error:
+            parser.error(f"--bucket-set {name}: {error}")
     chosen = variants(args.runtime, args.quick, args.dense, bucket_sets)
     if args.only:
         wanted = args.only.split(",")

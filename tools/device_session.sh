@@ -44,9 +44,10 @@
 # Carried paths: .devwheels (the parts and the md5 file written by ../shared/device/split-wheel or `split -b`),
 # .trt/<version> (TensorRT header trees for the harness), third_party/onnxruntime-headers/<version>,
 # .whl/serving (tools/device_serving.sh pack), .devlibs (pack-libs; CARRIED_LIBS, default .devlibs/libs.tar.xz,
-# unpacked into the session's state by any call that carries it). Build for sm_90 unless CUDA_ARCHS says otherwise. BACKGROUND names
-# what the background stage runs after the build (default "harness kernel_tests sanitize"; e.g. "" when only the ONNX
-# Runtime op changed: the kernels' GPU tests and the harness take most of a session). "ab" first times the kernels'
+# unpacked into the session's state by any call that carries it). Build for sm_90 unless CUDA_ARCHS says otherwise.
+# BACKGROUND names what the background stage runs after the build (default "harness kernel_tests sanitize"; e.g. ""
+# when only the ONNX Runtime op changed: the kernels' GPU tests and the harness take most of a session; "" also with
+# carried libraries). "ab" first times the kernels'
 # default build against the one before the fixed-geometry kernels (tools/device_kernels.sh, build:ref with
 # -DWTCONV_FIXED_PLANES=0 and build:default, or the named builds AB_BUILD_STAGES lists, e.g. a third with
 # -DWTCONV_FIXED_PLANES=1; AB_GROUPS, AB_S), alone on the GPU, before anything else of the stage starts. "models"
