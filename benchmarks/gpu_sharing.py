@@ -18,10 +18,14 @@ import argparse
 import contextlib
 import json
 import multiprocessing as mp
+import os
 import platform
 import sys
 import time
 from pathlib import Path
+
+# one runner alone; --runners replaying at once; --runners one replay at a time (a lock across the processes)
+MODES = ("alone", "overlapping", "locked")
 
 
 def _runner(onnx: str, batch: int):
@@ -82,18 +86,31 @@ def main() -> int:
     parser.add_argument("--runners", type=int, default=4)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help=f"which of {', '.join(MODES)} to measure, in that order (default: all)",
+    )
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        parser.error(f"--modes {args.modes!r}: expected a comma-separated list of {', '.join(MODES)}")
     import torch
 
     report = {
         "command": " ".join(sys.argv),
         "machine": platform.platform(),
         "gpu": torch.cuda.get_device_name(),
+        # Set where the processes are clients of an MPS server (docs/serving.md, "Sharing one GPU")
+        "cuda_mps_pipe_directory": os.environ.get("CUDA_MPS_PIPE_DIRECTORY"),
         "modes": [],
     }
-    for runners, serialized in ((1, False), (args.runners, False), (args.runners, True)):
+    for mode in modes:
+        runners, serialized = (1, False) if mode == "alone" else (args.runners, mode == "locked")
         entry = measure(args.onnx, runners, args.batch, args.seconds, serialized)
+        entry["mode"] = mode
         report["modes"].append(entry)
         print(json.dumps(entry), flush=True)
     Path(args.json).write_text(json.dumps(report, indent=1))

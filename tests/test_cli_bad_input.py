@@ -562,6 +562,12 @@ SERVE = [
         "runtime tensorrt cannot run here",
     ),
     ("serve/device-choice", ["serve", "{d_onnx}", "--device", "tpu"], "invalid choice"),
+    # MPS shares a GPU between processes: refused for CPU instances (and where no GPU is visible).
+    (
+        "serve/mps-on-the-cpu",
+        ["serve", "{d_onnx}", "--repo", "{work}/served", "--runtime", "onnxruntime", "--device", "cpu", "--mps"],
+        "and MPS shares a GPU between processes; leave --mps out",
+    ),
     (
         "serve/device-with-a-gpu-runtime",
         ["serve", "{d_onnx}", "--runtime", "torch-cuda", "--device", "cpu", "--repo", "{work}/served", "--write-only"],

@@ -69,6 +69,9 @@ def exports(tmp_path_factory):
     return paths
 
 
+ENV_MARK = "WTCONV_TEST_SERVER_ENVIRONMENT"
+
+
 @pytest.fixture(scope="module")
 def served(install, exports, tmp_path_factory):
     repo = tmp_path_factory.mktemp("repo")
@@ -97,6 +100,7 @@ def served(install, exports, tmp_path_factory):
         model_control="poll",
         load_models=[*MODELS, QUEUED],
         log_file=repo.parent / "server.log",
+        environment={ENV_MARK: "given"},  # test_the_server_and_its_stubs_run_with_the_environment_given
         install=install,
     )
     try:
@@ -339,6 +343,17 @@ def post(url, path, body: bytes, headers=None):
     data = response.read()
     conn.close()
     return response.status, data.decode(errors="replace")
+
+
+def test_the_server_and_its_stubs_run_with_the_environment_given(served):
+    """TritonServer's ``environment`` reaches the server process and every backend stub it starts (how serve --mps
+    makes them clients of its MPS daemon), on top of the launcher's own (LD_LIBRARY_PATH)."""
+    pids = [served.process.pid, *served.stub_pids()]
+    assert len(pids) > 1
+    for pid in pids:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"{ENV_MARK}=given".encode() in environ, pid
+        assert any(v.startswith(b"LD_LIBRARY_PATH=") for v in environ), pid
 
 
 def test_bad_requests_get_clear_errors_and_the_server_keeps_serving(served, digits):

@@ -277,6 +277,12 @@ class ServerOptions:
         "reload the model in the running server (docs/serving.md, The soak)",
         choices=RECOVERIES,
     )
+    mps: bool = option(
+        False,
+        "run the server's processes as clients of an NVIDIA MPS server of their own (nvidia-cuda-mps-control), so "
+        "the instances on a GPU run their kernels side by side instead of taking turns; stopped with the server "
+        "(docs/serving.md, 'Sharing a GPU between instances: MPS')",
+    )
 
 
 @dataclass(frozen=True)

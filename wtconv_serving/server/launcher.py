@@ -410,7 +410,9 @@ class TritonServer:
     ``log_file``: kept; without one the log goes to a temporary folder made at start and removed by stop, unless the
     server failed. ``drain_s``: how long the server may finish the requests in flight when stopped.
     ``model_control``: "none" or "poll" (``watch`` needs "poll"); either keeps the repository API closed (the
-    module docstring). ``load_models``: the repository's models to serve (default: all of them).
+    module docstring). ``load_models``: the repository's models to serve (default: all of them). ``environment``:
+    variables added to the server's environment, which its backend stubs inherit (e.g. an MPS daemon's pipe folder,
+    wtconv_serving.server.mps).
     """
 
     def __init__(
@@ -425,6 +427,7 @@ class TritonServer:
         model_control: str = "none",
         load_models=(),
         extra_args=(),
+        environment: dict | None = None,
         install: ServerInstall | None = None,
         drain_s: float = 10.0,
     ):
@@ -442,6 +445,7 @@ class TritonServer:
         self.load_models = list(load_models)
         self.view: Path | None = None  # the private repository of load_models, made by start
         self.extra_args = list(extra_args)
+        self.environment = dict(environment or {})
         self.install = install
         self.drain_s = float(drain_s)
         self.process: subprocess.Popen | None = None
@@ -551,7 +555,7 @@ class TritonServer:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=server_environment(self.install),
+                env={**server_environment(self.install), **self.environment},
                 start_new_session=True,
             )
 

@@ -142,6 +142,7 @@ class ServingPlan:
     load_test: LoadTest | None = None  # the load test to run once the server is ready (checked)
     visible_gpus: int | None = None  # the GPUs a server started here sees (serving only)
     recover: str = "restart"  # how the watch brings back a model whose backend died (wtconv_core.options.RECOVERIES)
+    mps: bool = False  # the server's processes clients of an MPS daemon of their own (wtconv_serving.server.mps)
 
     @property
     def onnx(self) -> Path:
@@ -168,6 +169,7 @@ class ServingPlan:
         returns the running Served. ServingError in one line
         when it cannot (the server's log is then kept and named); interrupted, nothing is left running."""
         from wtconv_serving.server.launcher import TritonServer, is_loopback
+        from wtconv_serving.server.mps import MpsDaemon
 
         repository = self.written or self.write_repository()
         network_note = None
@@ -177,6 +179,7 @@ class ServingPlan:
                 f"anyone who reaches the ports (the repository API answers nobody); serve only files you trust and "
                 f"put an authenticating proxy in front for clients you do not"
             )
+        daemon = MpsDaemon().start() if self.mps else None
         server = TritonServer(
             self.repository,
             host=self.host,
@@ -186,6 +189,7 @@ class ServingPlan:
             log_file=self.log,
             model_control="poll",
             load_models=[repository.name],
+            environment=daemon.environment() if daemon else None,
         )
         log.info(
             "starting tritonserver: loading '%s' (runtime %s)%s",
@@ -193,13 +197,21 @@ class ServingPlan:
             self.runtime_here or repository.runtime,
             ", then warming it up" if self.repository_plan.warmup else "",
         )
-        server.start(timeout=self.timeout)
         try:
+            server.start(timeout=self.timeout)  # a failed start cleans up after itself, its log kept
+        except BaseException:
+            if daemon:
+                daemon.stop()
+            raise
+        try:
+            mps_note = _check_mps_clients(server, daemon) if daemon else None
             server.watch(recover=self.recover)
         except BaseException:
             server.stop()
+            if daemon:
+                daemon.stop()
             raise
-        return Served(repository, server, network_note)
+        return Served(repository, server, network_note, mps=daemon, mps_note=mps_note)
 
 
 def plan_serving(
@@ -266,6 +278,8 @@ def plan_serving(
             # instances on every GPU (or those of gpus) rather than KIND_MODEL's one device (--write-only keeps it).
             on_gpu = runtime_here != "onnxruntime" or _ort_device_here(repository_plan, repo) == "cuda"
             repository_plan.instance_kind = "gpu" if on_gpu and visible else "cpu"
+        if server.mps:
+            _check_mps(repository_plan, repo, runtime_here, visible)
     return ServingPlan(
         repository_plan=repository_plan,
         host=server.host,
@@ -278,7 +292,42 @@ def plan_serving(
         load_test=planned_load_test,
         visible_gpus=visible,
         recover=server.recover,
+        mps=bool(server.mps and serving),
     )
+
+
+def _check_mps(plan, repo, runtime_here: str, visible: int) -> None:
+    """mps asks for GPU instances on this machine and nvidia-cuda-mps-control (wtconv_serving.server.mps): an
+    InputError when the instances would run on the CPU, a ConfigurationError when the control program is missing."""
+    from wtconv_serving.server.mps import find_control
+
+    kind = plan.instance_kind
+    on_cpu = kind in ("cpu", "KIND_CPU") or (
+        runtime_here == "onnxruntime" and kind not in ("gpu", "KIND_GPU") and _ort_device_here(plan, repo) == "cpu"
+    )
+    if not visible or on_cpu:
+        why = "no GPU is visible here" if not visible else "the instances run on the CPU"
+        raise InputError(
+            f"mps: {why}, and MPS shares a GPU between processes; leave --mps out, or serve on a GPU",
+            parameter="mps",
+        )
+    find_control()
+
+
+def _check_mps_clients(server: Any, daemon: Any) -> str:
+    """ServingError when a backend stub of the ready ``server`` is not a client of ``daemon``'s MPS server (a CUDA
+    program that cannot reach the daemon runs without it, silently); else one line saying how many are."""
+    from wtconv_core.errors import ServingError
+
+    stubs = set(server.stub_pids())
+    clients = daemon.clients()
+    missing = sorted(stubs - clients)
+    if missing:
+        raise ServingError(
+            f"mps: backend stub(s) {', '.join(map(str, missing))} did not connect to the MPS server (clients: "
+            f"{', '.join(map(str, sorted(clients))) or 'none'}; the daemon's {daemon.log_tail()}); serve without --mps"
+        )
+    return f"MPS: the {len(stubs)} backend stub(s) share each GPU through an MPS server of their own"
 
 
 def _ort_device_here(plan, repo) -> str:
@@ -365,10 +414,20 @@ class Served:
     """A running tritonserver serving one model (ServingPlan.start / serve). ``with served:`` drains and stops it at
     the end; ``stop()`` does too."""
 
-    def __init__(self, repository: ServingRepository, server: Any, network_note: str | None = None) -> None:
+    def __init__(
+        self,
+        repository: ServingRepository,
+        server: Any,
+        network_note: str | None = None,
+        *,
+        mps: Any = None,
+        mps_note: str | None = None,
+    ) -> None:
         self.repository = repository
         self.server = server
         self.network_note = network_note  # said when the server listens beyond this machine
+        self.mps = mps  # the MPS daemon of the server's processes (wtconv_serving.server.mps), stopped after it
+        self.mps_note = mps_note  # said once the server is ready, with mps
         self.failed = False  # a load test that did not pass, or a server that exited by itself: its log is kept
 
     @property
@@ -410,8 +469,12 @@ class Served:
 
     def stop(self, keep_log: bool = False) -> int | None:
         """Drain and stop the server and its backend stubs, removing what they leave (shared memory, the temporary
-        log folder unless ``keep_log``); returns its exit status."""
-        return self.server.stop(keep_log=keep_log)
+        log folder unless ``keep_log``), then the MPS daemon of its processes if any; returns its exit status."""
+        try:
+            return self.server.stop(keep_log=keep_log)
+        finally:
+            if self.mps is not None:
+                self.mps.stop()
 
     def __enter__(self) -> Served:
         return self

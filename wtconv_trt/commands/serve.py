@@ -86,6 +86,8 @@ def _print_serving(served) -> None:
     """The lines that say where the server answers (clients and tests read the 'serving' line)."""
     if served.network_note:
         print(f"note: {served.network_note}")
+    if served.mps_note:
+        print(served.mps_note)
     metrics = f", metrics {served.metrics_url}" if served.metrics_url else ""
     print(
         f"serving '{served.name}': HTTP {served.http_url}, gRPC {served.grpc_url}{metrics} (log: {served.log_file})",
