@@ -54,6 +54,12 @@ done
 """
 
 
+@pytest.fixture(autouse=True)
+def _no_machine_wide_daemon(tmp_path, monkeypatch):
+    """The tests' own default pipe folder: whatever this machine runs, the tests see no MPS daemon of its own."""
+    monkeypatch.setattr(mps, "DEFAULT_PIPE_DIR", str(tmp_path / "no-machine-wide-daemon"))
+
+
 @pytest.fixture
 def stand_in(tmp_path, monkeypatch):
     """The stand-in daemon first on PATH; returns its path."""
@@ -129,6 +135,13 @@ def test_the_control_program_must_be_there_and_not_already_in_use(tmp_path, monk
         mps.find_control()
     monkeypatch.setenv(mps.PIPE_VARIABLE, "/tmp/nvidia-mps")
     with pytest.raises(ConfigurationError, match=r"already names an MPS control daemon \(CUDA_MPS_PIPE_DIRECTORY="):
+        mps.find_control()
+    monkeypatch.delenv(mps.PIPE_VARIABLE)
+    machine_wide = tmp_path / "nvidia-mps"
+    machine_wide.mkdir()
+    (machine_wide / "control").touch()
+    monkeypatch.setattr(mps, "DEFAULT_PIPE_DIR", str(machine_wide))
+    with pytest.raises(ConfigurationError, match=r"^mps: this machine already runs an MPS control daemon \("):
         mps.find_control()
 
 

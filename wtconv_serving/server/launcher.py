@@ -581,7 +581,10 @@ class TritonServer:
                     raise ServingError("the server was stopped during its restart")
                 self._wait_ports_free()
                 with open(self.log_file, "a") as out:
-                    out.write(f"{RESTART_LINE} (pid {old.pid} ended{': ' + why if why else ''})\n")
+                    # the local time, as Triton's own lines give it: how long the new process takes to say its
+                    # first line (CUDA's start) shows against it
+                    now = time.strftime("%H:%M:%S")
+                    out.write(f"{RESTART_LINE} at {now} (pid {old.pid} ended{': ' + why if why else ''})\n")
                 self._launch(prepare_backends(self.install), "ab")
             self.wait_ready(self.start_timeout if timeout is None else timeout)
         finally:

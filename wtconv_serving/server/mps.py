@@ -41,20 +41,27 @@ CONTROL = "nvidia-cuda-mps-control"  # the NVIDIA driver's MPS control program
 COMM = CONTROL[:15]
 PIPE_VARIABLE = "CUDA_MPS_PIPE_DIRECTORY"  # where a CUDA program looks for the control daemon's pipes
 LOG_VARIABLE = "CUDA_MPS_LOG_DIRECTORY"
+DEFAULT_PIPE_DIR = "/tmp/nvidia-mps"  # where a CUDA program looks without PIPE_VARIABLE: a daemon for the whole machine
 START_WAIT_S = 10.0  # how long the daemon may take to open its control pipe
 QUIT_WAIT_S = 30.0  # how long it may take to shut its server down and exit after "quit"
 COMMAND_TIMEOUT_S = 10.0
 
 
 def find_control() -> str:
-    """The path of nvidia-cuda-mps-control; ConfigurationError naming the fix when it is not there, or when this
-    environment is already a client of an MPS server (then every process of the server is one too)."""
+    """The path of nvidia-cuda-mps-control; ConfigurationError naming the fix when it is not there, or when the
+    server's processes would be clients of an MPS daemon already: one this environment names, or one at the default
+    place, which every CUDA program of the machine reaches."""
     already = os.environ.get(PIPE_VARIABLE)
     if already:
         raise ConfigurationError(
             f"mps: this environment already names an MPS control daemon ({PIPE_VARIABLE}={already}), so the "
             "server's processes are its clients already; leave --mps out, or unset the variable to give the server "
             "one of its own"
+        )
+    if (Path(DEFAULT_PIPE_DIR) / "control").exists():
+        raise ConfigurationError(
+            f"mps: this machine already runs an MPS control daemon ({DEFAULT_PIPE_DIR}), whose clients every CUDA "
+            "program here is, the server's processes included; leave --mps out"
         )
     found = shutil.which(CONTROL)
     if not found:
