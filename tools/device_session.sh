@@ -316,11 +316,14 @@ case ${1:-} in
             || { echo "no $WTCONV_KERNELS_LIB or $WTCONV_ORT_LIB yet: call soak-start again"; results; exit 1; }
         rm -rf "$SOAK_STATE" && copy_checkout "$SOAK_STATE/repo" || exit 1
         touch "$SOAK_STATE/started"
-        # in its copy, detached (setsid): it outlives this call; rc written when it ends
-        (cd "$SOAK_STATE/repo" && MAIN=0 MODELS=tiny ALTERNATIVES=0 SOAK=${SOAK:-600} \
-            SOAK_RUNTIMES=${SOAK_RUNTIMES:-torch-cuda} SOAK_SAMPLE=${SOAK_SAMPLE:-60} BUDGET=100000 SKIP_BUILD=1 \
+        # in its copy, detached (setsid): it outlives this call; rc written when it ends. --fork: without it the
+        # subshell waits for the soak, holding this call's output open (a caller piping it waits the whole soak).
+        # RUNTIMES: only the soak's runtimes need to run here (device_serving.sh checks each one it is given).
+        soak_runtimes=${SOAK_RUNTIMES:-torch-cuda}
+        (cd "$SOAK_STATE/repo" && MAIN=0 MODELS=tiny ALTERNATIVES=0 SOAK=${SOAK:-600} RUNTIMES="$soak_runtimes" \
+            SOAK_RUNTIMES="$soak_runtimes" SOAK_SAMPLE=${SOAK_SAMPLE:-60} BUDGET=100000 SKIP_BUILD=1 \
             ONNX_DIR=$STATE/onnx OUT="$SOAK_STATE/out" TMPDIR="$SOAK_STATE" \
-            setsid nohup bash -c 'tools/device_serving.sh; echo $? > "$0/rc"' "$SOAK_STATE" \
+            setsid --fork nohup bash -c 'tools/device_serving.sh; echo $? > "$0/rc"' "$SOAK_STATE" \
             > "$SOAK_STATE/run.log" 2>&1 < /dev/null &)
         echo "soak started: ${SOAK:-600} s of ${SOAK_RUNTIMES:-torch-cuda} (log $SOAK_STATE/run.log)"
         ;&  # and wait, as soak-wait does
