@@ -268,7 +268,7 @@ def markdown(summary: dict) -> str:
             f"## {run['tag']}: {run['runtime']}, {run['input_dtype']} ({run.get('gpu') or run['machine']})",
             "",
             f"Execution: {run['execution']}. Tuning: {run['tuning']}. Client: {run.get('shared_memory', 'none')} "
-            "shared memory.",
+            f"shared memory. MPS: {run.get('mps') or 'none'}.",
             "",
             "| direct batch | images/s | ms p50 | ms p99 |",
             "|---|---|---|---|",

@@ -200,3 +200,16 @@ def _zombie(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def test_the_load_tests_report_says_which_mps_daemon_the_server_used(tmp_path, monkeypatch):
+    monkeypatch.delenv(mps.PIPE_VARIABLE, raising=False)
+    assert mps.mps_of({}) is None
+    assert mps.mps_of({mps.PIPE_VARIABLE: "/x/pipe"}) == "a daemon of the server's own (serve --mps)"
+    machine_wide = tmp_path / "nvidia-mps"
+    machine_wide.mkdir()
+    (machine_wide / "control").touch()
+    monkeypatch.setattr(mps, "DEFAULT_PIPE_DIR", str(machine_wide))
+    assert mps.mps_of({}) == f"the machine's daemon ({machine_wide})"
+    monkeypatch.setenv(mps.PIPE_VARIABLE, "/y/pipe")
+    assert mps.mps_of({}) == "the daemon the environment names (CUDA_MPS_PIPE_DIRECTORY)"

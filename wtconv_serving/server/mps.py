@@ -33,7 +33,7 @@ from wtconv_core.errors import ConfigurationError, ServingError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CONTROL", "MpsDaemon", "find_control"]
+__all__ = ["CONTROL", "MpsDaemon", "find_control", "mps_of"]
 
 CONTROL = "nvidia-cuda-mps-control"  # the NVIDIA driver's MPS control program
 # The name the kernel gives the control daemon's and its servers' processes (nvidia-cuda-mps-control and
@@ -70,6 +70,18 @@ def find_control() -> str:
             "--mps out"
         )
     return found
+
+
+def mps_of(environment: dict) -> str | None:
+    """Which MPS daemon a server started with ``environment`` added to this process's has its processes as clients,
+    in words for a report: its own (serve --mps), one the environment names, one at the default place, or None."""
+    if environment.get(PIPE_VARIABLE):
+        return "a daemon of the server's own (serve --mps)"
+    if os.environ.get(PIPE_VARIABLE):
+        return f"the daemon the environment names ({PIPE_VARIABLE})"
+    if (Path(DEFAULT_PIPE_DIR) / "control").exists():
+        return f"the machine's daemon ({DEFAULT_PIPE_DIR})"
+    return None
 
 
 class MpsDaemon:

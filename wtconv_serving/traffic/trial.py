@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wtconv_serving.server.mps import mps_of
+
 log = logging.getLogger(__name__)
 
 __all__ = ["LoadTestResult", "default_processes", "run_load_test"]
@@ -147,6 +149,7 @@ def run_load_test(
         "input_dtype": str(runner.input_dtype),
         "tuning": {**repo.tuning.parameters(), "instances": repo.instances},
         "shared_memory": shared_memory,
+        "mps": mps_of(getattr(server, "environment", {})),  # the server's processes MPS clients (docs/serving.md)
         "check": [],
         "direct": [],
         "sweep": [],
