@@ -35,7 +35,7 @@ if [ "${1:-}" = -d ]; then
     (
         touch "$pipe/control"
         echo "[stand-in Control $$] Starting control daemon" >> "$CUDA_MPS_LOG_DIRECTORY/control.log"
-        while [ ! -f "$pipe/quit" ]; do sleep 0.05; done
+        while [ ! -f "$pipe/quit" ] && [ -d "$pipe" ]; do sleep 0.05; done
         if [ -n "${STAND_IN_STUBBORN:-}" ]; then while :; do sleep 0.05; done; fi
         rm -f "$pipe/control"
     ) < /dev/null > /dev/null 2>&1 &

@@ -169,7 +169,7 @@ class MpsDaemon:
         if self.folder is None:
             return
         try:
-            if self.processes():
+            if (self.pipe_dir / "control").exists() or self.processes():
                 try:
                     self.command("quit")
                 except ServingError as error:
