@@ -276,6 +276,9 @@ TWINS = {
     "serve/gpus-not-visible": lambda f: wtconv_trt.serve(
         f["d_onnx"], f["work"] / "served", gpus=(int(f["gpu_not_visible"]),)
     ),
+    "serve/mps-on-the-cpu": lambda f: wtconv_trt.serve(
+        f["d_onnx"], f["work"] / "served", runtime="onnxruntime", device="cpu", mps=True
+    ),
     "serve/ort-library-not-one": lambda f: wtconv_trt.write_serving_repository(
         f["d_onnx"], f["work"] / "served", ort_library=f["existing"]
     ),

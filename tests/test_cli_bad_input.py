@@ -566,7 +566,7 @@ SERVE = [
     (
         "serve/mps-on-the-cpu",
         ["serve", "{d_onnx}", "--repo", "{work}/served", "--runtime", "onnxruntime", "--device", "cpu", "--mps"],
-        "and MPS shares a GPU between processes; leave --mps out",
+        "and MPS shares a GPU between processes; leave out --mps, or serve on a GPU",
     ),
     (
         "serve/device-with-a-gpu-runtime",

@@ -55,19 +55,19 @@ def find_control() -> str:
     if already:
         raise ConfigurationError(
             f"mps: this environment already names an MPS control daemon ({PIPE_VARIABLE}={already}), so the "
-            "server's processes are its clients already; leave --mps out, or unset the variable to give the server "
+            "server's processes are its clients already; leave out mps=True, or unset the variable to give the server "
             "one of its own"
         )
     if (Path(DEFAULT_PIPE_DIR) / "control").exists():
         raise ConfigurationError(
             f"mps: this machine already runs an MPS control daemon ({DEFAULT_PIPE_DIR}), whose clients every CUDA "
-            "program here is, the server's processes included; leave --mps out"
+            "program here is, the server's processes included; leave out mps=True"
         )
     found = shutil.which(CONTROL)
     if not found:
         raise ConfigurationError(
             f"mps: {CONTROL} is not on PATH (it comes with the NVIDIA driver's utilities); install them, or leave "
-            "--mps out"
+            "out mps=True"
         )
     return found
 

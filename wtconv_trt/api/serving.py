@@ -308,7 +308,7 @@ def _check_mps(plan, repo, runtime_here: str, visible: int) -> None:
     if not visible or on_cpu:
         why = "no GPU is visible here" if not visible else "the instances run on the CPU"
         raise InputError(
-            f"mps: {why}, and MPS shares a GPU between processes; leave --mps out, or serve on a GPU",
+            f"mps: {why}, and MPS shares a GPU between processes; leave out mps=True, or serve on a GPU",
             parameter="mps",
         )
     find_control()
@@ -325,7 +325,8 @@ def _check_mps_clients(server: Any, daemon: Any) -> str:
     if missing:
         raise ServingError(
             f"mps: backend stub(s) {', '.join(map(str, missing))} did not connect to the MPS server (clients: "
-            f"{', '.join(map(str, sorted(clients))) or 'none'}; the daemon's {daemon.log_tail()}); serve without --mps"
+            f"{', '.join(map(str, sorted(clients))) or 'none'}; the daemon's {daemon.log_tail()}); serve without "
+            "mps=True"
         )
     return f"MPS: the {len(stubs)} backend stub(s) share each GPU through an MPS server of their own"
 
