@@ -14,7 +14,9 @@ Oracles: the process table (/proc), the file system, the stand-in's own record o
 import os
 import stat
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -120,8 +122,6 @@ def test_a_daemon_that_fails_to_start_is_one_line_and_leaves_no_folder(stand_in,
     monkeypatch.setenv("STAND_IN_FAIL", "no GPU for you")
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
-    import tempfile
-
     monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR read again
     with pytest.raises(ServingError, match=r"^mps: nvidia-cuda-mps-control -d failed: cannot start: no GPU for you$"):
         mps.MpsDaemon().start()
@@ -213,3 +213,44 @@ def test_the_load_tests_report_says_which_mps_daemon_the_server_used(tmp_path, m
     assert mps.mps_of({}) == f"the machine's daemon ({machine_wide})"
     monkeypatch.setenv(mps.PIPE_VARIABLE, "/y/pipe")
     assert mps.mps_of({}) == "the daemon the environment names (CUDA_MPS_PIPE_DIRECTORY)"
+
+
+def test_a_server_whose_stubs_are_not_clients_is_stopped_with_its_daemon(install, tmp_path, stand_in, monkeypatch):
+    """The whole start with mps on a real tritonserver: the daemon's environment reaches the server, whose CPU stubs
+    never connect (no CUDA in them), so the start fails in one line and leaves no process with that environment (the
+    server, its stubs, the daemon) and no folder."""
+    from wtconv_trt.api.serving import plan_serving
+
+    onnx_path = tiny_onnx(tmp_path / "m.onnx")
+    plan = plan_serving(
+        onnx_path, tmp_path / "repo", runtime="onnxruntime", device="cpu", http_port=0, grpc_port=0, metrics_port=0
+    )
+    plan.mps = True  # past plan_serving's refusal of CPU instances: the check after the start is what is tested
+    started = []
+    start = mps.MpsDaemon.start
+
+    def noted(daemon):
+        started.append((daemon, start(daemon).environment()[mps.PIPE_VARIABLE]))
+        return daemon
+
+    monkeypatch.setattr(mps.MpsDaemon, "start", noted)
+    with pytest.raises(ServingError, match=r"^mps: backend stub\(s\) \d+(, \d+)* did not connect to the MPS") as caught:
+        plan.start()
+    assert len(str(caught.value).splitlines()) == 1
+    [(daemon, pipe)] = started
+    assert daemon.folder is None and not Path(pipe).parent.exists()
+    assert _processes_with(f"{mps.PIPE_VARIABLE}={pipe}") == []
+
+
+def _processes_with(variable: str) -> list:
+    """The live processes whose environment holds ``variable`` (NAME=value)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            if variable.encode() in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found

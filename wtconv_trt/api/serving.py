@@ -180,24 +180,24 @@ class ServingPlan:
                 f"put an authenticating proxy in front for clients you do not"
             )
         daemon = MpsDaemon().start() if self.mps else None
-        server = TritonServer(
-            self.repository,
-            host=self.host,
-            http_port=self.ports["http"],
-            grpc_port=self.ports["grpc"],
-            metrics_port=self.ports["metrics"],
-            log_file=self.log,
-            model_control="poll",
-            load_models=[repository.name],
-            environment=daemon.environment() if daemon else None,
-        )
-        log.info(
-            "starting tritonserver: loading '%s' (runtime %s)%s",
-            repository.name,
-            self.runtime_here or repository.runtime,
-            ", then warming it up" if self.repository_plan.warmup else "",
-        )
         try:
+            server = TritonServer(
+                self.repository,
+                host=self.host,
+                http_port=self.ports["http"],
+                grpc_port=self.ports["grpc"],
+                metrics_port=self.ports["metrics"],
+                log_file=self.log,
+                model_control="poll",
+                load_models=[repository.name],
+                environment=daemon.environment() if daemon else None,
+            )
+            log.info(
+                "starting tritonserver: loading '%s' (runtime %s)%s",
+                repository.name,
+                self.runtime_here or repository.runtime,
+                ", then warming it up" if self.repository_plan.warmup else "",
+            )
             server.start(timeout=self.timeout)  # a failed start cleans up after itself, its log kept
         except BaseException:
             if daemon:
