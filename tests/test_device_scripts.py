@@ -180,6 +180,7 @@ def test_the_serving_script_plans_the_measurements_of_its_knobs(tmp_path):
         "ALTERNATIVES": "0",
         "SKIP_BUILD": "1",
         "BUDGET": "100000",
+        "SERVE_ARGS": "--mps --instances 3",  # serve's own options, for every server of the run
     }
     result = subprocess.run(
         ["bash", str(ROOT / "tools" / "device_serving.sh")],
@@ -205,6 +206,8 @@ def test_the_serving_script_plans_the_measurements_of_its_knobs(tmp_path):
     assert "--gpus 0,1 --no-extra-process" in (logs / "serve_torch-cuda_tiny_gpus0-1.log").read_text()
     soak = (logs / "soak_torch-cuda_tiny.log").read_text()
     assert "--soak 600 --concurrency 256 --batch-sizes 1,2,4,8,16,32,64 --kill-backend" in soak
+    for stage in stages:
+        assert " --mps --instances 3" in (logs / f"{stage}.log").read_text(), stage
     assert (tmp_path / "out" / "serving_results.md").is_file()
 
 

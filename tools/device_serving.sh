@@ -45,8 +45,8 @@
 # EXTRA_PROCESS (1: 0 leaves out the busiest point again with one more client process), GPUS_SWEEP ($SWEEP: the
 # --gpus run's sweep), ONNX_DIR (the exports' folder, default the run's own; an export already there is reused),
 # BEFORE (the committed figures the summary compares Triton's split of an execution with:
-# docs/bench/serving_gpu_4instances.json), SERVE_ARGS (more `serve` options for the main and the --gpus runs, several
-# words, e.g. "--buckets 1,2,4,8,16,32,64,96,128" to measure another bucket set). WTCONV_KERNELS_LIB and WTCONV_ORT_LIB name prebuilt libraries (with
+# docs/bench/serving_gpu_4instances.json), SERVE_ARGS (more `serve` options for the main, the --gpus and the soak
+# runs, several words, e.g. "--buckets 1,2,4,8,16,32,64,96,128" to measure another bucket set, or "--mps"). WTCONV_KERNELS_LIB and WTCONV_ORT_LIB name prebuilt libraries (with
 # SKIP_BUILD=1), e.g. an installed binary wheel's <site>/wtconv_libs/lib/libwtconv_{kernels_capi,ort}.so.
 # With PYV=3.11 RUNTIME=onnxruntime
 # DEVICE=cpu the same script runs on a CPU machine (the digits model, small settings, WTCONV_ORT_LIB to a built
@@ -333,7 +333,7 @@ if [ "$SOAK" != 0 ]; then
             --name "$soak_model" --runtime "$runtime" --force --http-port 0 --grpc-port 0 --metrics-port 0 \
             --log "$logs/server_soak_$tag.log" --timeout 300 --soak "$SOAK" --concurrency 256 \
             --batch-sizes 1,2,4,8,16,32,64 --kill-backend --sample-every "${SOAK_SAMPLE:-60}" \
-            --shared-memory "${SOAK_SHARED_MEMORY:-none}" --json "$work/soak_$tag.json" "${extra[@]}"
+            --shared-memory "${SOAK_SHARED_MEMORY:-none}" --json "$work/soak_$tag.json" "${extra[@]}" "${serve_args[@]}"
     done
 fi
 
