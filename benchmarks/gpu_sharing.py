@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Several serving runners on one GPU, as Triton's instances are: their aggregate rate when their CUDA-graph replays
 overlap (each on its own stream, as served), and when one replays at a time (a lock across the processes), beside one
-runner alone. The input stays on the GPU, so only the GPU's work is timed (docs/serving.md, "Where the time goes").
+runner alone. The input stays on the GPU, so only the GPU's work is timed (docs/serving.md, "Sharing a GPU between
+instances: MPS").
 
     python -m benchmarks.gpu_sharing --onnx tiny_fp16.onnx --runners 4 --batch 128 --json sharing.json
 
@@ -18,11 +19,12 @@ import argparse
 import contextlib
 import json
 import multiprocessing as mp
-import os
 import platform
 import sys
 import time
 from pathlib import Path
+
+from wtconv_serving.server.mps import mps_of
 
 # one runner alone; --runners replaying at once; --runners one replay at a time (a lock across the processes)
 MODES = ("alone", "overlapping", "locked")
@@ -103,8 +105,7 @@ def main() -> int:
         "command": " ".join(sys.argv),
         "machine": platform.platform(),
         "gpu": torch.cuda.get_device_name(),
-        # Set where the processes are clients of an MPS server (docs/serving.md, "Sharing one GPU")
-        "cuda_mps_pipe_directory": os.environ.get("CUDA_MPS_PIPE_DIRECTORY"),
+        "mps": mps_of({}),  # whose MPS daemon, if any, the runners are clients of (the load test's wording)
         "modes": [],
     }
     for mode in modes:

@@ -247,7 +247,7 @@ def _processes_with(variable: str) -> list:
     found = []
     for entry in Path("/proc").iterdir():
         try:
-            if not entry.name.isdigit() or (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            if not entry.name.isdigit() or _zombie(int(entry.name)):
                 continue
             if variable.encode() in (entry / "environ").read_bytes().split(b"\0"):
                 found.append(int(entry.name))

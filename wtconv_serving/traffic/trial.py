@@ -149,7 +149,7 @@ def run_load_test(
         "input_dtype": str(runner.input_dtype),
         "tuning": {**repo.tuning.parameters(), "instances": repo.instances},
         "shared_memory": shared_memory,
-        "mps": mps_of(getattr(server, "environment", {})),  # the server's processes MPS clients (docs/serving.md)
+        "mps": mps_of(server.environment),  # the server's processes MPS clients (docs/serving.md)
         "check": [],
         "direct": [],
         "sweep": [],
