@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from wtconv_serving.runners.bucket_plan import BucketPlan
-from wtconv_serving.traffic.soak import other_errors_split, recovery_words
+from wtconv_serving.traffic.soak import growth_by_process_words, other_errors_split, recovery_words
 
 # docs/serving.md, "Targets": WTConvNeXt-T fp16, requests of 1-8 images at 256 in flight (the median of the rounds),
 # requests of 1-64 at least TARGET_BIG of that, served over direct, p99 over p50 at 16 in flight; the soak.
@@ -256,7 +256,7 @@ def targets(runs, soaks=()) -> list:
             f"{s['lost']} lost, {s['mismatched']} mismatched, {s['other_errors']} other errors{other_errors_split(s)} "
             f"({s['errors_of_the_killed_backend']} of the killed backend, retried){recovery_words(s)}; "
             f"memory growth from {s['memory_settle_s']:g} s: {grown} (target <= {TARGET_MEMORY_GROWTH:.0%}): "
-            f"{'NOT met (' + ', '.join(short) + ')' if short else 'met'}"
+            f"{'NOT met (' + ', '.join(short) + ')' if short else 'met'}{growth_by_process_words(s)}"
         )
     return lines
 

@@ -172,6 +172,56 @@ def test_the_soak_says_the_server_was_restarted():
     assert "after the reload" not in line and "unloaded" not in line
 
 
+def test_the_soak_says_where_the_restart_went_and_each_processs_own_growth():
+    """The restart's phases (launcher.RestartTimes) reach the soak's line beside the pids, and the host memory is
+    also given within each server process: the target's figure compares the old process at minute 2 with the new
+    one at the end, two processes that share nothing. Here the old grew 1 % (1000 to 1010), the new 0.5 % (900 to
+    904.5) while the target's figure reads 904.5 / 1000 - 1 = -9.55 %."""
+    from wtconv_serving.server.launcher import RestartTimes
+
+    host = [500, 900, 1000, 1010, 1010, 900, 904.5]
+    report = soak_report(host, [None] * 7, killed=300.0, back=330.0)
+    for sample, pid in zip(report.samples, [4321] * 5 + [5678] * 2, strict=True):
+        sample["server_pid"] = pid
+    times = RestartTimes(drain_s=10.0, kill_s=0.2, gone_s=5.0, still_ending=("99 (D)",), ports_s=0.1)
+    times.launched_at, times.first_line_s, times.ready_s = 1_000_000.0, 265.0, 300.0
+    report.recovered_by, report.server_pids, report.old_version_unloaded = "restart", (4321, 5678), True
+    report.restart_times = times.as_dict()
+    s = report.summary()
+    assert s["memory_growth"]["host"] == pytest.approx(904.5 / 1000 - 1, abs=1e-4)
+    assert s["memory_growth_by_process"] == [
+        {"server_pid": 4321, "from_s": 120.0, "to_s": 240.0, "host": 0.01},
+        {"server_pid": 5678, "from_s": 300.0, "to_s": 360.0, "host": 0.005},
+    ]
+    line = report.line()
+    assert (
+        "the server restarted (pid 4321 to 5678; drain 10.0 s, kill 0.2 s, group gone 5.0 s, still ending then: "
+        "99 (D), ports 0.1 s, the new process's first log line 265.0 s after its launch, ready 300.0 s after its "
+        "launch): the old version's memory went" in line
+    )
+    assert line.endswith("(host within each server process: pid 4321 +1.0% (120-240 s), pid 5678 +0.5% (300-360 s))")
+
+
+def test_a_restarts_first_line_is_read_against_the_launchs_local_time():
+    """RestartTimes.note_first_line: the first line of the new process's output that has a time of day (Triton's
+    glog lines), less the launch's local time of day; lines without a time before it are passed over, and a line
+    written after midnight of a launch before it counts across the turn of the day."""
+    import time
+
+    from wtconv_serving.server.launcher import RestartTimes
+
+    launched = time.mktime((2026, 12, 6, 18, 5, 57, 0, 0, -1)) + 0.25  # 18:05:57.25 local
+    times = RestartTimes(launched_at=launched)
+    times.note_first_line("a line of the stub\nI1206 18:10:12.389189 4620 pinned_memory_manager.cc:277] pool\n")
+    assert times.first_line_s == pytest.approx(255.14, abs=0.01)  # 18:10:12.389 - 18:05:57.25
+    late = RestartTimes(launched_at=time.mktime((2026, 12, 6, 23, 59, 58, 0, 0, -1)))
+    late.note_first_line("I1207 00:00:03.000000 1 server.cc:1] first\n")
+    assert late.first_line_s == pytest.approx(5.0)
+    none = RestartTimes(launched_at=launched)
+    none.note_first_line("no time here\n")
+    assert none.first_line_s is None
+
+
 def test_the_loads_error_times_count_from_the_callers_clock():
     """The soak reads the load's error times against the moment it killed the backend, on its own clock: a load
     started later must not shift them (the requests failing at the kill would count as other errors). Two requests

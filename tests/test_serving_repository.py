@@ -401,6 +401,7 @@ def test_the_watch_records_whether_the_old_version_was_unloaded(tmp_path):
         "error": None,
         "old_version_unloaded": True,
         "old_version_unloaded_after_s": 1.0,
+        "restart_times": None,
     }
     stuck = reloaded(RELOADED, seconds_ago=61.0)  # its unload line never came within the wait
     failed = reloaded(RELOADED)

@@ -16,6 +16,7 @@ server is stopped by the fixture's finalizer, whatever the tests did.
 import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -39,7 +40,7 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 from wtconv_core.errors import ServingError  # noqa: E402
 from wtconv_serving.repositories.python_backend import check_python_repository, write_python_repository  # noqa: E402
 from wtconv_serving.runners.ort_runner import OnnxRuntimeRunner  # noqa: E402
-from wtconv_serving.server.launcher import POLL_S, TritonServer, loading_phase  # noqa: E402
+from wtconv_serving.server.launcher import POLL_S, RESTART_LINE, TritonServer, loading_phase  # noqa: E402
 from wtconv_serving.traffic import check as load  # noqa: E402
 from wtconv_serving.traffic.shared_memory import PREFIX, registered_regions  # noqa: E402
 from wtconv_serving.traffic.sweep import LoadWorkers  # noqa: E402
@@ -473,6 +474,14 @@ def test_soak_with_the_backend_killed_midway(served, exports):
     assert report.old_version_unloaded is True and served.recoveries[-1].server_restarted
     assert served.log_text(served.log_start).count("successfully loaded 'digits_std'") == 1
     assert "the server restarted" in report.line()
+    # Where the restart's time went: the old group gone within the wait, Triton's first line (its CUDA or CPU start)
+    # before its readiness, and the phases written on the restart line between the two processes' output.
+    times = report.restart_times
+    assert times["still_ending"] == [] and min(times["drain_s"], times["kill_s"], times["ports_s"]) >= 0, times
+    assert times["first_line_s"] is not None and 0 <= times["first_line_s"] <= times["ready_s"], times
+    restart_line = served.log_text(0, served.log_start).splitlines()[-1]
+    assert restart_line.startswith(f"{RESTART_LINE} at {times['launched_at']} (pid {old_server} ended: ")
+    assert re.search(r"; drain [\d.]+ s, kill [\d.]+ s, group gone [\d.]+ s, ports [\d.]+ s\)$", restart_line)
 
 
 def test_grpc_clients_are_answered_at_once_when_a_long_restart_ends(served, exports, monkeypatch):

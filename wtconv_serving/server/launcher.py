@@ -326,6 +326,65 @@ def old_version_unload(log_since_reload: str, model: str) -> tuple[bool, float |
 
 
 @dataclass
+class RestartTimes:
+    """Where the time of one restart went, in seconds (TritonServer.restart; docs/serving.md, "The soak"): the old
+    process's drain (SIGTERM until its live instances had finished, or the grace ran out), its kill (SIGKILL of its
+    process group until the server was reaped), the wait for the rest of the group to go (``still_ending``: the
+    members left when that wait gave up, as "pid (state)": "D" is a process the kernel is still tearing down, e.g. the
+    driver releasing its GPU context), the wait for the ports; then, from the new process's launch, its first log line
+    with a time (Triton's first line comes once CUDA has started: its pinned memory pool) and its readiness."""
+
+    drain_s: float = 0.0
+    kill_s: float = 0.0
+    gone_s: float = 0.0
+    still_ending: tuple = ()
+    ports_s: float = 0.0
+    launched_at: float = 0.0  # time.time() of the launch
+    first_line_s: float | None = None
+    ready_s: float | None = None
+
+    def note_first_line(self, log_text: str) -> None:
+        """first_line_s from the new process's log (its output only): the first line with a time of day, against
+        the launch's local time of day (Triton writes local time)."""
+        launched = time.localtime(self.launched_at)
+        launched_of_day = launched.tm_hour * 3600 + launched.tm_min * 60 + launched.tm_sec
+        launched_of_day += self.launched_at % 1
+        for line in log_text.splitlines():
+            seen = _time_of_day(line)
+            if seen is not None:
+                after = seen - launched_of_day
+                if after < -43200:  # the day turned in between
+                    after += 86400
+                self.first_line_s = round(max(0.0, after), 2)
+                return
+
+    def words(self) -> str:
+        """The times in a phrase for a log line or a report."""
+        parts = [f"drain {self.drain_s:.1f} s", f"kill {self.kill_s:.1f} s", f"group gone {self.gone_s:.1f} s"]
+        if self.still_ending:
+            parts.append(f"still ending then: {', '.join(self.still_ending)}")
+        parts.append(f"ports {self.ports_s:.1f} s")
+        if self.first_line_s is not None:
+            parts.append(f"the new process's first log line {self.first_line_s:.1f} s after its launch")
+        if self.ready_s is not None:
+            parts.append(f"ready {self.ready_s:.1f} s after its launch")
+        return ", ".join(parts)
+
+    def as_dict(self) -> dict:
+        return {
+            "drain_s": round(self.drain_s, 2),
+            "kill_s": round(self.kill_s, 2),
+            "gone_s": round(self.gone_s, 2),
+            "still_ending": list(self.still_ending),
+            "ports_s": round(self.ports_s, 2),
+            "launched_at": time.strftime("%H:%M:%S", time.localtime(self.launched_at)),
+            "first_line_s": self.first_line_s,
+            "ready_s": None if self.ready_s is None else round(self.ready_s, 2),
+            "words": self.words(),
+        }
+
+
+@dataclass
 class Recovery:
     """One recovery of a model whose backend stub died (TritonServer.watch): ``way`` "restart" (the server process
     started again, ``server_pid`` the new one) or "reload" (the model loaded again beside its old version). Whether the
@@ -343,6 +402,7 @@ class Recovery:
     unloaded_after_s: float | None = None  # from the reload's "successfully loaded" line to the unload line
     way: str = "reload"  # one of RECOVERIES
     server_pid: int | None = None  # the server process serving the model afterwards
+    restart_times: RestartTimes | None = None  # where a restart's time went
 
     @property
     def server_restarted(self) -> bool:
@@ -358,6 +418,7 @@ class Recovery:
             "error": self.error,
             "old_version_unloaded": self.old_version_unloaded,
             "old_version_unloaded_after_s": self.unloaded_after_s,
+            "restart_times": None if self.restart_times is None else self.restart_times.as_dict(),
         }
 
 
@@ -453,6 +514,7 @@ class TritonServer:
         self.log_start = 0  # where in the log the current process's output begins (after a restart, past the old's)
         self.recover = "restart"  # how the watch recovers a model whose backend died (RECOVERIES)
         self.recoveries: list[Recovery] = []  # the watch's recoveries of models whose backend died
+        self.restart_times: RestartTimes | None = None  # where the last restart's time went
         self.unload_wait_s = UNLOAD_WAIT_S  # how long after a reload the old version may take to unload
         self.shm_regions: set = set()  # names in /dev/shm of this server's backend stubs
         self.ready = False  # it answered /v2/health/ready: stop drains its requests in flight
@@ -569,25 +631,39 @@ class TritonServer:
         ServingError when the server does not start again within ``timeout`` seconds (default: the first start's), or
         stop came first."""
         self._restarting.set()
+        times = self.restart_times = RestartTimes()
         try:
             old = self.process
             self.note_shm_regions()
+            began = time.monotonic()
             if old.poll() is None and self.ready:
                 self._drain(self.drain_s + 5)
             self.ready = False
-            _kill_group(old)
+            times.drain_s, began = time.monotonic() - began, time.monotonic()
+            _kill_group(old, wait_gone=False)
+            times.kill_s, began = time.monotonic() - began, time.monotonic()
+            left = _wait_gone(old.pid)
+            times.gone_s, began = time.monotonic() - began, time.monotonic()
+            times.still_ending = tuple(f"{pid} ({state})" for pid, state in left.items())
             with self._lifecycle:
                 if self._watch_stop.is_set():
                     raise ServingError("the server was stopped during its restart")
                 self._wait_ports_free()
+                times.ports_s = time.monotonic() - began
+                times.launched_at = time.time()
                 with open(self.log_file, "a") as out:
                     # the local time, as Triton's own lines give it: how long the new process takes to say its
                     # first line (CUDA's start) shows against it
-                    now = time.strftime("%H:%M:%S")
-                    out.write(f"{RESTART_LINE} at {now} (pid {old.pid} ended{': ' + why if why else ''})\n")
+                    now = time.strftime("%H:%M:%S", time.localtime(times.launched_at))
+                    out.write(
+                        f"{RESTART_LINE} at {now} (pid {old.pid} ended{': ' + why if why else ''}; {times.words()})\n"
+                    )
                 self._launch(prepare_backends(self.install), "ab")
             self.wait_ready(self.start_timeout if timeout is None else timeout)
+            times.ready_s = time.time() - times.launched_at
         finally:
+            if times.launched_at:
+                times.note_first_line(self.log_text(self.log_start))
             self._restarting.clear()
 
     def _wait_ports_free(self, wait_s: float = PORTS_FREE_WAIT_S) -> None:
@@ -826,9 +902,16 @@ class TritonServer:
             log.error("%s failed: %s", "restarting the server" if restart else f"reloading model {model}", error)
         end = time.monotonic()
         recovery = Recovery(model, pid, end - start, error, offset, end, way=self.recover, server_pid=self.process.pid)
+        if restart:
+            recovery.restart_times = self.restart_times
         if recovery.server_restarted:
             recovery.old_version_unloaded = True  # it ended with the old process
-            log.info("tritonserver restarted (pid %d) in %.1f s", self.process.pid, end - start)
+            log.info(
+                "tritonserver restarted (pid %d) in %.1f s: %s",
+                self.process.pid,
+                end - start,
+                self.restart_times.words(),
+            )
         return recovery
 
     def follow_unloads(self) -> None:
@@ -928,28 +1011,33 @@ class TritonServer:
         self.stop()
 
 
-def _kill_group(process: subprocess.Popen) -> int:
+def _kill_group(process: subprocess.Popen, wait_gone: bool = True) -> int:
     """SIGKILL the server ``process``'s process group (the server and the stubs it leaves behind), wait until none
-    of them is left, and return the server's exit status."""
+    of them is left (unless not ``wait_gone``: the caller waits, _wait_gone), and return the server's exit status."""
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     status = process.wait()
-    _wait_gone(process.pid)
+    if wait_gone:
+        _wait_gone(process.pid)
     return status
 
 
-def _wait_gone(group: int, timeout: float = 5.0) -> None:
-    """Wait until no live process of process group ``group`` is left (zombies, which init reaps, do not count)."""
+def _wait_gone(group: int, timeout: float = 5.0) -> dict:
+    """Wait until no live process of process group ``group`` is left (zombies, which init reaps, do not count);
+    returns those still there when ``timeout`` ran out, {pid: state} (group_states)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and group_members(group):
+    while True:
+        left = group_states(group)
+        if not left or time.monotonic() >= deadline:
+            return left
         time.sleep(0.05)
 
 
-def group_members(group: int) -> list:
-    """Process ids of the live (not zombie) processes of process group ``group``."""
-    members = []
+def group_states(group: int) -> dict:
+    """{pid: state letter of /proc/<pid>/stat} of the live (not zombie) processes of process group ``group``."""
+    members = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -958,7 +1046,7 @@ def group_members(group: int) -> list:
         except (OSError, IndexError):
             continue
         if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == group:
-            members.append(int(entry.name))
+            members[int(entry.name)] = fields[0]
     return members
 
 
@@ -968,6 +1056,7 @@ def is_loopback(host: str) -> bool:
 
 __all__ = [
     "Recovery",
+    "RestartTimes",
     "ServerInstall",
     "TritonServer",
     "find_server",

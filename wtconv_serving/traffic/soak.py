@@ -44,6 +44,7 @@ __all__ = [
     "MEMORY_GROWTH",
     "SoakReport",
     "gpu_memory_mib",
+    "growth_by_process_words",
     "kill_backend",
     "other_errors_split",
     "process_rss_mib",
@@ -122,6 +123,7 @@ class SoakReport:
     recovery_error: str | None = None
     recovered_by: str | None = None  # "restart" or "reload" (wtconv_serving.server.launcher.RECOVERIES)
     server_pids: tuple = ()  # the server process before the kill and after the recovery
+    restart_times: dict | None = None  # where a restart's time went (launcher.RestartTimes.as_dict)
     old_version_unloaded: bool | None = None
     old_version_unloaded_after_s: float | None = None
     unload_wait_s: float | None = None
@@ -171,6 +173,24 @@ class SoakReport:
             growth["gpu"] = sum(last["gpu_memory_mib"]) / sum(first["gpu_memory_mib"]) - 1
         return growth
 
+    def memory_growth_by_process(self) -> list:
+        """The host memory's growth within each server process, apart from the target's figure (memory_growth),
+        which compares samples across a restart: [{"server_pid", "from_s", "to_s", "host"}] from the process's first
+        sample at settle_s or later (a restarted one: its first, taken once it was ready) to its last; a process with
+        fewer than two such samples is left out."""
+        spans: dict = {}
+        for sample in self.samples:
+            if sample["t_s"] >= self.settle_s and sample.get("server_pid") is not None:
+                spans.setdefault(sample["server_pid"], []).append(sample)
+        growth = []
+        for pid, samples in spans.items():
+            first, last = samples[0], samples[-1]
+            if len(samples) < 2 or not first["host_rss_mib"]:
+                continue
+            host = last["host_rss_mib"] / first["host_rss_mib"] - 1
+            growth.append({"server_pid": pid, "from_s": first["t_s"], "to_s": last["t_s"], "host": round(host, 4)})
+        return growth
+
     @property
     def passed(self) -> bool:
         load = self.load
@@ -196,6 +216,7 @@ class SoakReport:
             "recovery_error": self.recovery_error,
             "recovered_by": self.recovered_by,
             "server_pids": list(self.server_pids),
+            "restart_times": self.restart_times,
             "errors_of_the_killed_backend": own,
             "other_errors": others,
             "other_errors_before_kill": other["before_kill"],
@@ -208,6 +229,7 @@ class SoakReport:
             "memory_samples": self.samples,
             "memory_settle_s": round(self.settle_s, 1),
             "memory_growth": {k: None if v is None else round(v, 4) for k, v in growth.items()},
+            "memory_growth_by_process": self.memory_growth_by_process(),
             "passed": self.passed,
         }
 
@@ -228,7 +250,7 @@ class SoakReport:
             f"soak: {s['duration_s']:g} s, {s['requests']} requests x batch {'/'.join(map(str, self.load.batch_sizes))}"
             f" from {self.load.concurrency} clients: {s['completed']} ok, {s['failed']} failed, {s['lost']} lost, "
             f"{s['mismatched']} mismatched, {others}{killed}; memory growth from "
-            f"{s['memory_settle_s']:g} s: {growth}"
+            f"{s['memory_settle_s']:g} s: {growth}{growth_by_process_words(s)}"
         )
 
 
@@ -241,7 +263,11 @@ def recovery_words(s: dict) -> str:
         return ""
     if (s.get("recovered_by") or "reload") == "restart":
         pids = " to ".join(map(str, s.get("server_pids") or []))
-        return f"; the server restarted (pid {pids}): the old version's memory went with the old process"
+        times = (s.get("restart_times") or {}).get("words")
+        return (
+            f"; the server restarted (pid {pids}{'; ' + times if times else ''}): the old version's memory went with "
+            "the old process"
+        )
     unloaded, after = s["old_version_unloaded"], s.get("old_version_unloaded_after_s")
     if unloaded:
         return "; the old version unloaded" + (f" {after:g} s after the reload" if after is not None else "")
@@ -249,6 +275,16 @@ def recovery_words(s: dict) -> str:
         wait = s["old_version_unload_wait_s"]
         return f"; the old version NOT unloaded within {wait:g} s of the reload (its memory stays)"
     return "; whether the old version was unloaded is not known (the soak ended first)"
+
+
+def growth_by_process_words(s: dict) -> str:
+    """The host memory's growth within each server process of a soak (SoakReport.memory_growth_by_process), from its
+    summary, in words after the target's figure; empty for a soak with one process or that did not record it."""
+    spans = s.get("memory_growth_by_process") or []
+    if len(spans) < 2:
+        return ""
+    words = ", ".join(f"pid {g['server_pid']} {g['host']:+.1%} ({g['from_s']:g}-{g['to_s']:g} s)" for g in spans)
+    return f" (host within each server process: {words})"
 
 
 def other_errors_split(s: dict) -> str:
@@ -309,6 +345,7 @@ def run_soak(
         report.samples.append(
             {
                 "t_s": round(time.monotonic() - t0, 2),
+                "server_pid": server_pids[0] if server_pids else None,
                 "host_rss_mib": round(server_mib + stubs_mib, 1),
                 "server_rss_mib": round(server_mib, 1),  # apart, to tell the server's growth from a new stub's
                 "stubs_rss_mib": round(stubs_mib, 1),
@@ -334,6 +371,8 @@ def run_soak(
             recovery.append(server.recoveries[-1])
             report.recovery_error = recovery[0].error
             report.recovered_by, report.server_pids = recovery[0].way, (pid, recovery[0].server_pid)
+            if recovery[0].restart_times is not None:
+                report.restart_times = recovery[0].restart_times.as_dict()
         else:
             report.recovery_error = f"the model was not back within {reload_timeout_s:g} s"
 
