@@ -205,9 +205,10 @@ def targets(runs, soaks=()) -> list:
         if rate is not None:
             goal = TARGET_IMAGES_PER_S.get(runtime)
             verdict = "met" if goal and rate[0] >= goal else "NOT met"
+            executed = _over_rounds([p and p.get("executed_images_per_s") for p in points])
             lines.append(
                 f"{label}: {rate[0]:.0f} images/s at 256 in flight, requests of 1-8 ({rate[1]}, windows of "
-                f"{window:g} s; target {goal}): {verdict}"
+                f"{window:g} s{'; Triton executed %.0f' % executed[0] if executed else ''}; target {goal}): {verdict}"
             )
             big = _over_rounds(
                 [

@@ -4,8 +4,8 @@ The answer check is a separate, untimed pass (wtconv_serving.traffic.check.run_l
 its share of the requests in flight on one asyncio gRPC channel and sends requests serialized once in advance (Triton's
 ModelInfer protobuf, raw tensor bytes; with shared memory only the region, offset and size of rows laid out once in a
 region the parent registered), so a request costs the client little more than gRPC's own work; a response counts
-when it carries the expected number of output bytes. Completions are counted inside a measured window that
-starts after a warm-up; Triton's statistics API (``/v2/models/<m>/stats``) is read at both ends of the window, for
+when it carries the expected number of output bytes. Completions are counted by when they arrive, inside a measured
+window that starts after a warm-up (the requests keep coming until it ends); Triton's statistics API (``/v2/models/<m>/stats``) is read at both ends of the window, for
 the batch sizes the server actually executed and the time requests spent queued and computing. ``direct_rate``
 turns the same runner's direct time per batch into the rate it would reach on those very batches.
 """
@@ -54,6 +54,14 @@ class SweepPoint:
     def images_per_s(self) -> float:
         return self.images / self.window_s if self.window_s else 0.0
 
+    @property
+    def executed_images_per_s(self) -> float | None:
+        """The server's own count over the window: the images of the batches Triton executed in it (its statistics),
+        per second; None without them. It agrees with images_per_s, the answers that arrived in the window."""
+        if not self.executed or not self.window_s:
+            return None
+        return sum(int(size) * count for size, count in self.executed.items()) / self.window_s
+
     def summary(self) -> dict:
         lat = sorted(self.latencies_ms)
         p50, p90, p99 = (percentile(lat, p) if lat else None for p in (50, 90, 99))
@@ -66,6 +74,9 @@ class SweepPoint:
             "failed": self.failed,
             "images": self.images,
             "images_per_s": round(self.images_per_s, 1),
+            "executed_images_per_s": (
+                None if self.executed_images_per_s is None else round(self.executed_images_per_s, 1)
+            ),
             "requests_per_s": round(self.completed / self.window_s, 1) if self.window_s else None,
             "latency_ms": {
                 "p50": None if p50 is None else round(p50, 3),
@@ -229,7 +240,10 @@ def _worker(
                     except grpc.aio.AioRpcError as failure:
                         error = f"{failure.code().name}: {failure.details()}"
                     t1 = time.time()
-                    if begin <= t0 and t1 <= end:
+                    # an answer counts when it arrives inside the window, whenever it was sent: the rate in steady
+                    # state (also asking that it be sent inside would leave out one latency's worth of answers,
+                    # docs/serving.md, "Reading the load test")
+                    if begin <= t1 <= end:
                         if error is None:
                             result["completed"] += 1
                             result["images"] += size
