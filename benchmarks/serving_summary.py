@@ -121,6 +121,26 @@ def _over(rounds, concurrency: int, largest: int | None = None) -> list:
     return [p for run in rounds for p in _points(run, concurrency, largest)]
 
 
+def executed_rate(point) -> float | None:
+    """A sweep point's rate from Triton's statistics, the figure the targets are judged on: the images of the batches
+    the server executed in the point's window, per second (``executed_images_per_s``; for results written before that
+    key, from ``executed_batches`` and the window). None without them (or without the point)."""
+    if not point:
+        return None
+    rate = point.get("executed_images_per_s")
+    if rate is None and point.get("executed_batches") and point.get("window_s"):
+        rate = sum(int(size) * n for size, n in point["executed_batches"].items()) / point["window_s"]
+    return rate
+
+
+def _rate(point) -> float | None:
+    """executed_rate, else (no statistics) the clients' count of the answers in the window."""
+    if not point:
+        return None
+    executed = executed_rate(point)
+    return point["images_per_s"] if executed is None else executed
+
+
 def _over_rounds(values) -> tuple[float, str] | None:
     """(median, "spread lo-hi over n rounds") of the values found, or None."""
     values = [v for v in values if v is not None]
@@ -175,8 +195,8 @@ def placement_lines(runs) -> list:
         default = groups.get(base[: named.start()]) if named else None
         if not default:
             continue
-        rate = _over_rounds([p["images_per_s"] for p in _over(rounds, 256)])
-        reference = _over_rounds([p["images_per_s"] for p in _over(default, 256)])
+        rate = _over_rounds([_rate(p) for p in _over(rounds, 256)])
+        reference = _over_rounds([_rate(p) for p in _over(default, 256)])
         if rate is None or reference is None:
             continue
         ratio = rate[0] / reference[0] if reference[0] else 0.0
@@ -201,18 +221,23 @@ def targets(runs, soaks=()) -> list:
         label = f"{runtime} (client: {mode} shared memory{''.join(', ' + v for v in variant)})"
         points = _over(rounds, 256)
         window = min((p["window_s"] for p in points if p), default=None)
-        rate = _over_rounds([p and p["images_per_s"] for p in points])
+        rate = _over_rounds([_rate(p) for p in points])
         if rate is not None:
             goal = TARGET_IMAGES_PER_S.get(runtime)
             verdict = "met" if goal and rate[0] >= goal else "NOT met"
-            executed = _over_rounds([p and p.get("executed_images_per_s") for p in points])
+            clients = _over_rounds([p and p["images_per_s"] for p in points])
+            counted = (
+                f"; Triton's statistics, the clients counted {clients[0]:.0f}"
+                if any(executed_rate(p) is not None for p in points)
+                else "; the clients' count"
+            )
             lines.append(
                 f"{label}: {rate[0]:.0f} images/s at 256 in flight, requests of 1-8 ({rate[1]}, windows of "
-                f"{window:g} s{'; Triton executed %.0f' % executed[0] if executed else ''}; target {goal}): {verdict}"
+                f"{window:g} s{counted}; target {goal}): {verdict}"
             )
             big = _over_rounds(
                 [
-                    b["images_per_s"] / p["images_per_s"] if p["images_per_s"] else None
+                    _rate(b) / _rate(p) if _rate(p) else None
                     for run in rounds
                     for b, p in zip(_points(run, 256, BIG), _points(run, 256), strict=False)  # round by round
                 ]

@@ -346,9 +346,7 @@ def test_the_sweeps_rate_is_the_servers_over_the_same_window(served):
 
     pool = load.input_pool({"source": "default"}, (1, 32, 32), np.float32, size=64)
     with LoadWorkers(served.grpc_url, "digits_std", pool, "input", 40, 2, largest=8) as workers:
-        point = workers.point(
-            128, [8], 2.0, warmup_s=2.0, stats=lambda: model_stats(served.http_url, "digits_std")
-        )
+        point = workers.point(128, [8], 2.0, warmup_s=2.0, stats=lambda: model_stats(served.http_url, "digits_std"))
     summary = point.summary()
     executed_images = sum(size * count for size, count in point.executed.items())
     latency_share = summary["latency_ms"]["p50"] / 1e3 / point.window_s

@@ -5,9 +5,10 @@ its share of the requests in flight on one asyncio gRPC channel and sends reques
 ModelInfer protobuf, raw tensor bytes; with shared memory only the region, offset and size of rows laid out once in a
 region the parent registered), so a request costs the client little more than gRPC's own work; a response counts
 when it carries the expected number of output bytes. Completions are counted by when they arrive, inside a measured
-window that starts after a warm-up (the requests keep coming until it ends); Triton's statistics API (``/v2/models/<m>/stats``) is read at both ends of the window, for
-the batch sizes the server actually executed and the time requests spent queued and computing. ``direct_rate``
-turns the same runner's direct time per batch into the rate it would reach on those very batches.
+window that starts after a warm-up (the requests keep coming until it ends); Triton's statistics API
+(``/v2/models/<m>/stats``) is read at both ends of the window, for the server's own count of the images it executed,
+the batch sizes it executed and the time requests spent queued and computing. ``direct_rate`` turns the same runner's
+direct time per batch into the rate it would reach on those very batches.
 """
 
 from __future__ import annotations
