@@ -255,3 +255,25 @@ def test_results_written_before_the_servers_count_are_judged_on_triton_statistic
     assert lines[1].startswith("torch-cuda (client: none shared memory): requests of 1-64 at 0.93x the rate of")
     assert lines[1].endswith(": met")
     assert serving_summary.executed_rate({"images_per_s": 5.0, "window_s": 3.0}) is None  # no statistics
+
+
+def test_the_recount_sets_the_clients_count_beside_tritons():
+    """benchmarks/serving_recount.py on a results file of the old count: per round at 256 in flight the clients' rate,
+    Triton's (the images of the batches executed in the 1 s window) and their share, then the 1-64 / 1-8 ratio both
+    ways (the extra client process's point left out). 1-8: 9200 executed, 8900 counted; 1-64: 8560 and 7000."""
+    from benchmarks import serving_recount
+
+    small = {**point(256, [1, 2, 4, 8], 8900, window=1.0), "executed_batches": {"120": 50, "128": 25}}
+    big = {**point(256, [1, 2, 4, 8, 16, 32, 64], 7000, window=1.0), "executed_batches": {"100": 60, "128": 20}}
+    for old in (small, big):
+        del old["executed_images_per_s"]
+    extra = point(256, [1, 2, 4, 8], 1.0, processes=5)
+    run = {"tag": "torch-cuda_tiny", "gpu": "NVIDIA H200", "sweep": [point(16, [1, 2, 4, 8], 4000), small, big, extra]}
+    rows = serving_recount.recount({"runs": [run]})
+    assert rows == [
+        "| torch-cuda_tiny | 1-8 | 8900 | 9200 | 0.967 | 10 |",
+        "| torch-cuda_tiny | 1-64 | 7000 | 8560 | 0.818 | 10 |",
+        "| torch-cuda_tiny | 1-64 ÷ 1-8 | 0.79 | 0.93 | | |",
+    ]
+    named = serving_recount.recount({"runs": {"with MPS": {"results": {"runs": [run]}}}})
+    assert named[0].startswith("| with MPS: torch-cuda_tiny | 1-8 | 8900 |")
