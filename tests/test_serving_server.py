@@ -482,6 +482,9 @@ def test_soak_with_the_backend_killed_midway(served, exports):
     assert load_report.completed == load_report.requests > 0 and load_report.retried > 0
     assert load_report.failed == load_report.lost == load_report.mismatched == 0, report.summary()
     assert len(report.samples) >= 5 and all(s["host_rss_mib"] > 0 for s in report.samples), report.samples
+    # every sample is of a whole server, stubs included: none from the kill until the recovery
+    assert all(s["stubs_rss_mib"] > 0 for s in report.samples), report.samples
+    assert not [s for s in report.samples if report.killed_at_s <= s["t_s"] < report.recovered_at_s], report.samples
     assert report.summary()["memory_growth"]["host"] is not None
     after = {pid for pid, model in served.stubs().items() if model == "digits_std"}
     assert after and not after & before

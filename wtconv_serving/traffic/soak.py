@@ -337,8 +337,10 @@ def run_soak(
     t0 = time.monotonic()
 
     def sample():
-        if server.restarting:
-            return  # no server process to measure: the old one is going, the new one not started or not ready
+        if server.restarting or (report.killed_at_s is not None and not recovery and report.recovery_error is None):
+            # no whole server to measure: from the kill until the recovery the stubs are gone (a sample then counts
+            # the server alone), then the old process goes and the new one starts and warms up
+            return
         server_pids = [server.process.pid] if server.process is not None else []
         stub_pids = list(server.stubs()) if server.process is not None else []
         server_mib, stubs_mib = process_rss_mib(server_pids), process_rss_mib(stub_pids)
