@@ -632,24 +632,24 @@ class TritonServer:
         stop came first."""
         self._restarting.set()
         times = self.restart_times = RestartTimes()
+        lap = _Laps()
         try:
             old = self.process
             self.note_shm_regions()
-            began = time.monotonic()
             if old.poll() is None and self.ready:
                 self._drain(self.drain_s + 5)
             self.ready = False
-            times.drain_s, began = time.monotonic() - began, time.monotonic()
+            times.drain_s = lap()
             _kill_group(old, wait_gone=False)
-            times.kill_s, began = time.monotonic() - began, time.monotonic()
+            times.kill_s = lap()
             left = _wait_gone(old.pid)
-            times.gone_s, began = time.monotonic() - began, time.monotonic()
+            times.gone_s = lap()
             times.still_ending = tuple(f"{pid} ({state})" for pid, state in left.items())
             with self._lifecycle:
                 if self._watch_stop.is_set():
                     raise ServingError("the server was stopped during its restart")
                 self._wait_ports_free()
-                times.ports_s = time.monotonic() - began
+                times.ports_s = lap()
                 times.launched_at = time.time()
                 with open(self.log_file, "a") as out:
                     # the local time, as Triton's own lines give it: how long the new process takes to say its
@@ -1009,6 +1009,19 @@ class TritonServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class _Laps:
+    """A stopwatch of consecutive phases: each call returns the seconds since the previous one (or since it was
+    made)."""
+
+    def __init__(self):
+        self.last = time.monotonic()
+
+    def __call__(self) -> float:
+        now = time.monotonic()
+        spent, self.last = now - self.last, now
+        return spent
 
 
 def _kill_group(process: subprocess.Popen, wait_gone: bool = True) -> int:
