@@ -50,6 +50,7 @@ class SweepPoint:
     queue_ms: float | None = None  # mean time a request waited in Triton's queue
     compute_ms: dict = field(default_factory=dict)  # mean ms of one execution by part (stats_delta's COMPUTE_PARTS)
     direct_images_per_s: float | None = None  # the same runner, directly, on the executed batches
+    stats_window_s: float | None = None  # between the two readings of Triton's statistics (each timed at its middle)
 
     @property
     def images_per_s(self) -> float:
@@ -58,10 +59,12 @@ class SweepPoint:
     @property
     def executed_images_per_s(self) -> float | None:
         """The server's own count over the window: the images of the batches Triton executed in it (its statistics),
-        per second; None without them. It agrees with images_per_s, the answers that arrived in the window."""
-        if not self.executed or not self.window_s:
+        per second of the time between the two readings (the window, where they were not timed); None without them.
+        It agrees with images_per_s, the answers that arrived in the window."""
+        seconds = self.stats_window_s or self.window_s
+        if not self.executed or not seconds:
             return None
-        return sum(int(size) * count for size, count in self.executed.items()) / self.window_s
+        return sum(int(size) * count for size, count in self.executed.items()) / seconds
 
     def summary(self) -> dict:
         lat = sorted(self.latencies_ms)
@@ -71,6 +74,7 @@ class SweepPoint:
             "processes": self.processes,
             "batch_sizes": self.batch_sizes,
             "window_s": round(self.window_s, 3),
+            "stats_window_s": None if self.stats_window_s is None else round(self.stats_window_s, 3),
             "completed": self.completed,
             "failed": self.failed,
             "images": self.images,
@@ -265,6 +269,14 @@ def _worker(
         connection.send(asyncio.run(run(*task)))
 
 
+def _timed(read) -> tuple:
+    """(read(), the time.time() halfway through the call): a reading of the statistics may take a while on a busy
+    machine, and the server counted on meanwhile."""
+    began = time.time()
+    value = read()
+    return value, (began + time.time()) / 2
+
+
 class LoadWorkers:
     """``processes`` client processes for ``model`` at the gRPC ``url`` (started once, reused by every point of the
     sweep; ``add`` starts one more). ``pool``: the inputs requests are cut from; ``output_bytes``: one image's output
@@ -328,9 +340,10 @@ class LoadWorkers:
         before = after = None
         if stats is not None:
             time.sleep(max(0.0, start + warmup_s - time.time()))
-            before = stats()
+            before, read_before = _timed(stats)
             time.sleep(max(0.0, start + warmup_s + window_s - time.time()))
-            after = stats()
+            after, read_after = _timed(stats)
+            point.stats_window_s = read_after - read_before
         for process, connection in self.workers:
             if not connection.poll(window_s + warmup_s + 120):
                 raise RuntimeError(f"load worker {process.pid} did not answer")
