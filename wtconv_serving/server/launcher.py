@@ -301,6 +301,15 @@ def _time_of_day(line: str) -> float | None:
     return None if match is None else int(match[1]) * 3600 + int(match[2]) * 60 + float(match[3])
 
 
+def _seconds_after(earlier: float, later: float) -> float:
+    """Seconds from one time of day to a later one (seconds since midnight, as _time_of_day gives), across midnight
+    when the day turned in between; never below 0 (a "later" line timed a moment before the earlier one)."""
+    after = later - earlier
+    if after < -43200:  # the day turned in between
+        after += 86400
+    return round(max(0.0, after), 2)
+
+
 def old_version_unload(log_since_reload: str, model: str) -> tuple[bool, float | None]:
     """Whether the server log written since a reload of ``model`` began says a version of it was unloaded, and how
     many seconds after the reload's "successfully loaded" line (by the lines' own times; 0 when the unload came first,
@@ -319,10 +328,7 @@ def old_version_unload(log_since_reload: str, model: str) -> tuple[bool, float |
     loaded_at, unloaded_at = _time_of_day(loaded_line or ""), _time_of_day(unloaded_line)
     if loaded_at is None or unloaded_at is None:
         return True, None
-    after = unloaded_at - loaded_at
-    if after < -43200:  # the day turned between the two lines
-        after += 86400
-    return True, round(max(0.0, after), 2)
+    return True, _seconds_after(loaded_at, unloaded_at)
 
 
 @dataclass
@@ -352,10 +358,7 @@ class RestartTimes:
         for line in log_text.splitlines():
             seen = _time_of_day(line)
             if seen is not None:
-                after = seen - launched_of_day
-                if after < -43200:  # the day turned in between
-                    after += 86400
-                self.first_line_s = round(max(0.0, after), 2)
+                self.first_line_s = _seconds_after(launched_of_day, seen)
                 return
 
     def words(self) -> str:
