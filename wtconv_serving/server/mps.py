@@ -33,7 +33,7 @@ from wtconv_core.errors import ConfigurationError, ServingError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CONTROL", "MpsDaemon", "find_control", "mps_of"]
+__all__ = ["CONTROL", "MpsDaemon", "find_control", "mps_of", "reachable_daemon"]
 
 CONTROL = "nvidia-cuda-mps-control"  # the NVIDIA driver's MPS control program
 # The name the kernel gives the control daemon's and its servers' processes (nvidia-cuda-mps-control and
@@ -47,18 +47,27 @@ QUIT_WAIT_S = 30.0  # how long it may take to shut its server down and exit afte
 COMMAND_TIMEOUT_S = 10.0
 
 
+def reachable_daemon() -> str | None:
+    """Whose MPS daemon a CUDA program started from this process reaches: "environment" (one PIPE_VARIABLE names),
+    "machine" (one at DEFAULT_PIPE_DIR, which every CUDA program of the machine reaches), or None."""
+    if os.environ.get(PIPE_VARIABLE):
+        return "environment"
+    if (Path(DEFAULT_PIPE_DIR) / "control").exists():
+        return "machine"
+    return None
+
+
 def find_control() -> str:
     """The path of nvidia-cuda-mps-control; ConfigurationError naming the fix when it is not there, or when the
-    server's processes would be clients of an MPS daemon already: one this environment names, or one at the default
-    place, which every CUDA program of the machine reaches."""
-    already = os.environ.get(PIPE_VARIABLE)
-    if already:
+    server's processes would be clients of an MPS daemon already (reachable_daemon)."""
+    already = reachable_daemon()
+    if already == "environment":
         raise ConfigurationError(
-            f"mps: this environment already names an MPS control daemon ({PIPE_VARIABLE}={already}), so the "
-            "server's processes are its clients already; leave out mps=True, or unset the variable to give the server "
-            "one of its own"
+            f"mps: this environment already names an MPS control daemon ({PIPE_VARIABLE}="
+            f"{os.environ[PIPE_VARIABLE]}), so the server's processes are its clients already; leave out mps=True, or "
+            "unset the variable to give the server one of its own"
         )
-    if (Path(DEFAULT_PIPE_DIR) / "control").exists():
+    if already == "machine":
         raise ConfigurationError(
             f"mps: this machine already runs an MPS control daemon ({DEFAULT_PIPE_DIR}), whose clients every CUDA "
             "program here is, the server's processes included; leave out mps=True"
@@ -77,9 +86,10 @@ def mps_of(environment: dict) -> str | None:
     in words for a report: its own (serve --mps), one the environment names, one at the default place, or None."""
     if environment.get(PIPE_VARIABLE):
         return "a daemon of the server's own (serve --mps)"
-    if os.environ.get(PIPE_VARIABLE):
+    already = reachable_daemon()
+    if already == "environment":
         return f"the daemon the environment names ({PIPE_VARIABLE})"
-    if (Path(DEFAULT_PIPE_DIR) / "control").exists():
+    if already == "machine":
         return f"the machine's daemon ({DEFAULT_PIPE_DIR})"
     return None
 
@@ -104,6 +114,13 @@ class MpsDaemon:
         """The variables that make a process started with them a client of this daemon."""
         return {PIPE_VARIABLE: str(self.pipe_dir), LOG_VARIABLE: str(self.log_dir)}
 
+    def _run(self, args: list, **keywords) -> subprocess.CompletedProcess:
+        """The control program with ``args``, addressed to this daemon (its pipe folder in the environment), its
+        output captured as text."""
+        return subprocess.run(
+            [self.control, *args], env={**os.environ, **self.environment()}, capture_output=True, text=True, **keywords
+        )
+
     def start(self) -> MpsDaemon:
         """Start the daemon and wait until its control pipe is there; ServingError in one line (with its log's last
         line) when it exits or does not open the pipe within START_WAIT_S."""
@@ -112,14 +129,7 @@ class MpsDaemon:
         self.log_dir.mkdir()
         try:
             # -d: the daemon forks into the background and this call returns once it has.
-            done = subprocess.run(
-                [self.control, "-d"],
-                env={**os.environ, **self.environment()},
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=START_WAIT_S,
-            )
+            done = self._run(["-d"], stdin=subprocess.DEVNULL, timeout=START_WAIT_S)
             if done.returncode != 0:
                 raise ServingError(f"mps: {CONTROL} -d failed: {_said(done, self.log_tail())}")
             deadline = time.monotonic() + START_WAIT_S
@@ -141,14 +151,7 @@ class MpsDaemon:
     def command(self, line: str) -> str:
         """Send one command to the daemon; its answer. ServingError when the daemon cannot be reached."""
         try:
-            done = subprocess.run(
-                [self.control],
-                input=line + "\n",
-                env={**os.environ, **self.environment()},
-                capture_output=True,
-                text=True,
-                timeout=COMMAND_TIMEOUT_S,
-            )
+            done = self._run([], input=line + "\n", timeout=COMMAND_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as error:
             raise ServingError(f"mps: {CONTROL} did not answer {line!r}: {error}") from error
         if done.returncode != 0:
