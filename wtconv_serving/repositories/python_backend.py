@@ -44,6 +44,7 @@ __all__ = [
     "check_engine_pairs_onnx",
     "check_python_repository",
     "environment_paths",
+    "instances_on_cpu",
     "python_config",
     "write_python_repository",
 ]
@@ -51,6 +52,14 @@ __all__ = [
 MAX_THREADS = 1024  # ONNX Runtime intra-op threads
 INSTANCE_KINDS = {"auto": None, "cpu": "KIND_CPU", "gpu": "KIND_GPU", "model": "KIND_MODEL"}
 MODEL_TEMPLATE = Path(__file__).resolve().parents[1] / "runners" / "model.py"  # what Triton loads
+
+
+def instances_on_cpu(instance_kind, runtime: str, ort_device: str | None) -> bool:
+    """Whether a model's instances run on the CPU: ``instance_kind`` (a key of INSTANCE_KINDS or its value) cpu, or
+    one that does not ask for GPUs (auto, model) with ONNX Runtime running the model on the CPU (``ort_device``
+    "cpu", as asked or as resolved on this machine)."""
+    kind = INSTANCE_KINDS.get(instance_kind, instance_kind)
+    return kind == "KIND_CPU" or (kind != "KIND_GPU" and runtime == "onnxruntime" and ort_device == "cpu")
 
 
 @dataclass
@@ -175,8 +184,7 @@ def check_python_repository(
     gpus = check_gpus(o.gpus)
     if gpus:
         kind = INSTANCE_KINDS.get(instance_kind, instance_kind)
-        on_cpu = kind == "KIND_CPU" or (kind is None and runtime == "onnxruntime" and device == "cpu")
-        if on_cpu or kind == "KIND_MODEL":
+        if kind == "KIND_MODEL" or instances_on_cpu(kind, runtime, device):
             why = "instance_kind model lets the runtime place them" if kind == "KIND_MODEL" else "they run on the CPU"
             raise InputError(
                 f"gpus {','.join(map(str, gpus))}: places GPU instances, and {why}; leave gpus out, or serve on GPUs "

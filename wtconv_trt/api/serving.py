@@ -299,13 +299,11 @@ def plan_serving(
 def _check_mps(plan, repo, runtime_here: str, visible: int) -> None:
     """mps asks for GPU instances on this machine and nvidia-cuda-mps-control (wtconv_serving.server.mps): an
     InputError when the instances would run on the CPU, a ConfigurationError when the control program is missing."""
-    from wtconv_serving.repositories.python_backend import INSTANCE_KINDS
+    from wtconv_serving.repositories.python_backend import instances_on_cpu
     from wtconv_serving.server.mps import find_control
 
-    kind = INSTANCE_KINDS.get(plan.instance_kind, plan.instance_kind)
-    on_cpu = kind == "KIND_CPU" or (
-        runtime_here == "onnxruntime" and kind != "KIND_GPU" and _ort_device_here(plan, repo) == "cpu"
-    )
+    ort_device = _ort_device_here(plan, repo) if runtime_here == "onnxruntime" else None
+    on_cpu = instances_on_cpu(plan.instance_kind, runtime_here, ort_device)
     if not visible or on_cpu:
         why = "no GPU is visible here" if not visible else "the instances run on the CPU"
         raise InputError(
