@@ -29,6 +29,7 @@ from pathlib import Path
 
 from wtconv_serving.runners.bucket_plan import BucketPlan
 from wtconv_serving.traffic.soak import growth_by_process_words, other_errors_split, recovery_words
+from wtconv_serving.traffic.sweep import images_executed
 
 # docs/serving.md, "Targets": WTConvNeXt-T fp16, requests of 1-8 images at 256 in flight (the median of the rounds),
 # requests of 1-64 at least TARGET_BIG of that, served over direct, p99 over p50 at 16 in flight; the soak.
@@ -66,7 +67,7 @@ def padding_share(executed: dict, plan: BucketPlan) -> float | None:
     times: each padded up to one bucket)."""
     if not executed or not plan.buckets:
         return None
-    real = sum(int(b) * n for b, n in executed.items())
+    real = images_executed(executed)
     computed = sum(sum(plan.buckets_for(int(b))) * n for b, n in executed.items())
     return round(1 - real / computed, 3) if computed else None
 
@@ -129,7 +130,7 @@ def executed_rate(point) -> float | None:
         return None
     rate = point.get("executed_images_per_s")
     if rate is None and point.get("executed_batches") and point.get("window_s"):
-        rate = sum(int(size) * n for size, n in point["executed_batches"].items()) / point["window_s"]
+        rate = images_executed(point["executed_batches"]) / point["window_s"]
     return rate
 
 

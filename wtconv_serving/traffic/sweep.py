@@ -27,7 +27,7 @@ import numpy as np
 
 from wtconv_core.stats import percentile
 
-__all__ = ["LoadWorkers", "SweepPoint", "direct_rate", "model_stats", "stats_delta"]
+__all__ = ["LoadWorkers", "SweepPoint", "direct_rate", "images_executed", "model_stats", "stats_delta"]
 
 WIRE_TYPES = {np.dtype(np.float32): "FP32", np.dtype(np.float16): "FP16"}
 VARIANTS = 4  # distinct serialized requests per batch size
@@ -64,7 +64,7 @@ class SweepPoint:
         seconds = self.stats_window_s or self.window_s
         if not self.executed or not seconds:
             return None
-        return sum(int(size) * count for size, count in self.executed.items()) / seconds
+        return images_executed(self.executed) / seconds
 
     def summary(self) -> dict:
         lat = sorted(self.latencies_ms)
@@ -104,9 +104,15 @@ class SweepPoint:
         }
 
 
+def images_executed(executed: dict) -> int:
+    """The images of the batches ``executed`` ({batch size: executions}, the sizes as numbers or, read back from a
+    report's JSON, as strings)."""
+    return sum(int(size) * count for size, count in executed.items())
+
+
 def _mean_batch(executed: dict) -> float:
     executions = sum(executed.values())
-    return sum(int(b) * n for b, n in executed.items()) / executions if executions else 0.0
+    return images_executed(executed) / executions if executions else 0.0
 
 
 def direct_rate(executed: dict, direct_ms: dict, buckets=()) -> float | None:
