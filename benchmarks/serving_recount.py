@@ -20,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from benchmarks.serving_summary import BIG, _points, executed_rate
+from benchmarks.serving_summary import BIG, executed_rate, sweep_points
 
 
 def runs_of(results: dict) -> list:
@@ -35,7 +35,7 @@ def recount(results: dict) -> list:
     """Markdown rows: one per round at 256 in flight, then the 1-64 / 1-8 ratio of each run with both mixes."""
     rows = []
     for name, run in runs_of(results):
-        small, big = _points(run, 256), _points(run, 256, BIG)
+        small, big = sweep_points(run, 256), sweep_points(run, 256, BIG)
         for label, points in (("1-8", small), ("1-64", big)):
             for p in points:
                 executed = executed_rate(p)

@@ -104,7 +104,7 @@ def rounds_of(runs) -> dict:
     return groups
 
 
-def _points(run, concurrency: int, largest: int | None = None) -> list:
+def sweep_points(run, concurrency: int, largest: int | None = None) -> list:
     """The sweep points at ``concurrency`` in flight with requests of 1-8 images (``largest`` None) or of up to
     ``largest``, one per round of the sweep; not the busiest point again with an extra client process."""
     processes = run["sweep"][0]["processes"] if run["sweep"] else None
@@ -118,8 +118,8 @@ def _points(run, concurrency: int, largest: int | None = None) -> list:
 
 
 def _over(rounds, concurrency: int, largest: int | None = None) -> list:
-    """_points over every run of ``rounds``, in order."""
-    return [p for run in rounds for p in _points(run, concurrency, largest)]
+    """sweep_points over every run of ``rounds``, in order."""
+    return [p for run in rounds for p in sweep_points(run, concurrency, largest)]
 
 
 def executed_rate(point) -> float | None:
@@ -240,7 +240,7 @@ def targets(runs, soaks=()) -> list:
                 [
                     _rate(b) / _rate(p) if _rate(p) else None
                     for run in rounds
-                    for b, p in zip(_points(run, 256, BIG), _points(run, 256), strict=False)  # round by round
+                    for b, p in zip(sweep_points(run, 256, BIG), sweep_points(run, 256), strict=False)  # round by round
                 ]
             )
             if big is not None:
