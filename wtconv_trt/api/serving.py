@@ -276,8 +276,8 @@ def plan_serving(
         if repo.runtime == "auto" and repo.instance_kind == "auto":
             # The server resolves "auto" as runtime_choice did: its instances go where that runtime runs, GPU
             # instances on every GPU (or those of gpus) rather than KIND_MODEL's one device (--write-only keeps it).
-            on_gpu = runtime_here != "onnxruntime" or _ort_device_here(repository_plan, repo) == "cuda"
-            repository_plan.instance_kind = "gpu" if on_gpu and visible else "cpu"
+            on_cpu = _instances_on_cpu_here(repository_plan, repo, runtime_here, "auto")
+            repository_plan.instance_kind = "gpu" if visible and not on_cpu else "cpu"
         if server.mps:
             _check_mps(repository_plan, repo, runtime_here, visible)
     return ServingPlan(
@@ -299,11 +299,9 @@ def plan_serving(
 def _check_mps(plan, repo, runtime_here: str, visible: int) -> None:
     """mps asks for GPU instances on this machine and nvidia-cuda-mps-control (wtconv_serving.server.mps): an
     InputError when the instances would run on the CPU, a ConfigurationError when the control program is missing."""
-    from wtconv_serving.repositories.python_backend import instances_on_cpu
     from wtconv_serving.server.mps import find_control
 
-    ort_device = _ort_device_here(plan, repo) if runtime_here == "onnxruntime" else None
-    on_cpu = instances_on_cpu(plan.instance_kind, runtime_here, ort_device)
+    on_cpu = _instances_on_cpu_here(plan, repo, runtime_here, plan.instance_kind)
     if not visible or on_cpu:
         why = "no GPU is visible here" if not visible else "the instances run on the CPU"
         raise InputError(
@@ -328,6 +326,15 @@ def _check_mps_clients(server: Any, daemon: Any) -> str:
             "mps=True"
         )
     return f"MPS: the {len(stubs)} backend stub(s) share each GPU through an MPS server of their own"
+
+
+def _instances_on_cpu_here(plan, repo, runtime_here: str, instance_kind: str) -> bool:
+    """Whether the planned model's instances of ``instance_kind`` run on this machine's CPU, with ``runtime_here``
+    running it (python_backend.instances_on_cpu; ONNX Runtime's device resolved here)."""
+    from wtconv_serving.repositories.python_backend import instances_on_cpu
+
+    ort_device = _ort_device_here(plan, repo) if runtime_here == "onnxruntime" else None
+    return instances_on_cpu(instance_kind, runtime_here, ort_device)
 
 
 def _ort_device_here(plan, repo) -> str:
