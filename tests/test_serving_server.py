@@ -451,7 +451,8 @@ def test_soak_with_the_backend_killed_midway(served, exports):
     a stub that dies with requests in flight leaves the old version in the server for good, docs/serving.md, "The
     soak"), the clients register their regions again with the new process, every request is retried until answered
     and matched (none lost, failed or wrong, no error outside the kill and the restart), the memory of the server and
-    its stubs is sampled every second (but not from the kill until the server is back), and the regions are gone at
+    its stubs and the server's client connections are sampled every second (but not from the kill until the server
+    is back), and the regions are gone at
     the end. The old server process is gone, with whatever the old version held, and the new one loaded the model
     once. The tests after this one run on the restarted server."""
     from wtconv_serving.traffic.soak import run_soak
@@ -484,10 +485,19 @@ def test_soak_with_the_backend_killed_midway(served, exports):
     # every sample is of a whole server, stubs included: some before the kill (every second from the start), at least
     # the last one after the recovery, none in between
     assert all(s["host_rss_mib"] > 0 and s["stubs_rss_mib"] > 0 for s in report.samples), report.samples
+    # the server's resident memory split into what it allocated and the regions it maps (with its files, proc(5))
+    assert all(0 < s["server_anon_mib"] and 0 < s["server_shmem_mib"] for s in report.samples), report.samples
+    assert all(s["server_anon_mib"] + s["server_shmem_mib"] <= s["server_rss_mib"] + 0.1 for s in report.samples)
     assert len([s for s in report.samples if s["t_s"] < report.killed_at_s]) >= 2, report.samples
     assert [s for s in report.samples if s["t_s"] >= report.recovered_at_s], report.samples
     assert not [s for s in report.samples if report.killed_at_s <= s["t_s"] < report.recovered_at_s], report.samples
     assert report.summary()["memory_growth"]["host"] is not None
+    # The clients hold a connection each from the start (as independent clients do), so the restarted server meets
+    # the connections the first one met: at least 8 while the load ran before the kill (the regions' own client may
+    # hold one more), never more than then.
+    connections = [s["server_connections"] for s in report.samples]
+    running = [s["server_connections"] for s in report.samples if 0.5 < s["t_s"] < report.killed_at_s]
+    assert running and min(running) >= 8 and max(connections) <= max(running), report.samples
     after = {pid for pid, model in served.stubs().items() if model == "digits_std"}
     assert after and not after & before
     assert client_regions(served, os.getpid()) == ([], [])

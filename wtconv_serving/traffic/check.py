@@ -174,6 +174,7 @@ def run_load(
     shared_memory: str = "none",
     duration_s: float | None = None,
     clock_origin: float | None = None,
+    own_connections: bool = False,
 ) -> LoadReport:
     """Send ``requests`` requests from ``concurrency`` threads (one client each); see the module docstring. With
     ``duration_s``, send for that long instead, the distinct requests of one pass over the pool repeated (the soak);
@@ -181,7 +182,9 @@ def run_load(
     one region holding the pool (shared_memory.PoolRegion) and each client's outputs written into a region of its
     own; the regions are removed on every exit. ``clock_origin`` (a time.monotonic() value, default the load's start)
     is what the report's error times count from, so that a caller watching the load (the soak's kill) reads them on
-    its own clock."""
+    its own clock. ``own_connections`` (gRPC): each client on a connection of its own from the start, as independent
+    clients are, instead of this process's clients sharing one (the soak: its server then meets the same connections
+    before the kill and after the restart; docs/serving.md, "The soak")."""
     from tritonclient.utils import InferenceServerException
 
     if duration_s is not None:
@@ -200,7 +203,7 @@ def run_load(
     memory = _Memory(shared_memory, protocol, url, pool, expected, max(batch_sizes), concurrency, request_timeout_s)
 
     def worker(slot):
-        module, client = _client(protocol, url, request_timeout_s)
+        module, client = _client(protocol, url, request_timeout_s, own_connection=own_connections)
         replaced_at = time.monotonic()
         try:
             while time.monotonic() < deadline and not stop.is_set():

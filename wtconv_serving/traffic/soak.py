@@ -6,11 +6,19 @@ request sizes cycled, every response compared with the expected rows of its own 
 while two threads watch:
 
 - the memory sampler, every ``sample_every_s`` seconds (and at both ends): the resident memory of the server and of
-  every backend stub (VmRSS in /proc), and the memory in use on each GPU (nvidia-smi; none without one);
+  every backend stub (VmRSS in /proc; the server's also split into what it allocated and the shared-memory regions
+  it maps), the clients' connections the server holds, and the memory in use on each GPU
+  (nvidia-smi; none without one);
 - with ``kill_backend``, the killer: halfway through, SIGKILL to the model's backend stubs; the server's watch
   (wtconv_serving.server.launcher) restarts the server (or, asked to, reloads the model), and the requests that met
   the dead stub or the restart are retried (the load's clients register their shared-memory regions again with a
   restarted server).
+
+The clients hold a gRPC connection each from the start, as independent clients do (check.run_load's
+``own_connections``). The server keeps buffers for every connection, about 4 MB each under requests of up to 64
+images; clients sharing one connection would move to connections of their own when the kill refuses them
+(check.FRESH_CLIENT_EVERY_S), and the restarted server would hold hundreds of connections where the first held one:
+a memory growth that is the load's, not the server's.
 
 What it reports besides: the errors that were not the killed backend's (how many before the kill and after the
 recovery's grace, the first OTHER_ERRORS_KEPT with their times and messages, how many of each kind), how the model
@@ -43,10 +51,12 @@ log = logging.getLogger(__name__)
 __all__ = [
     "MEMORY_GROWTH",
     "SoakReport",
+    "client_connections",
     "gpu_memory_mib",
     "growth_by_process_words",
     "kill_backend",
     "other_errors_split",
+    "process_memory_mib",
     "process_rss_mib",
     "recovery_words",
     "run_soak",
@@ -58,20 +68,57 @@ SETTLE_S = 120.0  # the sample growth is measured from (a fifth of a shorter soa
 OTHER_ERRORS_KEPT = 20  # the errors not of the killed backend kept with their times and messages, the first ones
 ERROR_KINDS_KEPT = 10  # the most frequent kinds of those errors counted (a message without its request number)
 _REQUEST = re.compile(r"^request \d+: ")  # how check.run_load begins an error's message
+MEMORY_FIELDS = {"VmRSS": "rss", "RssAnon": "anon", "RssShmem": "shmem"}  # /proc/PID/status: the sample's names
+TCP_ESTABLISHED = "01"  # the state column of /proc/net/tcp for an established connection (include/net/tcp_states.h)
+
+
+def process_memory_mib(pids) -> dict:
+    """The resident memory of the processes ``pids`` together, in MiB (/proc/PID/status, proc(5)): all of it
+    (``rss``, VmRSS), its anonymous part (``anon``, RssAnon: what the processes allocated, requests in flight among
+    it) and its shared-memory part (``shmem``, RssShmem: here the Python backend's regions, which the server and each
+    stub both map, so that they count in both); a process gone meanwhile counts 0."""
+    total_kib = dict.fromkeys(MEMORY_FIELDS.values(), 0)
+    for pid in pids:
+        try:
+            text = Path(f"/proc/{int(pid)}/status").read_text()
+        except (OSError, ValueError):
+            continue
+        for line in text.splitlines():
+            field_name, _, value = line.partition(":")
+            if field_name in MEMORY_FIELDS:
+                total_kib[MEMORY_FIELDS[field_name]] += int(value.split()[0])
+    return {name: kib / 1024 for name, kib in total_kib.items()}
 
 
 def process_rss_mib(pids) -> float:
     """The resident memory (VmRSS) of the processes ``pids`` together, in MiB; a process gone meanwhile counts 0."""
-    total_kib = 0
-    for pid in pids:
+    return process_memory_mib(pids)["rss"]
+
+
+def client_connections(pid: int, port: int) -> int:
+    """How many TCP connections the process ``pid`` holds open on its local ``port`` (the clients connected to a
+    server listening there): its sockets (/proc/PID/fd) that /proc/PID/net/tcp and tcp6 list as established on that
+    port; 0 when the process is gone."""
+    try:
+        inodes = set()
+        for fd in os.scandir(f"/proc/{pid}/fd"):
+            target = os.readlink(fd.path)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    except OSError:
+        return 0
+    count = 0
+    for table in ("tcp", "tcp6"):
         try:
-            for line in Path(f"/proc/{int(pid)}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total_kib += int(line.split()[1])
-                    break
-        except (OSError, ValueError):
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
             continue
-    return total_kib / 1024
+        for line in lines:  # sl local_address rem_address st ... inode: "0100007F:1F41 ... 01 ..."
+            fields = line.split()
+            local_port = int(fields[1].rsplit(":", 1)[1], 16)
+            if local_port == port and fields[3] == TCP_ESTABLISHED and fields[9] in inodes:
+                count += 1
+    return count
 
 
 def gpu_memory_mib() -> list[float] | None:
@@ -343,14 +390,20 @@ def run_soak(
             return
         server_pids = [server.process.pid] if server.process is not None else []
         stub_pids = list(server.stubs()) if server.process is not None else []
-        server_mib, stubs_mib = process_rss_mib(server_pids), process_rss_mib(stub_pids)
+        server_memory, stubs_mib = process_memory_mib(server_pids), process_rss_mib(stub_pids)
+        server_mib = server_memory["rss"]
         report.samples.append(
             {
                 "t_s": round(time.monotonic() - t0, 2),
                 "server_pid": server_pids[0] if server_pids else None,
                 "host_rss_mib": round(server_mib + stubs_mib, 1),
                 "server_rss_mib": round(server_mib, 1),  # apart, to tell the server's growth from a new stub's
+                # and what of it the server allocated (requests in flight among it) and the regions it maps
+                "server_anon_mib": round(server_memory["anon"], 1),
+                "server_shmem_mib": round(server_memory["shmem"], 1),
                 "stubs_rss_mib": round(stubs_mib, 1),
+                # the clients' connections the server holds: each costs it buffers of its own
+                "server_connections": client_connections(server_pids[0], server.ports[protocol]) if server_pids else 0,
                 "gpu_memory_mib": gpu_memory_mib(),
             }
         )
@@ -401,6 +454,7 @@ def run_soak(
             retry_wait_s=0.25,
             shared_memory=shared_memory,
             duration_s=duration_s,
+            own_connections=True,  # the restarted server meets the connections the first one met
             clock_origin=t0,  # the kill's clock: requests failing at the kill are its own
         )
     finally:
