@@ -79,6 +79,16 @@ def commands(daemon) -> list:
     return (daemon.pipe_dir / "commands").read_text().splitlines()
 
 
+def _the_stand_in(daemon, wait_s: float = 5.0) -> int:
+    """The stand-in daemon's one process. Its loop forks a sleep every 50 ms, and until the child's exec it carries
+    the daemon's name and environment: a look at that instant finds two, so this looks again until it finds one."""
+    deadline = time.monotonic() + wait_s
+    while len(found := daemon.processes()) != 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    [pid] = found
+    return pid
+
+
 def test_a_daemon_started_answers_for_its_clients_and_leaves_nothing_when_stopped(stand_in):
     daemon = mps.MpsDaemon().start()
     folder = daemon.folder
@@ -89,7 +99,7 @@ def test_a_daemon_started_answers_for_its_clients_and_leaves_nothing_when_stoppe
             "CUDA_MPS_LOG_DIRECTORY": str(folder / "log"),
         }
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700  # this user's only
-        [pid] = daemon.processes()  # the backgrounded stand-in, told by its name and its pipe folder
+        pid = _the_stand_in(daemon)  # the backgrounded stand-in, told by its name and its pipe folder
         assert daemon.clients() == set()
         (daemon.pipe_dir / "clients").write_text("101\n102\n")
         assert daemon.clients() == {101, 102}
@@ -106,7 +116,7 @@ def test_a_daemon_that_ignores_quit_is_killed(stand_in, monkeypatch):
     monkeypatch.setenv("STAND_IN_STUBBORN", "1")
     monkeypatch.setattr(mps, "QUIT_WAIT_S", 0.5)
     daemon = mps.MpsDaemon().start()
-    [pid] = daemon.processes()
+    pid = _the_stand_in(daemon)
     folder = daemon.folder
     start = time.monotonic()
     daemon.stop()
