@@ -15,10 +15,10 @@ while two threads watch:
   restarted server).
 
 The clients hold a gRPC connection each from the start, as independent clients do (check.run_load's
-``own_connections``). The server keeps buffers for every connection, about 4 MB each under requests of up to 64
-images; clients sharing one connection would move to connections of their own when the kill refuses them
-(check.FRESH_CLIENT_EVERY_S), and the restarted server would hold hundreds of connections where the first held one:
-a memory growth that is the load's, not the server's.
+``own_connections``). Clients sharing one connection would move to connections of their own when the kill refuses
+them (check.FRESH_CLIENT_EVERY_S), and the restarted server would serve hundreds of connections where the first
+served one, and hold about 1 GB more memory in use (a GPU soak; docs/serving.md, "The soak"): a growth that comes
+with the load's connections, not from the server.
 
 What it reports besides: the errors that were not the killed backend's (how many before the kill and after the
 recovery's grace, the first OTHER_ERRORS_KEPT with their times and messages, how many of each kind), how the model
@@ -402,7 +402,7 @@ def run_soak(
                 "server_anon_mib": round(server_memory["anon"], 1),
                 "server_shmem_mib": round(server_memory["shmem"], 1),
                 "stubs_rss_mib": round(stubs_mib, 1),
-                # the clients' connections the server holds: each costs it buffers of its own
+                # the clients' connections the server holds: with more of them it takes in more requests at once
                 "server_connections": client_connections(server_pids[0], server.ports[protocol]) if server_pids else 0,
                 "gpu_memory_mib": gpu_memory_mib(),
             }
