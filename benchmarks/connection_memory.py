@@ -46,12 +46,11 @@ def averaging_model(path: Path) -> Path:
 
 
 def server_memory(pid: int) -> dict:
-    """The server's VmRSS, RssAnon and RssShmem (MiB) and its open sockets."""
-    values = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "RssAnon", "RssShmem"):
-            values[key] = int(rest.split()[0]) // 1024
+    """The server's VmRSS, RssAnon and RssShmem (whole MiB; the soak's process_memory_mib) and its open sockets."""
+    from wtconv_serving.traffic.soak import MEMORY_FIELDS, process_memory_mib
+
+    memory = process_memory_mib([pid])
+    values = {field_name: int(memory[name]) for field_name, name in MEMORY_FIELDS.items()}
     fds = Path(f"/proc/{pid}/fd")
     values["sockets"] = sum(1 for fd in fds.iterdir() if os.readlink(fd).startswith("socket:"))
     return values
