@@ -340,12 +340,14 @@ def markdown(summary: dict) -> str:
             f"{s['errors_of_the_killed_backend']} errors of its requests, {s['other_errors']} others"
             f"{other_errors_split(s)}{recovery_words(s)}. MPS: {soak.get('mps') or 'none'}.",
             "",
-            "| s | host RSS MiB (server and stubs) | of it the server | the server's allocated (anon) | the server's "
-            "shared regions (shmem) | of it the stubs | client connections | GPU memory MiB |",
-            "|---|---|---|---|---|---|---|---|",
+            "| s | host RSS MiB (server and stubs) | host PSS MiB (shared regions once) | of it the server | the "
+            "server's allocated (anon) | the server's shared regions (shmem) | of it the stubs | client connections | "
+            "GPU memory MiB |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         out += [
-            f"| {m['t_s']} | {m['host_rss_mib']} | {m.get('server_rss_mib', '–')} | {m.get('server_anon_mib', '–')} | "
+            f"| {m['t_s']} | {m['host_rss_mib']} | {m.get('host_pss_mib', '–')} | {m.get('server_rss_mib', '–')} | "
+            f"{m.get('server_anon_mib', '–')} | "
             f"{m.get('server_shmem_mib', '–')} | {m.get('stubs_rss_mib', '–')} | {m.get('server_connections', '–')} | "
             f"{m['gpu_memory_mib']} |"
             for m in s["memory_samples"]

@@ -64,7 +64,41 @@ def test_memory_by_kind_sees_an_anonymous_mapping_touched_here():
     assert 60 <= after["rss"] - before["rss"] <= 70, (before, after)
     assert abs(after["shmem"] - before["shmem"]) < 4, (before, after)
     assert after["anon"] + after["shmem"] <= after["rss"] + 0.1
-    assert process_memory_mib([2**22 + 12345]) == {"rss": 0, "anon": 0, "shmem": 0}
+    assert 60 <= after["pss"] - before["pss"] <= 70, (before, after)  # private pages: all of them, as in RSS
+    assert process_memory_mib([2**22 + 12345]) == {"rss": 0, "anon": 0, "shmem": 0, "pss": 0}
+
+
+SHARE_A_BLOCK = """
+import json, mmap, os
+from wtconv_serving.traffic.soak import process_memory_mib
+block = mmap.mmap(-1, 64 << 20, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+block.write(b"\1" * (64 << 20))
+(ready_r, ready_w), (measured_r, measured_w) = os.pipe(), os.pipe()
+child = os.fork()
+if child == 0:  # map the same pages in: read one byte of each page, then wait to be measured
+    sum(block[i] for i in range(0, 64 << 20, mmap.PAGESIZE))
+    os.write(ready_w, b"x")
+    os.read(measured_r, 1)
+    os._exit(0)
+os.read(ready_r, 1)
+print(json.dumps([process_memory_mib([os.getpid()]), process_memory_mib([child])]))
+os.write(measured_w, b"x")
+os.waitpid(child, 0)
+"""
+
+
+def test_a_region_two_processes_map_counts_twice_in_rss_and_once_in_pss():
+    """A 64 MiB shared anonymous block (as a Python backend region between the server and a stub) that a parent and
+    its child both have resident: their shared memory (RssShmem) counts it in each, 128 MiB together; their
+    proportional figures (Pss) give each half of it, so that the sum is at least 60 MiB below the sum of their
+    resident memory."""
+    done = subprocess.run(
+        [sys.executable, "-c", SHARE_A_BLOCK], capture_output=True, text=True, check=True, timeout=60
+    )
+    parent, child = json.loads(done.stdout)
+    assert 60 <= parent["shmem"] <= 70 and 60 <= child["shmem"] <= 70, (parent, child)
+    assert parent["rss"] + child["rss"] - (parent["pss"] + child["pss"]) >= 60, (parent, child)
+    assert parent["pss"] < parent["rss"] - 30 and child["pss"] < child["rss"] - 30, (parent, child)
 
 
 def test_largest_mappings_name_the_anonymous_block():

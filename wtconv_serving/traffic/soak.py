@@ -57,7 +57,6 @@ __all__ = [
     "kill_backend",
     "other_errors_split",
     "process_memory_mib",
-    "process_rss_mib",
     "recovery_words",
     "run_soak",
 ]
@@ -69,6 +68,7 @@ OTHER_ERRORS_KEPT = 20  # the errors not of the killed backend kept with their t
 ERROR_KINDS_KEPT = 10  # the most frequent kinds of those errors counted (a message without its request number)
 _REQUEST = re.compile(r"^request \d+: ")  # how check.run_load begins an error's message
 MEMORY_FIELDS = {"VmRSS": "rss", "RssAnon": "anon", "RssShmem": "shmem"}  # /proc/PID/status: the sample's names
+PROPORTIONAL_FIELD = "Pss"  # /proc/PID/smaps_rollup: a shared page's size divided among the processes mapping it
 TCP_ESTABLISHED = "01"  # the state column of /proc/net/tcp for an established connection (include/net/tcp_states.h)
 
 
@@ -76,23 +76,25 @@ def process_memory_mib(pids) -> dict:
     """The resident memory of the processes ``pids`` together, in MiB (/proc/PID/status, proc(5)): all of it
     (``rss``, VmRSS), its anonymous part (``anon``, RssAnon: what the processes allocated, requests in flight among
     it) and its shared-memory part (``shmem``, RssShmem: here the Python backend's regions, which the server and each
-    stub both map, so that they count in both); a process gone meanwhile counts 0."""
-    total_kib = dict.fromkeys(MEMORY_FIELDS.values(), 0)
+    stub both map, so that they count in both); ``pss`` (smaps_rollup's Pss) is the resident memory with each shared
+    page divided among the processes that map it, so that a region the server and a stub share counts once in the
+    sum. A process gone meanwhile counts 0."""
+    total_kib = dict.fromkeys([*MEMORY_FIELDS.values(), "pss"], 0)
     for pid in pids:
         try:
-            text = Path(f"/proc/{int(pid)}/status").read_text()
+            status = Path(f"/proc/{int(pid)}/status").read_text()
+            rollup = Path(f"/proc/{int(pid)}/smaps_rollup").read_text()
         except (OSError, ValueError):
             continue
-        for line in text.splitlines():
+        for line in status.splitlines():
             field_name, _, value = line.partition(":")
             if field_name in MEMORY_FIELDS:
                 total_kib[MEMORY_FIELDS[field_name]] += int(value.split()[0])
+        for line in rollup.splitlines():
+            field_name, _, value = line.partition(":")
+            if field_name == PROPORTIONAL_FIELD:
+                total_kib["pss"] += int(value.split()[0])
     return {name: kib / 1024 for name, kib in total_kib.items()}
-
-
-def process_rss_mib(pids) -> float:
-    """The resident memory (VmRSS) of the processes ``pids`` together, in MiB; a process gone meanwhile counts 0."""
-    return process_memory_mib(pids)["rss"]
 
 
 def client_connections(pid: int, port: int) -> int:
@@ -155,7 +157,8 @@ def kill_backend(server, model: str) -> list[int]:
 @dataclass
 class SoakReport:
     """What a soak saw: the load's counts (a check.LoadReport), the memory samples ({"t_s", "host_rss_mib" (the server
-    and its stubs; "server_rss_mib" and "stubs_rss_mib" apart), "gpu_memory_mib"}), when the backend was killed
+    and its stubs; "server_rss_mib" and "stubs_rss_mib" apart; "host_pss_mib" with their shared regions counted
+    once), "gpu_memory_mib"}), when the backend was killed
     and was back (seconds from the start), how (``recovered_by``: "restart" or "reload", the server's pid before and
     after) and whether the model's old version then went (the server's Recovery: True after a restart, the version
     gone with the old process; after a reload None while not known, False when Triton's log did not say so within
@@ -207,15 +210,18 @@ class SoakReport:
         }
 
     def memory_growth(self) -> dict:
-        """{"host": growth, "gpu": growth or None}: from the first sample at settle_s or later to the last, as a
-        fraction of the first (None where not sampled)."""
+        """{"host": growth, "host_pss": growth or None, "gpu": growth or None}: from the first sample at settle_s or
+        later to the last, as a fraction of the first (None where not sampled). "host" sums the processes' resident
+        memory, where a region the server and a stub share counts in both; "host_pss" counts it once."""
         settled = [s for s in self.samples if s["t_s"] >= self.settle_s]
-        growth = {"host": None, "gpu": None}
+        growth = {"host": None, "host_pss": None, "gpu": None}
         if len(settled) < 2:
             return growth
         first, last = settled[0], settled[-1]
         if first["host_rss_mib"]:
             growth["host"] = last["host_rss_mib"] / first["host_rss_mib"] - 1
+        if first.get("host_pss_mib") and last.get("host_pss_mib"):
+            growth["host_pss"] = last["host_pss_mib"] / first["host_pss_mib"] - 1
         if first["gpu_memory_mib"] and last["gpu_memory_mib"]:
             growth["gpu"] = sum(last["gpu_memory_mib"]) / sum(first["gpu_memory_mib"]) - 1
         return growth
@@ -390,13 +396,15 @@ def run_soak(
             return
         server_pids = [server.process.pid] if server.process is not None else []
         stub_pids = list(server.stubs()) if server.process is not None else []
-        server_memory, stubs_mib = process_memory_mib(server_pids), process_rss_mib(stub_pids)
-        server_mib = server_memory["rss"]
+        server_memory, stubs_memory = process_memory_mib(server_pids), process_memory_mib(stub_pids)
+        server_mib, stubs_mib = server_memory["rss"], stubs_memory["rss"]
         report.samples.append(
             {
                 "t_s": round(time.monotonic() - t0, 2),
                 "server_pid": server_pids[0] if server_pids else None,
                 "host_rss_mib": round(server_mib + stubs_mib, 1),
+                # the same processes with the regions they share counted once
+                "host_pss_mib": round(server_memory["pss"] + stubs_memory["pss"], 1),
                 "server_rss_mib": round(server_mib, 1),  # apart, to tell the server's growth from a new stub's
                 # and what of it the server allocated (requests in flight among it) and the regions it maps
                 "server_anon_mib": round(server_memory["anon"], 1),
