@@ -92,9 +92,7 @@ def test_a_region_two_processes_map_counts_twice_in_rss_and_once_in_pss():
     its child both have resident: their shared memory (RssShmem) counts it in each, 128 MiB together; their
     proportional figures (Pss) give each half of it, so that the sum is at least 60 MiB below the sum of their
     resident memory."""
-    done = subprocess.run(
-        [sys.executable, "-c", SHARE_A_BLOCK], capture_output=True, text=True, check=True, timeout=60
-    )
+    done = subprocess.run([sys.executable, "-c", SHARE_A_BLOCK], capture_output=True, text=True, check=True, timeout=60)
     parent, child = json.loads(done.stdout)
     assert 60 <= parent["shmem"] <= 70 and 60 <= child["shmem"] <= 70, (parent, child)
     assert parent["rss"] + child["rss"] - (parent["pss"] + child["pss"]) >= 60, (parent, child)
