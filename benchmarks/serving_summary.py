@@ -162,6 +162,12 @@ def _split(points) -> dict:
     return {**split, "mean_batch": statistics.median(batches) if batches else None, "rounds": len(found)}
 
 
+def client_mode(run: dict) -> str:
+    """How a run's clients sent: their shared memory, and their gRPC connections where each had its own."""
+    own = ", a connection per request in flight" if run.get("connections") == "client" else ""
+    return f"{run.get('shared_memory', 'none')} shared memory{own}"
+
+
 def split_lines(runs, before_runs, source: str) -> list:
     """Per runtime of WTConvNeXt-T: Triton's split of an execution at 256 in flight, requests of 1-8, in the runs of
     ``before_runs`` (an earlier summary's, from ``source``) beside this summary's, per client mode."""
@@ -179,7 +185,7 @@ def split_lines(runs, before_runs, source: str) -> list:
             )
 
         lines.append(
-            f"{runtime} (client: {rounds[0].get('shared_memory', 'none')} shared memory"
+            f"{runtime} (client: {client_mode(rounds[0])}"
             f"{''.join(', ' + v for v in variant)}): Triton's input / infer / output of an execution at 256 in "
             f"flight, requests of 1-8: {said(now)}, median of {now['rounds']} round(s); before: {said(then)} ({source})"
         )
@@ -218,8 +224,7 @@ def targets(runs, soaks=()) -> list:
         runtime, model, *variant = base.split("_")
         if model != "tiny":
             continue
-        mode = rounds[0].get("shared_memory", "none")
-        label = f"{runtime} (client: {mode} shared memory{''.join(', ' + v for v in variant)})"
+        label = f"{runtime} (client: {client_mode(rounds[0])}{''.join(', ' + v for v in variant)})"
         points = _over(rounds, 256)
         window = min((p["window_s"] for p in points if p), default=None)
         rate = _over_rounds([_rate(p) for p in points])
@@ -294,8 +299,8 @@ def markdown(summary: dict) -> str:
         out += [
             f"## {run['tag']}: {run['runtime']}, {run['input_dtype']} ({run.get('gpu') or run['machine']})",
             "",
-            f"Execution: {run['execution']}. Tuning: {run['tuning']}. Client: {run.get('shared_memory', 'none')} "
-            f"shared memory. MPS: {run.get('mps') or 'none'}.",
+            f"Execution: {run['execution']}. Tuning: {run['tuning']}. Client: {client_mode(run)}. "
+            f"MPS: {run.get('mps') or 'none'}.",
             "",
             "| direct batch | images/s | ms p50 | ms p99 |",
             "|---|---|---|---|",

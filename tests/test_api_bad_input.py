@@ -341,6 +341,7 @@ SYNTAX = {
     "triton/onnx-instance-kind": "a choice argparse refuses",
     "serve/device-choice": "a choice argparse refuses",
     "serve/shared-memory-choice": "a choice argparse refuses",
+    "serve/connections-choice": "a choice argparse refuses",
     "serve/gpus-empty": "text that is not a list of GPU indices",
 }
 

@@ -616,6 +616,7 @@ SERVE = [
         "is not libwtconv_ort.so",
     ),
     ("serve/shared-memory-choice", ["serve", "{d_onnx}", "--shared-memory", "rdma"], "invalid choice"),
+    ("serve/connections-choice", ["serve", "{d_onnx}", "--sweep", "8", "--connections", "shared"], "invalid choice"),
     ("serve/soak-zero", ["serve", "{d_onnx}", "--soak", "0"], "--soak: expected a number from 1 to"),
     ("serve/sample-every-zero", ["serve", "{d_onnx}", "--soak", "5", "--sample-every", "0"], "--sample-every"),
     ("serve/gpus-empty", ["serve", "{d_onnx}", "--gpus", "", "--repo", "{work}/served", "--write-only"], "GPU indices"),

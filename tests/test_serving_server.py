@@ -336,6 +336,36 @@ def test_the_sweeps_client_processes_send_from_either_place(served, memory):
     assert client_regions(served, os.getpid()) == ([], [])
 
 
+@pytest.mark.parametrize("connections", ["process", "client"])
+def test_the_sweeps_clients_hold_a_connection_per_process_or_each_their_own(served, connections):
+    """The server's established connections on its gRPC port, read from its own sockets (/proc) while a point of 12
+    requests in flight from 2 client processes runs: 2 with a connection per process (at most one more, another
+    client of this test session's), at least 12 with one per request in flight; every request answered either way."""
+    from wtconv_serving.traffic.soak import client_connections
+
+    pool = load.input_pool({"source": "default"}, (1, 32, 32), np.float32, size=64)
+    port, seen, done = served.ports["grpc"], [], threading.Event()
+
+    def look():
+        while not done.wait(0.1):
+            seen.append(client_connections(served.process.pid, port))
+
+    watcher = threading.Thread(target=look)
+    with LoadWorkers(served.grpc_url, "digits_std", pool, "input", 40, 2, largest=4, connections=connections) as w:
+        watcher.start()
+        try:
+            point = w.point(12, [1, 2, 4], 2.0, warmup_s=1.0)
+        finally:
+            done.set()
+            watcher.join()
+    assert point.completed > 0 and point.failed == 0, point.summary()
+    assert point.summary()["connections"] == connections
+    if connections == "process":
+        assert 2 <= max(seen) <= 3, seen
+    else:
+        assert max(seen) >= 12, seen
+
+
 def test_the_sweeps_rate_is_the_servers_over_the_same_window(served):
     """A point's images per second count the answers that arrive inside its window, whenever their requests were sent,
     so that it is the rate in steady state at any latency; the server's own rate over the same window (Triton's

@@ -105,6 +105,22 @@ def test_targets_are_the_median_of_the_rounds_per_client_mode(tmp_path):
     assert "## Soak torch-cuda_tiny" in markdown and "Client: system shared memory." in markdown
 
 
+def test_a_run_whose_clients_each_held_a_connection_says_so(tmp_path):
+    """The sweep's connections are part of the client mode a figure is of: a run with one per request in flight
+    (serve --connections client) says so in its targets and its section; a run of the default says nothing more."""
+    own = load_report(7600, 6900, 2.4)
+    own["connections"] = "client"
+    (tmp_path / "load_torch-cuda_tiny.json").write_text(json.dumps(own))
+    (tmp_path / "load_onnxruntime_tiny.json").write_text(
+        json.dumps({**load_report(7600, 6900, 2.4), "connections": "process"})
+    )
+    summary = serving_summary.summarize(tmp_path)
+    labels = {line.split("): ")[0] + ")" for line in summary["targets"] if "in flight" in line}
+    assert "torch-cuda (client: none shared memory, a connection per request in flight)" in labels, labels
+    assert "onnxruntime (client: none shared memory)" in labels, labels
+    assert "Client: none shared memory, a connection per request in flight." in serving_summary.markdown(summary)
+
+
 def test_rounds_inside_one_run_the_gpus_run_and_the_split_before(tmp_path):
     """A sweep that comes back to its points (--sweep 16,256,16,256,16,256 with the 1-64 mix after) is three rounds
     of one run; the --gpus 0 run is set against it; the split of an execution against an earlier results file."""

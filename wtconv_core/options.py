@@ -22,6 +22,7 @@ __all__ = [
     "ARCHS",
     "CUDNN_SEARCHES",
     "DEFAULT_REPOSITORY",
+    "CLIENT_CONNECTIONS",
     "DEVICES",
     "GPU_INSTANCES",
     "INSTANCE_KINDS",
@@ -58,6 +59,10 @@ PROTOCOLS = ("grpc", "http", "both")
 # How a client hands request tensors to a server on the same machine (docs/serving.md, "Shared memory"): in the
 # request itself (none), in system shared memory (/dev/shm), or in GPU memory the server maps (cuda: CUDA IPC).
 SHARED_MEMORY_MODES = ("none", "system", "cuda")
+# How the sweep's clients reach the server over gRPC: the requests in flight of a client process on its one connection
+# (process), or each on a connection of its own, as independent clients hold them (client). The server takes in more
+# at once from many connections: HTTP/2's flow control is per connection (docs/serving.md, "The soak").
+CLIENT_CONNECTIONS = ("process", "client")
 # How the server's watch brings back a model whose backend process died (docs/serving.md, "The soak"): a restart of the
 # server process, the only way Triton frees the model's old version after a stub died with requests in flight; or a
 # reload of the model in the same process.
@@ -331,6 +336,12 @@ class LoadTestOptions:
         None, "client processes of the sweep, 1 to 64 (default: a quarter of the cores, 1 to 4)"
     )
     window_s: float = option(3.0, "seconds measured per point of the sweep (default 3)", flag="--window", type="number")
+    connections: str = option(
+        "process",
+        "the sweep's gRPC connections: process (a client process's requests in flight share its one connection, "
+        "default) or client (a connection per request in flight, as independent clients hold them)",
+        choices=CLIENT_CONNECTIONS,
+    )
     extra_process: bool = option(
         True,
         "skip the sweep's last point: the busiest one again with one more client process",

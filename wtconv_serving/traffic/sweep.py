@@ -25,12 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
+from wtconv_core.options import CLIENT_CONNECTIONS
 from wtconv_core.stats import percentile
 
 __all__ = ["LoadWorkers", "SweepPoint", "direct_rate", "images_executed", "model_stats", "stats_delta"]
 
 WIRE_TYPES = {np.dtype(np.float32): "FP32", np.dtype(np.float16): "FP16"}
 VARIANTS = 4  # distinct serialized requests per batch size
+OWN_CONNECTION = ("grpc.use_local_subchannel_pool", 1)  # else gRPC shares one connection among equal channels
 
 
 @dataclass
@@ -41,6 +43,7 @@ class SweepPoint:
     processes: int
     batch_sizes: list
     window_s: float
+    connections: str = "process"  # CLIENT_CONNECTIONS
     completed: int = 0
     failed: int = 0
     images: int = 0
@@ -72,6 +75,7 @@ class SweepPoint:
         return {
             "concurrency": self.concurrency,
             "processes": self.processes,
+            "connections": self.connections,
             "batch_sizes": self.batch_sizes,
             "window_s": round(self.window_s, 3),
             "stats_window_s": None if self.stats_window_s is None else round(self.stats_window_s, 3),
@@ -210,10 +214,18 @@ def _requests(pool_file: str, model: str, input_name: str, batch_sizes, variants
 
 
 def _worker(
-    connection, url: str, pool_file: str, model: str, input_name: str, output_bytes: int, pool_region=None
+    connection,
+    url: str,
+    pool_file: str,
+    model: str,
+    input_name: str,
+    output_bytes: int,
+    pool_region=None,
+    connections: str = "process",
 ) -> None:
     """A client process: waits for (concurrency, batch sizes, start, warm-up s, window s) and answers with its
-    counts, until it receives None."""
+    counts, until it receives None. ``connections``: one gRPC connection for all its requests in flight ("process")
+    or one for each ("client"; CLIENT_CONNECTIONS)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops the workers
     import asyncio
 
@@ -228,14 +240,22 @@ def _worker(
         options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
         result = {"completed": 0, "failed": 0, "images": 0, "latencies": [], "errors": []}
         begin, end = start + warmup_s, start + warmup_s + window_s
-        async with grpc.aio.insecure_channel(url, options=options) as channel:
-            infer = channel.unary_unary(
-                "/inference.GRPCInferenceService/ModelInfer",
-                request_serializer=None,
-                response_deserializer=service_pb2.ModelInferResponse.FromString,
-            )
+        if connections == "client":
+            channels = [grpc.aio.insecure_channel(url, options=[*options, OWN_CONNECTION]) for _ in range(concurrency)]
+        else:
+            channels = [grpc.aio.insecure_channel(url, options=options)]
+        try:
+            infers = [
+                channel.unary_unary(
+                    "/inference.GRPCInferenceService/ModelInfer",
+                    request_serializer=None,
+                    response_deserializer=service_pb2.ModelInferResponse.FromString,
+                )
+                for channel in channels
+            ]
 
             async def client(index):
+                infer = infers[index % len(infers)]
                 sent = index
                 while True:
                     size = batch_sizes[sent % len(batch_sizes)]
@@ -266,6 +286,8 @@ def _worker(
 
             await asyncio.sleep(max(0.0, start - time.time()))
             await asyncio.gather(*(client(i) for i in range(concurrency)))
+        finally:
+            await asyncio.gather(*(channel.close() for channel in channels))
         return result
 
     while True:
@@ -288,8 +310,9 @@ class LoadWorkers:
     sweep; ``add`` starts one more). ``pool``: the inputs requests are cut from; ``output_bytes``: one image's output
     size. ``shared_memory`` "system" or "cuda": the requests name rows of the pool laid out once in a region this
     process registers (shared_memory.PoolRegion, requests of up to ``largest`` images) instead of carrying them; the
-    answers come back in the response (a few KB an image). A context manager: leaving it stops the processes and
-    removes the pool's temporary copy and its region."""
+    answers come back in the response (a few KB an image). ``connections`` (CLIENT_CONNECTIONS): a process's requests in
+    flight on one gRPC connection ("process") or on one each ("client"). A context manager: leaving it stops the
+    processes and removes the pool's temporary copy and its region."""
 
     def __init__(
         self,
@@ -302,7 +325,11 @@ class LoadWorkers:
         *,
         shared_memory: str = "none",
         largest: int = 64,
+        connections: str = "process",
     ):
+        if connections not in CLIENT_CONNECTIONS:
+            raise ValueError(f"connections: expected one of {', '.join(CLIENT_CONNECTIONS)}, got {connections!r}")
+        self.connections = connections
         self.folder = tempfile.mkdtemp(prefix="wtconv-load-")
         self.memory = self.admin = None
         self.workers: list = []
@@ -318,7 +345,7 @@ class LoadWorkers:
                 laid_out = PoolRegion(self.memory, pool, largest)
                 region = (laid_out.name, laid_out.row_bytes, laid_out.rows)
             pool_file = os.path.join(self.folder, "pool.npy")
-            self.args = (url, pool_file, model, input_name, int(output_bytes), region)
+            self.args = (url, pool_file, model, input_name, int(output_bytes), region, connections)
             np.save(pool_file, np.ascontiguousarray(pool))
             self.context = multiprocessing.get_context("spawn")  # no fork of a process holding CUDA and gRPC state
             for _ in range(processes):
@@ -342,7 +369,7 @@ class LoadWorkers:
         start = time.time() + 1.0  # time for every worker to get the task and prepare its requests
         for (_, connection), share in zip(self.workers, shares, strict=True):
             connection.send((max(share, 0), list(batch_sizes), start, warmup_s, window_s))
-        point = SweepPoint(concurrency, count, list(batch_sizes), window_s)
+        point = SweepPoint(concurrency, count, list(batch_sizes), window_s, self.connections)
         before = after = None
         if stats is not None:
             time.sleep(max(0.0, start + warmup_s - time.time()))

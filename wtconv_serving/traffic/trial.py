@@ -96,6 +96,7 @@ def run_load_test(
     mixes=(),
     processes: int | None = None,
     window_s: float = 3.0,
+    connections: str = "process",
     extra_process: bool = True,
     kill_backend: bool = False,
     shared_memory: str = "none",
@@ -105,7 +106,8 @@ def run_load_test(
     """The load test of the module docstring against ``server`` (a started wtconv_serving.server.launcher.TritonServer)
     serving ``repo`` (a wtconv_serving.repositories.python_backend.ServingRepository). ``requests``: the check's (None:
     no check); ``sweep``: requests in flight per point (empty: no sweep); ``mixes``: further request-size mixes for
-    the sweep besides ``batch_sizes``; ``soak_s``: the soak's seconds (None: no soak), at ``concurrency`` in flight,
+    the sweep besides ``batch_sizes``; ``connections``: the sweep's gRPC connections, one per client process or one per
+    request in flight (sweep.LoadWorkers); ``soak_s``: the soak's seconds (None: no soak), at ``concurrency`` in flight,
     request sizes ``batch_sizes``, memory sampled every ``sample_every_s``; ``kill_backend``: kill the backend halfway
     through the soak, or without one a quarter of the way through the check."""
     from wtconv_serving.repositories.repository import onnx_batching
@@ -149,6 +151,7 @@ def run_load_test(
         "input_dtype": str(runner.input_dtype),
         "tuning": {**repo.tuning.parameters(), "instances": repo.instances},
         "shared_memory": shared_memory,
+        "connections": connections,  # the sweep's
         "mps": mps_of(server.environment),  # the server's processes MPS clients (docs/serving.md)
         "check": [],
         "direct": [],
@@ -210,6 +213,7 @@ def run_load_test(
             count,
             shared_memory=shared_memory,
             largest=max(max(m) for m in mixes),
+            connections=connections,
         ) as workers:
             points = [(mix, c) for mix in mixes for c in sweep]
             if extra_process:

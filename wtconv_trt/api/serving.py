@@ -19,6 +19,7 @@ from typing import Any
 from wtconv_core.errors import InputError
 from wtconv_core.inputs import check_choice, check_int, check_number
 from wtconv_core.options import (
+    CLIENT_CONNECTIONS,
     DEFAULT_REPOSITORY,
     PROTOCOLS,
     RECOVERIES,
@@ -67,6 +68,7 @@ class LoadTest:
     mixes: tuple[tuple[int, ...], ...] = ()
     processes: int | None = None
     window_s: float = 3.0
+    connections: str = "process"
     extra_process: bool = True
     kill_backend: bool = False
     shared_memory: str = "none"
@@ -78,7 +80,8 @@ class LoadTest:
 def check_load_test(options: LoadTestOptions | None = None, **keywords: Any) -> LoadTest | None:
     """The load-test options (a LoadTestOptions, or its fields as keywords; ``requests`` is its ``load_test``)
     checked: requests 1 to 10**7 when given, concurrency and each sweep value 1 to 4096, batch sizes >= 1 in every
-    mix, protocol grpc / http / both, processes 1 to 64, window 0.1 to 3600 s, shared_memory none / system / cuda,
+    mix, protocol grpc / http / both, processes 1 to 64, window 0.1 to 3600 s, connections process / client,
+    shared_memory none / system / cuda,
     soak 1 s to a week, its samples every 0.1 s to an hour; json_path is checked by the caller, with the other files.
     Returns the LoadTest, None without requests or a soak."""
     if "requests" in keywords:
@@ -103,6 +106,7 @@ def check_load_test(options: LoadTestOptions | None = None, **keywords: Any) -> 
     window_s = check_number(o.window_s, "window_s", 0.1, MAX_WINDOW_S, what=" s")
     check_choice(o.protocol, "protocol", PROTOCOLS)
     check_choice(o.shared_memory, "shared_memory", SHARED_MEMORY_MODES)
+    check_choice(o.connections, "connections", CLIENT_CONNECTIONS)
     soak_s = None if o.soak_s is None else check_number(o.soak_s, "soak_s", 1.0, MAX_SOAK_S, what=" s")
     sample_every_s = check_number(o.sample_every_s, "sample_every_s", 0.1, MAX_WINDOW_S, what=" s")
     if requests is None and soak_s is None:
@@ -116,6 +120,7 @@ def check_load_test(options: LoadTestOptions | None = None, **keywords: Any) -> 
         mixes=tuple(tuple(m) for m in o.mixes),
         processes=o.processes,
         window_s=window_s,
+        connections=o.connections,
         extra_process=bool(o.extra_process),
         kill_backend=bool(o.kill_backend),
         shared_memory=o.shared_memory,
@@ -512,10 +517,11 @@ class Served:
         fp16 1e-2), with ``kill_backend`` killing the model's backend a quarter of the way through; time the served
         runner directly per bucket; then, with ``sweep`` (requests in flight per point), sweep the load from
         ``processes`` client processes over ``batch_sizes`` and each of ``mixes``, ``window_s`` seconds a point,
-        and once more with one more process (``extra_process``); with ``soak_s``, a soak of that many seconds at
-        ``concurrency`` in flight, every answer checked against the ONNX file run directly, the backend killed
-        halfway with ``kill_backend``, the memory sampled every ``sample_every_s`` (``requests`` None: the soak
-        alone). ``shared_memory``: "system" or "cuda" to send the inputs through shared memory (docs/serving.md).
+        their requests in flight on one gRPC connection per process or one each (``connections`` "process" or
+        "client"), and once more with one more process (``extra_process``); with ``soak_s``, a soak of that many
+        seconds at ``concurrency`` in flight, every answer checked against the ONNX file run directly, the backend
+        killed halfway with ``kill_backend``, the memory sampled every ``sample_every_s`` (``requests`` None: the
+        soak alone). ``shared_memory``: "system" or "cuda" to send the inputs through shared memory (docs/serving.md).
         json_path: write the report there (atomically). ``options``: the fields of wtconv_core.options.LoadTestOptions.
         ``passed``: every request of the check answered and matched, none of the sweep failed, the soak passed
         (wtconv_serving.traffic.trial)."""
@@ -544,6 +550,7 @@ class Served:
             mixes=[list(m) for m in planned.mixes],
             processes=planned.processes,
             window_s=planned.window_s,
+            connections=planned.connections,
             extra_process=planned.extra_process,
             kill_backend=planned.kill_backend,
             shared_memory=planned.shared_memory,
