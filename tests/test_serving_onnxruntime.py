@@ -95,9 +95,10 @@ def test_heldout_digits_match_the_export_run_directly(served, exports, ort_libra
 def test_serve_with_a_load_test(install, exports, ort_library, tmp_path, capsys, monkeypatch):
     """``wtconv-trt serve --runtime onnxruntime --load-test --sweep``: the runtime line says the library runs the
     nodes; every request of the check is answered and matched (none lost); the sweep's point, from a client process,
-    has no failure and reads from Triton's statistics the batches it executed, each within max_batch_size; a point
-    the sweep names twice is measured twice, each window with its own statistics (rounds in one server); and the
-    run, ending by itself, leaves no server process and no temporary folder behind."""
+    its clients on a connection each (--connections client), has no failure and reads from Triton's statistics the
+    batches it executed, each within max_batch_size; a point the sweep names twice is measured twice, each window with
+    its own statistics (rounds in one server); and the run, ending by itself, leaves no server process and no
+    temporary folder behind."""
     import json
     import tempfile
 
@@ -109,7 +110,7 @@ def test_serve_with_a_load_test(install, exports, ort_library, tmp_path, capsys,
     argv += ["--ort-library", str(ort_library), "--device", "cpu", "--threads", "1", "--http-port", "0"]
     argv += ["--grpc-port", "0", "--metrics-port", "0", "--load-test", "400", "--concurrency", "8"]
     argv += ["--max-batch-size", "16", "--sweep", "8,8", "--window", "1", "--processes", "1", "--no-extra-process"]
-    argv += ["--json", str(tmp_path / "load.json")]
+    argv += ["--connections", "client", "--json", str(tmp_path / "load.json")]
     capsys.readouterr()
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
@@ -117,7 +118,8 @@ def test_serve_with_a_load_test(install, exports, ort_library, tmp_path, capsys,
     assert "400 ok, 0 failed, 0 lost, 0 mismatched" in out and "OK: every request answered and matched" in out
     report = json.loads((tmp_path / "load.json").read_text())
     points = report["sweep"]
-    assert len(points) == 2
+    assert len(points) == 2 and report["connections"] == "client"  # --connections reached the sweep's clients
+    assert all(point["connections"] == "client" for point in points)
     for point in points:
         assert point["failed"] == 0 and point["completed"] > 0 and point["concurrency"] == 8
         executed = {int(b): n for b, n in point["executed_batches"].items()}
