@@ -28,7 +28,12 @@ import sys
 from pathlib import Path
 
 from wtconv_serving.runners.bucket_plan import BucketPlan
-from wtconv_serving.traffic.soak import growth_by_process_words, other_errors_split, recovery_words
+from wtconv_serving.traffic.soak import (
+    growth_by_process_words,
+    kill_errors_end_words,
+    other_errors_split,
+    recovery_words,
+)
 from wtconv_serving.traffic.sweep import images_executed
 
 # docs/serving.md, "Targets": WTConvNeXt-T fp16, requests of 1-8 images at 256 in flight (the median of the rounds),
@@ -286,7 +291,8 @@ def targets(runs, soaks=()) -> list:
         lines.append(
             f"{soak['tag']}: soak of {s['duration_s']:g} s at {s['concurrency']} in flight: {s['completed']} ok, "
             f"{s['lost']} lost, {s['mismatched']} mismatched, {s['other_errors']} other errors{other_errors_split(s)} "
-            f"({s['errors_of_the_killed_backend']} of the killed backend, retried){recovery_words(s)}; "
+            f"({s['errors_of_the_killed_backend']} of the killed backend, retried{kill_errors_end_words(s)})"
+            f"{recovery_words(s)}; "
             f"memory growth from {s['memory_settle_s']:g} s: {grown} (target <= {TARGET_MEMORY_GROWTH:.0%}): "
             f"{'NOT met (' + ', '.join(short) + ')' if short else 'met'}{growth_by_process_words(s)}"
         )

@@ -57,14 +57,18 @@ def test_nothing_executed_gives_no_compute_time():
     assert stats_delta(same, same) == ({}, None, {})
 
 
-def soak_report(host_mib, gpu_mib, *, error_times=(), errors=None, killed=None, back=None, duration=600.0):
+def soak_report(
+    host_mib, gpu_mib, *, error_times=(), errors=None, killed=None, back=None, duration=600.0, first_sent=()
+):
     """A soak of ``duration`` s whose memory was sampled every minute (host, GPU), with errors seen at
-    ``error_times`` (their messages ``errors``) and the backend killed and back at the times given."""
+    ``error_times`` (their messages ``errors``; their requests first sent at ``first_sent``, when given) and the
+    backend killed and back at the times given."""
     from wtconv_serving.traffic.check import LoadReport
     from wtconv_serving.traffic.soak import SoakReport
 
     load = LoadReport("grpc", 100, 4, [1, 2], completed=100, images=150)
     load.error_times = list(error_times)
+    load.error_first_sent = list(first_sent)
     load.errors = list(errors) if errors is not None else [f"error at {t}" for t in error_times]
     samples = [
         {"t_s": 60.0 * minute, "host_rss_mib": host, "gpu_memory_mib": gpu}
@@ -100,6 +104,26 @@ def test_the_soak_tells_the_killed_backends_errors_from_others():
     assert report.kill_errors() == (1, 2) and not report.passed
     assert not soak_report(host, gpu, killed=300.0, back=None).passed
     assert soak_report(host, gpu).kill_errors() == (0, 0) and soak_report(host, gpu).passed
+
+
+def test_a_request_of_the_kill_refused_after_the_window_is_still_the_kills():
+    """The killed backend's own requests are those in flight at the kill or sent while it was down: one of them
+    refused after the kill's window (its client slow to reconnect) is still the kill's, retried; a request first sent
+    after the model was back is another's. The summary and its line say when the kill's requests were last refused,
+    against when the model was back."""
+    host, gpu = [1000] * 5, [None] * 5
+    seen = [300.5, 340.0, 341.0]  # back at 330: the window ends at 335
+    sent = [299.0, 299.5, 336.0]  # in flight at the kill, in flight at the kill, sent after the recovery
+    report = soak_report(host, gpu, error_times=seen, first_sent=sent, killed=300.0, back=330.0)
+    assert report.kill_errors() == (2, 1) and not report.passed
+    s = report.summary()
+    assert s["last_error_of_the_killed_backend_s"] == 340.0 and s["other_errors_after_recovery"] == 1
+    assert s["first_other_errors"] == [{"t_s": 341.0, "error": "error at 341.0"}]
+    assert "errors of its requests (retried; the last 10.0 s after it was back)" in report.line()
+    report = soak_report(host, gpu, error_times=seen[:2], first_sent=sent[:2], killed=300.0, back=330.0)
+    assert report.kill_errors() == (2, 0) and report.passed
+    # Without the first sends (an older report) the window alone decides, as before.
+    assert soak_report(host, gpu, error_times=seen[:2], killed=300.0, back=330.0).kill_errors() == (1, 1)
 
 
 def test_the_soak_says_what_the_other_errors_were():
@@ -251,3 +275,28 @@ def test_the_loads_error_times_count_from_the_callers_clock():
     )
     assert report.failed == 2 and len(report.error_times) == 2, report.errors
     assert all(100.0 <= t < 100.0 + 30.0 for t in report.error_times), report.error_times
+    # each error's request was first sent on the same clock, no later than the error was seen
+    assert len(report.error_first_sent) == 2, report.error_first_sent
+    assert all(100.0 <= f <= t for f, t in zip(report.error_first_sent, report.error_times, strict=True))
+
+
+def test_a_retried_requests_errors_keep_its_first_send():
+    """A request retried against a port nothing listens on: each of its errors keeps the time it was first sent,
+    before all of them (the soak tells the kill's requests by it)."""
+    import socket
+
+    import numpy as np
+
+    from wtconv_serving.traffic.check import run_load
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    pool = np.zeros((1, 1, 2, 2), np.float32)
+    report = run_load(
+        f"127.0.0.1:{port}", "m", pool, pool, requests=1, concurrency=1, batch_sizes=(1,), retries=3, retry_wait_s=0.1
+    )
+    assert report.failed == 1 and report.retried == 3 and len(report.error_times) == 4, report.errors
+    assert len(set(report.error_first_sent)) == 1, report.error_first_sent
+    assert report.error_first_sent[0] <= report.error_times[0] < report.error_times[-1]
+    assert report.error_times[-1] - report.error_first_sent[0] >= 0.3  # three waits of 0.1 s between the four tries

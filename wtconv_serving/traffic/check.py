@@ -77,6 +77,8 @@ class LoadReport:
     latencies_ms: list = field(default_factory=list)
     errors: list = field(default_factory=list)
     error_times: list = field(default_factory=list)  # seconds from the clock origin (run_load), one per entry of errors
+    # when the request of each entry of errors was first sent, on the same clock: a retry keeps its request's first
+    error_first_sent: list = field(default_factory=list)
 
     def summary(self) -> dict:
         lat = sorted(self.latencies_ms)
@@ -215,6 +217,7 @@ def run_load(
                 start, batch = plan[i % len(plan)]
                 want = rows(expected, start, batch)
                 error = None
+                first_sent = time.monotonic() - origin
                 for attempt in range(retries + 1):
                     t_send = time.perf_counter()
                     try:
@@ -233,6 +236,7 @@ def run_load(
                     with lock:
                         report.errors.append(f"request {i}: {error}")
                         report.error_times.append(time.monotonic() - origin)
+                        report.error_first_sent.append(first_sent)
                         if attempt < retries:
                             report.retried += 1
                     if stop.is_set():
@@ -254,6 +258,7 @@ def run_load(
                         report.mismatched += 1
                         report.errors.append(f"request {i}: response does not match its input's expected output")
                         report.error_times.append(time.monotonic() - origin)
+                        report.error_first_sent.append(first_sent)
                 if on_progress is not None:
                     on_progress(i)
         except Exception:

@@ -28,8 +28,10 @@ server.
 
 What passes (SoakReport.passed): no request lost, failed or mismatched; no error but those of the killed backend's
 own requests (seen between the kill and a few seconds after the recovery, the restarted server ready or the model
-reloaded, and retried); the backend back when it was killed; and the memory grown by at most MEMORY_GROWTH from the
-first sample at ``settle_s`` (minute 2, or a fifth of a shorter soak) to the last, host and GPU each.
+reloaded; or later, of a request first sent before the recovery and retried since, whose client was slow to
+reconnect); the backend back when it was killed; and the memory grown by at most MEMORY_GROWTH from the first sample
+at ``settle_s`` (minute 2, or a fifth of a shorter soak) to the last: the summed resident memory, its proportional
+figure and the GPU's each.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ __all__ = [
     "client_connections",
     "gpu_memory_mib",
     "growth_by_process_words",
+    "kill_errors_end_words",
     "kill_backend",
     "other_errors_split",
     "process_memory_mib",
@@ -190,22 +193,41 @@ class SoakReport:
         end = (self.recovered_at_s if self.recovered_at_s is not None else float("inf")) + KILL_GRACE_S
         return "kill" if t <= end else "after"
 
+    def _errors(self) -> list:
+        """[(seen at, phase, message)] of the load's errors. An error after the kill's window whose request was first
+        sent before the model was back is still the killed backend's: a request in flight at the kill, or sent while
+        the backend was down, retried until answered (its client may take a while to reconnect)."""
+        load = self.load
+        first_sent = load.error_first_sent or [None] * len(load.error_times)
+        out = []
+        for t, sent, error in zip(load.error_times, first_sent, load.errors, strict=True):
+            phase = self._phase(t)
+            if phase == "after" and sent is not None and sent < self.recovered_at_s:
+                phase = "kill"
+            out.append((t, phase, error))
+        return out
+
     def kill_errors(self) -> tuple[int, int]:
-        """(errors of the killed backend's own requests, any other errors): by when each was seen."""
-        own = sum(self._phase(t) == "kill" for t in self.load.error_times)
+        """(errors of the killed backend's own requests, any other errors): by when each was seen and when its
+        request was first sent (_errors)."""
+        own = sum(phase == "kill" for _, phase, _ in self._errors())
         return own, len(self.load.error_times) - own
+
+    def last_kill_error_s(self) -> float | None:
+        """When the last error of the killed backend's requests was seen: how long its clients took to be answered
+        again (None without one)."""
+        return max((t for t, phase, _ in self._errors() if phase == "kill"), default=None)
 
     def other_errors(self) -> dict:
         """The errors not of the killed backend: how many were seen before the kill (all of them without one) and
         after the recovery's grace; the first OTHER_ERRORS_KEPT as {"t_s" (the soak's clock), "error"}; and
         {message without its request number: count} of the ERROR_KINDS_KEPT most frequent."""
-        load = self.load
-        others = [(t, e) for t, e in zip(load.error_times, load.errors, strict=True) if self._phase(t) != "kill"]
-        kinds = Counter(_REQUEST.sub("", e) for _, e in others)
+        others = [(t, phase, e) for t, phase, e in self._errors() if phase != "kill"]
+        kinds = Counter(_REQUEST.sub("", e) for _, _, e in others)
         return {
-            "before_kill": sum(self._phase(t) == "before" for t, _ in others),
-            "after_recovery": sum(self._phase(t) == "after" for t, _ in others),
-            "first": [{"t_s": round(t, 2), "error": e} for t, e in others[:OTHER_ERRORS_KEPT]],
+            "before_kill": sum(phase == "before" for _, phase, _ in others),
+            "after_recovery": sum(phase == "after" for _, phase, _ in others),
+            "first": [{"t_s": round(t, 2), "error": e} for t, _, e in others[:OTHER_ERRORS_KEPT]],
             "kinds": dict(kinds.most_common(ERROR_KINDS_KEPT)),
         }
 
@@ -271,6 +293,7 @@ class SoakReport:
             "server_pids": list(self.server_pids),
             "restart_times": self.restart_times,
             "errors_of_the_killed_backend": own,
+            "last_error_of_the_killed_backend_s": _round(self.last_kill_error_s()),
             "other_errors": others,
             "other_errors_before_kill": other["before_kill"],
             "other_errors_after_recovery": other["after_recovery"],  # after the recovery and KILL_GRACE_S
@@ -291,7 +314,8 @@ class SoakReport:
         growth = ", ".join(f"{k} {v:+.1%}" for k, v in s["memory_growth"].items() if v is not None) or "not sampled"
         killed = (
             f"; backend killed at {s['backend_killed_at_s']} s, back at {s['backend_back_at_s']} s, "
-            f"{s['errors_of_the_killed_backend']} errors of its requests (retried){recovery_words(s)}"
+            f"{s['errors_of_the_killed_backend']} errors of its requests (retried{kill_errors_end_words(s)})"
+            f"{recovery_words(s)}"
             if self.kill_asked
             else ""
         )
@@ -305,6 +329,15 @@ class SoakReport:
             f"{s['mismatched']} mismatched, {others}{killed}; memory growth from "
             f"{s['memory_settle_s']:g} s: {growth}{growth_by_process_words(s)}"
         )
+
+
+def kill_errors_end_words(s: dict) -> str:
+    """When the killed backend's requests were last refused, against when the model was back, in words for a line,
+    from a soak's summary (empty where it recorded neither)."""
+    last, back = s.get("last_error_of_the_killed_backend_s"), s.get("backend_back_at_s")
+    if last is None or back is None:
+        return ""
+    return f"; the last {last - back:.1f} s after it was back" if last > back else "; none after it was back"
 
 
 def recovery_words(s: dict) -> str:
