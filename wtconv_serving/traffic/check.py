@@ -127,6 +127,9 @@ RECONNECT_BACKOFF_MS = 1000
 # subchannel pool: gRPC otherwise shares one connection, and its backoff, among a process's channels to one address),
 # whose first attempt to connect is immediate.
 FRESH_CLIENT_EVERY_S = 1.0
+# A gRPC channel option: the channel's connection its own (a local subchannel pool), not shared with the process's
+# other channels of equal arguments to the same address, as gRPC does by default.
+OWN_CONNECTION = ("grpc.use_local_subchannel_pool", 1)
 # tritonclient's status of a gRPC call that found no server listening (or a full queue)
 UNAVAILABLE = "StatusCode.UNAVAILABLE"
 
@@ -146,7 +149,7 @@ def _client(protocol: str, url: str, timeout_s: float, own_connection: bool = Fa
             ("grpc.keepalive_permit_without_calls", keepalive.keepalive_permit_without_calls),
             ("grpc.http2.max_pings_without_data", keepalive.http2_max_pings_without_data),
             ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS),
-            *([("grpc.use_local_subchannel_pool", 1)] if own_connection else []),
+            *([OWN_CONNECTION] if own_connection else []),
         ]
         return module, module.InferenceServerClient(url=url, channel_args=channel_args)
     import tritonclient.http as module

@@ -32,7 +32,6 @@ __all__ = ["LoadWorkers", "SweepPoint", "direct_rate", "images_executed", "model
 
 WIRE_TYPES = {np.dtype(np.float32): "FP32", np.dtype(np.float16): "FP16"}
 VARIANTS = 4  # distinct serialized requests per batch size
-OWN_CONNECTION = ("grpc.use_local_subchannel_pool", 1)  # else gRPC shares one connection among equal channels
 
 
 @dataclass
@@ -231,6 +230,8 @@ def _worker(
 
     import grpc
     from tritonclient.grpc import service_pb2
+
+    from wtconv_serving.traffic.check import OWN_CONNECTION
 
     cache: dict = {}
 
