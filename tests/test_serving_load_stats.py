@@ -246,6 +246,45 @@ def test_a_restarts_first_line_is_read_against_the_launchs_local_time():
     assert none.first_line_s is None
 
 
+def test_a_restarts_wait_for_the_old_group_names_a_read_that_held_it(monkeypatch):
+    """The wait for the old process group (launcher._wait_gone) checks its timeout between scans of /proc, so one
+    read that blocks (a process the kernel is tearing down) holds it past the timeout: the scan notes the slowest read
+    and whose it was, and a restart's times name it once it took a second or more. Here a live process of a group of
+    its own (a sleep), whose stat read is made 0.3 s slow, against a 0.05 s timeout."""
+    import subprocess
+    import time
+
+    from wtconv_serving.server import launcher
+
+    child = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    read = launcher._read_stat
+
+    def slow_for_the_child(pid):
+        if int(pid) == child.pid:
+            time.sleep(0.3)
+        return read(pid)
+
+    monkeypatch.setattr(launcher, "_read_stat", slow_for_the_child)
+    try:
+        slowest = launcher.SlowRead()
+        began = time.monotonic()
+        left = launcher._wait_gone(child.pid, timeout=0.05, slowest=slowest)
+        waited = time.monotonic() - began
+    finally:
+        child.kill()
+        child.wait()
+    assert left == {child.pid: "S"} and waited >= 0.3
+    assert (slowest.pid, slowest.name, slowest.state) == (child.pid, "sleep", "S") and slowest.seconds >= 0.3
+    times = launcher.RestartTimes(gone_s=waited, slowest_read=slowest)
+    assert "the slowest read" not in times.words()  # under a second: a scan's ordinary cost is not named
+    slowest.seconds = 77.04
+    assert (
+        f"group gone {waited:.1f} s, the slowest read of /proc: pid {child.pid} (sleep, state S)'s stat, 77.0 s, "
+        in (times.words())
+    )
+    assert times.as_dict()["slowest_read"] == {"seconds": 77.04, "pid": child.pid, "name": "sleep", "state": "S"}
+
+
 def test_the_loads_error_times_count_from_the_callers_clock():
     """The soak reads the load's error times against the moment it killed the backend, on its own clock: a load
     started later must not shift them (the requests failing at the kill would count as other errors). Two requests

@@ -47,7 +47,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from wtconv_core.errors import ConfigurationError, InputError, ServingError
@@ -81,6 +81,8 @@ PORTS_FREE_WAIT_S = 30.0
 # How much longer than the server's start a model whose backend died may take to come back: the watch noticing the
 # dead stub, the drain of the live instances and the ports' check come before a restart's wait for readiness.
 RECOVERY_EXTRA_S = 60.0
+# A read of /proc this slow is named on a restart's times (RestartTimes, SlowRead): a scan of /proc takes milliseconds.
+SLOW_READ_S = 1.0
 RESTART_LINE = "wtconv-trt: restarting tritonserver"  # written into the log between the old process's and the new's
 
 
@@ -332,18 +334,46 @@ def old_version_unload(log_since_reload: str, model: str) -> tuple[bool, float |
 
 
 @dataclass
+class SlowRead:
+    """The slowest read of a /proc/<pid>/stat in group_states' scans: how long it took, whose it was (its pid, and
+    its name and state once read). A restart's wait for the old process group is bounded between scans, not within a
+    read, and a read of a process the kernel is tearing down may block until the teardown ends (docs/serving.md,
+    "The soak"): this says which process held it."""
+
+    seconds: float = 0.0
+    pid: int | None = None
+    name: str = ""
+    state: str = ""
+
+    def note(self, seconds: float, pid: int, stat: str | None) -> None:
+        if seconds <= self.seconds:
+            return
+        self.seconds, self.pid = seconds, pid
+        self.name, self.state = "", ""
+        if stat and "(" in stat and ")" in stat:  # "pid (name) state ppid pgrp ...": the name may hold spaces
+            name, rest = stat[stat.index("(") + 1 :].rsplit(")", 1)
+            self.name, self.state = name, (rest.split() or [""])[0]
+
+    def words(self) -> str:
+        whose = f"pid {self.pid}" + (f" ({self.name}, state {self.state})" if self.name else "")
+        return f"the slowest read of /proc: {whose}'s stat, {self.seconds:.1f} s"
+
+
+@dataclass
 class RestartTimes:
     """Where the time of one restart went, in seconds (TritonServer.restart; docs/serving.md, "The soak"): the old
     process's drain (SIGTERM until its live instances had finished, or the grace ran out), its kill (SIGKILL of its
     process group until the server was reaped), the wait for the rest of the group to go (``still_ending``: the
     members left when that wait gave up, as "pid (state)": "D" is a process the kernel is still tearing down, e.g. the
-    driver releasing its GPU context), the wait for the ports; then, from the new process's launch, its first log line
+    driver releasing its GPU context; ``slowest_read``: that wait's slowest read of /proc, named in ``words`` when it
+    took SLOW_READ_S or more), the wait for the ports; then, from the new process's launch, its first log line
     with a time (Triton's first line comes once CUDA has started: its pinned memory pool) and its readiness."""
 
     drain_s: float = 0.0
     kill_s: float = 0.0
     gone_s: float = 0.0
     still_ending: tuple = ()
+    slowest_read: SlowRead = field(default_factory=SlowRead)
     ports_s: float = 0.0
     launched_at: float = 0.0  # time.time() of the launch
     first_line_s: float | None = None
@@ -366,6 +396,8 @@ class RestartTimes:
         parts = [f"drain {self.drain_s:.1f} s", f"kill {self.kill_s:.1f} s", f"group gone {self.gone_s:.1f} s"]
         if self.still_ending:
             parts.append(f"still ending then: {', '.join(self.still_ending)}")
+        if self.slowest_read.seconds >= SLOW_READ_S:
+            parts.append(self.slowest_read.words())
         parts.append(f"ports {self.ports_s:.1f} s")
         if self.first_line_s is not None:
             parts.append(f"the new process's first log line {self.first_line_s:.1f} s after its launch")
@@ -379,6 +411,12 @@ class RestartTimes:
             "kill_s": round(self.kill_s, 2),
             "gone_s": round(self.gone_s, 2),
             "still_ending": list(self.still_ending),
+            "slowest_read": {
+                "seconds": round(self.slowest_read.seconds, 3),
+                "pid": self.slowest_read.pid,
+                "name": self.slowest_read.name,
+                "state": self.slowest_read.state,
+            },
             "ports_s": round(self.ports_s, 2),
             "launched_at": time.strftime("%H:%M:%S", time.localtime(self.launched_at)),
             "first_line_s": self.first_line_s,
@@ -645,7 +683,7 @@ class TritonServer:
             times.drain_s = lap()
             _kill_group(old, wait_gone=False)
             times.kill_s = lap()
-            left = _wait_gone(old.pid)
+            left = _wait_gone(old.pid, slowest=times.slowest_read)
             times.gone_s = lap()
             times.still_ending = tuple(f"{pid} ({state})" for pid, state in left.items())
             with self._lifecycle:
@@ -1040,27 +1078,38 @@ def _kill_group(process: subprocess.Popen, wait_gone: bool = True) -> int:
     return status
 
 
-def _wait_gone(group: int, timeout: float = 5.0) -> dict:
+def _wait_gone(group: int, timeout: float = 5.0, slowest: SlowRead | None = None) -> dict:
     """Wait until no live process of process group ``group`` is left (zombies, which init reaps, do not count);
-    returns those still there when ``timeout`` ran out, {pid: state} (group_states)."""
+    returns those still there when ``timeout`` ran out, {pid: state} (group_states). The timeout is checked between
+    scans of /proc, so a read that blocks holds the wait past it: ``slowest`` keeps the slowest read seen."""
     deadline = time.monotonic() + timeout
     while True:
-        left = group_states(group)
+        left = group_states(group, slowest)
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(0.05)
 
 
-def group_states(group: int) -> dict:
-    """{pid: state letter of /proc/<pid>/stat} of the live (not zombie) processes of process group ``group``."""
+def _read_stat(pid: str) -> str:
+    return Path("/proc", pid, "stat").read_text()
+
+
+def group_states(group: int, slowest: SlowRead | None = None) -> dict:
+    """{pid: state letter of /proc/<pid>/stat} of the live (not zombie) processes of process group ``group``;
+    ``slowest`` notes the slowest of the reads (SlowRead)."""
     members = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
+        began, stat = time.monotonic(), None
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            stat = _read_stat(entry.name)
+            fields = stat.rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
+        finally:
+            if slowest is not None:
+                slowest.note(time.monotonic() - began, int(entry.name), stat)
         if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == group:
             members[int(entry.name)] = fields[0]
     return members
